@@ -1,0 +1,92 @@
+# Mother: build, run and test. `make help` lists the targets.
+
+SHELL        := /bin/bash
+GO           ?= go
+DATA         ?= ./data
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS      := -s -w -X main.version=$(VERSION)
+BUILD        := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
+MODULE       := github.com/mother-chat/mother
+TOOLS        := $(CURDIR)/bin/tools
+PROTO_FILES  := $(wildcard proto/mother/v1/*.proto)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/mother, bin/chick and bin/momctl for this machine
+	$(BUILD) -o bin/mother ./cmd/mother
+	$(BUILD) -tags timetzdata -o bin/chick ./cmd/chick
+	$(BUILD) -o bin/momctl ./cmd/momctl
+
+.PHONY: run
+run: ## run Mother on the embedded default: files in $(DATA), the terminal as a channel
+	$(GO) run ./cmd/mother --cli $(DATA)
+
+.PHONY: test
+test: check ## the whole suite: the checks, then go test -race (installs what tests need)
+	@bash .ci/ensure-docker
+	$(GO) test -race -count=1 ./...
+
+.PHONY: check
+check: vet fmt-check tidy-check proto-check deps-check ## vet, gofmt, go mod tidy, generated code, dependency rules
+
+.PHONY: vet
+vet:
+	$(GO) vet ./...
+
+.PHONY: fmt-check
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: tidy-check
+tidy-check:
+	@cp go.mod /tmp/mother-go.mod.bak && cp go.sum /tmp/mother-go.sum.bak
+	@$(GO) mod tidy
+	@if ! git diff --quiet -- go.mod go.sum 2>/dev/null; then \
+		git diff -- go.mod go.sum; cp /tmp/mother-go.mod.bak go.mod; cp /tmp/mother-go.sum.bak go.sum; \
+		echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; fi
+
+.PHONY: tools
+tools: ## install the protoc plugins pinned in go.mod into bin/tools
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install tool
+
+.PHONY: proto
+proto: tools ## regenerate the gRPC code from proto/
+	@bash .ci/ensure-protoc
+	PATH=$(TOOLS):$$PATH protoc -I proto \
+		--go_out=. --go_opt=module=$(MODULE) \
+		--go-grpc_out=. --go-grpc_opt=module=$(MODULE) $(PROTO_FILES)
+
+.PHONY: proto-check
+proto-check: tools ## fail if the committed generated code is not what proto/ generates
+	@bash .ci/ensure-protoc
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	PATH=$(TOOLS):$$PATH protoc -I proto \
+		--go_out=$$tmp --go_opt=module=$(MODULE) \
+		--go-grpc_out=$$tmp --go-grpc_opt=module=$(MODULE) $(PROTO_FILES) && \
+	diff -r $$tmp/proto proto -x '*.proto' -x doc.go && echo "generated code is current"
+
+.PHONY: lint-proto
+lint-proto: ## buf lint (STANDARD) if buf is installed
+	@command -v buf >/dev/null || { echo "buf not installed: go install github.com/bufbuild/buf/cmd/buf@latest"; exit 1; }
+	buf lint
+
+.PHONY: deps-check
+deps-check: ## dependency direction: chick and agent stay free of chat platforms
+	@bash .ci/check-deps
+
+.PHONY: cross
+cross: ## Mother and momctl for linux/arm64 (the Pi), the chick for linux/amd64, in dist/
+	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/mother-linux-arm64 ./cmd/mother
+	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/momctl-linux-arm64 ./cmd/momctl
+	GOOS=linux GOARCH=amd64 $(BUILD) -tags timetzdata -o dist/chick-linux-amd64 ./cmd/chick
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf bin dist

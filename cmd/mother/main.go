@@ -1,0 +1,226 @@
+// Command mother runs Mother: the chat adapters configured in
+// <data>/config.json as a daemon, or the terminal as a channel with --cli.
+//
+//	mother [--cli] [--log-level LEVEL] <data>
+//	mother --check-config <data>
+//	mother --version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/adapters/cli"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/model/providers"
+	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cliMode := fs.Bool("cli", false, "make the terminal a channel: lines on stdin are messages, replies go to stdout")
+	checkConfig := fs.Bool("check-config", false, "validate <data>/config.json, print every problem, and exit")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: config, or warn with --cli)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother --version\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "mother %s\n", version)
+		return exitOK
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	dataDir := fs.Arg(0)
+
+	cfg, err := config.Load(dataDir, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: invalid configuration:\n%s\n", indent(err.Error()))
+		return exitUsage
+	}
+	if *checkConfig {
+		// Adapter types must also be ones this binary knows.
+		var es config.Errors
+		known := chat.Types()
+		for _, name := range cfg.SortedAdapterNames() {
+			if !contains(known, cfg.Adapters[name].Type) {
+				es = append(es, config.FieldError{Field: "adapters." + name + ".type", Msg: fmt.Sprintf("this build has no %q adapter (has: %s)", cfg.Adapters[name].Type, strings.Join(known, ", "))})
+			}
+		}
+		if len(es) > 0 {
+			fmt.Fprintf(stderr, "mother: invalid configuration:\n%s\n", indent(es.Error()))
+			return exitUsage
+		}
+		fmt.Fprintf(stdout, "configuration OK: %d adapter(s), model %s/%s, %d chick tier(s)\n", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers))
+		return exitOK
+	}
+
+	level := cfg.Log.Level
+	if *cliMode {
+		level = "warn"
+	}
+	if *logLevel != "" {
+		level = *logLevel
+	}
+	logger, err := newLogger(stderr, cfg.Log.Format, level)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitUsage
+	}
+
+	st, err := store.Open(dataDir, store.Options{Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	defer st.Close()
+
+	provider, err := providers.New(cfg.Providers, cfg.Model.Provider, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
+		return exitUsage
+	}
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if *cliMode {
+		return runCLI(ctx, m, stdin, stdout, stderr, logger)
+	}
+	return runDaemon(ctx, m, cfg, st, stderr, logger)
+}
+
+// runCLI makes the terminal a channel. When stdin ends, it finishes the
+// work in flight and returns 0.
+func runCLI(ctx context.Context, m *mother.Mother, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+	term := cli.New("cli", stdin, stdout)
+	if err := m.AddAdapter(term); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	if err := m.Start(ctx); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	select {
+	case <-term.Done():
+		if err := m.Idle(ctx); err != nil {
+			logger.Warn("interrupted before the work in flight finished")
+		}
+	case <-ctx.Done():
+	}
+	return shutdown(m, stderr)
+}
+
+// runDaemon runs the configured adapters until SIGTERM or SIGINT.
+func runDaemon(ctx context.Context, m *mother.Mother, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+	if len(cfg.Adapters) == 0 {
+		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
+		return exitUsage
+	}
+	for _, name := range cfg.SortedAdapterNames() {
+		a, err := chat.New(chat.Env{
+			Name:   name,
+			Config: cfg.Adapters[name],
+			Logger: logger.With("component", "adapter", "adapter", name),
+			ChannelDir: func(channelID string) (string, error) {
+				ch, err := st.Channel(name, channelID)
+				if err != nil {
+					return "", err
+				}
+				return ch.Dir(), nil
+			},
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "mother: adapters.%s: %v\n", name, err)
+			return exitUsage
+		}
+		if err := m.AddAdapter(a); err != nil {
+			fmt.Fprintf(stderr, "mother: %v\n", err)
+			return exitUsage
+		}
+	}
+	if err := m.Start(ctx); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	logger.Info("mother running", "version", version, "data", st.DataDir())
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return shutdown(m, stderr)
+}
+
+func shutdown(m *mother.Mother, stderr io.Writer) int {
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Shutdown(sctx); err != nil {
+		fmt.Fprintf(stderr, "mother: shutdown: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, errors.New("log format must be text or json")
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ")
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

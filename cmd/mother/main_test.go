@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+var motherBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mother-bin-")
+	if err != nil {
+		panic(err)
+	}
+	motherBin = filepath.Join(dir, "mother")
+	build := exec.Command("go", "build", "-o", motherBin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build mother: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runMother runs the real binary with stdin and the given environment.
+func runMother(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), motherBin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario"}, env...)
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run mother: %v", err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func readLog(t *testing.T, data string) []chat.ChannelMessage {
+	t.Helper()
+	var out []chat.ChannelMessage
+	for _, line := range readLines(t, filepath.Join(data, "workspace/channels/cli/local/log.jsonl")) {
+		var m chat.ChannelMessage
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log.jsonl line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func readContext(t *testing.T, data string) []store.ContextRecord {
+	t.Helper()
+	var out []store.ContextRecord
+	for _, line := range readLines(t, filepath.Join(data, "workspace/channels/cli/local/context.jsonl")) {
+		var r store.ContextRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("context.jsonl line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+func TestTerminalAnswersThroughOllama(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.New(ollamatest.Turn{Text: "Hello Mario, how can I help?"})
+	defer fake.Close()
+	data := t.TempDir()
+
+	r := runMother(t, "hello\n", []string{"MOTHER_OLLAMA_URL=" + fake.URL + "/v1", "MOTHER_MODEL_ID=tiny"}, "--cli", data)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if strings.TrimSpace(r.stdout) != "Hello Mario, how can I help?" {
+		t.Errorf("stdout = %q, want the model's answer", r.stdout)
+	}
+
+	reqs := fake.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("model got %d requests, want 1", len(reqs))
+	}
+	if reqs[0].Model != "tiny" {
+		t.Errorf("model = %q, want tiny (MOTHER_MODEL_ID)", reqs[0].Model)
+	}
+	userLine := regexp.MustCompile(`^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[+-]\d\d:\d\d\] \[mario\]: hello$`)
+	if !userLine.MatchString(reqs[0].LastUser()) {
+		t.Errorf("user message = %q, want [timestamp] [mario]: hello", reqs[0].LastUser())
+	}
+	if !strings.Contains(reqs[0].System(), "cli/local") {
+		t.Errorf("system prompt does not name the channel:\n%s", reqs[0].System())
+	}
+
+	msgs := readLog(t, data)
+	if len(msgs) != 2 {
+		t.Fatalf("log.jsonl has %d messages, want 2: %+v", len(msgs), msgs)
+	}
+	if msgs[0].Text != "hello" || msgs[0].Sender.Username != "mario" || !msgs[0].IsMention || msgs[0].Sender.IsBot {
+		t.Errorf("first logged message = %+v", msgs[0])
+	}
+	if msgs[1].Text != "Hello Mario, how can I help?" || !msgs[1].Sender.IsBot || msgs[1].ReplyTo != msgs[0].ID {
+		t.Errorf("reply logged as %+v, want one whole bot message replying to %s", msgs[1], msgs[0].ID)
+	}
+
+	var roles []string
+	for _, rec := range readContext(t, data) {
+		if rec.Type == store.RecordMessage {
+			roles = append(roles, string(rec.Message.Role))
+		}
+	}
+	if strings.Join(roles, ",") != "user,assistant" {
+		t.Errorf("context.jsonl message roles = %v, want user,assistant", roles)
+	}
+	if _, err := os.Stat(filepath.Join(data, "workspace/channels/cli/local/daily", time.Now().Format("2006-01-02")+".md")); err != nil {
+		t.Errorf("daily log: %v", err)
+	}
+}
+
+func TestTerminalContextSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.New(
+		ollamatest.Turn{Text: "Noted: your cat is called Miso."},
+		ollamatest.Turn{Text: "Miso."},
+		ollamatest.Turn{Text: "Yes."},
+		ollamatest.Turn{Text: "Yes again."},
+	)
+	defer fake.Close()
+	data := t.TempDir()
+	env := []string{"MOTHER_OLLAMA_URL=" + fake.URL}
+
+	if r := runMother(t, "my cat is called Miso\n", env, "--cli", data); r.code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+	}
+	// A new process: the context comes back from context.jsonl. Two
+	// identical lines are two messages (keyed by id, not by text).
+	r := runMother(t, "what is my cat called?\nyes\nyes\n", env, "--cli", data)
+	if r.code != 0 {
+		t.Fatalf("second run: exit %d: %s", r.code, r.stderr)
+	}
+	if got, want := r.stdout, "Miso.\nYes.\nYes again.\n"; got != want {
+		t.Errorf("stdout = %q, want %q (one answer per line, in order)", got, want)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("model got %d requests, want 4", len(reqs))
+	}
+	var contents []string
+	for _, m := range reqs[3].Messages {
+		if m.Role != "system" {
+			contents = append(contents, m.Role+":"+lastField(m.Content))
+		}
+	}
+	want := "user:Miso,assistant:Miso.,user:called?,assistant:Miso.,user:yes,assistant:Yes.,user:yes"
+	if strings.Join(contents, ",") != want {
+		t.Errorf("last request history = %v\nwant %s", contents, want)
+	}
+}
+
+func lastField(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
+}
+
+func TestTerminalModelUnreachable(t *testing.T) {
+	t.Parallel()
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	data := t.TempDir()
+
+	r := runMother(t, "hello\nstill there?\n", []string{"MOTHER_OLLAMA_URL=http://" + addr}, "--cli", data)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("stdout has %d lines, want one error line per message:\n%s", len(lines), r.stdout)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "Error: I cannot reach my model server") || !strings.Contains(l, addr) {
+			t.Errorf("stdout line = %q, want a clear unreachable error naming %s", l, addr)
+		}
+	}
+	msgs := readLog(t, data)
+	if len(msgs) != 4 || !strings.HasPrefix(msgs[2].Text, "Error: I cannot reach") || !strings.HasPrefix(msgs[3].Text, "Error: I cannot reach") {
+		t.Errorf("log.jsonl = %+v, want the error logged as Mother's reply", msgs)
+	}
+}
+
+func TestTerminalUnknownModel(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.New()
+	defer fake.Close()
+	fake.SetModels("qwen3:14b")
+	data := t.TempDir()
+
+	r := runMother(t, "hello\n", []string{"MOTHER_OLLAMA_URL=" + fake.URL, "MOTHER_MODEL_ID=nosuch:1b"}, "--cli", data)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.HasPrefix(r.stdout, "Error: my model is not available") || !strings.Contains(r.stdout, "nosuch:1b") || strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("stdout = %q, want one line naming the missing model", r.stdout)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	token := "xoxb-very-secret-token-value"
+	cfg := `{"adapters": {"slack-acme": {"type": "slack", "botToken": "` + token + `", "dm": "sometimes"}}}`
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runMother(t, "", nil, "--check-config", data)
+	if r.code != 2 {
+		t.Errorf("exit %d, want 2", r.code)
+	}
+	if !strings.Contains(r.stderr, "adapters.slack-acme.dm: must be") || !strings.Contains(r.stderr, "adapters.slack-acme.appToken") || strings.Contains(r.stderr, token) {
+		t.Errorf("stderr = %q, want the dm field named and no token", r.stderr)
+	}
+
+	cfg = `{"adapters": {"slack-acme": {"type": "slack", "botToken": "` + token + `", "dm": "none"}}}`
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runMother(t, "", nil, "--check-config", data)
+	if r.code != 2 || !strings.Contains(r.stderr, "adapters.slack-acme.appToken") || strings.Contains(r.stderr, token) {
+		t.Errorf("exit %d, stderr %q: want exit 2 naming adapters.slack-acme.appToken without the token", r.code, r.stderr)
+	}
+
+	// Starting with an invalid config is the same clear error, not a panic.
+	r = runMother(t, "", nil, data)
+	if r.code != 2 || strings.Contains(r.stderr, "panic") || !strings.Contains(r.stderr, "appToken") {
+		t.Errorf("start with bad config: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runMother(t, "", nil, "--check-config", data)
+	if r.code != 0 || !strings.Contains(r.stdout, "configuration OK") {
+		t.Errorf("empty config: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runMother(t, "", nil, "--version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "mother ") {
+		t.Errorf("--version: exit %d, stdout %q", r.code, r.stdout)
+	}
+}

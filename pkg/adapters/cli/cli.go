@@ -1,0 +1,187 @@
+// Package cli is the terminal adapter: the terminal is one channel
+// ("cli/local"), each line on stdin is a message from the local user, and
+// replies and progress are written to stdout.
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/chat"
+)
+
+// ChannelID is the terminal's one channel.
+const ChannelID = "local"
+
+// SelfID is Mother's sender id in the terminal channel.
+const SelfID = "mother"
+
+func init() {
+	chat.Register("cli", func(env chat.Env) (chat.Adapter, error) {
+		return New(env.Name, os.Stdin, os.Stdout), nil
+	})
+}
+
+// Adapter reads lines from in and writes to out.
+type Adapter struct {
+	name string
+	in   io.Reader
+	now  func() time.Time
+	user chat.UserInfo
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	done    chan struct{}
+	started atomic.Bool
+	seq     atomic.Uint64
+}
+
+var _ chat.Adapter = (*Adapter)(nil)
+
+// New returns a terminal adapter named name.
+func New(name string, in io.Reader, out io.Writer) *Adapter {
+	username := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && username == "" {
+		username = u.Username
+	}
+	if username == "" {
+		username = "user"
+	}
+	return &Adapter{
+		name: name,
+		in:   in,
+		out:  out,
+		now:  time.Now,
+		user: chat.UserInfo{ID: "local-user", Username: username},
+		done: make(chan struct{}),
+	}
+}
+
+// Name implements chat.Adapter.
+func (a *Adapter) Name() string { return a.name }
+
+// SelfID implements chat.Adapter.
+func (a *Adapter) SelfID() string { return SelfID }
+
+// Done is closed when stdin has ended and every line has been delivered.
+func (a *Adapter) Done() <-chan struct{} { return a.done }
+
+// Start begins reading lines. Each non-empty line is delivered as a
+// message addressed to Mother.
+func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("cli adapter %s: already started", a.name)
+	}
+	go func() {
+		defer close(a.done)
+		sc := bufio.NewScanner(a.in)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if ctx.Err() != nil {
+				return
+			}
+			text := strings.TrimSpace(sc.Text())
+			if text == "" {
+				continue
+			}
+			now := a.now()
+			in.Deliver(ctx, a.name, chat.ChannelMessage{
+				ID:          strconv.FormatInt(now.UnixNano(), 10) + "-" + strconv.FormatUint(a.seq.Add(1), 10),
+				ChannelID:   ChannelID,
+				Timestamp:   now,
+				Sender:      chat.Sender{ID: a.user.ID, Username: a.user.Username},
+				Text:        text,
+				Attachments: []chat.ChannelAttachment{},
+				IsMention:   true,
+			}, false)
+		}
+		if err := sc.Err(); err != nil {
+			a.printf("input error: %v\n", err)
+		}
+	}()
+	return nil
+}
+
+// Stop implements chat.Adapter; reading stops with stdin.
+func (a *Adapter) Stop(context.Context) error { return nil }
+
+// Channels implements chat.Adapter.
+func (a *Adapter) Channels() []chat.ChannelInfo {
+	return []chat.ChannelInfo{{ID: ChannelID, Name: "terminal", Type: chat.ChannelDM}}
+}
+
+// Users implements chat.Adapter.
+func (a *Adapter) Users() []chat.UserInfo { return []chat.UserInfo{a.user} }
+
+// Post prints a notice.
+func (a *Adapter) Post(_ context.Context, _ string, markdown string) (string, error) {
+	a.printf("%s\n", strings.TrimRight(markdown, "\n"))
+	return "", nil
+}
+
+// Upload prints where an attached file is (the terminal has no uploads).
+func (a *Adapter) Upload(_ context.Context, _ string, path, title string) error {
+	if title == "" {
+		title = "file"
+	}
+	a.printf("[attached %s: %s]\n", title, path)
+	return nil
+}
+
+func (a *Adapter) printf(format string, args ...any) {
+	a.outMu.Lock()
+	defer a.outMu.Unlock()
+	fmt.Fprintf(a.out, format, args...)
+}
+
+// NewReply renders one run: a line per tool as it starts ("→ label"), a
+// line for tool errors, and the final answer.
+func (a *Adapter) NewReply(_ context.Context, _ string, _ *chat.ChannelMessage, opts chat.ReplyOptions) chat.Reply {
+	prefix := ""
+	if opts.Title != "" {
+		prefix = "[" + opts.Title + "] "
+	}
+	return &reply{a: a, prefix: prefix, quiet: opts.Quiet}
+}
+
+type reply struct {
+	a      *Adapter
+	prefix string
+	quiet  bool
+}
+
+func (r *reply) Event(_ context.Context, ev agent.Event) {
+	switch ev.Type {
+	case agent.EventToolStart:
+		r.a.printf("%s→ %s\n", r.prefix, ev.Label)
+	case agent.EventToolEnd:
+		if ev.IsError && !r.quiet {
+			r.a.printf("%s✗ %s: %s\n", r.prefix, ev.Label, firstLine(ev.Result))
+		}
+	case agent.EventCompactionStart:
+		r.a.printf("%s… compacting context\n", r.prefix)
+	}
+}
+
+func (r *reply) Finish(_ context.Context, markdown string) (string, error) {
+	if markdown != "" {
+		r.a.printf("%s%s\n", r.prefix, strings.TrimRight(markdown, "\n"))
+	}
+	return "", nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}

@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/model"
+)
+
+// EventType names what happened in a run.
+type EventType string
+
+// Event types, in the order a run emits them.
+const (
+	EventMessageStart    EventType = "message_start"
+	EventMessageDelta    EventType = "message_delta"
+	EventMessageEnd      EventType = "message_end"
+	EventToolStart       EventType = "tool_start"
+	EventToolEnd         EventType = "tool_end"
+	EventCompactionStart EventType = "compaction_start"
+	EventCompactionEnd   EventType = "compaction_end"
+	EventRunEnd          EventType = "run_end"
+)
+
+// StopReason tells why a run ended.
+type StopReason string
+
+// Stop reasons.
+const (
+	StopDone       StopReason = "done"        // the model gave a final answer
+	StopAborted    StopReason = "aborted"     // ctx cancelled: stop command, kill, shutdown
+	StopMaxTurns   StopReason = "max_turns"   // the turn limit was reached
+	StopToolErrors StopReason = "tool_errors" // circuit breaker: consecutive tool errors
+	StopBudget     StopReason = "budget"      // the broker refused a call on a budget
+	StopError      StopReason = "error"       // the provider failed
+)
+
+// Event is one platform-neutral thing that happened in a run. Adapters render
+// it; the chick streams it to Mother. Which fields are set depends on Type.
+type Event struct {
+	Type EventType `json:"type"`
+	Time time.Time `json:"time"`
+
+	// Text is the delta (message_delta), the whole assistant text
+	// (message_end), or the summary (compaction_end).
+	Text string `json:"text,omitempty"`
+
+	// Tool fields (tool_start, tool_end).
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	ToolName   string          `json:"toolName,omitempty"`
+	Label      string          `json:"label,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Result     string          `json:"result,omitempty"`
+	IsError    bool            `json:"isError,omitempty"`
+	Duration   time.Duration   `json:"duration,omitempty"`
+
+	// Usage is set on message_end (that call) and run_end (the whole run).
+	Usage model.Usage `json:"usage,omitzero"`
+
+	// Run end fields.
+	StopReason StopReason `json:"stopReason,omitempty"`
+	Err        string     `json:"error,omitempty"`
+}

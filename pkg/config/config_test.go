@@ -1,0 +1,194 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func load(t *testing.T, body string, env map[string]string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if body != "" {
+		if err := os.WriteFile(filepath.Join(dir, File), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Load(dir, func(k string) string { return env[k] })
+}
+
+func TestBadConfigsNameTheField(t *testing.T) {
+	t.Parallel()
+	const secret = "xoxb-123-super-secret"
+	tests := []struct {
+		name string
+		body string
+		// want lists substrings the error must contain (the field path).
+		want []string
+	}{
+		{"syntax", `{"adapters": {,}}`, []string{"(file): JSON syntax error at line 1, column 15"}},
+		{"truncated", `{"adapters": {`, []string{"(file): JSON syntax error at line 1, column 14: unexpected end"}},
+		{"not an object", `[1,2]`, []string{"(file): must be a JSON object"}},
+		{"empty file", ` `, []string{"(file): empty file"}},
+		{"unknown top-level field", `{"adaptors": {}}`, []string{"adaptors: unknown field"}},
+		{"unknown nested field", `{"chicks": {"maxConcurent": 3}}`, []string{"chicks.maxConcurent: unknown field"}},
+		{"unknown field in a map entry", `{"adapters": {"d": {"type": "discord", "botToken": "x", "guild": "1"}}}`, []string{"adapters.d.guild: unknown field"}},
+		{"wrong type in a map entry", `{"adapters": {"d": {"type": "discord", "botToken": "x", "admins": "bob"}}}`, []string{"adapters.d.admins: must be a list, not JSON string"}},
+		{"wrong type in a list", `{"chicks": {"hosts": [{"capacity": "six"}]}}`, []string{"chicks.hosts[0].capacity: must be a whole number, not JSON string"}},
+		{"missing type", `{"adapters": {"x": {}}}`, []string{"adapters.x.type: missing"}},
+		{"unknown adapter type", `{"adapters": {"x": {"type": "irc"}}}`, []string{"adapters.x.type: unknown adapter type \"irc\""}},
+		{"bad adapter name", `{"adapters": {"my bot": {"type": "cli"}}}`, []string{"adapters.my bot: adapter name"}},
+		{"discord without token", `{"adapters": {"d": {"type": "discord"}}}`, []string{"adapters.d.botToken: missing"}},
+		{"slack tokens", `{"adapters": {"s": {"type": "slack", "botToken": "` + secret + `", "appToken": "nope"}}}`, []string{"adapters.s.appToken: a Slack app-level token starts with xapp-"}},
+		{"dm word", `{"adapters": {"d": {"type": "discord", "botToken": "x", "dm": "friends"}}}`, []string{`adapters.d.dm: must be "everyone", "none" or a list of user ids, not "friends"`}},
+		{"dm number", `{"adapters": {"d": {"type": "discord", "botToken": "x", "dm": 3}}}`, []string{"adapters.d.dm: must be"}},
+		{"dm empty id", `{"adapters": {"d": {"type": "discord", "botToken": "x", "dm": [""]}}}`, []string{"adapters.d.dm[0]: empty user id"}},
+		{"api url", `{"adapters": {"d": {"type": "discord", "botToken": "x", "apiURL": "ftp://x"}}}`, []string{"adapters.d.apiURL: must be an http(s) URL"}},
+		{"model provider", `{"model": {"provider": "openai"}}`, []string{"model.provider: unknown provider \"openai\""}},
+		{"anthropic without key", `{"model": {"provider": "anthropic", "id": "claude"}}`, []string{"providers.anthropic.apiKey: missing, needed by model.provider"}},
+		{"ollama url", `{"providers": {"ollama": {"url": "localhost:11434"}}}`, []string{"providers.ollama.url: must be an http(s) URL"}},
+		{"duration", `{"chicks": {"timeout": "soon"}}`, []string{`chicks.timeout: must be a duration such as "90s" or "30m", not "soon"`}},
+		{"duration number", `{"events": {"oneShotGrace": 600}}`, []string{"events.oneShotGrace: must be a duration string"}},
+		{"negative duration", `{"chicks": {"keepFor": "-1m"}}`, []string{"chicks.keepFor: must not be negative"}},
+		{"default tier missing", `{"chicks": {"defaultTier": "big"}}`, []string{`chicks.defaultTier: "big" is not in chicks.tiers`}},
+		{"tier without model", `{"chicks": {"tiers": {"local": {"provider": "ollama"}}}}`, []string{"chicks.tiers.local.model: missing"}},
+		{"network", `{"chicks": {"network": "overlay"}}`, []string{"chicks.network: must be"}},
+		{"plain tcp docker", `{"chicks": {"hosts": [{"address": "tcp://10.0.0.2:2375"}]}}`, []string{"chicks.hosts[0].address: tcp:// Docker hosts need TLS client certificates"}},
+		{"docker scheme", `{"chicks": {"hosts": [{"address": "http://x"}]}}`, []string{"chicks.hosts[0].address: scheme must be"}},
+		{"host tier", `{"chicks": {"hosts": [{"tiers": ["gpu"]}]}}`, []string{`chicks.hosts[0].tiers[0]: unknown tier "gpu"`}},
+		{"duplicate host", `{"chicks": {"hosts": [{"name": "a"}, {"name": "a"}]}}`, []string{"chicks.hosts[1].name: duplicate host name"}},
+		{"memory size", `{"chicks": {"resources": {"memory": "lots"}}}`, []string{"chicks.resources.memory: must be a size"}},
+		{"root user", `{"chicks": {"hardening": {"user": "0:0"}}}`, []string{"chicks.hardening.user: chicks must not run as root"}},
+		{"host tools", `{"chicks": {"hostTools": ["notes"]}}`, []string{"chicks.hostTools[0]: must be \"server.tool\""}},
+		{"grpc listen", `{"grpc": {"listen": "7777"}}`, []string{"grpc.listen: must be host:port"}},
+		{"budget tier", `{"budgets": {"tierDailyTokens": {"gpu": 5}}}`, []string{"budgets.tierDailyTokens.gpu: unknown tier"}},
+		{"negative budget", `{"budgets": {"chickTokens": -5}}`, []string{"budgets.chickTokens: must not be negative"}},
+		{"mcp neither", `{"mcpServers": {"notes": {}}}`, []string{"mcpServers.notes: needs \"command\""}},
+		{"mcp both", `{"mcpServers": {"notes": {"command": "x", "url": "http://127.0.0.1:1"}}}`, []string{"mcpServers.notes: has both"}},
+		{"log format", `{"log": {"format": "xml"}}`, []string{"log.format: must be"}},
+		{"log level", `{"log": {"level": "loud"}}`, []string{"log.level: must be"}},
+		{"metrics not loopback", `{"metrics": {"listen": "0.0.0.0:9464"}}`, []string{"metrics.listen: must be a loopback address"}},
+		{"several at once", `{"chicks": {"timeout": "x", "network": "y"}, "log": {"level": "z"}}`, []string{"chicks.timeout:", "chicks.network:", "log.level:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := load(t, tt.body, nil)
+			if err == nil {
+				t.Fatalf("Load(%s) = nil error, want one naming %q", tt.body, tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Load(%s) error:\n%v\nwant it to contain %q", tt.body, err, w)
+				}
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error contains the token: %v", err)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, "", nil)
+	if err != nil {
+		t.Fatalf("Load without config.json: %v", err)
+	}
+	if cfg.Model.Provider != "ollama" || cfg.Model.ID != DefaultModelID || cfg.Providers.Ollama.URL != DefaultOllamaURL {
+		t.Errorf("model defaults = %+v %+v", cfg.Model, cfg.Providers.Ollama)
+	}
+	if cfg.Chicks.Image != DefaultChickImage || cfg.Chicks.MaxConcurrent != 6 || cfg.Chicks.Timeout.Duration != 30*time.Minute {
+		t.Errorf("chick defaults = %+v", cfg.Chicks)
+	}
+	if tier := cfg.Chicks.Tiers[DefaultTier]; tier.Model != DefaultChickModel || tier.Provider != "ollama" {
+		t.Errorf("default tier = %+v", tier)
+	}
+	if len(cfg.Chicks.Hosts) != 1 || cfg.Chicks.Hosts[0].Capacity != 6 {
+		t.Errorf("default hosts = %+v", cfg.Chicks.Hosts)
+	}
+	if !filepath.IsAbs(cfg.Admin.Socket) || filepath.Base(cfg.Admin.Socket) != "mother.sock" {
+		t.Errorf("admin socket = %q, want an absolute path to mother.sock", cfg.Admin.Socket)
+	}
+	if cfg.Dispatch.QueueSize != 5 || cfg.Events.MaxQueuedPerChannel != 5 || cfg.Events.OneShotGrace.Duration != 10*time.Minute {
+		t.Errorf("queue defaults = %+v %+v", cfg.Dispatch, cfg.Events)
+	}
+	if cfg.Adapters["x"].DM.Allows("anyone") {
+		t.Error("default dm policy allows DMs; want none")
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DISCORD_BOT_TOKEN":     "discord-token",
+		"DISCORD_GUILD_ID":      "42",
+		"SLACK_BOT_TOKEN":       "xoxb-1",
+		"SLACK_APP_TOKEN":       "xapp-1",
+		"MOTHER_MODEL_PROVIDER": "ollama",
+		"MOTHER_MODEL_ID":       "glm-4.7-flash",
+		"MOTHER_OLLAMA_URL":     "http://127.0.0.1:11434/v1",
+		"MOTHER_CHICK_MODEL":    "qwen3:32b",
+		"MOTHER_CHICK_IMAGE":    "registry.local/chick:1",
+	}
+	cfg, err := load(t, `{"adapters": {"discord-mybot": {"type": "discord", "botToken": "old", "admins": ["7"]}}}`, env)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	d := cfg.Adapters["discord-mybot"]
+	if d.BotToken.Value() != "discord-token" || d.GuildID != "42" || len(d.Admins) != 1 {
+		t.Errorf("discord adapter = %+v, want the env token and guild on the configured adapter", d)
+	}
+	if _, extra := cfg.Adapters["discord"]; extra {
+		t.Error("env created a second discord adapter")
+	}
+	s, ok := cfg.Adapters["slack"]
+	if !ok || s.Type != "slack" || s.BotToken.Value() != "xoxb-1" || s.AppToken.Value() != "xapp-1" {
+		t.Errorf("slack adapter from env = %+v (present %v)", s, ok)
+	}
+	if cfg.Model.ID != "glm-4.7-flash" || cfg.Chicks.Image != "registry.local/chick:1" {
+		t.Errorf("model %q image %q", cfg.Model.ID, cfg.Chicks.Image)
+	}
+	if got := cfg.Chicks.Tiers[DefaultTier].Model; got != "qwen3:32b" {
+		t.Errorf("default tier model = %q, want MOTHER_CHICK_MODEL", got)
+	}
+	if cfg.Providers.Ollama.URL != "http://127.0.0.1:11434/v1" {
+		t.Errorf("ollama url = %q (the /v1 is stripped by the provider)", cfg.Providers.Ollama.URL)
+	}
+}
+
+func TestSecretsNeverPrint(t *testing.T) {
+	t.Parallel()
+	s := Secret("xoxb-secret")
+	for _, got := range []string{s.String(), s.GoString()} {
+		if strings.Contains(got, "xoxb") {
+			t.Errorf("secret printed as %q", got)
+		}
+	}
+	b, _ := s.MarshalJSON()
+	if strings.Contains(string(b), "xoxb") {
+		t.Errorf("secret marshalled as %s", b)
+	}
+}
+
+func TestDMPolicy(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, `{"adapters": {
+		"a": {"type": "cli", "dm": "everyone"},
+		"b": {"type": "cli", "dm": "none"},
+		"c": {"type": "cli", "dm": ["U1", "U2"]}}}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		adapter, user string
+		want          bool
+	}{{"a", "U9", true}, {"b", "U1", false}, {"c", "U2", true}, {"c", "U3", false}}
+	for _, c := range cases {
+		if got := cfg.Adapters[c.adapter].DM.Allows(c.user); got != c.want {
+			t.Errorf("adapter %s Allows(%s) = %v, want %v", c.adapter, c.user, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,524 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults, as documented in the README.
+const (
+	DefaultModelProvider      = "ollama"
+	DefaultModelID            = "qwen3:30b-a3b"
+	DefaultOllamaURL          = "http://127.0.0.1:11434"
+	DefaultChickImage         = "mother-chick:dev"
+	DefaultChickModel         = "qwen3:14b"
+	DefaultTier               = "local"
+	DefaultMaxConcurrent      = 6
+	DefaultMaxPerChannel      = 3
+	DefaultChickQueue         = 20
+	DefaultChickTimeout       = 30 * time.Minute
+	DefaultChickMaxTurns      = 100
+	DefaultHeartbeat          = 5 * time.Second
+	DefaultKillGrace          = 10 * time.Second
+	DefaultMemory             = "2g"
+	DefaultCPUs               = 2.0
+	DefaultPids               = 512
+	DefaultTmpfs              = "256m"
+	DefaultUser               = "65534:65534"
+	DefaultGRPCListen         = "127.0.0.1:7777"
+	DefaultSocket             = "mother.sock"
+	DefaultOneShotGrace       = 10 * time.Minute
+	DefaultEventQueue         = 5
+	DefaultDispatchQueue      = 5
+	DefaultReserveTokens      = 4096
+	DefaultKeepRecentTokens   = 8192
+	DefaultMCPTimeout         = 60 * time.Second
+	DefaultLogFormat          = "text"
+	DefaultLogLevel           = "info"
+	DefaultAnthropicBaseURL   = "https://api.anthropic.com"
+	DefaultChickTokenBudget   = 2_000_000
+	DefaultChannelDailyTokens = 0
+)
+
+// ApplyEnv applies the environment overrides: DISCORD_BOT_TOKEN,
+// DISCORD_GUILD_ID, SLACK_BOT_TOKEN, SLACK_APP_TOKEN, MOTHER_MODEL_PROVIDER,
+// MOTHER_MODEL_ID, MOTHER_OLLAMA_URL, MOTHER_CHICK_MODEL, MOTHER_CHICK_IMAGE,
+// ANTHROPIC_API_KEY. A Discord or Slack token creates an adapter named
+// "discord" or "slack" when config.json has no adapter of that type, and
+// overrides the token of the only one when it has exactly one.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if c.Adapters == nil {
+		c.Adapters = map[string]Adapter{}
+	}
+	if tok := getenv("DISCORD_BOT_TOKEN"); tok != "" {
+		c.overrideAdapter("discord", func(a *Adapter) { a.BotToken = Secret(tok) })
+	}
+	if g := getenv("DISCORD_GUILD_ID"); g != "" {
+		c.overrideAdapter("discord", func(a *Adapter) { a.GuildID = g })
+	}
+	if tok := getenv("SLACK_BOT_TOKEN"); tok != "" {
+		c.overrideAdapter("slack", func(a *Adapter) { a.BotToken = Secret(tok) })
+	}
+	if tok := getenv("SLACK_APP_TOKEN"); tok != "" {
+		c.overrideAdapter("slack", func(a *Adapter) { a.AppToken = Secret(tok) })
+	}
+	if v := getenv("MOTHER_MODEL_PROVIDER"); v != "" {
+		c.Model.Provider = v
+	}
+	if v := getenv("MOTHER_MODEL_ID"); v != "" {
+		c.Model.ID = v
+	}
+	if v := getenv("MOTHER_OLLAMA_URL"); v != "" {
+		c.Providers.Ollama.URL = v
+	}
+	if v := getenv("ANTHROPIC_API_KEY"); v != "" && c.Providers.Anthropic.APIKey == "" {
+		c.Providers.Anthropic.APIKey = Secret(v)
+	}
+	if v := getenv("MOTHER_CHICK_IMAGE"); v != "" {
+		c.Chicks.Image = v
+	}
+	if v := getenv("MOTHER_CHICK_MODEL"); v != "" {
+		if c.Chicks.Tiers == nil {
+			c.Chicks.Tiers = map[string]Tier{}
+		}
+		tier := c.Chicks.DefaultTier
+		if tier == "" {
+			tier = DefaultTier
+		}
+		t := c.Chicks.Tiers[tier]
+		t.Model = v
+		if t.Provider == "" {
+			t.Provider = "ollama"
+		}
+		c.Chicks.Tiers[tier] = t
+	}
+}
+
+// overrideAdapter edits the only adapter of typ, or creates one named typ.
+// With several adapters of typ, the environment cannot say which is meant;
+// the one named typ is used if it exists.
+func (c *Config) overrideAdapter(typ string, edit func(*Adapter)) {
+	var found []string
+	for name, a := range c.Adapters {
+		if a.Type == typ {
+			found = append(found, name)
+		}
+	}
+	name := typ
+	if len(found) == 1 {
+		name = found[0]
+	}
+	a, ok := c.Adapters[name]
+	if !ok {
+		a = Adapter{Type: typ}
+	}
+	edit(&a)
+	c.Adapters[name] = a
+}
+
+// SetDefaults fills every unset field. dataDir anchors relative paths.
+func (c *Config) SetDefaults(dataDir string) {
+	if c.Adapters == nil {
+		c.Adapters = map[string]Adapter{}
+	}
+	if c.Model.Provider == "" {
+		c.Model.Provider = DefaultModelProvider
+	}
+	if c.Model.ID == "" {
+		c.Model.ID = DefaultModelID
+	}
+	if c.Providers.Ollama.URL == "" {
+		c.Providers.Ollama.URL = DefaultOllamaURL
+	}
+	if c.Providers.Anthropic.BaseURL == "" {
+		c.Providers.Anthropic.BaseURL = DefaultAnthropicBaseURL
+	}
+	ch := &c.Chicks
+	if ch.Image == "" {
+		ch.Image = DefaultChickImage
+	}
+	if ch.DefaultTier == "" {
+		ch.DefaultTier = DefaultTier
+	}
+	if ch.Tiers == nil {
+		ch.Tiers = map[string]Tier{}
+	}
+	if _, ok := ch.Tiers[ch.DefaultTier]; !ok && ch.DefaultTier == DefaultTier {
+		ch.Tiers[DefaultTier] = Tier{Provider: "ollama", Model: DefaultChickModel, Description: "local model for file work, scripting and searching"}
+	}
+	for name, t := range ch.Tiers {
+		if t.Provider == "" {
+			t.Provider = "ollama"
+			ch.Tiers[name] = t
+		}
+	}
+	if ch.MaxConcurrent == 0 {
+		ch.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if ch.MaxPerChannel == 0 {
+		ch.MaxPerChannel = DefaultMaxPerChannel
+	}
+	if ch.QueueSize == 0 {
+		ch.QueueSize = DefaultChickQueue
+	}
+	if ch.Timeout.Duration == 0 && ch.Timeout.invalid == "" {
+		ch.Timeout = Dur(DefaultChickTimeout)
+	}
+	if ch.MaxTurns == 0 {
+		ch.MaxTurns = DefaultChickMaxTurns
+	}
+	if ch.HeartbeatInterval.Duration == 0 && ch.HeartbeatInterval.invalid == "" {
+		ch.HeartbeatInterval = Dur(DefaultHeartbeat)
+	}
+	if ch.KillGrace.Duration == 0 && ch.KillGrace.invalid == "" {
+		ch.KillGrace = Dur(DefaultKillGrace)
+	}
+	if len(ch.Hosts) == 0 {
+		ch.Hosts = []DockerHost{{Name: "local"}}
+	}
+	for i := range ch.Hosts {
+		h := &ch.Hosts[i]
+		if h.Name == "" {
+			h.Name = fmt.Sprintf("host%d", i+1)
+		}
+		if h.Capacity == 0 {
+			h.Capacity = ch.MaxConcurrent
+		}
+	}
+	if ch.Resources.Memory == "" {
+		ch.Resources.Memory = DefaultMemory
+	}
+	if ch.Resources.CPUs == 0 {
+		ch.Resources.CPUs = DefaultCPUs
+	}
+	if ch.Resources.Pids == 0 {
+		ch.Resources.Pids = DefaultPids
+	}
+	if ch.Resources.Tmpfs == "" {
+		ch.Resources.Tmpfs = DefaultTmpfs
+	}
+	if ch.Hardening.User == "" {
+		ch.Hardening.User = DefaultUser
+	}
+	if ch.Network == "" {
+		ch.Network = "host"
+	}
+	if c.GRPC.Listen == "" {
+		c.GRPC.Listen = DefaultGRPCListen
+	}
+	if c.GRPC.Advertise == "" {
+		c.GRPC.Advertise = c.GRPC.Listen
+	}
+	if c.Admin.Socket == "" {
+		c.Admin.Socket = DefaultSocket
+	}
+	if !filepath.IsAbs(c.Admin.Socket) && dataDir != "" {
+		if abs, err := filepath.Abs(filepath.Join(dataDir, c.Admin.Socket)); err == nil {
+			c.Admin.Socket = abs
+		}
+	}
+	if c.Budgets.ChickTokens == 0 {
+		c.Budgets.ChickTokens = DefaultChickTokenBudget
+	}
+	if c.Events.OneShotGrace.Duration == 0 && c.Events.OneShotGrace.invalid == "" {
+		c.Events.OneShotGrace = Dur(DefaultOneShotGrace)
+	}
+	if c.Events.MaxQueuedPerChannel == 0 {
+		c.Events.MaxQueuedPerChannel = DefaultEventQueue
+	}
+	if c.Dispatch.QueueSize == 0 {
+		c.Dispatch.QueueSize = DefaultDispatchQueue
+	}
+	if c.Context.ReserveTokens == 0 {
+		c.Context.ReserveTokens = DefaultReserveTokens
+	}
+	if c.Context.KeepRecentTokens == 0 {
+		c.Context.KeepRecentTokens = DefaultKeepRecentTokens
+	}
+	for name, s := range c.MCPServers {
+		if s.Timeout.Duration == 0 && s.Timeout.invalid == "" {
+			s.Timeout = Dur(DefaultMCPTimeout)
+			c.MCPServers[name] = s
+		}
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = DefaultLogFormat
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = DefaultLogLevel
+	}
+}
+
+// Validate checks every field and returns all problems.
+func (c *Config) Validate() error {
+	var es Errors
+	bad := func(field, format string, args ...any) {
+		es = append(es, FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, name := range c.SortedAdapterNames() {
+		a := c.Adapters[name]
+		f := "adapters." + name
+		if err := validName(name); err != "" {
+			bad(f, "adapter name %s", err)
+		}
+		switch a.Type {
+		case "":
+			bad(f+".type", "missing (\"discord\", \"slack\" or \"cli\")")
+		case "discord":
+			if a.BotToken == "" {
+				bad(f+".botToken", "missing (or set DISCORD_BOT_TOKEN)")
+			}
+		case "slack":
+			if a.BotToken == "" {
+				bad(f+".botToken", "missing (or set SLACK_BOT_TOKEN)")
+			} else if !strings.HasPrefix(a.BotToken.Value(), "xoxb-") {
+				bad(f+".botToken", "a Slack bot token starts with xoxb-")
+			}
+			if a.AppToken == "" {
+				bad(f+".appToken", "missing: Socket Mode needs an app-level token (or set SLACK_APP_TOKEN)")
+			} else if !strings.HasPrefix(a.AppToken.Value(), "xapp-") {
+				bad(f+".appToken", "a Slack app-level token starts with xapp-")
+			}
+		case "cli":
+		default:
+			bad(f+".type", "unknown adapter type %q (\"discord\", \"slack\" or \"cli\")", a.Type)
+		}
+		if a.APIURL != "" {
+			if u, err := url.Parse(a.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(f+".apiURL", "must be an http(s) URL, got %q", a.APIURL)
+			}
+		}
+		for i, id := range a.Admins {
+			if strings.TrimSpace(id) == "" {
+				bad(fmt.Sprintf("%s.admins[%d]", f, i), "empty user id")
+			}
+		}
+		for i, id := range a.DM.Users {
+			if strings.TrimSpace(id) == "" {
+				bad(fmt.Sprintf("%s.dm[%d]", f, i), "empty user id")
+			}
+		}
+	}
+	checkProvider := func(field, p string) {
+		switch p {
+		case "ollama":
+		case "anthropic":
+			if c.Providers.Anthropic.APIKey == "" {
+				bad("providers.anthropic.apiKey", "missing, needed by %s (or set ANTHROPIC_API_KEY)", field)
+			}
+		default:
+			bad(field, "unknown provider %q (\"ollama\" or \"anthropic\")", p)
+		}
+	}
+	checkProvider("model.provider", c.Model.Provider)
+	if u, err := url.Parse(strings.TrimSpace(c.Providers.Ollama.URL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("providers.ollama.url", "must be an http(s) URL such as http://127.0.0.1:11434, got %q", c.Providers.Ollama.URL)
+	}
+	if u, err := url.Parse(c.Providers.Anthropic.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("providers.anthropic.baseURL", "must be an http(s) URL, got %q", c.Providers.Anthropic.BaseURL)
+	}
+	ch := c.Chicks
+	tierNames := sortedKeys(ch.Tiers)
+	for _, name := range tierNames {
+		t := ch.Tiers[name]
+		f := "chicks.tiers." + name
+		if err := validName(name); err != "" {
+			bad(f, "tier name %s", err)
+		}
+		if t.Model == "" {
+			bad(f+".model", "missing")
+		}
+		checkProvider(f+".provider", t.Provider)
+	}
+	if _, ok := ch.Tiers[ch.DefaultTier]; !ok {
+		bad("chicks.defaultTier", "%q is not in chicks.tiers (%s)", ch.DefaultTier, strings.Join(tierNames, ", "))
+	}
+	if ch.MaxConcurrent < 0 {
+		bad("chicks.maxConcurrent", "must be positive")
+	}
+	if ch.MaxPerChannel < 0 {
+		bad("chicks.maxPerChannel", "must be positive")
+	}
+	if ch.QueueSize < 0 {
+		bad("chicks.queueSize", "must be positive")
+	}
+	if ch.MaxTurns < 0 {
+		bad("chicks.maxTurns", "must be positive")
+	}
+	switch ch.Network {
+	case "host", "bridge", "none":
+	default:
+		bad("chicks.network", "must be \"host\", \"bridge\" or \"none\", got %q", ch.Network)
+	}
+	names := map[string]bool{}
+	for i, h := range ch.Hosts {
+		f := fmt.Sprintf("chicks.hosts[%d]", i)
+		if names[h.Name] {
+			bad(f+".name", "duplicate host name %q", h.Name)
+		}
+		names[h.Name] = true
+		if h.Capacity < 0 {
+			bad(f+".capacity", "must be positive")
+		}
+		if h.Address != "" {
+			u, err := url.Parse(h.Address)
+			switch {
+			case err != nil:
+				bad(f+".address", "not a URL: %v", err)
+			case u.Scheme == "unix" || u.Scheme == "ssh":
+			case u.Scheme == "tcp":
+				if h.TLSCA == "" || h.TLSCert == "" || h.TLSKey == "" {
+					bad(f+".address", "tcp:// Docker hosts need TLS client certificates (tlsCA, tlsCert, tlsKey); plain TCP is refused")
+				}
+			default:
+				bad(f+".address", "scheme must be unix://, tcp:// (with TLS) or ssh://, got %q", h.Address)
+			}
+		}
+		for j, t := range h.Tiers {
+			if _, ok := ch.Tiers[t]; !ok {
+				bad(fmt.Sprintf("%s.tiers[%d]", f, j), "unknown tier %q", t)
+			}
+		}
+	}
+	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
+		bad("chicks.resources.memory", "%v", err)
+	}
+	if _, err := ParseBytes(ch.Resources.Tmpfs); err != nil {
+		bad("chicks.resources.tmpfs", "%v", err)
+	}
+	if ch.Resources.CPUs < 0 {
+		bad("chicks.resources.cpus", "must be positive")
+	}
+	if ch.Resources.Pids < 0 {
+		bad("chicks.resources.pids", "must be positive")
+	}
+	if ch.Hardening.User == "0" || strings.HasPrefix(ch.Hardening.User, "0:") || ch.Hardening.User == "root" {
+		bad("chicks.hardening.user", "chicks must not run as root")
+	}
+	for i, ht := range ch.HostTools {
+		if !strings.Contains(ht, ".") {
+			bad(fmt.Sprintf("chicks.hostTools[%d]", i), "must be \"server.tool\" or \"server.*\", got %q", ht)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.GRPC.Listen); err != nil {
+		bad("grpc.listen", "must be host:port, got %q", c.GRPC.Listen)
+	}
+	if _, _, err := net.SplitHostPort(c.GRPC.Advertise); err != nil {
+		bad("grpc.advertise", "must be host:port, got %q", c.GRPC.Advertise)
+	}
+	if c.Budgets.ChickTokens < 0 {
+		bad("budgets.chickTokens", "must not be negative")
+	}
+	if c.Budgets.ChannelDailyTokens < 0 {
+		bad("budgets.channelDailyTokens", "must not be negative")
+	}
+	for t, n := range c.Budgets.TierDailyTokens {
+		if _, ok := ch.Tiers[t]; !ok {
+			bad("budgets.tierDailyTokens."+t, "unknown tier %q", t)
+		}
+		if n < 0 {
+			bad("budgets.tierDailyTokens."+t, "must not be negative")
+		}
+	}
+	if c.Events.MaxQueuedPerChannel < 0 {
+		bad("events.maxQueuedPerChannel", "must be positive")
+	}
+	if c.Dispatch.QueueSize < 0 {
+		bad("dispatch.queueSize", "must be positive")
+	}
+	if c.Context.ReserveTokens < 0 {
+		bad("context.reserveTokens", "must be positive")
+	}
+	if c.Context.KeepRecentTokens < 0 {
+		bad("context.keepRecentTokens", "must be positive")
+	}
+	for _, name := range sortedKeys(c.MCPServers) {
+		s := c.MCPServers[name]
+		f := "mcpServers." + name
+		if err := validName(name); err != "" {
+			bad(f, "server name %s", err)
+		}
+		switch {
+		case s.Command == "" && s.URL == "":
+			bad(f, "needs \"command\" (stdio) or \"url\" (streamable HTTP)")
+		case s.Command != "" && s.URL != "":
+			bad(f, "has both \"command\" and \"url\"; pick one")
+		case s.URL != "":
+			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(f+".url", "must be an http(s) URL, got %q", s.URL)
+			}
+		}
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "must be \"text\" or \"json\", got %q", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if c.Metrics.Listen != "" {
+		host, _, err := net.SplitHostPort(c.Metrics.Listen)
+		if err != nil {
+			bad("metrics.listen", "must be host:port, got %q", c.Metrics.Listen)
+		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			bad("metrics.listen", "must be a loopback address (127.0.0.1, ::1, localhost), got %q", c.Metrics.Listen)
+		}
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	return es
+}
+
+func validName(s string) string {
+	if s == "" {
+		return "is empty"
+	}
+	if len(s) > 64 {
+		return "is longer than 64 characters"
+	}
+	for i, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (i > 0 && (r == '.' || r == '_' || r == '-'))
+		if !ok {
+			return fmt.Sprintf("%q may only use letters, digits, '.', '_' and '-' (not first)", s)
+		}
+	}
+	return ""
+}
+
+// ParseBytes parses "512m", "2g", "1024k" or a plain byte count.
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	if s == "" {
+		return 0, fmt.Errorf("empty size")
+	}
+	mult := int64(1)
+	switch s[len(s)-1] {
+	case 'k':
+		mult = 1 << 10
+	case 'm':
+		mult = 1 << 20
+	case 'g':
+		mult = 1 << 30
+	case 'b':
+	}
+	num := strings.TrimRight(s, "kmgb")
+	var n int64
+	if _, err := fmt.Sscanf(num, "%d", &n); err != nil || n <= 0 || fmt.Sprint(n) != num {
+		return 0, fmt.Errorf("must be a size such as \"512m\" or \"2g\", got %q", s)
+	}
+	return n * mult, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

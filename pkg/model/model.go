@@ -1,0 +1,140 @@
+// Package model is the small contract between the agent loop and the model
+// providers (Ollama, Anthropic, and the broker a chick calls over gRPC).
+//
+// It holds the provider-neutral message and tool types; provider packages
+// translate them to their wire formats.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Role of a message in the model context.
+type Role string
+
+// Roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Image is an inline image for multimodal models.
+type Image struct {
+	MimeType string `json:"mimeType"`
+	Data     []byte `json:"data"`
+}
+
+// ToolCall is a tool invocation requested by the model.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// Message is one entry of the model context.
+type Message struct {
+	Role      Role       `json:"role"`
+	Content   string     `json:"content,omitempty"`
+	Images    []Image    `json:"images,omitempty"`
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// ToolCallID and ToolName are set on RoleTool messages (results).
+	ToolCallID string `json:"toolCallId,omitempty"`
+	ToolName   string `json:"toolName,omitempty"`
+	IsError    bool   `json:"isError,omitempty"`
+}
+
+// ToolSpec describes a tool to the model. Parameters is a JSON Schema
+// object.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one model call.
+type Request struct {
+	// Model is the provider's model id ("qwen3:14b", "claude-sonnet-4-5").
+	Model    string
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// MaxOutputTokens caps the answer; 0 means the provider's default.
+	MaxOutputTokens int
+}
+
+// Usage counts tokens of one call.
+type Usage struct {
+	InputTokens  int64 `json:"input"`
+	OutputTokens int64 `json:"output"`
+}
+
+// Add returns u + o.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + o.InputTokens, OutputTokens: u.OutputTokens + o.OutputTokens}
+}
+
+// Total is input plus output tokens.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// Response is the complete answer of one call.
+type Response struct {
+	Message    Message
+	Usage      Usage
+	StopReason string
+}
+
+// Provider runs model calls. Chat streams text deltas to onDelta (which may
+// be nil) as they arrive and returns the whole answer.
+type Provider interface {
+	Chat(ctx context.Context, req Request, onDelta func(text string)) (Response, error)
+}
+
+// ContextWindower is implemented by providers that can tell a model's
+// context length in tokens.
+type ContextWindower interface {
+	ContextWindow(ctx context.Context, model string) (int, error)
+}
+
+// Errors callers branch on. Providers wrap them with details.
+var (
+	// ErrContextOverflow means the request does not fit the model's window.
+	ErrContextOverflow = errors.New("context window exceeded")
+	// ErrBudgetExhausted means the broker refused the call on a budget.
+	ErrBudgetExhausted = errors.New("budget exhausted")
+	// ErrModelNotFound means the provider does not know the model.
+	ErrModelNotFound = errors.New("model not found")
+	// ErrUnreachable means the provider could not be reached.
+	ErrUnreachable = errors.New("model provider unreachable")
+)
+
+// TransientError marks an error worth retrying (5xx, overload, reset).
+type TransientError struct{ Err error }
+
+func (e *TransientError) Error() string { return fmt.Sprintf("transient: %v", e.Err) }
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// IsTransient reports whether err is worth retrying.
+func IsTransient(err error) bool {
+	var t *TransientError
+	return errors.As(err, &t)
+}
+
+// kindError is an error whose text is msg and which matches kind with
+// errors.Is, without repeating kind's text.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// Wrap returns an error reading like fmt.Sprintf(format, args...) that
+// errors.Is matches against kind (one of this package's sentinels).
+func Wrap(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,257 @@
+// Package ollama is the model.Provider for an Ollama server, through the
+// official client github.com/ollama/ollama/api.
+package ollama
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ollama/ollama/api"
+
+	"github.com/mother-chat/mother/pkg/model"
+)
+
+// Provider talks to one Ollama server.
+type Provider struct {
+	client *api.Client
+	base   string
+
+	mu      sync.Mutex
+	windows map[string]int
+}
+
+var (
+	_ model.Provider        = (*Provider)(nil)
+	_ model.ContextWindower = (*Provider)(nil)
+)
+
+// NormalizeURL accepts an Ollama base URL with or without the OpenAI-style
+// "/v1" suffix (as today's MOTHER_OLLAMA_URL carries) and returns the native
+// API base.
+func NormalizeURL(raw string) (*url.URL, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil, errors.New("empty URL")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("URL %q: scheme must be http or https", raw)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("URL %q: no host", raw)
+	}
+	p := strings.TrimRight(u.Path, "/")
+	p = strings.TrimSuffix(p, "/v1")
+	u.Path = p
+	return u, nil
+}
+
+// New returns a provider for the Ollama server at baseURL. httpClient may be
+// nil for http.DefaultClient.
+func New(baseURL string, httpClient *http.Client) (*Provider, error) {
+	u, err := NormalizeURL(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("ollama: %w", err)
+	}
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Provider{client: api.NewClient(u, httpClient), base: u.String(), windows: map[string]int{}}, nil
+}
+
+// Chat streams one chat call.
+func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	creq := &api.ChatRequest{
+		Model:    req.Model,
+		Messages: toOllamaMessages(req.System, req.Messages),
+		Options:  map[string]any{},
+	}
+	if req.MaxOutputTokens > 0 {
+		creq.Options["num_predict"] = req.MaxOutputTokens
+	}
+	for _, t := range req.Tools {
+		tool, err := toOllamaTool(t)
+		if err != nil {
+			return model.Response{}, fmt.Errorf("ollama: tool %s: %w", t.Name, err)
+		}
+		creq.Tools = append(creq.Tools, tool)
+	}
+
+	var (
+		text  strings.Builder
+		calls []model.ToolCall
+		resp  model.Response
+		done  bool
+	)
+	err := p.client.Chat(ctx, creq, func(r api.ChatResponse) error {
+		if c := r.Message.Content; c != "" {
+			text.WriteString(c)
+			if onDelta != nil {
+				onDelta(c)
+			}
+		}
+		for _, tc := range r.Message.ToolCalls {
+			args, err := json.Marshal(tc.Function.Arguments)
+			if err != nil {
+				return fmt.Errorf("tool call arguments: %w", err)
+			}
+			id := tc.ID
+			if id == "" {
+				id = "call_" + strconv.Itoa(len(calls)+1)
+			}
+			calls = append(calls, model.ToolCall{ID: id, Name: tc.Function.Name, Args: args})
+		}
+		if r.Done {
+			done = true
+			resp.StopReason = r.DoneReason
+			resp.Usage = model.Usage{InputTokens: int64(r.PromptEvalCount), OutputTokens: int64(r.EvalCount)}
+		}
+		return nil
+	})
+	if err != nil {
+		return model.Response{}, p.classify(req.Model, err)
+	}
+	if !done {
+		return model.Response{}, &model.TransientError{Err: errors.New("ollama: stream ended before done")}
+	}
+	resp.Message = model.Message{Role: model.RoleAssistant, Content: text.String(), ToolCalls: calls}
+	if resp.StopReason == "length" && len(calls) == 0 && text.Len() == 0 {
+		return resp, fmt.Errorf("ollama: %w", model.ErrContextOverflow)
+	}
+	return resp, nil
+}
+
+// ContextWindow asks /api/show for the model's context length; the answer is
+// cached per model.
+func (p *Provider) ContextWindow(ctx context.Context, name string) (int, error) {
+	p.mu.Lock()
+	if n, ok := p.windows[name]; ok {
+		p.mu.Unlock()
+		return n, nil
+	}
+	p.mu.Unlock()
+	show, err := p.client.Show(ctx, &api.ShowRequest{Model: name})
+	if err != nil {
+		return 0, p.classify(name, err)
+	}
+	n := 0
+	// A num_ctx parameter set in the Modelfile wins over the trained length.
+	for _, line := range strings.Split(show.Parameters, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "num_ctx" {
+			if v, err := strconv.Atoi(f[1]); err == nil {
+				n = v
+			}
+		}
+	}
+	if n == 0 {
+		for k, v := range show.ModelInfo {
+			if strings.HasSuffix(k, ".context_length") {
+				if f, ok := v.(float64); ok {
+					n = int(f)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("ollama: model %s: no context length in /api/show", name)
+	}
+	p.mu.Lock()
+	p.windows[name] = n
+	p.mu.Unlock()
+	return n, nil
+}
+
+// classify maps client errors to the model package's sentinels, keeping the
+// message readable for a channel.
+func (p *Provider) classify(name string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var se api.StatusError
+	if errors.As(err, &se) {
+		msg := se.ErrorMessage
+		if msg == "" {
+			msg = se.Status
+		}
+		switch {
+		case se.StatusCode == http.StatusNotFound:
+			return model.Wrap(model.ErrModelNotFound, "model %q not found on the Ollama server at %s", name, p.base)
+		case se.StatusCode >= 500 || se.StatusCode == http.StatusTooManyRequests:
+			if isOverflow(msg) {
+				return fmt.Errorf("ollama: %s: %w", msg, model.ErrContextOverflow)
+			}
+			return &model.TransientError{Err: fmt.Errorf("ollama: HTTP %d: %s", se.StatusCode, msg)}
+		case isOverflow(msg):
+			return fmt.Errorf("ollama: %s: %w", msg, model.ErrContextOverflow)
+		}
+		return fmt.Errorf("ollama: HTTP %d: %s", se.StatusCode, msg)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return model.Wrap(model.ErrUnreachable, "Ollama at %s: %v", p.base, oe.Err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return model.Wrap(model.ErrUnreachable, "Ollama at %s: %v", p.base, ne)
+	}
+	if isOverflow(err.Error()) {
+		return fmt.Errorf("ollama: %v: %w", err, model.ErrContextOverflow)
+	}
+	return &model.TransientError{Err: fmt.Errorf("ollama: %w", err)}
+}
+
+func isOverflow(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "context length") || strings.Contains(m, "context window") ||
+		strings.Contains(m, "exceeds the context") || strings.Contains(m, "too many tokens")
+}
+
+func toOllamaMessages(system string, msgs []model.Message) []api.Message {
+	out := make([]api.Message, 0, len(msgs)+1)
+	if system != "" {
+		out = append(out, api.Message{Role: "system", Content: system})
+	}
+	for _, m := range msgs {
+		om := api.Message{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName}
+		for _, img := range m.Images {
+			om.Images = append(om.Images, api.ImageData(img.Data))
+		}
+		for i, tc := range m.ToolCalls {
+			args := api.NewToolCallFunctionArguments()
+			if len(tc.Args) > 0 {
+				_ = json.Unmarshal(tc.Args, &args) // args came from the model as an object
+			}
+			om.ToolCalls = append(om.ToolCalls, api.ToolCall{ID: tc.ID, Function: api.ToolCallFunction{Index: i, Name: tc.Name, Arguments: args}})
+		}
+		out = append(out, om)
+	}
+	return out
+}
+
+func toOllamaTool(t model.ToolSpec) (api.Tool, error) {
+	var params api.ToolFunctionParameters
+	if len(t.Parameters) > 0 {
+		if err := json.Unmarshal(t.Parameters, &params); err != nil {
+			return api.Tool{}, fmt.Errorf("parameters schema: %w", err)
+		}
+	}
+	if params.Type == "" {
+		params.Type = "object"
+	}
+	if params.Properties == nil {
+		params.Properties = api.NewToolPropertiesMap()
+	}
+	return api.Tool{Type: "function", Function: api.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params}}, nil
+}

@@ -1,0 +1,270 @@
+// Package ollamatest is a fake Ollama server for tests: it speaks the real
+// wire protocol (POST /api/chat answered with NDJSON, POST /api/show) on a
+// loopback socket, so the real client library is exercised.
+package ollamatest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Call is a tool call the fake model makes.
+type Call struct {
+	Name string
+	Args map[string]any
+}
+
+// Turn is one scripted answer to /api/chat.
+type Turn struct {
+	// Text is streamed in chunks of ChunkSize runes (default 4).
+	Text      string
+	ChunkSize int
+	Calls     []Call
+	// Status, when non-zero, answers with this HTTP status and Error.
+	Status int
+	Error  string
+	// DoneReason defaults to "stop".
+	DoneReason string
+	// PromptTokens and OutputTokens are reported in the final line.
+	PromptTokens, OutputTokens int
+	// Delay waits before answering (honouring the client going away).
+	Delay time.Duration
+	// Truncate ends the stream without the final done line.
+	Truncate bool
+}
+
+// Request is a received chat request, decoded loosely.
+type Request struct {
+	Model    string           `json:"model"`
+	Messages []RequestMessage `json:"messages"`
+	Tools    []json.RawMessage
+	Options  map[string]any `json:"options"`
+}
+
+// RequestMessage is one message of a received request.
+type RequestMessage struct {
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Images     []json.RawMessage `json:"images"`
+	ToolCalls  []json.RawMessage `json:"tool_calls"`
+	ToolName   string            `json:"tool_name"`
+	ToolCallID string            `json:"tool_call_id"`
+}
+
+// LastUser returns the content of the last user message.
+func (r Request) LastUser() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// System returns the system message, if any.
+func (r Request) System() string {
+	for _, m := range r.Messages {
+		if m.Role == "system" {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// Server is the fake.
+type Server struct {
+	*httptest.Server
+
+	mu       sync.Mutex
+	handler  func(Request) Turn
+	turns    []Turn
+	requests []Request
+	// Models known to /api/chat and /api/show; empty: any model.
+	models        map[string]bool
+	contextLength int
+}
+
+// New starts a fake that answers with turns in order; after the script
+// runs out it answers "(no more scripted turns)".
+func New(turns ...Turn) *Server {
+	s := &Server{turns: turns, contextLength: 32768}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// NewFunc starts a fake whose answers come from h.
+func NewFunc(h func(Request) Turn) *Server {
+	s := New()
+	s.handler = h
+	return s
+}
+
+// SetModels restricts the known models; others get 404 "model not found".
+func (s *Server) SetModels(names ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = map[string]bool{}
+	for _, n := range names {
+		s.models[n] = true
+	}
+}
+
+// SetContextLength sets what /api/show reports.
+func (s *Server) SetContextLength(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.contextLength = n
+}
+
+// Push appends scripted turns.
+func (s *Server) Push(turns ...Turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turns = append(s.turns, turns...)
+}
+
+// Requests returns the chat requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/api/chat":
+		s.chat(w, r)
+	case "/api/show":
+		s.show(w, r)
+	case "/api/version":
+		writeJSON(w, http.StatusOK, map[string]string{"version": "0.17.0"})
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.URL.Path})
+	}
+}
+
+func (s *Server) known(model string) bool {
+	return len(s.models) == 0 || s.models[model]
+}
+
+func (s *Server) show(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	s.mu.Lock()
+	known, n := s.known(req.Model), s.contextLength
+	s.mu.Unlock()
+	if !known {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("model '%s' not found", req.Model)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"modelfile":  "FROM fake",
+		"details":    map[string]any{"family": "fake"},
+		"model_info": map[string]any{"general.architecture": "fake", "fake.context_length": n},
+	})
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	var raw struct {
+		Request
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request: " + err.Error()})
+		return
+	}
+	req := raw.Request
+	req.Tools = raw.Tools
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	known := s.known(req.Model)
+	var turn Turn
+	switch {
+	case !known:
+	case s.handler != nil:
+	case len(s.turns) > 0:
+		turn, s.turns = s.turns[0], s.turns[1:]
+	default:
+		turn = Turn{Text: "(no more scripted turns)"}
+	}
+	h := s.handler
+	s.mu.Unlock()
+	if !known {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("model '%s' not found, try pulling it first", req.Model)})
+		return
+	}
+	if h != nil {
+		turn = h(req)
+	}
+	if turn.Delay > 0 {
+		select {
+		case <-time.After(turn.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if turn.Status != 0 {
+		writeJSON(w, turn.Status, map[string]string{"error": turn.Error})
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	line := func(v any) {
+		_ = enc.Encode(v)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	size := turn.ChunkSize
+	if size <= 0 {
+		size = 4
+	}
+	runes := []rune(turn.Text)
+	for i := 0; i < len(runes); i += size {
+		j := min(i+size, len(runes))
+		line(map[string]any{"model": req.Model, "created_at": now, "message": map[string]any{"role": "assistant", "content": string(runes[i:j])}, "done": false})
+	}
+	if len(turn.Calls) > 0 {
+		var calls []map[string]any
+		for i, c := range turn.Calls {
+			args := c.Args
+			if args == nil {
+				args = map[string]any{}
+			}
+			calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i+1), "function": map[string]any{"index": i, "name": c.Name, "arguments": args}})
+		}
+		line(map[string]any{"model": req.Model, "created_at": now, "message": map[string]any{"role": "assistant", "content": "", "tool_calls": calls}, "done": false})
+	}
+	if turn.Truncate {
+		return
+	}
+	reason := turn.DoneReason
+	if reason == "" {
+		reason = "stop"
+	}
+	pt, ot := turn.PromptTokens, turn.OutputTokens
+	if pt == 0 {
+		pt = 10 + len(strings.Fields(req.LastUser()))
+	}
+	if ot == 0 {
+		ot = 1 + len(strings.Fields(turn.Text))
+	}
+	line(map[string]any{"model": req.Model, "created_at": now, "message": map[string]any{"role": "assistant", "content": ""},
+		"done": true, "done_reason": reason, "prompt_eval_count": pt, "eval_count": ot, "total_duration": 123456789})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

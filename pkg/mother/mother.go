@@ -1,0 +1,183 @@
+// Package mother is Mother's core: it receives what adapters hear, logs
+// every message to the channel store, queues the ones that call for an
+// answer (one run at a time per channel), runs her agent on them, and hands
+// the agent's events to the adapter to render.
+package mother
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+// Options build a Mother.
+type Options struct {
+	Config *config.Config
+	Store  *store.Store
+	// Provider serves Mother's own model (config.Model).
+	Provider model.Provider
+	Logger   *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Tools are Mother's own safe tools.
+	Tools []agent.Tool
+}
+
+// Mother is the running core. Create with New, add adapters, Start.
+type Mother struct {
+	cfg      *config.Config
+	store    *store.Store
+	provider model.Provider
+	logger   *slog.Logger
+	now      func() time.Time
+	agent    *agent.Agent
+
+	// ctx ends at shutdown; runs derive from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	adapters map[string]chat.Adapter
+	order    []string
+	channels map[string]*channelState
+	closing  bool
+
+	// work counts queued and running jobs, for Idle.
+	work   sync.WaitGroup
+	active atomic.Int64
+
+	idSeq atomic.Uint64
+}
+
+// New builds Mother's core.
+func New(opts Options) (*Mother, error) {
+	if opts.Config == nil || opts.Store == nil || opts.Provider == nil {
+		return nil, errors.New("mother: config, store and provider are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	ag, err := agent.New(agent.Config{Provider: opts.Provider, Model: opts.Config.Model.ID, Tools: opts.Tools, Now: opts.Now})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Mother{
+		cfg:      opts.Config,
+		store:    opts.Store,
+		provider: opts.Provider,
+		logger:   opts.Logger.With("component", "mother"),
+		now:      opts.Now,
+		agent:    ag,
+		ctx:      ctx,
+		cancel:   cancel,
+		adapters: map[string]chat.Adapter{},
+		channels: map[string]*channelState{},
+	}, nil
+}
+
+// AddAdapter registers an adapter before Start.
+func (m *Mother) AddAdapter(a chat.Adapter) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.adapters[a.Name()]; dup {
+		return fmt.Errorf("adapter %q added twice", a.Name())
+	}
+	if err := store.ValidName(a.Name()); err != nil {
+		return fmt.Errorf("adapter name: %w", err)
+	}
+	m.adapters[a.Name()] = a
+	m.order = append(m.order, a.Name())
+	return nil
+}
+
+// Adapter returns a registered adapter by name.
+func (m *Mother) Adapter(name string) (chat.Adapter, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.adapters[name]
+	return a, ok
+}
+
+// Start connects every adapter. An adapter that fails to start is logged
+// and the others go on; Start fails only if none starts.
+func (m *Mother) Start(ctx context.Context) error {
+	m.mu.Lock()
+	names := append([]string(nil), m.order...)
+	m.mu.Unlock()
+	if len(names) == 0 {
+		return errors.New("no adapters")
+	}
+	var errs []error
+	for _, n := range names {
+		a, _ := m.Adapter(n)
+		if err := a.Start(ctx, m); err != nil {
+			m.logger.Error("adapter failed to start", "adapter", n, "err", err)
+			errs = append(errs, fmt.Errorf("adapter %s: %w", n, err))
+			continue
+		}
+		m.logger.Info("adapter started", "adapter", n)
+	}
+	if len(errs) == len(names) {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// Idle blocks until no job is queued or running (or ctx ends). The terminal
+// mode calls it after stdin ends, to finish the work in flight.
+func (m *Mother) Idle(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { m.work.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown stops taking work, aborts runs in flight, waits for them (until
+// ctx ends) and stops the adapters.
+func (m *Mother) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	m.closing = true
+	names := append([]string(nil), m.order...)
+	m.mu.Unlock()
+	m.cancel()
+	werr := m.Idle(ctx)
+	var errs []error
+	for _, n := range names {
+		a, _ := m.Adapter(n)
+		if err := a.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop adapter %s: %w", n, err))
+		}
+	}
+	if werr != nil {
+		errs = append(errs, fmt.Errorf("runs still in flight: %w", werr))
+	}
+	return errors.Join(errs...)
+}
+
+// newID returns a message id unique within this process and across
+// restarts: the clock in nanoseconds plus a sequence number.
+func (m *Mother) newID() string {
+	return strconv.FormatInt(m.now().UnixNano(), 10) + "." + strconv.FormatUint(m.idSeq.Add(1), 10)
+}
+
+// NewMessageID returns a fresh id for a message Mother creates.
+func (m *Mother) NewMessageID() string { return m.newID() }

@@ -1,0 +1,212 @@
+// Package session is one channel's model context: what context.jsonl holds,
+// brought up to date with the messages logged since the last run, and
+// extended as a run produces messages.
+package session
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+// Session is a loaded context. It is not safe for concurrent use; the
+// channel's single runner owns it for the duration of a run.
+type Session struct {
+	ch      *store.Channel
+	records []store.ContextRecord
+	cursor  store.Cursor
+	seen    map[string]bool
+	ids     map[string]bool // every log message id the context holds
+	selfID  string
+}
+
+// Load reads the channel's context.jsonl. selfID is Mother's own sender id
+// in this channel; her replies are in the context already and never synced.
+func Load(ch *store.Channel, selfID string) (*Session, error) {
+	st, err := ch.LoadContext()
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, r := range st.Records {
+		if r.MsgID != "" {
+			ids[r.MsgID] = true
+		}
+		for _, id := range r.Seen {
+			ids[id] = true
+		}
+	}
+	return &Session{ch: ch, records: st.Records, cursor: st.Cursor, seen: st.Seen, ids: ids, selfID: selfID}, nil
+}
+
+// Synced reports whether the log up to end has been synced into the context.
+func (s *Session) Synced(end int64) bool { return end <= s.cursor.Offset }
+
+// Sync brings messages logged since the last sync, up to log offset upTo
+// (<= 0: everything), into the context, in log order, and returns the ones
+// from other people. It costs O(new messages).
+func (s *Session) Sync(upTo int64) ([]store.LoggedMessage, error) {
+	pending, next, err := s.ch.Pending(s.cursor, upTo, func(id string) bool { return s.seen[id] || s.ids[id] })
+	if err != nil {
+		return nil, err
+	}
+	var recs []store.ContextRecord
+	var synced []store.LoggedMessage
+	for _, lm := range pending {
+		if lm.Msg.Sender.ID == s.selfID && s.selfID != "" && lm.Msg.Sender.IsBot {
+			// Mother's own words that are not in the context (a crash
+			// between logging a reply and marking it seen) come back as
+			// her assistant turn, not as a user message.
+			m := model.Message{Role: model.RoleAssistant, Content: lm.Msg.Text}
+			recs = append(recs, store.ContextRecord{Type: store.RecordMessage, MsgID: lm.Msg.ID, LogEnd: lm.End, Message: &m})
+			continue
+		}
+		m := UserMessage(lm.Msg)
+		recs = append(recs, store.ContextRecord{Type: store.RecordMessage, MsgID: lm.Msg.ID, LogEnd: lm.End, Message: &m})
+		synced = append(synced, lm)
+	}
+	last := s.cursor
+	if n := len(recs); n > 0 {
+		last = store.Cursor{Offset: recs[n-1].LogEnd, LastID: recs[n-1].MsgID}
+	}
+	if next != last {
+		// Seen messages (or unreadable lines) after the last synced one:
+		// record the cursor past them so a reload does not revisit them.
+		recs = append(recs, store.ContextRecord{Type: store.RecordSeen, MsgID: next.LastID, LogEnd: next.Offset})
+	}
+	if err := s.ch.AppendContext(recs...); err != nil {
+		return nil, err
+	}
+	s.records = append(s.records, recs...)
+	for _, r := range recs {
+		s.ids[r.MsgID] = true
+	}
+	s.cursor = next
+	return synced, nil
+}
+
+// Append records a message the run produced.
+func (s *Session) Append(m model.Message) error {
+	rec := store.ContextRecord{Type: store.RecordMessage, Message: &m}
+	if err := s.ch.AppendContext(rec); err != nil {
+		return err
+	}
+	s.records = append(s.records, rec)
+	return nil
+}
+
+// MarkSeen records that log message id (Mother's reply, logged after the
+// run) is already in the context.
+func (s *Session) MarkSeen(id string) error {
+	rec := store.ContextRecord{Type: store.RecordSeen, MsgID: id}
+	if err := s.ch.AppendContext(rec); err != nil {
+		return err
+	}
+	s.records = append(s.records, rec)
+	s.seen[id] = true
+	s.ids[id] = true
+	return nil
+}
+
+// History is the context as model messages: the latest compaction summary
+// (if any) followed by every message after it.
+func (s *Session) History() []model.Message {
+	start := 0
+	summary := ""
+	for i, r := range s.records {
+		if r.Type == store.RecordCompaction {
+			start, summary = i+1, r.Summary
+		}
+	}
+	var out []model.Message
+	if summary != "" {
+		out = append(out, SummaryMessage(summary))
+	}
+	for _, r := range s.records[start:] {
+		if r.Type == store.RecordMessage && r.Message != nil {
+			out = append(out, *r.Message)
+		}
+	}
+	return out
+}
+
+// Records returns the loaded records (shared; do not modify).
+func (s *Session) Records() []store.ContextRecord { return s.records }
+
+// Cursor is how far the log has been synced.
+func (s *Session) Cursor() store.Cursor { return s.cursor }
+
+// Rewrite replaces the context with a compaction summary followed by kept
+// messages, archiving the old records. The cursor and any seen ids past it
+// are preserved.
+func (s *Session) Rewrite(summary string, kept []model.Message) error {
+	after, err := s.ch.IDsAfter(s.cursor.Offset)
+	if err != nil {
+		return fmt.Errorf("compact context: %w", err)
+	}
+	var seen []string
+	for id := range s.seen {
+		if after[id] {
+			seen = append(seen, id)
+		}
+	}
+	sort.Strings(seen)
+	recs := []store.ContextRecord{
+		{Type: store.RecordSession},
+		{Type: store.RecordCompaction, Summary: summary, MsgID: s.cursor.LastID, LogEnd: s.cursor.Offset, Seen: seen},
+	}
+	for i := range kept {
+		m := kept[i]
+		recs = append(recs, store.ContextRecord{Type: store.RecordMessage, Message: &m})
+	}
+	if err := s.ch.RewriteContext(recs); err != nil {
+		return err
+	}
+	s.records = recs
+	s.seen = map[string]bool{}
+	for _, id := range seen {
+		s.seen[id] = true
+	}
+	return nil
+}
+
+// SummaryPrefix starts the message that carries a compaction summary.
+const SummaryPrefix = "[Summary of the earlier conversation]\n"
+
+// SummaryMessage is the user-role message carrying a compaction summary.
+func SummaryMessage(summary string) model.Message {
+	return model.Message{Role: model.RoleUser, Content: SummaryPrefix + summary}
+}
+
+// UserMessage formats a channel message for the model:
+// "[YYYY-MM-DD HH:MM:SS+HH:MM] [username]: text", then the attachments.
+func UserMessage(m chat.ChannelMessage) model.Message {
+	return model.Message{Role: model.RoleUser, Content: FormatMessage(m)}
+}
+
+// FormatMessage renders one message as the model sees it.
+func FormatMessage(m chat.ChannelMessage) string {
+	ts := m.Timestamp
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	name := m.Sender.Username
+	if name == "" {
+		name = m.Sender.ID
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s] [%s]: %s", ts.Local().Format("2006-01-02 15:04:05-07:00"), name, m.Text)
+	if len(m.Attachments) > 0 {
+		b.WriteString("\n<attachments>")
+		for _, a := range m.Attachments {
+			fmt.Fprintf(&b, "\n%s", a.LocalPath)
+		}
+		b.WriteString("\n</attachments>")
+	}
+	return b.String()
+}

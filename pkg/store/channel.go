@@ -1,0 +1,386 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/model"
+)
+
+// Channel is one channel's directory and files.
+type Channel struct {
+	Adapter string
+	ID      string
+	dir     string
+	logger  *slog.Logger
+	now     func() time.Time
+
+	log *JSONL
+
+	mu  sync.Mutex // guards ctx (replaced on rewrite) and daily appends
+	ctx *JSONL
+}
+
+// Context record types.
+const (
+	RecordSession    = "session"
+	RecordMessage    = "message"
+	RecordCompaction = "compaction"
+	// RecordSeen marks a log message the context already holds in another
+	// form (Mother's own reply, logged after the run), so sync skips it.
+	RecordSeen = "seen"
+)
+
+// ContextRecord is one line of context.jsonl.
+type ContextRecord struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"ts"`
+	// MsgID is the log message this record came from (synced user
+	// messages) or stands for (seen).
+	MsgID string `json:"msgId,omitempty"`
+	// LogEnd, when set, is the sync cursor after this record: the offset
+	// in log.jsonl just past message MsgID.
+	LogEnd  int64          `json:"logEnd,omitempty"`
+	Message *model.Message `json:"message,omitempty"`
+	// Summary is the compaction summary of everything before this record.
+	Summary  string `json:"summary,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Seen carries, on a compaction record, the seen ids that lie past the
+	// cursor, so a rewrite does not forget them.
+	Seen []string `json:"seen,omitempty"`
+}
+
+// Cursor is how far log.jsonl has been synced into the context.
+type Cursor struct {
+	Offset int64
+	LastID string
+}
+
+// ContextState is the loaded context.jsonl.
+type ContextState struct {
+	Records []ContextRecord
+	Cursor  Cursor
+	// Seen holds ids of log messages the context holds in another form
+	// (Mother's replies); compaction keeps only those past the cursor.
+	Seen map[string]bool
+}
+
+// LoggedMessage is a message read from log.jsonl with its end offset.
+type LoggedMessage struct {
+	Msg chat.ChannelMessage
+	End int64
+}
+
+func openChannel(dir, adapter, id string, logger *slog.Logger, now func() time.Time) (*Channel, error) {
+	for _, d := range []string{dir, filepath.Join(dir, "attachments"), filepath.Join(dir, "skills"), filepath.Join(dir, "scratch"), filepath.Join(dir, "daily")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	mem := filepath.Join(dir, "MEMORY.md")
+	if f, err := os.OpenFile(mem, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", mem, err)
+	}
+	lg := logger.With("channel", adapter+"/"+id)
+	log, torn, err := OpenJSONL(filepath.Join(dir, "log.jsonl"), true)
+	if err != nil {
+		return nil, err
+	}
+	if torn > 0 {
+		lg.Warn("repaired torn last line of log.jsonl", "bytes", torn, "kept_in", "log.jsonl.torn")
+	}
+	ctx, torn, err := OpenJSONL(filepath.Join(dir, "context.jsonl"), true)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	if torn > 0 {
+		lg.Warn("repaired torn last line of context.jsonl", "bytes", torn, "kept_in", "context.jsonl.torn")
+	}
+	return &Channel{Adapter: adapter, ID: id, dir: dir, logger: lg, now: now, log: log, ctx: ctx}, nil
+}
+
+func (c *Channel) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return errors.Join(c.log.Close(), c.ctx.Close())
+}
+
+// Dir is the channel directory.
+func (c *Channel) Dir() string { return c.dir }
+
+// QualifiedID is "<adapter>/<channelId>".
+func (c *Channel) QualifiedID() string { return chat.QualifiedID(c.Adapter, c.ID) }
+
+// LogPath is the path of log.jsonl.
+func (c *Channel) LogPath() string { return filepath.Join(c.dir, "log.jsonl") }
+
+// ContextPath is the path of context.jsonl.
+func (c *Channel) ContextPath() string { return filepath.Join(c.dir, "context.jsonl") }
+
+// AppendMessage logs one message (a whole message, never a chunk) to
+// log.jsonl and a one-line entry to the day's daily log.
+func (c *Channel) AppendMessage(m chat.ChannelMessage) (LoggedMessage, error) {
+	if m.ID == "" {
+		return LoggedMessage{}, errors.New("append message: empty id")
+	}
+	if m.Attachments == nil {
+		m.Attachments = []chat.ChannelAttachment{}
+	}
+	_, end, err := c.log.Append(m)
+	if err != nil {
+		return LoggedMessage{}, err
+	}
+	if err := c.appendDaily(m); err != nil {
+		// The log is the record; a daily-log failure is reported, not fatal.
+		c.logger.Warn("daily log append failed", "err", err)
+	}
+	return LoggedMessage{Msg: m, End: end}, nil
+}
+
+func (c *Channel) appendDaily(m chat.ChannelMessage) error {
+	t := m.Timestamp
+	if t.IsZero() {
+		t = c.now()
+	}
+	t = t.Local()
+	name := m.Sender.Username
+	if name == "" {
+		name = m.Sender.ID
+	}
+	text := strings.Join(strings.Fields(strings.ReplaceAll(m.Text, "\n", " ")), " ")
+	line := fmt.Sprintf("- %s [%s]: %s", t.Format("15:04:05"), name, text)
+	for _, a := range m.Attachments {
+		line += fmt.Sprintf(" (attached: %s)", a.LocalPath)
+	}
+	path := filepath.Join(c.dir, "daily", t.Format("2006-01-02")+".md")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(line + "\n")
+	return errors.Join(werr, f.Close())
+}
+
+// AppendContext appends records to context.jsonl, each as one line.
+func (c *Channel) AppendContext(recs ...ContextRecord) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		if r.Time.IsZero() {
+			r.Time = c.now()
+		}
+		if _, _, err := c.ctx.Append(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadContext reads context.jsonl. Its size is bounded by compaction, so a
+// full read is fine; it never reads log.jsonl. Lines that do not parse are
+// skipped with a warning (they cannot come from Mother's own appends).
+func (c *Channel) LoadContext() (ContextState, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := ContextState{Seen: map[string]bool{}}
+	err := ScanLines(c.ContextPath(), 0, c.ctx.Size(), func(line []byte, start, _ int64) error {
+		var r ContextRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			c.logger.Warn("skipping unreadable context.jsonl line", "offset", start, "err", err)
+			return nil
+		}
+		st.Records = append(st.Records, r)
+		if r.LogEnd > 0 {
+			st.Cursor = Cursor{Offset: r.LogEnd, LastID: r.MsgID}
+		}
+		if r.Type == RecordSeen && r.MsgID != "" {
+			st.Seen[r.MsgID] = true
+		}
+		for _, id := range r.Seen {
+			st.Seen[id] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return ContextState{}, fmt.Errorf("load context: %w", err)
+	}
+	return st, nil
+}
+
+// RewriteContext replaces context.jsonl with recs (after a compaction). The
+// old file's records are appended to context.archive.jsonl first, so nothing
+// is lost; then the new content goes in through temp file, fsync, rename.
+func (c *Channel) RewriteContext(recs []ContextRecord) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, err := os.Open(c.ContextPath())
+	if err != nil {
+		return fmt.Errorf("rewrite context: %w", err)
+	}
+	arch, err := os.OpenFile(filepath.Join(c.dir, "context.archive.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		old.Close()
+		return fmt.Errorf("rewrite context: %w", err)
+	}
+	_, cerr := io.Copy(arch, io.LimitReader(old, c.ctx.Size()))
+	serr := arch.Sync()
+	if err := errors.Join(cerr, serr, arch.Close(), old.Close()); err != nil {
+		return fmt.Errorf("archive context: %w", err)
+	}
+	var buf []byte
+	for _, r := range recs {
+		if r.Time.IsZero() {
+			r.Time = c.now()
+		}
+		line, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("rewrite context: %w", err)
+		}
+		buf = append(append(buf, line...), '\n')
+	}
+	if err := WriteFileAtomic(c.ContextPath(), buf, 0o600); err != nil {
+		return err
+	}
+	if err := c.ctx.Close(); err != nil {
+		return err
+	}
+	nctx, _, err := OpenJSONL(c.ContextPath(), true)
+	if err != nil {
+		return err
+	}
+	c.ctx = nctx
+	return nil
+}
+
+// MaxFallbackMessages caps how many messages a sync without a usable cursor
+// brings into the context (a fresh context over an existing log).
+const MaxFallbackMessages = 100
+
+// Pending returns the messages logged after cur and up to offset upTo
+// (upTo <= 0: to the end) that the context does not hold yet (seen reports
+// ids it holds), and the new cursor.
+//
+// The normal path costs O(new messages): it checks that the line ending at
+// cur.Offset is message cur.LastID (reading that one line backwards) and
+// reads from there. If the cursor does not match the log (log replaced or
+// truncated), it falls back to a full scan keyed by message id, returning
+// at most MaxFallbackMessages of the most recent unseen messages.
+func (c *Channel) Pending(cur Cursor, upTo int64, seen func(id string) bool) ([]LoggedMessage, Cursor, error) {
+	if seen == nil {
+		seen = func(string) bool { return false }
+	}
+	size := c.log.Size()
+	if upTo > 0 && upTo < size {
+		size = upTo
+	}
+	start := cur.Offset
+	fallback := false
+	switch {
+	case start == 0:
+		fallback = cur.LastID != "" || size > 0
+	case start > c.log.Size():
+		fallback = true
+	case start > size:
+		// Already synced past upTo: nothing to do.
+		return nil, cur, nil
+	default:
+		id, err := c.idEndingAt(start)
+		if err != nil || id != cur.LastID {
+			fallback = true
+		}
+	}
+	if fallback {
+		if cur.Offset != 0 {
+			c.logger.Warn("sync cursor does not match log.jsonl; rescanning by message id", "cursor", cur.Offset, "log_size", size)
+		}
+		start = 0
+	}
+	var out []LoggedMessage
+	next := cur
+	err := ScanLines(c.LogPath(), start, size, func(line []byte, _, end int64) error {
+		var m chat.ChannelMessage
+		if err := json.Unmarshal(line, &m); err != nil {
+			c.logger.Warn("skipping unreadable log.jsonl line", "end", end, "err", err)
+			return nil
+		}
+		next = Cursor{Offset: end, LastID: m.ID}
+		if m.ID == "" || seen(m.ID) {
+			return nil
+		}
+		out = append(out, LoggedMessage{Msg: m, End: end})
+		if fallback && len(out) > 2*MaxFallbackMessages {
+			out = append(out[:0], out[len(out)-MaxFallbackMessages:]...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, cur, fmt.Errorf("sync log: %w", err)
+	}
+	if fallback && len(out) > MaxFallbackMessages {
+		out = out[len(out)-MaxFallbackMessages:]
+	}
+	return out, next, nil
+}
+
+// IDsAfter returns the ids of the messages logged after offset; it reads
+// only that part of the log.
+func (c *Channel) IDsAfter(offset int64) (map[string]bool, error) {
+	ids := map[string]bool{}
+	size := c.log.Size()
+	if offset > size {
+		offset = 0
+	}
+	err := ScanLines(c.LogPath(), offset, size, func(line []byte, _, _ int64) error {
+		var m struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(line, &m) == nil && m.ID != "" {
+			ids[m.ID] = true
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// idEndingAt returns the id of the log line that ends exactly at off.
+func (c *Channel) idEndingAt(off int64) (string, error) {
+	f, err := os.Open(c.LogPath())
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	nl := make([]byte, 1)
+	if _, err := f.ReadAt(nl, off-1); err != nil || nl[0] != '\n' {
+		return "", errors.New("cursor not at a line end")
+	}
+	startOff, err := lastLineStart(f, off-1)
+	if err != nil {
+		return "", err
+	}
+	line := make([]byte, off-1-startOff)
+	if _, err := f.ReadAt(line, startOff); err != nil {
+		return "", err
+	}
+	var m struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		return "", err
+	}
+	return m.ID, nil
+}

@@ -1,0 +1,216 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// JSONL is an append-only file of JSON records, one per line.
+//
+// Contract: each Append is one write(2) of one whole line on a file opened
+// with O_APPEND, followed by fsync when Sync is set, so after a crash the
+// file holds every acknowledged record plus at most one torn line at the
+// end. Open detects a torn last line, moves its bytes to "<path>.torn" (kept
+// for inspection, never parsed) and truncates it away; that is never fatal.
+// One process writes a file; readers in that process see only whole lines.
+type JSONL struct {
+	path string
+	sync bool
+
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// OpenJSONL opens (creating) path for appending, repairing a torn tail.
+// It reports how many torn bytes were removed.
+func OpenJSONL(path string, fsync bool) (*JSONL, int, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open %s: %w", path, err)
+	}
+	size, torn, err := repairTail(f, path)
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return &JSONL{path: path, sync: fsync, f: f, size: size}, torn, nil
+}
+
+// repairTail truncates a last line that lacks its newline.
+func repairTail(f *os.File, path string) (size int64, torn int, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	size = st.Size()
+	if size == 0 {
+		return 0, 0, nil
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, size-1); err != nil {
+		return 0, 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	if last[0] == '\n' {
+		return size, 0, nil
+	}
+	keep, err := lastLineStart(f, size)
+	if err != nil {
+		return 0, 0, fmt.Errorf("scan %s: %w", path, err)
+	}
+	tail := make([]byte, size-keep)
+	if _, err := f.ReadAt(tail, keep); err != nil {
+		return 0, 0, fmt.Errorf("read torn tail of %s: %w", path, err)
+	}
+	tf, err := os.OpenFile(path+".torn", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, 0, fmt.Errorf("save torn tail of %s: %w", path, err)
+	}
+	_, werr := tf.Write(append(tail, '\n'))
+	if cerr := tf.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return 0, 0, fmt.Errorf("save torn tail of %s: %w", path, werr)
+	}
+	if err := f.Truncate(keep); err != nil {
+		return 0, 0, fmt.Errorf("truncate torn tail of %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, 0, fmt.Errorf("sync %s: %w", path, err)
+	}
+	return keep, len(tail), nil
+}
+
+// lastLineStart returns the offset just after the last '\n' before end
+// (0 if none), reading backwards in blocks.
+func lastLineStart(r io.ReaderAt, end int64) (int64, error) {
+	const block = 64 << 10
+	buf := make([]byte, block)
+	for pos := end; pos > 0; {
+		n := int64(block)
+		if pos < n {
+			n = pos
+		}
+		pos -= n
+		if _, err := r.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return pos + int64(i) + 1, nil
+		}
+	}
+	return 0, nil
+}
+
+// Append writes v as one line and returns the byte range it occupies.
+func (j *JSONL) Append(v any) (start, end int64, err error) {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode record for %s: %w", j.path, err)
+	}
+	line = append(line, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return 0, 0, fmt.Errorf("append %s: closed", j.path)
+	}
+	n, err := j.f.Write(line)
+	if err != nil {
+		if n > 0 {
+			// A short write leaves a torn line; cut it now rather than at
+			// the next open so later appends stay whole.
+			_ = j.f.Truncate(j.size)
+		}
+		return 0, 0, fmt.Errorf("append %s: %w", j.path, err)
+	}
+	if j.sync {
+		if err := j.f.Sync(); err != nil {
+			return 0, 0, fmt.Errorf("sync %s: %w", j.path, err)
+		}
+	}
+	start = j.size
+	j.size += int64(n)
+	return start, j.size, nil
+}
+
+// Size is the length of the whole lines written so far.
+func (j *JSONL) Size() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.size
+}
+
+// Close closes the file. Appends after Close fail.
+func (j *JSONL) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	err := j.f.Close()
+	j.f = nil
+	return err
+}
+
+// ScanLines calls fn for each whole line of path from offset start up to
+// end (end < 0: to the end of the file), with the line's byte range. A
+// trailing line without newline is not passed on. Lines may be up to 64 MiB.
+func ScanLines(path string, start, end int64, fn func(line []byte, lineStart, lineEnd int64) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return fmt.Errorf("seek %s: %w", path, err)
+	}
+	var r io.Reader = f
+	if end >= 0 {
+		r = io.LimitReader(f, end-start)
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	pos := start
+	for {
+		line, err := readLine(br, 64<<20)
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			next := pos + int64(len(line))
+			if ferr := fn(line[:len(line)-1], pos, next); ferr != nil {
+				return ferr
+			}
+			pos = next
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var acc []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if acc == nil && err == nil {
+			return chunk, nil
+		}
+		acc = append(acc, chunk...)
+		if len(acc) > max {
+			return nil, errLineTooLong
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return acc, err
+	}
+}

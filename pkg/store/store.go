@@ -1,0 +1,181 @@
+// Package store keeps Mother's state as plain files under the data
+// directory, in one layout for every platform:
+//
+//	<data>/config.json
+//	<data>/workspace/MEMORY.md, MOTHER.md, SYSTEM.md, skills/, events/
+//	<data>/workspace/channels/<adapter>/<channelId>/
+//	    log.jsonl       every message the channel saw (chat.ChannelMessage)
+//	    context.jsonl   the model context (ContextRecord), with a sync cursor
+//	    attachments/ MEMORY.md skills/ scratch/ daily/YYYY-MM-DD.md
+//
+// Appends are whole lines and fsynced; torn tails are repaired on open;
+// rewrites go through a temp file, fsync and rename.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Store is the root of the on-disk layout.
+type Store struct {
+	dataDir   string
+	workspace string
+	logger    *slog.Logger
+	now       func() time.Time
+
+	mu       sync.Mutex
+	channels map[string]*Channel
+	closed   bool
+}
+
+// Options tune a Store.
+type Options struct {
+	Logger *slog.Logger
+	// Now is the clock for daily log file names (default time.Now).
+	Now func() time.Time
+}
+
+// Open creates the layout under dataDir if needed and returns the store.
+func Open(dataDir string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", dataDir, err)
+	}
+	ws := filepath.Join(abs, "workspace")
+	for _, d := range []string{abs, ws, filepath.Join(ws, "channels"), filepath.Join(ws, "events"), filepath.Join(ws, "skills")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	return &Store{
+		dataDir:   abs,
+		workspace: ws,
+		logger:    opts.Logger.With("component", "store"),
+		now:       opts.Now,
+		channels:  map[string]*Channel{},
+	}, nil
+}
+
+// DataDir is the absolute data directory.
+func (s *Store) DataDir() string { return s.dataDir }
+
+// Workspace is <data>/workspace.
+func (s *Store) Workspace() string { return s.workspace }
+
+// EventsDir is <data>/workspace/events.
+func (s *Store) EventsDir() string { return filepath.Join(s.workspace, "events") }
+
+// ChannelDir is the directory of one channel, without creating it.
+func (s *Store) ChannelDir(adapter, channelID string) (string, error) {
+	if err := ValidName(adapter); err != nil {
+		return "", fmt.Errorf("adapter name: %w", err)
+	}
+	if err := ValidName(channelID); err != nil {
+		return "", fmt.Errorf("channel id: %w", err)
+	}
+	return filepath.Join(s.workspace, "channels", adapter, channelID), nil
+}
+
+// Channel opens (creating and repairing) one channel's store. Channels are
+// cached; every caller gets the same *Channel.
+func (s *Store) Channel(adapter, channelID string) (*Channel, error) {
+	key := adapter + "/" + channelID
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("store closed")
+	}
+	if c, ok := s.channels[key]; ok {
+		return c, nil
+	}
+	dir, err := s.ChannelDir(adapter, channelID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := openChannel(dir, adapter, channelID, s.logger, s.now)
+	if err != nil {
+		return nil, err
+	}
+	s.channels[key] = c
+	return c, nil
+}
+
+// ChannelRef names a channel found on disk.
+type ChannelRef struct{ Adapter, ID string }
+
+// ListChannels returns the channels present on disk, sorted.
+func (s *Store) ListChannels() ([]ChannelRef, error) {
+	root := filepath.Join(s.workspace, "channels")
+	adapters, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	var out []ChannelRef
+	for _, a := range adapters {
+		if !a.IsDir() || ValidName(a.Name()) != nil {
+			continue
+		}
+		chans, err := os.ReadDir(filepath.Join(root, a.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("list channels: %w", err)
+		}
+		for _, c := range chans {
+			if c.IsDir() && ValidName(c.Name()) == nil {
+				out = append(out, ChannelRef{Adapter: a.Name(), ID: c.Name()})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Adapter != out[j].Adapter {
+			return out[i].Adapter < out[j].Adapter
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Close closes every open channel.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var errs []error
+	for _, c := range s.channels {
+		errs = append(errs, c.close())
+	}
+	return errors.Join(errs...)
+}
+
+// ValidName checks an adapter name or channel id used as a path element:
+// 1 to 128 characters from [A-Za-z0-9._-], not starting with a dot.
+func ValidName(s string) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	if len(s) > 128 {
+		return fmt.Errorf("%q: longer than 128 characters", s)
+	}
+	if s[0] == '.' {
+		return fmt.Errorf("%q: starts with a dot", s)
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Errorf("%q: character %q not allowed (use A-Z a-z 0-9 . _ -)", s, r)
+		}
+	}
+	return nil
+}
