@@ -32,6 +32,8 @@ type ChannelMessage struct {
 	// IsMention is true when the message addresses Mother (a mention, a DM,
 	// or a reply in a thread she started).
 	IsMention bool `json:"isMention,omitempty"`
+	// IsDM is true for a direct message (access control applies).
+	IsDM bool `json:"isDM,omitempty"`
 	// ReplyTo is the id of the message this one answers (threads).
 	ReplyTo string `json:"replyTo,omitempty"`
 	// Metadata carries platform-specific details (thread ids, guild ids).
@@ -147,4 +149,34 @@ type Uploader interface {
 // QualifiedID joins an adapter name and a channel id: "slack-acme/C123".
 func QualifiedID(adapter, channelID string) string {
 	return adapter + "/" + channelID
+}
+
+// RunInfo says where and for whom a run happens. Mother puts it in the
+// run's context so her tools (spawn_chick, events, memory) know the channel
+// they act in; see WithRunInfo and RunInfoFrom.
+type RunInfo struct {
+	Adapter   string
+	ChannelID string
+	// UserID is who triggered the run (empty for scheduled events).
+	UserID string
+	// IsAdmin reports whether UserID is an admin of the adapter.
+	IsAdmin bool
+	// ChannelDir is the channel's directory in the store.
+	ChannelDir string
+}
+
+// QualifiedChannel is "<adapter>/<channelId>".
+func (r RunInfo) QualifiedChannel() string { return QualifiedID(r.Adapter, r.ChannelID) }
+
+type runInfoKey struct{}
+
+// WithRunInfo returns ctx carrying info.
+func WithRunInfo(ctx context.Context, info RunInfo) context.Context {
+	return context.WithValue(ctx, runInfoKey{}, info)
+}
+
+// RunInfoFrom returns the RunInfo in ctx, if any.
+func RunInfoFrom(ctx context.Context) (RunInfo, bool) {
+	info, ok := ctx.Value(runInfoKey{}).(RunInfo)
+	return info, ok
 }

@@ -51,6 +51,13 @@ func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job 
 		Channels:   a.Channels(),
 		Now:        m.now(),
 	})
+	ctx = chat.WithRunInfo(ctx, chat.RunInfo{
+		Adapter:    a.Name(),
+		ChannelID:  channelID,
+		UserID:     job.Trigger.Sender.ID,
+		IsAdmin:    m.isAdmin(a.Name(), job.Trigger.Sender.ID),
+		ChannelDir: ch.Dir(),
+	})
 	trigger := job.Trigger
 	reply := a.NewReply(ctx, channelID, &trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
@@ -111,6 +118,18 @@ func (m *Mother) post(ctx context.Context, a chat.Adapter, channelID, text strin
 	if _, err := a.Post(context.WithoutCancel(ctx), channelID, text); err != nil {
 		m.logger.Error("cannot post notice", "channel", chat.QualifiedID(a.Name(), channelID), "err", err)
 	}
+}
+
+func (m *Mother) isAdmin(adapterName, userID string) bool {
+	if userID == "" {
+		return false
+	}
+	for _, id := range m.cfg.Adapters[adapterName].Admins {
+		if id == userID {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Mother) quiet(adapterName, channelID string) bool {

@@ -104,6 +104,7 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 				Text:        text,
 				Attachments: []chat.ChannelAttachment{},
 				IsMention:   true,
+				IsDM:        true,
 			}, false)
 		}
 		if err := sc.Err(); err != nil {
