@@ -167,6 +167,19 @@ func runDaemon(ctx context.Context, m *mother.Mother, cfg *config.Config, st *st
 				}
 				return ch.Dir(), nil
 			},
+			LoggedChannels: func() ([]string, error) {
+				refs, err := st.ListChannels()
+				if err != nil {
+					return nil, err
+				}
+				var ids []string
+				for _, r := range refs {
+					if r.Adapter == name {
+						ids = append(ids, r.ID)
+					}
+				}
+				return ids, nil
+			},
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "mother: adapters.%s: %v\n", name, err)

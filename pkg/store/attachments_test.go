@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mother-chat/mother/pkg/chat"
 )
 
 func TestSanitizeFilename(t *testing.T) {
@@ -108,5 +110,36 @@ func TestSaveAttachmentDoesNotFollowSymlink(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); !os.IsNotExist(err) {
 		t.Errorf("write followed a symlink out of the channel: %v", err)
+	}
+}
+
+func TestNewestMessage(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ch, err := s.Channel("discord", "42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := NewestMessage(ch.Dir(), nil, 10); found || err != nil {
+		t.Fatalf("empty log: found %v, err %v", found, err)
+	}
+	for _, id := range []string{"100", "200", "1734567890123.7"} {
+		if _, err := ch.AppendMessage(chat.ChannelMessage{ID: id, ChannelID: "42", Text: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	digits := func(m chat.ChannelMessage) bool { return !strings.Contains(m.ID, ".") }
+	m, found, err := NewestMessage(ch.Dir(), digits, 10)
+	if err != nil || !found || m.ID != "200" {
+		t.Errorf("NewestMessage = %q, %v, %v; want 200", m.ID, found, err)
+	}
+	if _, found, _ := NewestMessage(ch.Dir(), digits, 1); found {
+		t.Errorf("maxLines 1 looked past the last line")
+	}
+	if _, found, _ := NewestMessage(t.TempDir(), nil, 10); found {
+		t.Errorf("missing log found something")
 	}
 }
