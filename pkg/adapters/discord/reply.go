@@ -230,4 +230,3 @@ func (a *Adapter) onInteraction(_ *discordgo.Session, i *discordgo.InteractionCr
 		}
 	}()
 }
-
