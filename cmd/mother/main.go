@@ -187,8 +187,10 @@ func runDaemon(ctx context.Context, m *mother.Mother, cfg *config.Config, st *st
 		return exitFailure
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
+	stopping := notifySystemd(ctx, m, logger, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
 	<-ctx.Done()
 	logger.Info("shutting down")
+	stopping()
 	return shutdown(m, stderr)
 }
 
