@@ -87,6 +87,11 @@ cross: ## Mother and momctl for linux/arm64 (the Pi), the chick for linux/amd64,
 	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/momctl-linux-arm64 ./cmd/momctl
 	GOOS=linux GOARCH=amd64 $(BUILD) -tags timetzdata -o dist/chick-linux-amd64 ./cmd/chick
 
+.PHONY: release
+release: cross ## cross builds plus SHA256SUMS in dist/, version stamped from git describe
+	cd dist && sha256sum mother-linux-arm64 momctl-linux-arm64 chick-linux-amd64 > SHA256SUMS
+	@cat dist/SHA256SUMS
+
 .PHONY: clean
 clean: ## remove build output
 	rm -rf bin dist
