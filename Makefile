@@ -27,9 +27,15 @@ run: ## run Mother on the embedded default: files in $(DATA), the terminal as a 
 	$(GO) run ./cmd/mother --cli $(DATA)
 
 .PHONY: test
-test: check ## the whole suite: the checks, then go test -race (installs what tests need)
+test: check ## the whole suite: the checks, go test -race, each fuzz target briefly (installs what tests need)
 	@bash .ci/ensure-docker
 	$(GO) test -race -count=1 ./...
+	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
+
+FUZZTIME ?= 3000x
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 3000 executions each; e.g. make fuzz FUZZTIME=5m)
+	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
 
 .PHONY: check
 check: vet fmt-check tidy-check proto-check deps-check ## vet, gofmt, go mod tidy, generated code, dependency rules
