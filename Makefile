@@ -87,6 +87,10 @@ lint-proto: ## buf lint (STANDARD) if buf is installed
 deps-check: ## dependency direction: chick and agent stay free of chat platforms
 	@bash .ci/check-deps
 
+.PHONY: bench
+bench: ## print performance figures (footprint, overhead, store scale, start-up, ...)
+	$(GO) run ./bench
+
 .PHONY: cross
 cross: ## Mother and momctl for linux/arm64 (the Pi), the chick for linux/amd64, in dist/
 	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/mother-linux-arm64 ./cmd/mother
