@@ -123,7 +123,7 @@ type Server struct {
 	// the fake delivers them once an app connects.
 	pending []any
 	lastTS  int64
-	seq      int
+	seq     int
 }
 
 // New starts a fake Slack workspace.
@@ -319,7 +319,9 @@ func Offline() PostOption { return func(_ *Message, c *postCfg) { c.offline = tr
 
 // WithFile shares a file with the message.
 func WithFile(name, mimetype string, data []byte) PostOption {
-	return func(_ *Message, c *postCfg) { c.files = append(c.files, &File{Name: name, Mimetype: mimetype, Data: data}) }
+	return func(_ *Message, c *postCfg) {
+		c.files = append(c.files, &File{Name: name, Mimetype: mimetype, Data: data})
+	}
 }
 
 // Post stores a message from user and sends its events: message (with the
