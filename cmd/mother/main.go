@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/adapters/cli"
+	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord"
+	_ "github.com/mother-chat/mother/pkg/adapters/slack"   // registers "slack"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/migrate"

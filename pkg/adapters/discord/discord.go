@@ -362,7 +362,8 @@ func (a *Adapter) supervise(ctx context.Context) {
 			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 				a.lg.Warn("gateway connection was lost; reconnected", "attempts", attempt)
 				bo.Reset()
-				a.queue.Push(a.backfillSeen)
+				until := time.Now()
+				a.queue.Push(func(ctx context.Context) { a.backfillSeen(ctx, until) })
 				break
 			}
 			wait := bo.Next()

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -273,8 +274,9 @@ func isSnowflake(id string) bool {
 // backfillLogged fetches, for every channel with a log, the messages after
 // the newest one logged: what arrived while Mother was down.
 func (a *Adapter) backfillLogged(ctx context.Context) {
+	until := time.Now()
 	for ch, id := range a.loggedNewest() {
-		a.backfill(ctx, ch, id)
+		a.backfill(ctx, ch, id, until)
 	}
 }
 
@@ -310,9 +312,10 @@ func (a *Adapter) loggedNewest() map[string]string {
 	return out
 }
 
-// backfillSeen runs after a reconnect: it fetches what the channels seen
-// so far (this run, or in the log) received while the gateway was away.
-func (a *Adapter) backfillSeen(ctx context.Context) {
+// backfillSeen runs after a reconnect at until: it fetches what the
+// channels seen so far (this run, or in the log) received while the
+// gateway was away.
+func (a *Adapter) backfillSeen(ctx context.Context, until time.Time) {
 	from := a.loggedNewest()
 	a.mu.Lock()
 	for k, v := range a.lastSeen {
@@ -322,11 +325,15 @@ func (a *Adapter) backfillSeen(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	for ch, id := range from {
-		a.backfill(ctx, ch, id)
+		a.backfill(ctx, ch, id, until)
 	}
 }
 
-func (a *Adapter) backfill(ctx context.Context, channelID, after string) {
+// backfill delivers the messages of a channel after the message id after.
+// Those posted before until (the reconnect) arrived while Mother was away
+// and are delivered late; newer ones are on their way live as well (the
+// first copy wins).
+func (a *Adapter) backfill(ctx context.Context, channelID, after string, until time.Time) {
 	var all []*discordgo.Message
 	for len(all) < a.opts.BackfillLimit {
 		page, err := a.s.ChannelMessages(channelID, 100, "", after, "", discordgo.WithContext(ctx))
@@ -359,7 +366,7 @@ func (a *Adapter) backfill(ctx context.Context, channelID, after string) {
 		if m.ChannelID == "" {
 			m.ChannelID = channelID
 		}
-		a.handle(ctx, m, delivery{late: true, answered: answered[m.ID]})
+		a.handle(ctx, m, delivery{late: m.Timestamp.Before(until), answered: answered[m.ID]})
 		n++
 	}
 	if n > 0 {

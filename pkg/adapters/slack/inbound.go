@@ -306,13 +306,14 @@ func (a *Adapter) loggedNewest() map[string]string {
 // backfillLogged fetches what each logged channel received after its
 // newest logged message: what arrived while Mother was down.
 func (a *Adapter) backfillLogged(ctx context.Context) {
+	until := time.Now()
 	for ch, ts := range a.loggedNewest() {
-		a.backfill(ctx, ch, ts)
+		a.backfill(ctx, ch, ts, until)
 	}
 }
 
-// backfillSeen runs after a reconnect.
-func (a *Adapter) backfillSeen(ctx context.Context) {
+// backfillSeen runs after a reconnect at until.
+func (a *Adapter) backfillSeen(ctx context.Context, until time.Time) {
 	from := a.loggedNewest()
 	a.mu.Lock()
 	for k, v := range a.lastSeen {
@@ -322,13 +323,15 @@ func (a *Adapter) backfillSeen(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	for ch, ts := range from {
-		a.backfill(ctx, ch, ts)
+		a.backfill(ctx, ch, ts, until)
 	}
 }
 
-// backfill delivers, late, the messages of a channel after ts, with the
-// new replies of threads whose parents are among them.
-func (a *Adapter) backfill(ctx context.Context, channel, oldest string) {
+// backfill delivers the messages of a channel after ts, with the new
+// replies of threads whose parents are among them. Those posted before
+// until (the reconnect) arrived while Mother was away and are delivered
+// late; newer ones are on their way live too (the first copy wins).
+func (a *Adapter) backfill(ctx context.Context, channel, oldest string, until time.Time) {
 	var msgs []slack.Message
 	cursor := ""
 	for len(msgs) < a.opts.BackfillLimit {
@@ -365,7 +368,7 @@ func (a *Adapter) backfill(ctx context.Context, channel, oldest string) {
 		if ctx.Err() != nil {
 			return
 		}
-		a.handle(ctx, incoming{msg: m, channel: channel, late: true})
+		a.handle(ctx, incoming{msg: m, channel: channel, late: tsTime(m.Timestamp).Before(until)})
 		n++
 	}
 	if n > 0 {

@@ -312,7 +312,8 @@ func (a *Adapter) events(ctx context.Context, sm *socketmode.Client, first *bool
 				connected <- nil
 			} else {
 				a.lg.Warn("Slack socket was lost; reconnected")
-				a.queue.Push(a.backfillSeen)
+				until := time.Now()
+				a.queue.Push(func(ctx context.Context) { a.backfillSeen(ctx, until) })
 			}
 		case socketmode.EventTypeHello:
 			a.lg.Debug("Slack socket hello")
