@@ -99,6 +99,7 @@ func TestDiscordEndToEnd(t *testing.T) {
 			t.Errorf("thread = %+v, want the bash call (an unknown tool here) and the usage", details)
 		}
 		// Only the mention was answered; both messages and the answer are logged.
+		waitFor(t, "the answer in log.jsonl", func() bool { return len(readChannelLog(t, data, "discord", dGeneral)) >= 3 })
 		logged := readChannelLog(t, data, "discord", dGeneral)
 		var texts []string
 		for _, m := range logged {
@@ -225,6 +226,7 @@ func TestDiscordBackfillAfterRestart(t *testing.T) {
 	fake.Wait(t, 15*time.Second, "the late answer", func() bool {
 		return botReplyTo(fake, dGeneral, missed.ID, "(Late answer") != nil
 	})
+	waitFor(t, "the late answer in log.jsonl", func() bool { return len(readChannelLog(t, data, "discord", dGeneral)) >= 5 })
 	logged := readChannelLog(t, data, "discord", dGeneral)
 	var texts []string
 	for _, m := range logged {
