@@ -97,6 +97,11 @@ type channelState struct {
 	// once "Stopping" has been posted, so "Stopped" comes after it.
 	stopping chan struct{}
 
+	// order serialises logging and queueing in the channel, so the log's
+	// order is the queue's (a run syncs up to its trigger and must not
+	// swallow a message queued after it).
+	order sync.Mutex
+
 	seq       uint64
 	persistMu sync.Mutex
 	written   uint64
@@ -122,12 +127,12 @@ func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 // (Metadata[chat.MetaThreadStarter] == the adapter's SelfID). Her own
 // messages and other bots' messages are logged and never answered.
 func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.ChannelMessage, late bool) {
-	a, ok := m.Adapter(adapterName)
-	if !ok {
-		m.logger.Error("message from unknown adapter", "adapter", adapterName)
+	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg", msg.ID)
+	a, cs, err := m.state(adapterName, msg.ChannelID)
+	if err != nil {
+		lg.Error("message not logged", "err", err)
 		return
 	}
-	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg", msg.ID)
 	ch, err := m.store.Channel(adapterName, msg.ChannelID)
 	if err != nil {
 		lg.Error("cannot open channel store; message not logged", "err", err)
@@ -139,8 +144,18 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	if msg.Timestamp.IsZero() {
 		msg.Timestamp = m.now()
 	}
+	cs.order.Lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			cs.order.Unlock()
+		}
+	}
+	defer unlock()
 	lm, err := ch.AppendMessage(msg)
 	if err != nil {
+		unlock()
 		lg.Error("cannot log message", "err", err)
 		if _, perr := a.Post(ctx, msg.ChannelID, "I could not store your message (disk problem?), so I am not answering it. The operator has the details in my log."); perr != nil {
 			lg.Error("cannot post notice", "err", perr)
@@ -152,6 +167,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		return
 	}
 	if msg.IsDM && !m.mayDM(adapterName, msg.Sender.ID) {
+		unlock()
 		m.refuseDM(ctx, a, ch, msg, lg)
 		return
 	}
@@ -162,6 +178,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 			lg.Info("ignoring a stop that arrived while Mother was down")
 			return
 		case addressed || m.busy(chat.QualifiedID(adapterName, msg.ChannelID)):
+			unlock()
 			m.stop(ctx, a, msg.ChannelID, msg.Sender.ID, all)
 			return
 		}
@@ -170,7 +187,9 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		return
 	}
 	job := Job{Kind: KindMessage, Trigger: msg, TriggerEnd: lm.End, Late: late}
-	if err := m.Enqueue(a.Name(), msg.ChannelID, job); err != nil {
+	err = m.enqueueOrdered(cs, job)
+	unlock()
+	if err != nil {
 		n := m.queueSize()
 		notice := fmt.Sprintf("I am busy in this channel and %d messages are already waiting, so I will not answer this one separately. It is logged and I will see it with the next message.", n)
 		if errors.Is(err, errClosing) {
@@ -181,6 +200,20 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 			lg.Error("cannot post notice", "err", perr)
 		}
 	}
+}
+
+// state returns the adapter and the channel's state, creating it.
+func (m *Mother) state(adapterName, channelID string) (chat.Adapter, *channelState, error) {
+	a, ok := m.Adapter(adapterName)
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown adapter %q", adapterName)
+	}
+	if err := store.ValidName(channelID); err != nil {
+		return nil, nil, fmt.Errorf("channel id: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return a, m.channelFor(a, channelID), nil
 }
 
 // Addressed reports whether msg calls for an answer from the account
@@ -257,20 +290,25 @@ var errClosing = errors.New("mother is shutting down")
 // reads both); otherwise Enqueue returns an error wrapping ErrQueueFull
 // (and, for events, events.ErrChannelFull).
 func (m *Mother) Enqueue(adapterName, channelID string, job Job) error {
-	a, ok := m.Adapter(adapterName)
-	if !ok {
-		return fmt.Errorf("unknown adapter %q", adapterName)
+	_, cs, err := m.state(adapterName, channelID)
+	if err != nil {
+		return err
 	}
-	if err := store.ValidName(channelID); err != nil {
-		return fmt.Errorf("channel id: %w", err)
-	}
+	cs.order.Lock()
+	defer cs.order.Unlock()
+	return m.enqueueOrdered(cs, job)
+}
+
+// enqueueOrdered is Enqueue with cs.order held. An event job's message is
+// logged here, once the job is sure to be queued, so the log's order is
+// the queue's.
+func (m *Mother) enqueueOrdered(cs *channelState, job Job) error {
 	job.Kind = job.kind()
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
 		return errClosing
 	}
-	cs := m.channelFor(a, channelID)
 	var msgs, evs int
 	for i := range cs.pending {
 		if cs.pending[i].kind() == KindEvent {
@@ -302,9 +340,44 @@ func (m *Mother) Enqueue(adapterName, channelID string, job Job) error {
 		m.persist(cs)
 		return nil
 	}
+	m.mu.Unlock()
+	if job.Kind == KindEvent && job.TriggerEnd == 0 {
+		// Only event enqueues add event jobs, and they hold cs.order: the
+		// slot checked above is still free.
+		if err := m.logEvent(cs, &job); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return errClosing
+	}
 	m.pushLocked(cs, job)
 	m.mu.Unlock()
 	m.persist(cs)
+	return nil
+}
+
+// logEvent writes an event job's line to the channel's log as a message
+// from the "event" sender, so the normal sync brings it into the context
+// and the run syncs up to it.
+func (m *Mother) logEvent(cs *channelState, job *Job) error {
+	ch, err := m.store.Channel(cs.adapter.Name(), cs.id)
+	if err != nil {
+		return fmt.Errorf("log event: %w", err)
+	}
+	msg := chat.ChannelMessage{
+		ID: m.newID(), ChannelID: cs.id, Timestamp: m.now(),
+		Sender:      chat.Sender{ID: EventSenderID, Username: "event", IsBot: true},
+		Text:        job.EventText,
+		Attachments: []chat.ChannelAttachment{},
+	}
+	lm, err := ch.AppendMessage(msg)
+	if err != nil {
+		return fmt.Errorf("log event: %w", err)
+	}
+	job.Trigger, job.TriggerEnd = msg, lm.End
 	return nil
 }
 

@@ -196,13 +196,17 @@ type harness struct {
 	st    *store.Store
 	ad    *recAdapter
 	m     *Mother
-	logs  *strings.Builder
-	logMu *sync.Mutex
+	logs   *strings.Builder
+	logMu  *sync.Mutex
+	script func(ollamatest.Request) ollamatest.Turn
 }
 
 type harnessOpt func(*harness)
 
 func withTools(ts ...agent.Tool) harnessOpt { return func(h *harness) { h.tools = append(h.tools, ts...) } }
+func withScript(f func(ollamatest.Request) ollamatest.Turn) harnessOpt {
+	return func(h *harness) { h.script = f }
+}
 func withChicks(c ChickCanceller) harnessOpt { return func(h *harness) { h.chick = c } }
 func withAdapterConfig(ac config.Adapter) harnessOpt {
 	return func(h *harness) { h.cfg.Adapters["rec"] = ac }
@@ -214,11 +218,12 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	h.cfg = &config.Config{Adapters: map[string]config.Adapter{"rec": {Type: "discord", Admins: []string{"UADMIN"}, DM: config.DMPolicy{Everyone: true}}}}
 	h.cfg.SetDefaults(h.data)
 	h.cfg.Model.ID = "tiny"
-	h.fake = ollamatest.NewFunc(script)
-	t.Cleanup(h.fake.Close)
+	h.script = script
 	for _, o := range opts {
 		o(h)
 	}
+	h.fake = ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn { return h.script(r) })
+	t.Cleanup(h.fake.Close)
 	h.boot()
 	return h
 }

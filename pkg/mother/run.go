@@ -27,24 +27,6 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		lg.Error("cannot open channel store", "err", err)
 		return Outcome{Err: err}
 	}
-	if job.kind() == KindEvent {
-		// The event becomes a message in the channel's log, so the normal
-		// sync brings it into the context and this run syncs up to it.
-		msg := chat.ChannelMessage{
-			ID: m.newID(), ChannelID: channelID, Timestamp: m.now(),
-			Sender:      chat.Sender{ID: EventSenderID, Username: "event", IsBot: true},
-			Text:        job.EventText,
-			Attachments: []chat.ChannelAttachment{},
-		}
-		lm, err := ch.AppendMessage(msg)
-		if err != nil {
-			lg.Error("cannot log event message", "event", job.EventFile, "err", err)
-			m.post(ctx, a, channelID, "The event "+job.EventFile+" is due, but I could not store it (disk problem?), so I am not running it. The operator has the details in my log.")
-			return Outcome{Err: err}
-		}
-		job.Trigger, job.TriggerEnd = msg, lm.End
-		lg = lg.With("msg", msg.ID, "event", job.EventFile)
-	}
 	sess, err := session.Load(ch, a.SelfID())
 	if err != nil {
 		lg.Error("cannot load context", "err", err)
