@@ -19,7 +19,10 @@ func TestTriggers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.say("C1", "just chatting among humans", false)
-	h.say("C1", "a bot talking", false, func(m *chat.ChannelMessage) { m.Sender = chat.Sender{ID: "UBOT", Username: "ci", IsBot: true}; m.IsMention = true })
+	h.say("C1", "a bot talking", false, func(m *chat.ChannelMessage) {
+		m.Sender = chat.Sender{ID: "UBOT", Username: "ci", IsBot: true}
+		m.IsMention = true
+	})
 	h.say("C1", "my own words", false, func(m *chat.ChannelMessage) { m.Sender = chat.Sender{ID: "UMOTHER", Username: "mother", IsBot: true} })
 	h.say("C1", "someone else's thread", false, inThreadOf("UANNA"))
 	h.idle()

@@ -187,15 +187,15 @@ func script(req ollamatest.Request) ollamatest.Turn {
 }
 
 type harness struct {
-	t     *testing.T
-	data  string
-	cfg   *config.Config
-	fake  *ollamatest.Server
-	tools []agent.Tool
-	chick ChickCanceller
-	st    *store.Store
-	ad    *recAdapter
-	m     *Mother
+	t      *testing.T
+	data   string
+	cfg    *config.Config
+	fake   *ollamatest.Server
+	tools  []agent.Tool
+	chick  ChickCanceller
+	st     *store.Store
+	ad     *recAdapter
+	m      *Mother
 	logs   *strings.Builder
 	logMu  *sync.Mutex
 	script func(ollamatest.Request) ollamatest.Turn
@@ -203,7 +203,9 @@ type harness struct {
 
 type harnessOpt func(*harness)
 
-func withTools(ts ...agent.Tool) harnessOpt { return func(h *harness) { h.tools = append(h.tools, ts...) } }
+func withTools(ts ...agent.Tool) harnessOpt {
+	return func(h *harness) { h.tools = append(h.tools, ts...) }
+}
 func withScript(f func(ollamatest.Request) ollamatest.Turn) harnessOpt {
 	return func(h *harness) { h.script = f }
 }
