@@ -166,7 +166,8 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.R
 	}
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
-		return shutdown(m, w, stderr)
+		shutdown(m, w, stderr)
+		return exitFailure
 	}
 	select {
 	case <-term.Done():
@@ -212,7 +213,8 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *co
 	}
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
-		return shutdown(m, w, stderr)
+		shutdown(m, w, stderr)
+		return exitFailure
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
 	<-ctx.Done()
