@@ -3,6 +3,7 @@
 //
 //	mother [--cli] [--log-level LEVEL] <data>
 //	mother --check-config <data>
+//	mother migrate OLD NEW --adapter NAME
 //	mother --version
 package main
 
@@ -28,6 +29,7 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/migrate"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/store"
@@ -48,6 +50,9 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "migrate" {
+		return runMigrate(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cliMode := fs.Bool("cli", false, "make the terminal a channel: lines on stdin are messages, replies go to stdout")
@@ -55,7 +60,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: config, or warn with --cli)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother --version\n\n")
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME\n       mother --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -217,8 +222,10 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *co
 		return exitFailure
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
+	stopping := notifySystemd(ctx, m, logger, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
 	<-ctx.Done()
 	logger.Info("shutting down")
+	stopping()
 	return shutdown(m, w, stderr)
 }
 
@@ -261,4 +268,45 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// runMigrate imports a TypeScript Mother or mom data directory:
+// mother migrate OLD NEW --adapter NAME (flags may come anywhere).
+func runMigrate(args []string, stdout, stderr io.Writer) int {
+	usage := func() int {
+		fmt.Fprintln(stderr, "usage: mother migrate OLD NEW --adapter NAME\n\nImports the data directory of the TypeScript Mother (Discord) or mom (Slack)\ninto NEW, placing its channels under the adapter NAME. OLD is never modified.")
+		return exitUsage
+	}
+	var adapter string
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--adapter" || a == "-adapter":
+			if i+1 >= len(args) {
+				return usage()
+			}
+			adapter = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--adapter="):
+			adapter = strings.TrimPrefix(a, "--adapter=")
+		case a == "-h" || a == "--help":
+			return usage()
+		case strings.HasPrefix(a, "-"):
+			fmt.Fprintf(stderr, "mother migrate: unknown flag %s\n", a)
+			return usage()
+		default:
+			pos = append(pos, a)
+		}
+	}
+	if len(pos) != 2 || adapter == "" {
+		return usage()
+	}
+	rep, err := migrate.Run(migrate.Options{OldDir: pos[0], NewDir: pos[1], Adapter: adapter})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother migrate: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprint(stdout, rep.String())
+	return exitOK
 }

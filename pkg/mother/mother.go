@@ -173,6 +173,26 @@ func (m *Mother) Idle(ctx context.Context) error {
 	}
 }
 
+// Healthy checks that the core is not stuck: its lock can be taken and the
+// store answers, within ctx. The systemd watchdog pings only while it holds.
+func (m *Mother) Healthy(ctx context.Context) error {
+	got := make(chan struct{})
+	go func() {
+		m.mu.Lock()
+		m.mu.Unlock() // taking the lock is the check
+		close(got)
+	}()
+	select {
+	case <-got:
+	case <-ctx.Done():
+		return errors.New("core lock not available: a goroutine is stuck holding it")
+	}
+	if _, err := m.store.ListChannels(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
 // Shutdown stops taking work, aborts runs in flight, waits for them (until
 // ctx ends) and stops the adapters.
 func (m *Mother) Shutdown(ctx context.Context) error {
