@@ -75,3 +75,27 @@ func TestNextRun(t *testing.T) {
 		t.Error("NextRun of February 30th: ok = true, want false")
 	}
 }
+
+// BenchmarkNextRun shows the cost of computing a next run: a common
+// schedule, and the worst case (a leap-day schedule searched across years).
+func BenchmarkNextRun(b *testing.B) {
+	vienna, err := time.LoadLocation("Europe/Vienna")
+	if err != nil {
+		b.Fatal(err)
+	}
+	from := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ name, expr string }{{"weekdays", "0 9 * * 1-5"}, {"every15", "*/15 * * * *"}, {"leapday", "0 12 29 2 *"}} {
+		s, err := cronParser.Parse(c.expr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spec := s.(*cron.SpecSchedule)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := NextRun(spec, vienna, from); !ok {
+					b.Fatal("never")
+				}
+			}
+		})
+	}
+}

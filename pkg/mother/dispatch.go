@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/mother-chat/mother/pkg/chat"
@@ -241,10 +242,7 @@ func (m *Mother) mayDM(adapterName, userID string) bool {
 	return m.isAdmin(adapterName, userID) || ac.DM.Allows(userID)
 }
 
-func (m *Mother) refuseDM(ctx context.Context, a chat.Adapter, ch *store.Channel, msg chat.ChannelMessage, lg interface {
-	Info(string, ...any)
-	Error(string, ...any)
-}) {
+func (m *Mother) refuseDM(ctx context.Context, a chat.Adapter, ch *store.Channel, msg chat.ChannelMessage, lg *slog.Logger) {
 	lg.Info("direct message refused by access control", "user", msg.Sender.ID)
 	id, err := a.Post(ctx, msg.ChannelID, DMRefusal)
 	if err != nil {

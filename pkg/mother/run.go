@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -160,7 +161,7 @@ const ResumeNote = "[restart] Mother restarted while answering the message above
 // calls left without a result get an error result, then a note says what
 // happened. It reports false when the run had in fact finished (the
 // context ends with a final answer).
-func resumeContext(sess *session.Session, lg interface{ Error(string, ...any) }) bool {
+func resumeContext(sess *session.Session, lg *slog.Logger) bool {
 	h := sess.History()
 	if n := len(h); n > 0 && h[n-1].Role == model.RoleAssistant && len(h[n-1].ToolCalls) == 0 {
 		return false
