@@ -35,6 +35,9 @@ type inflightJob struct {
 	Late       bool                 `json:"late,omitempty"`
 	Event      string               `json:"event,omitempty"`
 	Resumes    int                  `json:"resumes,omitempty"`
+	// Graceful: a shutdown (not a crash) cut the run short; that does not
+	// count towards the crash-loop guard.
+	Graceful bool `json:"graceful,omitempty"`
 }
 
 func toInflight(j *Job) inflightJob {
@@ -59,12 +62,12 @@ func (m *Mother) persist(cs *channelState) {
 	m.mu.Lock()
 	seq := cs.seq
 	f := inflightFile{Adapter: cs.adapter.Name(), Channel: cs.id, Updated: m.now()}
-	run := cs.current
-	if run == nil {
-		run = cs.interrupted
-	}
-	if run != nil {
+	if run := cs.current; run != nil {
 		ij := toInflight(run)
+		f.Running = &ij
+	} else if run := cs.interrupted; run != nil {
+		ij := toInflight(run)
+		ij.Graceful = true
 		f.Running = &ij
 	}
 	for i := range cs.pending {
@@ -165,14 +168,17 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 			return
 		}
 		who := describe(*ij.Trigger)
-		if wasRunning && ij.Resumes >= 1 {
+		if wasRunning && ij.Resumes >= 1 && !ij.Graceful {
 			lost = append(lost, fmt.Sprintf("Lost: my answer to %s was cut off by a restart twice, so I am not trying again. Ask again if you still need it.", who))
 			return
 		}
 		j := Job{Kind: KindMessage, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Late: true,
 			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes}
 		if wasRunning {
-			j.interrupted, j.resumes = true, ij.Resumes+1
+			j.interrupted, j.resumes = true, ij.Resumes
+			if !ij.Graceful {
+				j.resumes++
+			}
 			j.LateNote = "(Resumed after a restart.)"
 			resumed = append(resumed, fmt.Sprintf("Resuming my answer to %s, which was cut off.", who))
 		} else {

@@ -81,7 +81,7 @@ func TestRunCutOffTwiceIsReportedLost(t *testing.T) {
 	block := newBlockTool()
 	// This model calls the blocking tool again when it resumes.
 	h := newHarness(t, withTools(block), withScript(func(r ollamatest.Request) ollamatest.Turn {
-		if strings.HasPrefix(r.LastUser(), "[restart]") {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && strings.HasPrefix(last.Content, "[restart]") {
 			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "block"}}}
 		}
 		return script(r)
@@ -126,4 +126,31 @@ func TestShutdownInterruptsAndResumes(t *testing.T) {
 	if r := texts(h.ad.of("finish")); len(r) != 2 || !strings.HasSuffix(r[1], "answer to: queued behind") {
 		t.Errorf("replies after restart = %q", r)
 	}
+}
+
+func TestUpgradesDoNotCountAsCrashes(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	h := newHarness(t, withTools(block), withScript(func(r ollamatest.Request) ollamatest.Turn {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && strings.HasPrefix(last.Content, "[restart]") {
+			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "block"}}}
+		}
+		return script(r)
+	}))
+	h.say("C1", "please block", false, mention)
+	for range 2 { // two upgrades in a row, each during the run
+		block.waitStarted(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		if err := h.m.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		h.boot()
+	}
+	block.waitStarted(t)
+	if posts := texts(h.ad.of("post")); len(posts) != 1 || !strings.Contains(posts[0], "Resuming my answer") {
+		t.Errorf("notice after the second upgrade = %q, want the run resumed again", posts)
+	}
+	block.release <- struct{}{}
+	h.idle()
 }
