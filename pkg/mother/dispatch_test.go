@@ -199,17 +199,17 @@ func TestBareStopOnlyWhileRunning(t *testing.T) {
 	}
 }
 
-// spawnTool starts a background task that lives until cancelled, like a
+// bgTool starts a background task that lives until cancelled, like a
 // chick, on behalf of the run's user.
-type spawnTool struct {
+type bgTool struct {
 	tasks   *Tasks
 	causes  chan error
 	started chan struct{}
 }
 
-func (s *spawnTool) Spec() model.ToolSpec { return specOf("spawn") }
+func (s *bgTool) Spec() model.ToolSpec { return specOf("spawn") }
 
-func (s *spawnTool) Run(ctx context.Context, _ json.RawMessage) (agent.Result, error) {
+func (s *bgTool) Run(ctx context.Context, _ json.RawMessage) (agent.Result, error) {
 	info, _ := chat.RunInfoFrom(ctx)
 	s.tasks.Go(context.Background(), info.QualifiedChannel(), info.UserID, func(ctx context.Context) {
 		s.started <- struct{}{}
@@ -223,7 +223,7 @@ func (s *spawnTool) Run(ctx context.Context, _ json.RawMessage) (agent.Result, e
 func TestStopAllCancelsChicks(t *testing.T) {
 	t.Parallel()
 	tasks := &Tasks{}
-	spawn := &spawnTool{tasks: tasks, causes: make(chan error, 10), started: make(chan struct{}, 10)}
+	spawn := &bgTool{tasks: tasks, causes: make(chan error, 10), started: make(chan struct{}, 10)}
 	block := newBlockTool()
 	h := newHarness(t, withTools(spawn, block), withChicks(tasks))
 	h.say("C1", "please spawn", false, mention, from("UMARIO", "mario"))

@@ -262,7 +262,7 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{h.logMu, h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tools := append([]agent.Tool{MemoryTool(st.Workspace())}, h.tools...)
-	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Chicks: h.chick})
+	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick})
 	if err != nil {
 		t.Fatal(err)
 	}

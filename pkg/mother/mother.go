@@ -32,8 +32,9 @@ type Options struct {
 	Now func() time.Time
 	// Tools are Mother's own safe tools.
 	Tools []agent.Tool
-	// Chicks cancels a channel's chicks for "stop all" (nil: no chicks).
-	Chicks ChickCanceller
+	// Canceller cancels a channel's chicks for "stop all" (nil: none to
+	// cancel).
+	Canceller ChickCanceller
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -44,7 +45,8 @@ type Mother struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	agent    *agent.Agent
-	chicks   ChickCanceller
+	// canceller serves "stop all" (nil: no chicks).
+	canceller ChickCanceller
 
 	// ready is closed when Start has finished: runners wait for it, so
 	// restart notices come before any answer.
@@ -85,18 +87,18 @@ func New(opts Options) (*Mother, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Mother{
-		cfg:      opts.Config,
-		store:    opts.Store,
-		provider: opts.Provider,
-		logger:   opts.Logger.With("component", "mother"),
-		now:      opts.Now,
-		agent:    ag,
-		chicks:   opts.Chicks,
-		ready:    make(chan struct{}),
-		ctx:      ctx,
-		cancel:   cancel,
-		adapters: map[string]chat.Adapter{},
-		channels: map[string]*channelState{},
+		cfg:       opts.Config,
+		store:     opts.Store,
+		provider:  opts.Provider,
+		logger:    opts.Logger.With("component", "mother"),
+		now:       opts.Now,
+		agent:     ag,
+		canceller: opts.Canceller,
+		ready:     make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
+		adapters:  map[string]chat.Adapter{},
+		channels:  map[string]*channelState{},
 	}, nil
 }
 

@@ -100,7 +100,7 @@ func (m *Mother) stop(ctx context.Context, a chat.Adapter, channelID, userID str
 }
 
 func (m *Mother) cancelChicks(ctx context.Context, qid, userID string) string {
-	if m.chicks == nil {
+	if m.canceller == nil {
 		return "No chicks are running here."
 	}
 	adapter, _, _ := strings.Cut(qid, "/")
@@ -109,7 +109,7 @@ func (m *Mother) cancelChicks(ctx context.Context, qid, userID string) string {
 	if admin {
 		by = ""
 	}
-	n, err := m.chicks.CancelChicks(context.WithoutCancel(ctx), qid, by)
+	n, err := m.canceller.CancelChicks(context.WithoutCancel(ctx), qid, by)
 	if err != nil {
 		m.logger.Error("cannot cancel chicks", "channel", qid, "err", err)
 		return "I could not cancel the chicks: " + firstLine(err.Error())
