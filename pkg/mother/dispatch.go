@@ -383,7 +383,7 @@ func (m *Mother) logEvent(cs *channelState, job *Job) error {
 func (m *Mother) pushLocked(cs *channelState, job Job) {
 	cs.pending = append(cs.pending, job)
 	cs.seq++
-	m.work.Add(1)
+	m.workAdd()
 	if !cs.running {
 		cs.running = true
 		go m.runChannel(cs)
@@ -415,7 +415,7 @@ func (m *Mother) runChannel(cs *channelState) {
 				if j.Done != nil {
 					j.Done(Outcome{Shutdown: true})
 				}
-				m.work.Done()
+				m.workDone()
 			}
 			return
 		}
@@ -453,6 +453,6 @@ func (m *Mother) runChannel(cs *channelState) {
 		if job.Done != nil {
 			job.Done(out)
 		}
-		m.work.Done()
+		m.workDone()
 	}
 }

@@ -63,9 +63,12 @@ type Mother struct {
 	channels map[string]*channelState
 	closing  bool
 
-	// work counts queued and running jobs, for Idle.
+	// work counts queued and running jobs, for Idle; active is the same
+	// count, readable (see idle.go).
 	work   sync.WaitGroup
 	active atomic.Int64
+	trimMu sync.Mutex
+	trim   *time.Timer
 
 	idSeq atomic.Uint64
 }
