@@ -189,7 +189,6 @@ func TestDiscordEndToEnd(t *testing.T) {
 	})
 
 	t.Run("DM from a refused user is refused", func(t *testing.T) {
-		t.Skip("needs access control in Mother's dispatch (issue 5, pkg/mother); the adapter reports IsDM and the sender id. Remove this skip once issue 5 is merged.")
 		fake.Say(dDMLuigi, dLuigi, "let me in")
 		fake.Wait(t, 15*time.Second, "a refusal", func() bool {
 			ms := fake.MessagesLocked(dDMLuigi)

@@ -16,15 +16,21 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+	// IANA zones for periodic events, even where the host has no zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/mother-chat/mother/pkg/adapters/cli"
 	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord"
 	_ "github.com/mother-chat/mother/pkg/adapters/slack"   // registers "slack"
+	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/migrate"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
@@ -119,7 +125,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger})
+	// Events target "<adapter>/<channel>"; in terminal mode the one
+	// adapter is "cli", so "local" alone also works.
+	adapterNames := cfg.SortedAdapterNames()
+	if *cliMode {
+		adapterNames = []string{"cli"}
+	}
+	watcher, err := events.New(events.Options{
+		Dir:      st.EventsDir(),
+		StateDir: filepath.Join(st.DataDir(), "state", "events"),
+		Resolve:  events.AdapterResolver(adapterNames),
+		Clock:    clock.Real{},
+		Logger:   logger,
+		Grace:    cfg.Events.OneShotGrace.Duration,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	tools := append([]agent.Tool{mother.MemoryTool(st.Workspace())}, events.Tools(watcher)...)
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: tools})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -129,14 +154,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 
 	if *cliMode {
-		return runCLI(ctx, m, stdin, stdout, stderr, logger)
+		return runCLI(ctx, m, watcher, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, cfg, st, stderr, logger)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
-func runCLI(ctx context.Context, m *mother.Mother, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
 	term := cli.New("cli", stdin, stdout)
 	if err := m.AddAdapter(term); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -146,6 +171,11 @@ func runCLI(ctx context.Context, m *mother.Mother, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	if err := w.Start(ctx, m); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, stderr)
+		return exitFailure
+	}
 	select {
 	case <-term.Done():
 		if err := m.Idle(ctx); err != nil {
@@ -153,11 +183,11 @@ func runCLI(ctx context.Context, m *mother.Mother, stdin io.Reader, stdout, stde
 		}
 	case <-ctx.Done():
 	}
-	return shutdown(m, stderr)
+	return shutdown(m, w, stderr)
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -201,15 +231,23 @@ func runDaemon(ctx context.Context, m *mother.Mother, cfg *config.Config, st *st
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	if err := w.Start(ctx, m); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, stderr)
+		return exitFailure
+	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
 	stopping := notifySystemd(ctx, m, logger, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
 	<-ctx.Done()
 	logger.Info("shutting down")
 	stopping()
-	return shutdown(m, stderr)
+	return shutdown(m, w, stderr)
 }
 
-func shutdown(m *mother.Mother, stderr io.Writer) int {
+// shutdown stops the events watcher first (no new runs), then Mother: runs
+// in flight are interrupted and kept for the next start.
+func shutdown(m *mother.Mother, w *events.Watcher, stderr io.Writer) int {
+	w.Stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.Shutdown(sctx); err != nil {

@@ -166,7 +166,6 @@ func TestSlackEndToEnd(t *testing.T) {
 	})
 
 	t.Run("DM from a refused user is refused", func(t *testing.T) {
-		t.Skip("needs access control in Mother's dispatch (issue 5, pkg/mother); the adapter reports IsDM and the sender id. Remove this skip once issue 5 is merged.")
 		trig := fake.Post(sDMLuigi, sLuigi.ID, "let me in")
 		fake.Wait(t, 15*time.Second, "a refusal", func() bool { return slackAnswer(fake, sDMLuigi, trig.TS, "") != nil })
 		for _, r := range model.Requests() {

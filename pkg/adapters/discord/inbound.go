@@ -110,6 +110,13 @@ func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) 
 	}
 	if threadID != "" {
 		meta["threadId"] = threadID
+		starter := ci.OwnerID
+		if ci.Mine {
+			starter = self
+		}
+		if starter != "" {
+			meta[chat.MetaThreadStarter] = starter
+		}
 	}
 	if d.answered {
 		meta["answered"] = true

@@ -141,6 +141,9 @@ func (a *Adapter) handle(ctx context.Context, in incoming) {
 	if threadTS != "" {
 		msg.ReplyTo = threadTS
 		msg.Metadata = map[string]any{"threadTs": threadTS}
+		if m.ParentUserId != "" {
+			msg.Metadata[chat.MetaThreadStarter] = m.ParentUserId
+		}
 	}
 	msg.Attachments, msg.Text = a.download(ctx, in.channel, m, msg.Text)
 	a.mu.Lock()
