@@ -192,7 +192,7 @@ func TestDiscordEndToEnd(t *testing.T) {
 		fake.Say(dDMLuigi, dLuigi, "let me in")
 		fake.Wait(t, 15*time.Second, "a refusal", func() bool {
 			ms := fake.MessagesLocked(dDMLuigi)
-			return len(ms) == 2 && ms[1].Author.ID == bot.ID
+			return len(ms) == 2 && ms[1].Author.ID == bot.ID && strings.HasPrefix(ms[1].Content, "Sorry, I only answer direct messages")
 		})
 		for _, r := range model.Requests() {
 			if strings.Contains(r.LastUser(), "let me in") {
