@@ -167,7 +167,9 @@ func TestSlackEndToEnd(t *testing.T) {
 
 	t.Run("DM from a refused user is refused", func(t *testing.T) {
 		trig := fake.Post(sDMLuigi, sLuigi.ID, "let me in")
-		fake.Wait(t, 15*time.Second, "a refusal", func() bool { return slackAnswer(fake, sDMLuigi, trig.TS, "Sorry, I only answer direct messages") != nil })
+		fake.Wait(t, 15*time.Second, "a refusal", func() bool {
+			return slackAnswer(fake, sDMLuigi, trig.TS, "Sorry, I only answer direct messages") != nil
+		})
 		for _, r := range model.Requests() {
 			if strings.Contains(r.LastUser(), "let me in") {
 				t.Errorf("the refused DM reached the model")

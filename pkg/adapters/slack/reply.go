@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -56,8 +55,6 @@ type surface struct {
 	a       *Adapter
 	channel string
 	thread  string // answer inside this thread ("" for the channel)
-
-	mu sync.Mutex
 }
 
 var _ runview.Surface = (*surface)(nil)
