@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -537,5 +539,32 @@ func TestBackfillAfterRestart(t *testing.T) {
 		if !d.late {
 			t.Errorf("backfilled message not late: %+v", d.msg)
 		}
+	}
+}
+
+func TestAPIURLWithPathPrefix(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"` + general + `","type":0,"name":"general"}`))
+	}))
+	defer srv.Close()
+	a, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", BotToken: "t", APIURL: srv.URL + "/discord-proxy/"}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.s.Channel(general); err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 1 || paths[0] != "/discord-proxy/api/v9/channels/"+general {
+		t.Errorf("requests went to %q, want /discord-proxy/api/v9/channels/%s", paths, general)
+	}
+	if _, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", BotToken: "t", APIURL: "ftp://x"}}, Options{}); err == nil {
+		t.Errorf("an ftp apiURL was accepted")
 	}
 }

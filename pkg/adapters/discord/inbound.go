@@ -358,6 +358,12 @@ func (a *Adapter) backfill(ctx context.Context, channelID, after string, until t
 			break
 		}
 	}
+	// REST messages carry no guild_id; take it from the channel, so a
+	// guild message is never mistaken for a DM.
+	guildID := ""
+	if ci, err := a.channel(ctx, channelID); err == nil {
+		guildID = ci.GuildID
+	}
 	self := a.SelfID()
 	answered := map[string]bool{}
 	for _, m := range all {
@@ -372,6 +378,9 @@ func (a *Adapter) backfill(ctx context.Context, channelID, after string, until t
 		}
 		if m.ChannelID == "" {
 			m.ChannelID = channelID
+		}
+		if m.GuildID == "" {
+			m.GuildID = guildID
 		}
 		a.handle(ctx, m, delivery{late: m.Timestamp.Before(until), answered: answered[m.ID]})
 		n++

@@ -113,6 +113,9 @@ func (a *Adapter) handle(ctx context.Context, in incoming) {
 			}
 		}
 	}
+	if chType == "" && strings.HasPrefix(in.channel, "D") {
+		chType = "im" // Slack's DM ids start with D
+	}
 	isDM := chType == "im"
 	sender := a.user(ctx, m.User)
 	if m.User == "" {
