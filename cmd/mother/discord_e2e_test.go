@@ -98,6 +98,10 @@ func TestDiscordEndToEnd(t *testing.T) {
 			!strings.Contains(details[len(details)-1].Content, "tokens in") {
 			t.Errorf("thread = %+v, want the bash call (an unknown tool here) and the usage", details)
 		}
+		// The prompt lists the people and channels the adapter knows.
+		if sys := model.Requests()[0].System(); !strings.Contains(sys, "@mario") || !strings.Contains(sys, "@luigi") || !strings.Contains(sys, "#general\t"+dGeneral) {
+			t.Errorf("system prompt lacks the guild's users and channels:\n%s", sys)
+		}
 		// Only the mention was answered; both messages and the answer are logged.
 		waitFor(t, "the answer in log.jsonl", func() bool { return len(readChannelLog(t, data, "discord", dGeneral)) >= 3 })
 		logged := readChannelLog(t, data, "discord", dGeneral)

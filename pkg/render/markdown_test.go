@@ -96,3 +96,19 @@ func FuzzConvert(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkConvert(b *testing.B) {
+	src, err := os.ReadFile("testdata/basic.md")
+	if err != nil {
+		b.Fatal(err)
+	}
+	md := strings.Repeat(string(src)+"\n\n", 10)
+	for _, d := range []Dialect{Discord, Slack} {
+		b.Run(d.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(md)))
+			for b.Loop() {
+				Convert(d, md, testUsers)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ func Split(s string, limit int) []string {
 
 type splitLine struct {
 	text string
+	n    int // runes in text
 	// fence is the opening fence this line is inside of (after the line is
 	// read), "" outside code.
 	fence string
@@ -42,7 +43,30 @@ type splitter struct {
 	limit int
 	out   []string
 	cur   []splitLine
-	fence string // the currently open fence line ("```go"), "" if none
+	// curLen is the joined length of cur (without a closing fence).
+	curLen int
+	fence  string // the currently open fence line ("```go"), "" if none
+}
+
+// setCur replaces the current lines and recomputes their length.
+func (sp *splitter) setCur(ls []splitLine) {
+	sp.cur = ls
+	sp.curLen = 0
+	for i, l := range ls {
+		if i > 0 {
+			sp.curLen++
+		}
+		sp.curLen += l.n
+	}
+}
+
+// appendCur adds a line to the current part.
+func (sp *splitter) appendCur(l splitLine) {
+	if len(sp.cur) > 0 {
+		sp.curLen++
+	}
+	sp.curLen += l.n
+	sp.cur = append(sp.cur, l)
 }
 
 // size is the rune length of lines joined with newlines, plus the closing
@@ -53,7 +77,7 @@ func (sp *splitter) size(ls []splitLine) int {
 		if i > 0 {
 			n++
 		}
-		n += utf8.RuneCountInString(l.text)
+		n += l.n
 	}
 	if len(ls) > 0 && ls[len(ls)-1].fence != "" {
 		n += 4 // "\n```"
@@ -75,12 +99,12 @@ func (sp *splitter) add(text string) {
 			sp.fence = ""
 		}
 	}
-	l := splitLine{text: text, fence: sp.fence, open: open}
+	l := splitLine{text: text, n: utf8.RuneCountInString(text), fence: sp.fence, open: open}
 	// A line that alone cannot fit is cut into pieces first.
 	room := sp.limit - 4 - utf8.RuneCountInString(open) - 1
-	if utf8.RuneCountInString(text) > room {
+	if l.n > room {
 		for _, piece := range cutLine(text, room) {
-			sp.push(splitLine{text: piece, fence: l.fence, open: open})
+			sp.push(splitLine{text: piece, n: utf8.RuneCountInString(piece), fence: l.fence, open: open})
 		}
 		return
 	}
@@ -88,13 +112,19 @@ func (sp *splitter) add(text string) {
 }
 
 func (sp *splitter) push(l splitLine) {
-	next := append(sp.cur, l)
-	if sp.size(next) <= sp.limit {
-		sp.cur = next
+	next := sp.curLen + l.n
+	if len(sp.cur) > 0 {
+		next++
+	}
+	if l.fence != "" {
+		next += 4 // the closing fence this part would need
+	}
+	if next <= sp.limit {
+		sp.appendCur(l)
 		return
 	}
 	sp.flush(sp.breakAt())
-	sp.cur = append(sp.cur, l)
+	sp.appendCur(l)
 	for sp.size(sp.cur) > sp.limit && len(sp.cur) > 1 {
 		sp.flush(len(sp.cur) - 1)
 	}
@@ -104,17 +134,25 @@ func (sp *splitter) push(l splitLine) {
 // the last blank line outside code in the second half, else all of them.
 func (sp *splitter) breakAt() int {
 	n := len(sp.cur)
-	half := sp.size(sp.cur) / 2
+	// upto[i] is the joined length of the first i lines.
+	upto := make([]int, n+1)
+	for i, l := range sp.cur {
+		upto[i+1] = upto[i] + l.n
+		if i > 0 {
+			upto[i+1]++
+		}
+	}
+	half := upto[n] / 2
 	for i := n - 1; i > 0; i-- {
 		l := sp.cur[i]
 		if l.open == "" && l.fence == "" && strings.TrimSpace(l.text) == "" {
-			if sp.size(sp.cur[:i]) >= half {
+			if upto[i] >= half {
 				return i + 1
 			}
 			break
 		}
 		// The end of a code block is a good place too.
-		if l.open != "" && l.fence == "" && sp.size(sp.cur[:i+1]) >= half {
+		if l.open != "" && l.fence == "" && upto[i+1] >= half {
 			return i + 1
 		}
 	}
@@ -146,11 +184,11 @@ func (sp *splitter) flush(k int) {
 	for len(rest) > 0 && rest[0].open == "" && strings.TrimSpace(rest[0].text) == "" {
 		rest = rest[1:]
 	}
-	sp.cur = sp.cur[:0]
+	var next []splitLine
 	if last.fence != "" {
-		sp.cur = append(sp.cur, splitLine{text: last.fence, fence: last.fence})
+		next = append(next, splitLine{text: last.fence, n: utf8.RuneCountInString(last.fence), fence: last.fence})
 	}
-	sp.cur = append(sp.cur, rest...)
+	sp.setCur(append(next, rest...))
 }
 
 // cutLine cuts one long line into pieces of at most n runes, at spaces
