@@ -103,6 +103,8 @@ func scriptedModel() *ollamatest.Server {
 			return ollamatest.Turn{Text: "There are **two** files, @mario."}
 		case strings.Contains(user, "files"):
 			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"command": "ls", "label": "listing files"}}}}
+		case strings.Contains(user, "slow"):
+			return ollamatest.Turn{Text: "far too late", Delay: 30 * time.Second}
 		case strings.Contains(user, "long"):
 			var b strings.Builder
 			b.WriteString("Here is the program:\n\n```go\n")

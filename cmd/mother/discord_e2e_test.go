@@ -182,6 +182,30 @@ func TestDiscordEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("stop button aborts the run", func(t *testing.T) {
+		trig := fake.Say(dGeneral, dMario, "<@"+bot.ID+"> do something slow")
+		var working string
+		fake.Wait(t, 15*time.Second, "the working message with its stop button", func() bool {
+			for _, m := range fake.MessagesLocked(dGeneral) {
+				if m.ReplyTo == trig.ID && m.HasButton("mother:stop") {
+					working = m.ID
+					return true
+				}
+			}
+			return false
+		})
+		fake.Click(dGeneral, working, dMario, "mother:stop")
+		fake.Wait(t, 15*time.Second, "the run to end as stopped", func() bool {
+			m := botReplyTo(fake, dGeneral, trig.ID, "Stopped.")
+			return m != nil && m.ID == working
+		})
+		for _, m := range fake.Messages(dGeneral) {
+			if strings.Contains(m.Content, "far too late") {
+				t.Errorf("the stopped run still answered: %q", m.Content)
+			}
+		}
+	})
+
 	t.Run("DM from an admin is answered", func(t *testing.T) {
 		trig := fake.Say(dDMMario, dMario, "hi there")
 		fake.Wait(t, 15*time.Second, "the DM answer", func() bool {

@@ -160,6 +160,30 @@ func TestSlackEndToEnd(t *testing.T) {
 		fake.Wait(t, 15*time.Second, "an answer after the reconnect", func() bool { return slackAnswer(fake, sGeneral, trig.TS, "Hello, <@UMARIO>!") != nil })
 	})
 
+	t.Run("stop button aborts the run", func(t *testing.T) {
+		trig := fake.Post(sGeneral, sMario.ID, "<@UBOT> do something slow")
+		var working string
+		fake.Wait(t, 15*time.Second, "the working message with its stop button", func() bool {
+			for _, m := range fake.MessagesLocked(sGeneral) {
+				if m.TS > trig.TS && m.HasButton("mother_stop") {
+					working = m.TS
+					return true
+				}
+			}
+			return false
+		})
+		fake.Click(sGeneral, working, sMario.ID, "mother_stop")
+		fake.Wait(t, 15*time.Second, "the run to end as stopped", func() bool {
+			m := slackAnswer(fake, sGeneral, trig.TS, "Stopped.")
+			return m != nil && m.TS == working
+		})
+		for _, m := range fake.Messages(sGeneral) {
+			if strings.Contains(m.Text, "far too late") {
+				t.Errorf("the stopped run still answered: %q", m.Text)
+			}
+		}
+	})
+
 	t.Run("DM from an admin is answered", func(t *testing.T) {
 		trig := fake.Post(sDMMario, sMario.ID, "hi there")
 		fake.Wait(t, 15*time.Second, "the DM answer", func() bool { return slackAnswer(fake, sDMMario, trig.TS, "Hello") != nil })

@@ -103,6 +103,7 @@ func (m Message) HasButton(customID string) bool {
 type Request struct {
 	Method string
 	Path   string
+	// At is when the call arrived; Status is 0 while it is being handled.
 	At     time.Time
 	Status int
 }
@@ -477,9 +478,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/api/v9")
+	// Recorded on arrival (status filled in after), so a test that sees a
+	// call's effect also sees the call.
+	s.mu.Lock()
+	i := len(s.requests)
+	s.requests = append(s.requests, Request{Method: r.Method, Path: path, At: time.Now()})
+	s.mu.Unlock()
 	status := s.rest(w, r, path)
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: path, At: time.Now(), Status: status})
+	s.requests[i].Status = status
 	s.notify()
 	s.mu.Unlock()
 }

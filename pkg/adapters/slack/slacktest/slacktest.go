@@ -89,6 +89,7 @@ func (m Message) HasButton(id string) bool {
 // Request is one Web API call received.
 type Request struct {
 	Method string // the API method ("chat.update")
+	// At is when the call arrived; Status is 0 while it is being handled.
 	At     time.Time
 	Status int
 }
@@ -495,9 +496,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	// Recorded on arrival (status filled in after), so a test that sees a
+	// call's effect also sees the call.
+	s.mu.Lock()
+	i := len(s.requests)
+	s.requests = append(s.requests, Request{Method: method, At: time.Now()})
+	s.mu.Unlock()
 	status := s.api(w, r, method)
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: method, At: time.Now(), Status: status})
+	s.requests[i].Status = status
 	s.notify()
 	s.mu.Unlock()
 }
