@@ -445,8 +445,12 @@ func TestReconnectsAfterDrop(t *testing.T) {
 	if got[1].msg.Text != "after" {
 		t.Errorf("after reconnect got %+v", got[1].msg)
 	}
-	if !strings.Contains(f.logs.String(), "gateway connection was lost; reconnected") {
-		t.Errorf("reconnect not logged:\n%s", f.logs.String())
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(f.logs.String(), "gateway connection was lost; reconnected") {
+		if time.Now().After(deadline) {
+			t.Fatalf("reconnect not logged:\n%s", f.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
