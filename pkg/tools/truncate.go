@@ -41,11 +41,10 @@ func headLines(b []byte, maxLines, maxBytes int) (out []byte, lines int, partial
 // line boundary. A last line longer than maxBytes is cut from its start (at
 // a rune boundary) and partial is set.
 func tailLines(b []byte, maxLines, maxBytes int) (out []byte, lines int, partial bool) {
-	body := bytes.TrimSuffix(b, []byte("\n"))
-	start := len(body)
+	start := len(b)
 	for lines < maxLines && start > 0 {
-		i := bytes.LastIndexByte(body[:start], '\n')
-		prev := i + 1 // start of the line ending at start
+		// The line ending just before start: skip its own newline.
+		prev := bytes.LastIndexByte(b[:start-1], '\n') + 1
 		if len(b)-prev > maxBytes {
 			if lines == 0 {
 				from := len(b) - maxBytes
@@ -57,9 +56,6 @@ func tailLines(b []byte, maxLines, maxBytes int) (out []byte, lines int, partial
 			break
 		}
 		start = prev
-		if i < 0 {
-			start = 0
-		}
 		lines++
 	}
 	return b[start:], lines, false

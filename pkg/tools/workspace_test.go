@@ -28,11 +28,11 @@ func fixture(t testing.TB) (ws *Workspace, root, outside string) {
 	write(filepath.Join(outside, "secret"), "secret")
 	write(filepath.Join(root, "dir", "file.txt"), "hello\n")
 	links := map[string]string{
-		"in-abs":       filepath.Join(root, "dir"),    // absolute, inside
-		"in-rel":       "dir/file.txt",                // relative, inside
-		"dir/up":       "..",                          // back to the root
-		"out-abs":      outside,                       // absolute, outside
-		"out-rel":      "../outside",                  // relative, outside
+		"in-abs":       filepath.Join(root, "dir"), // absolute, inside
+		"in-rel":       "dir/file.txt",             // relative, inside
+		"dir/up":       "..",                       // back to the root
+		"out-abs":      outside,                    // absolute, outside
+		"out-rel":      "../outside",               // relative, outside
 		"out-file":     filepath.Join(outside, "secret"),
 		"dir/sub/deep": "../../../outside/secret",     // climbs out from a subdir
 		"dangling-out": filepath.Join(outside, "new"), // a write would create outside
