@@ -174,8 +174,8 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"modelfile":  "FROM fake",
-		"details":    map[string]any{"family": "fake"},
+		"modelfile":    "FROM fake",
+		"details":      map[string]any{"family": "fake"},
 		"model_info":   map[string]any{"general.architecture": "fake", "fake.context_length": n},
 		"capabilities": caps,
 	})
