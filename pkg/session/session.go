@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/store"
@@ -176,12 +177,10 @@ func (s *Session) Rewrite(summary string, kept []model.Message) error {
 }
 
 // SummaryPrefix starts the message that carries a compaction summary.
-const SummaryPrefix = "[Summary of the earlier conversation]\n"
+const SummaryPrefix = agent.SummaryPrefix
 
 // SummaryMessage is the user-role message carrying a compaction summary.
-func SummaryMessage(summary string) model.Message {
-	return model.Message{Role: model.RoleUser, Content: SummaryPrefix + summary}
-}
+func SummaryMessage(summary string) model.Message { return agent.SummaryMessage(summary) }
 
 // UserMessage formats a channel message for the model:
 // "[YYYY-MM-DD HH:MM:SS+HH:MM] [username]: text", then the attachments.
