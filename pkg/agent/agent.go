@@ -289,6 +289,9 @@ func (r *run) compact(ctx context.Context, c Compactor, reason string) error {
 func (r *run) loop(ctx context.Context) Output {
 	a := r.a
 	toolErrors := 0
+	// compacted is set by a compaction and cleared by the next successful
+	// call: one compaction per call, then the call's own error stands.
+	compacted := false
 	for {
 		if ctx.Err() != nil {
 			return r.finish(StopAborted, nil)
@@ -297,9 +300,8 @@ func (r *run) loop(ctx context.Context) Output {
 			return r.finish(StopMaxTurns, fmt.Errorf("stopped after %d model turns", r.out.Turns))
 		}
 		c := r.compactor()
-		compacted := false
 		req := r.request()
-		if c != nil && r.window > 0 && r.estimate(req) > r.window-a.cfg.ReserveTokens {
+		if c != nil && !compacted && r.window > 0 && r.estimate(req) > r.window-a.cfg.ReserveTokens {
 			// Proactive: compact before the call would come near the window.
 			compacted = true
 			reason := fmt.Sprintf("the context (about %d tokens) is close to the model's window of %d", r.estimate(req), r.window)
@@ -328,11 +330,12 @@ func (r *run) loop(ctx context.Context) Output {
 				return r.finish(StopAborted, nil)
 			case errors.Is(err, model.ErrContextOverflow) && c != nil && !compacted:
 				r.out.Turns--
+				compacted = true
 				if cerr := r.compact(ctx, c, "the model reported a context overflow"); cerr != nil {
 					if ctx.Err() != nil {
 						return r.finish(StopAborted, nil)
 					}
-					return r.finish(StopError, fmt.Errorf("compaction after context overflow: %w", cerr))
+					return r.finish(StopError, fmt.Errorf("%w (compaction could not make room: %v)", err, cerr))
 				}
 				continue
 			case errors.Is(err, model.ErrBudgetExhausted):
@@ -341,6 +344,7 @@ func (r *run) loop(ctx context.Context) Output {
 				return r.finish(StopError, err)
 			}
 		}
+		compacted = false
 		r.out.Usage = r.out.Usage.Add(resp.Usage)
 		msg := resp.Message
 		msg.Role = model.RoleAssistant
