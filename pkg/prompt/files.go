@@ -248,9 +248,6 @@ func fileTree(in Input) string {
 				names = names[:maxEntries]
 			}
 			dir := filepath.ToSlash(filepath.Join(display, it.rel))
-			if dir == "." {
-				dir = ""
-			}
 			fmt.Fprintf(&b, "%s/: %s%s\n", strings.TrimSuffix(dir, "/"), strings.Join(names, " "), more)
 		}
 	}

@@ -228,7 +228,7 @@ func motherLayout(in Input) string {
 	return fmt.Sprintf(`Paths are relative to the workspace.
 - MOTHER.md guide, MEMORY.md shared memory (both below); REFERENCE.md: events, skills, log search (read when needed); SYSTEM.md: environment log.
 - skills/<name>/SKILL.md shared skills; events/ scheduled events.
-- This channel: %s/ with MEMORY.md, log.jsonl (every message), daily/YYYY-MM-DD.md (one line a message: search past talk there), attachments/, scratch/, skills/.`, ch)
+- This channel: %[1]s/ with MEMORY.md, log.jsonl (every message), daily/YYYY-MM-DD.md (one line a message: search past talk there), attachments/, scratch/, skills/. Attachment paths in messages are relative to %[1]s/.`, ch)
 }
 
 const chickLayout = `%[1]s is this channel's directory: MEMORY.md, attachments/ (files people sent), scratch/ (work area), daily/ (logs), skills/ (channel and shared skills). Work there; relative paths start there. Long command output is saved under scratch/bash-output/. Only files you attach reach the channel.`
