@@ -24,7 +24,9 @@ import (
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/tools"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -107,12 +109,32 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 
+	// MOTHER.md, MEMORY.md and SYSTEM.md are created on first start;
+	// REFERENCE.md is regenerated at every start.
+	if created, err := prompt.Scaffold(st.Workspace()); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	} else if len(created) > 0 {
+		logger.Info("workspace files created", "files", strings.Join(created, ", "))
+	}
+	if err := prompt.WriteReference(st.Workspace(), time.Local); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	// Mother's own file tool: read, confined to the workspace and to the
+	// channel of the run. She never gets bash, write or edit.
+	motherTools, err := tools.ReadOnly(st.Workspace(), mother.ReadPolicy(st.Workspace()))
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+
 	provider, err := providers.New(cfg.Providers, cfg.Model.Provider, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger})
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
@@ -44,12 +46,14 @@ func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job 
 	}
 
 	system := prompt.Build(prompt.Input{
+		Flavour:    prompt.Mother,
 		Workspace:  m.store.Workspace(),
 		ChannelDir: ch.Dir(),
 		Channel:    qid,
 		Users:      a.Users(),
 		Channels:   a.Channels(),
 		Now:        m.now(),
+		Location:   time.Local,
 	})
 	ctx = chat.WithRunInfo(ctx, chat.RunInfo{
 		Adapter:    a.Name(),
@@ -65,9 +69,10 @@ func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job 
 		System:    system,
 		History:   sess.History(),
 		OnMessage: sess.Append,
+		OnCompact: sess.Compacted,
 		Emit:      func(ev agent.Event) { reply.Event(ctx, ev) },
 	})
-	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens)
+	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens, "compactions", out.Compactions)
 
 	final := strings.TrimSpace(out.Final)
 	switch out.StopReason {
@@ -181,4 +186,33 @@ func joinNonEmpty(a, b string) string {
 		return b
 	}
 	return a + "\n\n" + b
+}
+
+// ReadPolicy keeps Mother's read tool out of other channels' directories:
+// in a run for one channel, paths under <workspace>/channels/ must lie in
+// that channel's directory (another channel's log is not this channel's
+// business). Everything else in the workspace is readable.
+func ReadPolicy(workspace string) func(ctx context.Context, abs string) error {
+	channels := filepath.Join(workspace, "channels")
+	if real, err := filepath.EvalSymlinks(channels); err == nil {
+		channels = real
+	}
+	return func(ctx context.Context, abs string) error {
+		rel, err := filepath.Rel(channels, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil // not under channels/
+		}
+		info, ok := chat.RunInfoFrom(ctx)
+		if !ok || info.ChannelDir == "" {
+			return errors.New("channel files can only be read in a channel's run")
+		}
+		own := info.ChannelDir
+		if real, err := filepath.EvalSymlinks(own); err == nil {
+			own = real
+		}
+		if r, err := filepath.Rel(own, abs); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			return nil
+		}
+		return errors.New("that is another channel's directory; you may read only this channel's files")
+	}
 }
