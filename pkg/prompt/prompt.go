@@ -125,10 +125,8 @@ func Sections(in Input) []Section {
 		secs = append(secs, s)
 	}
 	file := func(title, path string, budget int) {
-		text, _ := ReadCapped(path, budget)
-		s := Section{Title: title, Budget: budget}
-		s.Body, s.Truncated = Cap(strings.TrimSpace(text), budget)
-		secs = append(secs, s)
+		text, cut := ReadCapped(path, budget)
+		secs = append(secs, Section{Title: title, Budget: budget, Body: strings.TrimSpace(text), Truncated: cut})
 	}
 
 	if in.Flavour == Chick {

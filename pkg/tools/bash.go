@@ -121,7 +121,7 @@ func (b *Bash) render(out *spillWriter, ferr error) string {
 	if !out.spilled() {
 		return string(out.head)
 	}
-	tail, n, partial := tailLines(out.tail, MaxLines, MaxBytes)
+	tail, n, partial := tailLines(out.tail(), MaxLines, MaxBytes)
 	total := out.totalLines()
 	var notice string
 	if partial {

@@ -499,3 +499,33 @@ func Alive(pid int) bool {
 	}
 	return true
 }
+
+// BenchmarkSpillWriter pushes 64 MB of output through the bash output
+// collector: allocations per operation stay near the tail window, not the
+// output size.
+func BenchmarkSpillWriter(b *testing.B) {
+	dir := b.TempDir()
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	chunk := bytes.Repeat(line, 320) // 32 KB writes, like a pipe
+	b.ReportAllocs()
+	b.SetBytes(int64(len(chunk)) * 2048)
+	for b.Loop() {
+		w := &spillWriter{maxLines: MaxLines, maxBytes: MaxBytes, open: func() (*os.File, error) {
+			return os.CreateTemp(dir, "out-*.log")
+		}}
+		for range 2048 {
+			w.Write(chunk)
+		}
+		w.close()
+		os.Remove(w.file.Name())
+	}
+}
+
+func BenchmarkResolve(b *testing.B) {
+	ws, _, _ := fixture(b)
+	for b.Loop() {
+		if _, err := ws.Resolve("dir/up/dir/file.txt"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -94,7 +94,9 @@ type spillWriter struct {
 	open               func() (*os.File, error)
 
 	head  []byte // everything, while not spilled
-	tail  []byte // the last window bytes, once spilled
+	ring  []byte // the last window bytes, once spilled (circular)
+	pos   int    // next write position in ring
+	full  bool   // ring has wrapped
 	total int64
 	lines int64
 	file  *os.File
@@ -108,13 +110,12 @@ func (s *spillWriter) window() int { return 2*s.maxBytes + 1 }
 func (s *spillWriter) Write(p []byte) (int, error) {
 	s.total += int64(len(p))
 	s.lines += int64(bytes.Count(p, []byte("\n")))
-	if s.file == nil && s.err == nil {
+	if s.ring == nil {
 		s.head = append(s.head, p...)
-		if len(s.head) <= s.maxBytes && countLines(s.head) <= s.maxLines {
+		if len(s.head) <= s.maxBytes && s.totalLines() <= int64(s.maxLines) {
 			return len(p), nil
 		}
-		f, err := s.open()
-		if err != nil {
+		if f, err := s.open(); err != nil {
 			s.err = err
 		} else {
 			s.file = f
@@ -122,7 +123,8 @@ func (s *spillWriter) Write(p []byte) (int, error) {
 				s.err = err
 			}
 		}
-		s.tail = s.keepTail(s.head)
+		s.ring = make([]byte, s.window())
+		s.keep(s.head)
 		s.head = nil
 		return len(p), nil
 	}
@@ -131,27 +133,45 @@ func (s *spillWriter) Write(p []byte) (int, error) {
 			s.err = err
 		}
 	}
-	s.tail = s.keepTail(append(s.tail, p...))
+	s.keep(p)
 	return len(p), nil
 }
 
-func (s *spillWriter) keepTail(b []byte) []byte {
-	if w := s.window(); len(b) > w {
-		// Copy so the backing array does not grow without bound.
-		return append([]byte(nil), b[len(b)-w:]...)
+// keep copies the end of p into the ring.
+func (s *spillWriter) keep(p []byte) {
+	if len(p) >= len(s.ring) {
+		copy(s.ring, p[len(p)-len(s.ring):])
+		s.pos, s.full = 0, true
+		return
 	}
-	return b
+	n := copy(s.ring[s.pos:], p)
+	if n < len(p) {
+		copy(s.ring, p[n:])
+		s.full = true
+	}
+	s.pos = (s.pos + len(p)) % len(s.ring)
+	if s.pos == 0 {
+		s.full = true
+	}
+}
+
+// tail returns the kept trailing bytes in order.
+func (s *spillWriter) tail() []byte {
+	if !s.full {
+		return append([]byte(nil), s.ring[:s.pos]...)
+	}
+	return append(append([]byte(nil), s.ring[s.pos:]...), s.ring[:s.pos]...)
 }
 
 // spilled reports whether the output exceeded the limits.
-func (s *spillWriter) spilled() bool { return s.head == nil && s.total > 0 }
+func (s *spillWriter) spilled() bool { return s.ring != nil }
 
 // totalLines is the number of lines printed (a last unterminated line
 // counts).
 func (s *spillWriter) totalLines() int64 {
 	last := s.head
 	if s.spilled() {
-		last = s.tail
+		last = s.tail()
 	}
 	if len(last) > 0 && last[len(last)-1] != '\n' {
 		return s.lines + 1
