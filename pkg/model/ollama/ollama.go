@@ -30,8 +30,9 @@ type Provider struct {
 
 // showInfo is what /api/show told about a model.
 type showInfo struct {
-	window int
-	vision bool
+	window     int
+	fromParams bool // window is the Modelfile's num_ctx
+	vision     bool
 }
 
 var (
@@ -142,8 +143,16 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 	return resp, nil
 }
 
-// ContextWindow asks /api/show for the model's context length; the answer is
-// cached per model.
+// MaxTrainedWindow caps the window taken from a model's trained context
+// length: the agent sends its window as num_ctx, and a model trained for
+// 256k tokens would otherwise ask the server for a KV cache that does not
+// fit a 24 GB card. A num_ctx set in the Modelfile, or context.windowTokens
+// in config, is used as it is.
+const MaxTrainedWindow = 32768
+
+// ContextWindow asks /api/show for the model's context length (the
+// Modelfile's num_ctx, else the trained length capped at MaxTrainedWindow);
+// the answer is cached per model.
 func (p *Provider) ContextWindow(ctx context.Context, name string) (int, error) {
 	info, err := p.show(ctx, name)
 	if err != nil {
@@ -151,6 +160,9 @@ func (p *Provider) ContextWindow(ctx context.Context, name string) (int, error) 
 	}
 	if info.window == 0 {
 		return 0, fmt.Errorf("ollama: model %s: no context length in /api/show", name)
+	}
+	if !info.fromParams && info.window > MaxTrainedWindow {
+		return MaxTrainedWindow, nil
 	}
 	return info.window, nil
 }
@@ -181,7 +193,7 @@ func (p *Provider) show(ctx context.Context, name string) (showInfo, error) {
 		f := strings.Fields(line)
 		if len(f) == 2 && f[0] == "num_ctx" {
 			if v, err := strconv.Atoi(f[1]); err == nil {
-				info.window = v
+				info.window, info.fromParams = v, true
 			}
 		}
 	}
