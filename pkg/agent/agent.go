@@ -301,7 +301,8 @@ func (r *run) loop(ctx context.Context) Output {
 		}
 		c := r.compactor()
 		req := r.request()
-		if c != nil && !compacted && r.window > 0 && r.estimate(req) > r.window-a.cfg.ReserveTokens {
+		if c != nil && !compacted && r.window > 0 && r.estimate(req) > r.window-a.cfg.ReserveTokens &&
+			SplitForCompaction(r.history, a.cfg.KeepRecentTokens) > 0 {
 			// Proactive: compact before the call would come near the window.
 			compacted = true
 			reason := fmt.Sprintf("the context (about %d tokens) is close to the model's window of %d", r.estimate(req), r.window)

@@ -679,3 +679,17 @@ func (panicTool) Spec() model.ToolSpec {
 	return model.ToolSpec{Name: "boom", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
 }
 func (panicTool) Run(context.Context, json.RawMessage) (agent.Result, error) { panic("kaboom") }
+
+// TestNothingToCompactIsQuiet: a window too small for even the latest
+// message does not make every turn try (and fail) to compact.
+func TestNothingToCompactIsQuiet(t *testing.T) {
+	b, fake := ollamaBackend(t, step{text: "fine"})
+	defer b.close()
+	fake.SetContextLength(100)
+	rec := &recorder{}
+	a, _ := chickAgent(t, b.provider, rec, func(c *agent.Config) { c.ReserveTokens = 50 })
+	out := a.Run(t.Context(), agent.Input{History: userMsg(strings.Repeat("long ", 200)), Emit: rec.emit})
+	if out.StopReason != agent.StopDone || len(rec.of(agent.EventCompactionStart)) != 0 {
+		t.Errorf("run = %s, events %v", out.StopReason, rec.types())
+	}
+}
