@@ -32,6 +32,9 @@ type Options struct {
 	Now func() time.Time
 	// Tools are Mother's own safe tools.
 	Tools []agent.Tool
+	// Canceller cancels a channel's chicks for "stop all" (nil: none to
+	// cancel).
+	Canceller ChickCanceller
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -42,6 +45,13 @@ type Mother struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	agent    *agent.Agent
+	// canceller serves "stop all" (nil: no chicks).
+	canceller ChickCanceller
+
+	// ready is closed when Start has finished: runners wait for it, so
+	// restart notices come before any answer.
+	ready     chan struct{}
+	readyOnce sync.Once
 
 	// ctx ends at shutdown; runs derive from it.
 	ctx    context.Context
@@ -53,9 +63,12 @@ type Mother struct {
 	channels map[string]*channelState
 	closing  bool
 
-	// work counts queued and running jobs, for Idle.
+	// work counts queued and running jobs, for Idle; active is the same
+	// count, readable (see idle.go).
 	work   sync.WaitGroup
 	active atomic.Int64
+	trimMu sync.Mutex
+	trim   *time.Timer
 
 	idSeq atomic.Uint64
 }
@@ -85,16 +98,18 @@ func New(opts Options) (*Mother, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Mother{
-		cfg:      opts.Config,
-		store:    opts.Store,
-		provider: opts.Provider,
-		logger:   opts.Logger.With("component", "mother"),
-		now:      opts.Now,
-		agent:    ag,
-		ctx:      ctx,
-		cancel:   cancel,
-		adapters: map[string]chat.Adapter{},
-		channels: map[string]*channelState{},
+		cfg:       opts.Config,
+		store:     opts.Store,
+		provider:  opts.Provider,
+		logger:    opts.Logger.With("component", "mother"),
+		now:       opts.Now,
+		agent:     ag,
+		canceller: opts.Canceller,
+		ready:     make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
+		adapters:  map[string]chat.Adapter{},
+		channels:  map[string]*channelState{},
 	}, nil
 }
 
@@ -121,8 +136,11 @@ func (m *Mother) Adapter(name string) (chat.Adapter, bool) {
 	return a, ok
 }
 
-// Start connects every adapter. An adapter that fails to start is logged
-// and the others go on; Start fails only if none starts.
+// Start recovers the work a previous process left in flight (queueing
+// what can be resumed), connects every adapter (which may deliver late
+// messages), tells each channel that had work in flight that Mother
+// restarted, and then lets the queues run. An adapter that fails to start
+// is logged and the others go on; Start fails only if none starts.
 func (m *Mother) Start(ctx context.Context) error {
 	m.mu.Lock()
 	names := append([]string(nil), m.order...)
@@ -130,7 +148,9 @@ func (m *Mother) Start(ctx context.Context) error {
 	if len(names) == 0 {
 		return errors.New("no adapters")
 	}
+	notices := m.recoverInflight()
 	var errs []error
+	started := map[string]bool{}
 	for _, n := range names {
 		a, _ := m.Adapter(n)
 		if err := a.Start(ctx, m); err != nil {
@@ -138,11 +158,18 @@ func (m *Mother) Start(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("adapter %s: %w", n, err))
 			continue
 		}
+		started[n] = true
 		m.logger.Info("adapter started", "adapter", n)
 	}
 	if len(errs) == len(names) {
 		return errors.Join(errs...)
 	}
+	for _, n := range notices {
+		if started[n.adapter.Name()] {
+			m.post(ctx, n.adapter, n.channel, n.text)
+		}
+	}
+	m.readyOnce.Do(func() { close(m.ready) })
 	return nil
 }
 
@@ -157,6 +184,26 @@ func (m *Mother) Idle(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Healthy checks that the core is not stuck: its lock can be taken and the
+// store answers, within ctx. The systemd watchdog pings only while it holds.
+func (m *Mother) Healthy(ctx context.Context) error {
+	got := make(chan struct{})
+	go func() {
+		m.mu.Lock()
+		m.mu.Unlock() // taking the lock is the check
+		close(got)
+	}()
+	select {
+	case <-got:
+	case <-ctx.Done():
+		return errors.New("core lock not available: a goroutine is stuck holding it")
+	}
+	if _, err := m.store.ListChannels(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
 }
 
 // Shutdown stops taking work, aborts runs in flight, waits for them (until

@@ -224,7 +224,7 @@ func motherLayout(in Input) string {
 		ch = filepath.ToSlash(rel)
 	}
 	return fmt.Sprintf(`Paths are relative to the workspace.
-- MOTHER.md guide, MEMORY.md shared memory (both below); REFERENCE.md: events, skills, log search (read when needed); SYSTEM.md: environment log.
+- MOTHER.md guide, MEMORY.md shared memory (both below; keep memory current with update_memory); REFERENCE.md: events, skills, log search (read when needed); SYSTEM.md: environment log.
 - skills/<name>/SKILL.md shared skills; events/ scheduled events.
 - This channel: %[1]s/ with MEMORY.md, log.jsonl (every message), daily/YYYY-MM-DD.md (one line a message: search past talk there), attachments/, scratch/, skills/. Attachment paths in messages are relative to %[1]s/.`, ch)
 }
@@ -236,7 +236,7 @@ func events(in Input) string {
 	if tz == "Local" || tz == "" {
 		tz = "UTC"
 	}
-	return fmt.Sprintf(`Events wake you later. Each is a JSON file in events/, made with your event tools:
+	return fmt.Sprintf(`Events wake you later: JSON files in events/, managed with schedule_event, list_events and cancel_event:
 {"type":"immediate","channelId":"%[1]s","text":"New ticket #12"}
 {"type":"one-shot","channelId":"%[1]s","text":"Remind @mario: dentist","at":"2025-12-15T09:00:00+01:00"}
 {"type":"periodic","channelId":"%[1]s","text":"Summarise the inbox","schedule":"0 9 * * 1-5","timezone":"%[2]s"}

@@ -94,7 +94,8 @@ many immediate or periodic events. Programs that create immediate events must
 debounce: collect what happens over a window (say 30 seconds) and create ONE
 event summarising it, or use a periodic event that checks instead.
 
-Managing events: use your event tools to create, list and cancel them.
+Managing events: schedule_event creates one, list_events lists them,
+cancel_event removes one.
 Name files descriptively (dentist-reminder-2025-12-15.json); avoid special
 characters.
 
