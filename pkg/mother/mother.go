@@ -84,7 +84,15 @@ func New(opts Options) (*Mother, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	ag, err := agent.New(agent.Config{Provider: opts.Provider, Model: opts.Config.Model.ID, Tools: opts.Tools, Now: opts.Now})
+	ag, err := agent.New(agent.Config{
+		Provider:         opts.Provider,
+		Model:            opts.Config.Model.ID,
+		Tools:            opts.Tools,
+		Now:              opts.Now,
+		ContextWindow:    opts.Config.Context.WindowTokens,
+		ReserveTokens:    opts.Config.Context.ReserveTokens,
+		KeepRecentTokens: opts.Config.Context.KeepRecentTokens,
+	})
 	if err != nil {
 		return nil, err
 	}
