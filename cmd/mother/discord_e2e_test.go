@@ -99,7 +99,7 @@ func TestDiscordEndToEnd(t *testing.T) {
 			t.Errorf("thread = %+v, want the bash call (an unknown tool here) and the usage", details)
 		}
 		// The prompt lists the people and channels the adapter knows.
-		if sys := model.Requests()[0].System(); !strings.Contains(sys, "@mario") || !strings.Contains(sys, "@luigi") || !strings.Contains(sys, "#general\t"+dGeneral) {
+		if sys := model.Requests()[0].System(); !strings.Contains(sys, "@mario") || !strings.Contains(sys, "@luigi") || !strings.Contains(sys, "#general ("+dGeneral+")") {
 			t.Errorf("system prompt lacks the guild's users and channels:\n%s", sys)
 		}
 		// Only the mention was answered; both messages and the answer are logged.

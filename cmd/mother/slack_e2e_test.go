@@ -88,7 +88,7 @@ func TestSlackEndToEnd(t *testing.T) {
 		if len(th) < 2 || !strings.Contains(th[0].Text, "*bash* · listing files") || !strings.Contains(th[0].Text, "*error*") || !strings.Contains(th[len(th)-1].Text, "tokens in") {
 			t.Errorf("thread = %+v, want the tool call and the usage", th)
 		}
-		if sys := model.Requests()[0].System(); !strings.Contains(sys, "@mario\tMario Rossi") || !strings.Contains(sys, "#general\t"+sGeneral) {
+		if sys := model.Requests()[0].System(); !strings.Contains(sys, "@mario (Mario Rossi)") || !strings.Contains(sys, "#general ("+sGeneral+")") || !strings.Contains(sys, "#dm-mario ("+sDMMario+")") {
 			t.Errorf("system prompt lacks the workspace's users and channels:\n%s", sys)
 		}
 		waitFor(t, "the answer in log.jsonl", func() bool { return len(readChannelLog(t, data, "slack", sGeneral)) >= 3 })

@@ -459,7 +459,7 @@ func (a *Adapter) learnChannelLocked(c *discordgo.Channel) *channelInfo {
 		ci.Mine = true
 	}
 	if c.Type == discordgo.ChannelTypeDM && ci.Name == "" && len(c.Recipients) > 0 && c.Recipients[0] != nil {
-		ci.Name = "@" + c.Recipients[0].Username
+		ci.Name = "dm-" + c.Recipients[0].Username
 	}
 	return ci
 }

@@ -85,7 +85,7 @@ func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) 
 		}
 	}
 	if isDM && ci.Name == "" {
-		ci.Name = "@" + m.Author.Username
+		ci.Name = "dm-" + m.Author.Username
 	}
 	a.mu.Unlock()
 	msg := chat.ChannelMessage{

@@ -425,9 +425,9 @@ func (a *Adapter) learnChannelLocked(c slack.Channel) chat.ChannelInfo {
 	case c.IsIM:
 		info.Type = chat.ChannelDM
 		if u, ok := a.users[c.User]; ok {
-			info.Name = "@" + u.Username
+			info.Name = "dm-" + u.Username
 		} else if info.Name == "" {
-			info.Name = "@" + c.User
+			info.Name = "dm-" + c.User
 		}
 	case c.IsMpIM:
 		info.Type = chat.ChannelGroup

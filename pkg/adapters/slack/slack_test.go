@@ -205,7 +205,7 @@ func TestStartKnowsUsersAndChannels(t *testing.T) {
 		t.Errorf("Users() = %+v", us)
 	}
 	cs := f.a.Channels()
-	want := []chat.ChannelInfo{{ID: general, Name: "general", Type: chat.ChannelPublic}, {ID: random, Name: "random", Type: chat.ChannelPublic}, {ID: dm, Name: "@mario", Type: chat.ChannelDM}}
+	want := []chat.ChannelInfo{{ID: general, Name: "general", Type: chat.ChannelPublic}, {ID: random, Name: "random", Type: chat.ChannelPublic}, {ID: dm, Name: "dm-mario", Type: chat.ChannelDM}}
 	if fmt.Sprint(cs) != fmt.Sprint(want) {
 		t.Errorf("Channels() = %+v, want %+v", cs, want)
 	}
