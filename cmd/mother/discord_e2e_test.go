@@ -263,3 +263,29 @@ func TestDiscordBackfillAfterRestart(t *testing.T) {
 		t.Errorf("log.jsonl = %q, want the missed messages logged in order, then the late answer", texts)
 	}
 }
+
+func TestDiscordSilentGatewayDetected(t *testing.T) {
+	t.Parallel()
+	model := scriptedModel()
+	defer model.Close()
+	// Heartbeats every 200 ms: a gateway that stops acknowledging them is
+	// dead after a few intervals.
+	fake := newDiscordFake(t, 200*time.Millisecond)
+	data := t.TempDir()
+	d := startDaemon(t, data, discordConfig(fake, model))
+	fake.Wait(t, 15*time.Second, "mother on the gateway", func() bool { return fake.ConnectedLocked() == 1 })
+	bot := fake.Bot()
+	first := fake.Say(dGeneral, dMario, "<@"+bot.ID+"> hello")
+	fake.Wait(t, 15*time.Second, "the first answer", func() bool { return botReplyTo(fake, dGeneral, first.ID, "Hello") != nil })
+
+	before := fake.Sessions()
+	fake.SetSilent(true)
+	swallowed := fake.Say(dGeneral, dMario, "<@"+bot.ID+"> can you hear me?")
+	fake.Wait(t, 15*time.Second, "a new session", func() bool { return fake.SessionsLocked() > before })
+	fake.SetSilent(false)
+	// The message the silent connection swallowed is fetched and answered.
+	fake.Wait(t, 15*time.Second, "the swallowed message answered", func() bool {
+		return botReplyTo(fake, dGeneral, swallowed.ID, "Hello") != nil
+	})
+	waitFor(t, "the reconnect logged", func() bool { return strings.Contains(d.stderr.String(), "gateway connection was lost; reconnected") })
+}

@@ -237,6 +237,8 @@ func TestMessagesBecomeChannelMessages(t *testing.T) {
 	fake.DispatchRaw("MESSAGE_CREATE", json.RawMessage(`{"id":"1","channel_id":"`+general+`","content":"no author"}`))
 	fake.DispatchRaw("MESSAGE_CREATE", json.RawMessage(`{"id":5,"author":"nobody"}`))
 	fake.DispatchRaw("MESSAGE_CREATE", json.RawMessage(`"just a string"`))
+	// A system message (someone joined) is not something someone said.
+	fake.DispatchRaw("MESSAGE_CREATE", json.RawMessage(`{"id":"1573993548443811999","type":7,"channel_id":"`+general+`","guild_id":"`+fake.GuildID()+`","content":"","author":{"id":"`+luigi.ID+`","username":"luigi"}}`))
 	fake.Say(general, luigi, "still alive")
 
 	got := f.in.waitMsgs(t, 4)

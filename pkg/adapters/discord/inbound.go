@@ -46,6 +46,9 @@ func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) 
 		a.lg.Warn("skipping malformed message event", "id", m.ID, "channel", m.ChannelID)
 		return
 	}
+	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+		return // joins, pins, boosts, thread notices: not something someone said
+	}
 	if !a.seen.Add(m.ID) {
 		return // a gateway replay or a backfill overlap
 	}
