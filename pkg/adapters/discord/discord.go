@@ -359,6 +359,10 @@ func (a *Adapter) supervise(ctx context.Context) {
 			if errors.Is(err, discordgo.ErrWSAlreadyOpen) && attempt == 1 {
 				break // a stale signal: the connection is up
 			}
+			if err == nil && a.isStopping() {
+				_ = a.s.Close() // Stop raced this reconnect
+				return
+			}
 			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 				a.lg.Warn("gateway connection was lost; reconnected", "attempts", attempt)
 				bo.Reset()
