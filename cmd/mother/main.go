@@ -112,24 +112,31 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger})
+	ch, err := startChicks(cfg, st, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	defer ch.close()
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Chicks: ch.hatchery})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	ch.hatchery.SetObserver(m.ChickObserver())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	if *cliMode {
-		return runCLI(ctx, m, stdin, stdout, stderr, logger)
+		return runCLI(ctx, m, ch, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, ch, cfg, st, stderr, logger)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
-func runCLI(ctx context.Context, m *mother.Mother, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCLI(ctx context.Context, m *mother.Mother, ch *chicks, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
 	term := cli.New("cli", stdin, stdout)
 	if err := m.AddAdapter(term); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -139,6 +146,7 @@ func runCLI(ctx context.Context, m *mother.Mother, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.reconcile(ctx)
 	select {
 	case <-term.Done():
 		if err := m.Idle(ctx); err != nil {
@@ -150,7 +158,7 @@ func runCLI(ctx context.Context, m *mother.Mother, stdin io.Reader, stdout, stde
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, ch *chicks, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -181,6 +189,7 @@ func runDaemon(ctx context.Context, m *mother.Mother, cfg *config.Config, st *st
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.reconcile(ctx)
 	logger.Info("mother running", "version", version, "data", st.DataDir())
 	<-ctx.Done()
 	logger.Info("shutting down")

@@ -32,6 +32,9 @@ type Options struct {
 	Now func() time.Time
 	// Tools are Mother's own safe tools.
 	Tools []agent.Tool
+	// Chicks, if set, gives Mother the spawn_chick, list_chicks and
+	// cancel_chick tools; set the hatchery's observer to ChickObserver.
+	Chicks Hatchery
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -57,6 +60,12 @@ type Mother struct {
 	work   sync.WaitGroup
 	active atomic.Int64
 
+	chicks     Hatchery
+	chickViews map[string]*chickView
+	// chickWork counts chicks in flight, for Idle (not for Shutdown:
+	// chicks outlive a Mother restart).
+	chickWork sync.WaitGroup
+
 	idSeq atomic.Uint64
 }
 
@@ -71,23 +80,31 @@ func New(opts Options) (*Mother, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	ag, err := agent.New(agent.Config{Provider: opts.Provider, Model: opts.Config.Model.ID, Tools: opts.Tools, Now: opts.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mother{
+		cfg:        opts.Config,
+		store:      opts.Store,
+		provider:   opts.Provider,
+		logger:     opts.Logger.With("component", "mother"),
+		now:        opts.Now,
+		ctx:        ctx,
+		cancel:     cancel,
+		adapters:   map[string]chat.Adapter{},
+		channels:   map[string]*channelState{},
+		chicks:     opts.Chicks,
+		chickViews: map[string]*chickView{},
+	}
+	tools := append([]agent.Tool(nil), opts.Tools...)
+	if opts.Chicks != nil {
+		tools = append(tools, m.chickTools()...)
+	}
+	ag, err := agent.New(agent.Config{Provider: opts.Provider, Model: opts.Config.Model.ID, Tools: tools, Now: opts.Now})
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Mother{
-		cfg:      opts.Config,
-		store:    opts.Store,
-		provider: opts.Provider,
-		logger:   opts.Logger.With("component", "mother"),
-		now:      opts.Now,
-		agent:    ag,
-		ctx:      ctx,
-		cancel:   cancel,
-		adapters: map[string]chat.Adapter{},
-		channels: map[string]*channelState{},
-	}, nil
+	m.agent = ag
+	return m, nil
 }
 
 // AddAdapter registers an adapter before Start.
@@ -138,11 +155,27 @@ func (m *Mother) Start(ctx context.Context) error {
 	return nil
 }
 
-// Idle blocks until no job is queued or running (or ctx ends). The terminal
-// mode calls it after stdin ends, to finish the work in flight.
+// Idle blocks until no job is queued or running and no chick is in flight
+// (or ctx ends). The terminal mode calls it after stdin ends, to finish the
+// work in flight.
 func (m *Mother) Idle(ctx context.Context) error {
 	done := make(chan struct{})
-	go func() { m.work.Wait(); close(done) }()
+	go func() {
+		// A chick's result may queue no job, but a job may spawn a chick:
+		// wait until both are quiet at once.
+		for {
+			m.work.Wait()
+			m.chickWork.Wait()
+			m.mu.Lock()
+			busy := m.anyCountedLocked() || m.anyJobLocked()
+			m.mu.Unlock()
+			if !busy {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil
@@ -159,7 +192,7 @@ func (m *Mother) Shutdown(ctx context.Context) error {
 	names := append([]string(nil), m.order...)
 	m.mu.Unlock()
 	m.cancel()
-	werr := m.Idle(ctx)
+	werr := m.idleJobs(ctx)
 	var errs []error
 	for _, n := range names {
 		a, _ := m.Adapter(n)
@@ -181,3 +214,34 @@ func (m *Mother) newID() string {
 
 // NewMessageID returns a fresh id for a message Mother creates.
 func (m *Mother) NewMessageID() string { return m.newID() }
+
+func (m *Mother) anyJobLocked() bool {
+	for _, cs := range m.channels {
+		if cs.running || len(cs.pending) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Mother) anyCountedLocked() bool {
+	for _, v := range m.chickViews {
+		if v.counted {
+			return true
+		}
+	}
+	return false
+}
+
+// idleJobs waits for the queued and running jobs only: Shutdown leaves
+// chicks running (they reconnect to the next Mother).
+func (m *Mother) idleJobs(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { m.work.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
