@@ -42,7 +42,6 @@ func containerSpec(cfg config.Chicks, image string, cmd []string, labels map[str
 	h := cfg.Hardening
 	cc := &container.Config{
 		Image:      image,
-		Cmd:        cmd,
 		Env:        env,
 		Labels:     labels,
 		WorkingDir: Workspace,
@@ -50,6 +49,10 @@ func containerSpec(cfg config.Chicks, image string, cmd []string, labels map[str
 		// An anonymous volume: writable under a read-only root, filled
 		// through the archive API before start, removed with the container.
 		Volumes: map[string]struct{}{Workspace: {}},
+	}
+	if len(cmd) > 0 {
+		// A command replaces the image's entrypoint (tests, debugging).
+		cc.Entrypoint, cc.Cmd = cmd[:1], cmd[1:]
 	}
 	pids := cfg.Resources.Pids
 	hc := &container.HostConfig{

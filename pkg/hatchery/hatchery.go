@@ -699,10 +699,11 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 		}
 	}
 	h.persist(c)
-	close(c.ended)
 	info := h.info(c)
 	h.dequeueLocked()
 	h.mu.Unlock()
+	// Ended means cleaned up: the container is gone (or kept, stopped).
+	defer close(c.ended)
 
 	h.logger.Info("chick ended", "chick", info.ID, "state", info.State, "reason", reason, "tokens", info.Usage.Total())
 	if needRemove {
@@ -754,11 +755,29 @@ func (h *Hatchery) removeContainer(hs *host, cid string) {
 	if hs == nil || cid == "" {
 		return
 	}
-	ctx, cancel := h.dctx()
-	defer cancel()
-	err := hs.API.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !client.IsErrNotFound(err) && !errdefs.IsConflict(err) {
-		h.logger.Warn("cannot remove chick container", "container", short(cid), "err", err)
+	// The engine may still be tearing down an exited container; a remove
+	// then can answer without removing. Check, and try again.
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := h.dctx()
+		err := hs.API.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err == nil || client.IsErrNotFound(err) {
+			_, ierr := hs.API.ContainerInspect(ctx, cid)
+			cancel()
+			if client.IsErrNotFound(ierr) {
+				return
+			}
+			err = fmt.Errorf("still there after remove (%v)", ierr)
+		} else {
+			cancel()
+		}
+		if attempt == 6 || h.ctx.Err() != nil {
+			h.logger.Warn("cannot remove chick container", "container", short(cid), "err", err)
+			return
+		}
+		h.logger.Debug("retrying container removal", "container", short(cid), "err", err)
+		time.Sleep(wait)
+		wait *= 2
 	}
 }
 
