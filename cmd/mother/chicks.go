@@ -24,6 +24,7 @@ type chicks struct {
 	broker   *broker.Broker
 	hatchery *hatchery.Hatchery
 	nest     *nest.Server
+	lis      net.Listener
 	logger   *slog.Logger
 }
 
@@ -65,22 +66,26 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 	}
 	n := nest.New(nest.Options{Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration})
 	go func() {
-		if err := n.ServeChicks(lis); err != nil {
-			logger.Error("chick listener stopped", "component", "nest", "err", err)
-		}
-	}()
-	go func() {
 		if err := n.ServeAdmin(admin); err != nil {
 			logger.Error("admin socket stopped", "component", "nest", "err", err)
 		}
 	}()
 	logger.Info("nest listening", "component", "nest", "grpc", lis.Addr().String(), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
-	return &chicks{broker: br, hatchery: h, nest: n, logger: logger}, nil
+	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger}, nil
 }
 
-// reconcile takes over the chicks a previous Mother left running. A Docker
-// host that does not answer is logged; Mother goes on.
+// reconcile takes over the chicks a previous Mother left running, then
+// lets chicks in: a chick reconnecting after a restart is answered once
+// Mother knows what became of it. A Docker host that does not answer is
+// logged; Mother goes on.
 func (c *chicks) reconcile(ctx context.Context) {
+	defer func() {
+		go func() {
+			if err := c.nest.ServeChicks(c.lis); err != nil {
+				c.logger.Error("chick listener stopped", "component", "nest", "err", err)
+			}
+		}()
+	}()
 	if err := c.hatchery.Reconcile(ctx); err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "did not answer") {
@@ -93,6 +98,7 @@ func (c *chicks) reconcile(ctx context.Context) {
 
 func (c *chicks) close() {
 	c.nest.Stop()
+	c.lis.Close()
 	if err := c.hatchery.Close(); err != nil {
 		c.logger.Warn("close hatchery", "err", err)
 	}

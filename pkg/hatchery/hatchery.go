@@ -126,6 +126,9 @@ type chick struct {
 	exited   bool
 	ended    chan struct{}
 	files    int64
+	// restored marks a chick loaded from disk at start, which Reconcile
+	// decides about; chicks spawned by this process are not its business.
+	restored bool
 }
 
 // New opens the hatchery's state under opts.Dir. Call Reconcile next, then
@@ -281,7 +284,7 @@ func (h *Hatchery) loadRecords() error {
 		}
 		line, _ := json.Marshal(r)
 		buf = append(append(buf, line...), '\n')
-		c := &chick{rec: r, stopCh: make(chan struct{}), ended: make(chan struct{})}
+		c := &chick{rec: r, stopCh: make(chan struct{}), ended: make(chan struct{}), restored: true}
 		if r.State.Final() {
 			c.stopped = true
 			close(c.stopCh)

@@ -64,6 +64,8 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 		switch {
 		case !ok:
 			remove = append(remove, f)
+		case !c.restored:
+			// Spawned by this process while we were listing.
 		case c.rec.State.Final():
 			c.host = f.host
 			if c.rec.Removed || c.rec.KeepUntil.IsZero() || !now.Before(c.rec.KeepUntil) {
@@ -97,7 +99,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 		}
 	}
 	for id, c := range h.chicks {
-		if c.rec.State.Final() {
+		if c.rec.State.Final() || !c.restored {
 			continue
 		}
 		if _, ok := byChick[id]; ok {
@@ -123,6 +125,9 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 			}
 		}
 		ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: its container disappeared while Mother was down"})
+	}
+	for _, c := range h.chicks {
+		c.restored = false
 	}
 	h.mu.Unlock()
 

@@ -46,7 +46,9 @@ type chickObserver struct{ m *Mother }
 var _ hatchery.Observer = chickObserver{}
 
 // view returns the chick's view, creating it (and its worker) on first
-// use. counted says whether the chick is part of Mother's work accounting.
+// use. Every view is part of Mother's work accounting (Idle) until the
+// chick's end has been posted; count is kept for the spawn path's
+// readability.
 func (m *Mother) view(in hatchery.Info, count bool) *chickView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -65,11 +67,8 @@ func (m *Mother) viewLocked(in hatchery.Info, count bool) *chickView {
 	if !ok {
 		return nil
 	}
-	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256)}
-	if count {
-		v.counted = true
-		m.chickWork.Add(1)
-	}
+	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), counted: true}
+	m.chickWork.Add(1)
 	m.chickViews[in.ID] = v
 	go func() {
 		for f := range v.calls {

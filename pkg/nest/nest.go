@@ -86,6 +86,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionSlot
 	grpcs    []*grpc.Server
+	stopped  bool
 }
 
 type sessionSlot struct{ cancel context.CancelFunc }
@@ -122,7 +123,10 @@ func (s *Server) ServeChicks(lis net.Listener) error {
 		grpc.MaxSendMsgSize(64<<20),
 	)
 	pb.RegisterChickServiceServer(g, &chickService{s: s})
-	s.track(g)
+	if !s.track(g) {
+		lis.Close()
+		return grpc.ErrServerStopped
+	}
 	return g.Serve(lis)
 }
 
@@ -130,14 +134,21 @@ func (s *Server) ServeChicks(lis net.Listener) error {
 func (s *Server) ServeAdmin(lis net.Listener) error {
 	g := grpc.NewServer()
 	pb.RegisterAdminServiceServer(g, &adminService{s: s})
-	s.track(g)
+	if !s.track(g) {
+		lis.Close()
+		return grpc.ErrServerStopped
+	}
 	return g.Serve(lis)
 }
 
-func (s *Server) track(g *grpc.Server) {
+func (s *Server) track(g *grpc.Server) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
 	s.grpcs = append(s.grpcs, g)
-	s.mu.Unlock()
+	return true
 }
 
 // Stop closes both services. Chicks connected now will reconnect to the
@@ -146,6 +157,7 @@ func (s *Server) Stop() {
 	s.mu.Lock()
 	gs := s.grpcs
 	s.grpcs = nil
+	s.stopped = true
 	s.mu.Unlock()
 	for _, g := range gs {
 		g.Stop()
