@@ -31,9 +31,15 @@ run: ## run Mother on the embedded default: files in $(DATA), the terminal as a 
 	$(GO) run ./cmd/mother --cli $(DATA)
 
 .PHONY: test
-test: check ## the whole suite: the checks, then go test -race (installs what tests need)
+test: check ## the whole suite: the checks, go test -race, each fuzz target briefly (installs what tests need)
 	@bash .ci/ensure-docker
 	$(GO) test -race -count=1 ./...
+	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
+
+FUZZTIME ?= 3000x
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 3000 executions each; e.g. make fuzz FUZZTIME=5m)
+	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
 
 .PHONY: check
 check: vet fmt-check tidy-check proto-check deps-check ## vet, gofmt, go mod tidy, generated code, dependency rules
@@ -85,11 +91,20 @@ lint-proto: ## buf lint (STANDARD) if buf is installed
 deps-check: ## dependency direction: chick and agent stay free of chat platforms
 	@bash .ci/check-deps
 
+.PHONY: bench
+bench: ## print performance figures (footprint, overhead, store scale, start-up, ...)
+	$(GO) run ./bench
+
 .PHONY: cross
 cross: ## Mother and momctl for linux/arm64 (the Pi), the chick for linux/amd64, in dist/
 	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/mother-linux-arm64 ./cmd/mother
 	GOOS=linux GOARCH=arm64 $(BUILD) -o dist/momctl-linux-arm64 ./cmd/momctl
 	GOOS=linux GOARCH=amd64 $(BUILD) -tags timetzdata -o dist/chick-linux-amd64 ./cmd/chick
+
+.PHONY: release
+release: cross ## cross builds plus SHA256SUMS in dist/, version stamped from git describe
+	cd dist && sha256sum mother-linux-arm64 momctl-linux-arm64 chick-linux-amd64 > SHA256SUMS
+	@cat dist/SHA256SUMS
 
 .PHONY: clean
 clean: ## remove build output

@@ -126,8 +126,8 @@ func motherTurn(goal string) ollamatest.Turn {
 	return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"label": "delegating", "goal": goal}}}}
 }
 
-// proc is a running mother --cli.
-type proc struct {
+// chickProc is a running mother --cli.
+type chickProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	mu     sync.Mutex
@@ -147,9 +147,9 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func startMother(t *testing.T, data string, env []string) *proc {
+func startChickMother(t *testing.T, data string, env []string) *chickProc {
 	t.Helper()
-	p := &proc{done: make(chan error, 1)}
+	p := &chickProc{done: make(chan error, 1)}
 	p.cmd = exec.Command(motherBin, "--cli", "--log-level", "info", data)
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario"}, env...)
 	var err error
@@ -172,20 +172,20 @@ func startMother(t *testing.T, data string, env []string) *proc {
 	return p
 }
 
-func (p *proc) out() string {
+func (p *chickProc) out() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stdout.String()
 }
 
-func (p *proc) errs() string {
+func (p *chickProc) errs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stderr.String()
 }
 
 // waitOut waits until stdout contains s.
-func (p *proc) waitOut(t *testing.T, s string, d time.Duration) {
+func (p *chickProc) waitOut(t *testing.T, s string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !strings.Contains(p.out(), s) {
@@ -197,7 +197,7 @@ func (p *proc) waitOut(t *testing.T, s string, d time.Duration) {
 }
 
 // wait waits for exit and returns the exit code.
-func (p *proc) wait(t *testing.T, d time.Duration) int {
+func (p *chickProc) wait(t *testing.T, d time.Duration) int {
 	t.Helper()
 	select {
 	case err := <-p.done:
@@ -263,7 +263,7 @@ func TestChickWholePath(t *testing.T) {
 	})
 	defer fake.Close()
 
-	p := startMother(t, data, chickEnv(fake))
+	p := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(p.stdin, "please run the heavy computation\n")
 	p.stdin.Close()
 	if code := p.wait(t, 3*time.Minute); code != 0 {
@@ -413,7 +413,7 @@ func TestMomctlKillsChickMidRun(t *testing.T) {
 	if out, code := momctl(t, data, "chicks", "ls"); code == 0 || !strings.Contains(out, "is Mother running?") {
 		t.Errorf("momctl without Mother: exit %d, %q: want a clear error", code, out)
 	}
-	p := startMother(t, data, chickEnv(fake))
+	p := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(p.stdin, "think hard\n")
 	select {
 	case <-calling:
@@ -489,7 +489,7 @@ func TestChickSurvivesMotherSIGKILL(t *testing.T) {
 	})
 	defer fake.Close()
 
-	a := startMother(t, data, chickEnv(fake))
+	a := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(a.stdin, "work through a restart\n")
 	select {
 	case <-first:
@@ -505,7 +505,7 @@ func TestChickSurvivesMotherSIGKILL(t *testing.T) {
 		t.Fatalf("%d chick containers after Mother died, want the 1 still running", n)
 	}
 
-	b := startMother(t, data, chickEnv(fake))
+	b := startChickMother(t, data, chickEnv(fake))
 	b.stdin.Close() // nothing to say: finish the chick in flight and exit
 	if code := b.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("second Mother exit %d\nstdout:\n%s\nstderr:\n%s", code, b.out(), b.errs())
@@ -539,7 +539,7 @@ func TestChickBudgetExhausted(t *testing.T) {
 		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "more", "command": "true"}}}, PromptTokens: 40, OutputTokens: 30}
 	})
 	defer fake.Close()
-	p := startMother(t, data, chickEnv(fake))
+	p := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(p.stdin, "spend\n")
 	p.stdin.Close()
 	if code := p.wait(t, 3*time.Minute); code != 0 {

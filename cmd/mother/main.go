@@ -3,6 +3,7 @@
 //
 //	mother [--cli] [--log-level LEVEL] <data>
 //	mother --check-config <data>
+//	mother migrate OLD NEW --adapter NAME
 //	mother --version
 package main
 
@@ -15,13 +16,20 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+	// IANA zones for periodic events, even where the host has no zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/mother-chat/mother/pkg/adapters/cli"
+	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/migrate"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/store"
@@ -42,6 +50,9 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "migrate" {
+		return runMigrate(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cliMode := fs.Bool("cli", false, "make the terminal a channel: lines on stdin are messages, replies go to stdout")
@@ -49,7 +60,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: config, or warn with --cli)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother --version\n\n")
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME\n       mother --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -118,7 +129,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	defer ch.close()
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Chicks: ch.hatchery})
+	// Events target "<adapter>/<channel>"; in terminal mode the one
+	// adapter is "cli", so "local" alone also works.
+	adapterNames := cfg.SortedAdapterNames()
+	if *cliMode {
+		adapterNames = []string{"cli"}
+	}
+	watcher, err := events.New(events.Options{
+		Dir:      st.EventsDir(),
+		StateDir: filepath.Join(st.DataDir(), "state", "events"),
+		Resolve:  events.AdapterResolver(adapterNames),
+		Clock:    clock.Real{},
+		Logger:   logger,
+		Grace:    cfg.Events.OneShotGrace.Duration,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	tools := append([]agent.Tool{mother.MemoryTool(st.Workspace())}, events.Tools(watcher)...)
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: tools, Chicks: ch.hatchery})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -129,14 +159,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 
 	if *cliMode {
-		return runCLI(ctx, m, ch, stdin, stdout, stderr, logger)
+		return runCLI(ctx, m, watcher, ch, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, ch, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, ch, cfg, st, stderr, logger)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
-func runCLI(ctx context.Context, m *mother.Mother, ch *chicks, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
 	term := cli.New("cli", stdin, stdout)
 	if err := m.AddAdapter(term); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -147,6 +177,11 @@ func runCLI(ctx context.Context, m *mother.Mother, ch *chicks, stdin io.Reader, 
 		return exitFailure
 	}
 	ch.reconcile(ctx)
+	if err := w.Start(ctx, m); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, stderr)
+		return exitFailure
+	}
 	select {
 	case <-term.Done():
 		if err := m.Idle(ctx); err != nil {
@@ -154,11 +189,11 @@ func runCLI(ctx context.Context, m *mother.Mother, ch *chicks, stdin io.Reader, 
 		}
 	case <-ctx.Done():
 	}
-	return shutdown(m, stderr)
+	return shutdown(m, w, stderr)
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, ch *chicks, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -190,13 +225,23 @@ func runDaemon(ctx context.Context, m *mother.Mother, ch *chicks, cfg *config.Co
 		return exitFailure
 	}
 	ch.reconcile(ctx)
+	if err := w.Start(ctx, m); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, stderr)
+		return exitFailure
+	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
+	stopping := notifySystemd(ctx, m, logger, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
 	<-ctx.Done()
 	logger.Info("shutting down")
-	return shutdown(m, stderr)
+	stopping()
+	return shutdown(m, w, stderr)
 }
 
-func shutdown(m *mother.Mother, stderr io.Writer) int {
+// shutdown stops the events watcher first (no new runs), then Mother: runs
+// in flight are interrupted and kept for the next start.
+func shutdown(m *mother.Mother, w *events.Watcher, stderr io.Writer) int {
+	w.Stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.Shutdown(sctx); err != nil {
@@ -232,4 +277,45 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// runMigrate imports a TypeScript Mother or mom data directory:
+// mother migrate OLD NEW --adapter NAME (flags may come anywhere).
+func runMigrate(args []string, stdout, stderr io.Writer) int {
+	usage := func() int {
+		fmt.Fprintln(stderr, "usage: mother migrate OLD NEW --adapter NAME\n\nImports the data directory of the TypeScript Mother (Discord) or mom (Slack)\ninto NEW, placing its channels under the adapter NAME. OLD is never modified.")
+		return exitUsage
+	}
+	var adapter string
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--adapter" || a == "-adapter":
+			if i+1 >= len(args) {
+				return usage()
+			}
+			adapter = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--adapter="):
+			adapter = strings.TrimPrefix(a, "--adapter=")
+		case a == "-h" || a == "--help":
+			return usage()
+		case strings.HasPrefix(a, "-"):
+			fmt.Fprintf(stderr, "mother migrate: unknown flag %s\n", a)
+			return usage()
+		default:
+			pos = append(pos, a)
+		}
+	}
+	if len(pos) != 2 || adapter == "" {
+		return usage()
+	}
+	rep, err := migrate.Run(migrate.Options{OldDir: pos[0], NewDir: pos[1], Adapter: adapter})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother migrate: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprint(stdout, rep.String())
+	return exitOK
 }

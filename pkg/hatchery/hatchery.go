@@ -336,6 +336,8 @@ type SpawnRequest struct {
 	// System is extra system prompt text for the chick.
 	System string
 	Files  Files
+	// StartedBy is the user who asked for it (for "stop all").
+	StartedBy string
 }
 
 // Spawn creates a chick: it starts at once when a slot is free, or waits
@@ -366,6 +368,7 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 		rec: Record{
 			ID: id, Adapter: req.Adapter, ChannelID: req.ChannelID, ChannelDir: req.Files.ChannelDir, Skills: req.Files.SharedSkills,
 			Goal: req.Goal, Tier: tier, Model: t.Model, System: req.System, State: StateQueued, CreatedAt: h.clock.Now(),
+			StartedBy: req.StartedBy,
 		},
 		stopCh: make(chan struct{}),
 		ended:  make(chan struct{}),

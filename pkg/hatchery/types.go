@@ -69,6 +69,7 @@ type Record struct {
 	Adapter     string    `json:"adapter"`
 	ChannelID   string    `json:"channelId"`
 	ChannelDir  string    `json:"channelDir,omitempty"`
+	StartedBy   string    `json:"startedBy,omitempty"`
 	Skills      string    `json:"skills,omitempty"`
 	Goal        string    `json:"goal"`
 	Tier        string    `json:"tier"`

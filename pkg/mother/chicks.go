@@ -287,7 +287,7 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 	// any of its callbacks (even a fast end) can run.
 	m.mu.Lock()
 	info, err := m.chicks.Spawn(ctx, hatchery.SpawnRequest{
-		Adapter: ri.Adapter, ChannelID: ri.ChannelID, Goal: in.Goal, Tier: in.Tier,
+		Adapter: ri.Adapter, ChannelID: ri.ChannelID, Goal: in.Goal, Tier: in.Tier, StartedBy: ri.UserID,
 		System: chickPrompt(ri.QualifiedChannel(), a, m.now()),
 		Files:  hatchery.Files{ChannelDir: ri.ChannelDir, SharedSkills: filepath.Join(m.store.Workspace(), "skills")},
 	})
@@ -399,4 +399,30 @@ func (t cancelTool) Run(ctx context.Context, args json.RawMessage) (agent.Result
 		return agent.Result{Text: fmt.Sprintf("Chick %s had already ended (%s).", in.ID, c.Outcome)}, nil
 	}
 	return agent.Result{Text: fmt.Sprintf("Chick %s is being cancelled; its end will be posted to the channel.", in.ID)}, nil
+}
+
+// chickCanceller serves "stop all" with the hatchery's chicks.
+type chickCanceller struct{ m *Mother }
+
+var _ ChickCanceller = chickCanceller{}
+
+// CancelChicks implements ChickCanceller: the live chicks of channel (of
+// startedBy only, if set) are cancelled, then killed after the grace.
+func (c chickCanceller) CancelChicks(_ context.Context, channel, startedBy string) (int, error) {
+	n := 0
+	var errs []error
+	for _, in := range c.m.chicks.List(false) {
+		if in.Channel != channel || (startedBy != "" && in.StartedBy != startedBy) {
+			continue
+		}
+		st, err := c.m.chicks.Stop(in.ID, hatchery.ReasonKilled, "cancelled by stop all", c.m.cfg.Chicks.KillGrace.Duration)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !st.Final() {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
 }

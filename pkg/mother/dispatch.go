@@ -4,27 +4,66 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
 // ErrQueueFull means a channel's queue has no room.
 var ErrQueueFull = errors.New("channel queue full")
 
+// JobKind tells a message run from an event run.
+type JobKind string
+
+// Job kinds.
+const (
+	KindMessage JobKind = "message"
+	KindEvent   JobKind = "event"
+)
+
+// EventSenderID is the sender id of event messages in log.jsonl.
+const EventSenderID = "event"
+
 // Job is one unit of work for a channel's runner: answer a message, or run
 // a scheduled event.
 type Job struct {
-	// Trigger is the message to answer; it has been logged already.
+	// Kind is KindMessage (the default) or KindEvent.
+	Kind JobKind
+	// Trigger is the message to answer; it has been logged already. For
+	// events it is built and logged when the run starts.
 	Trigger chat.ChannelMessage
 	// TriggerEnd is the trigger's end offset in log.jsonl.
 	TriggerEnd int64
-	// Late marks a message that arrived while Mother was down.
+	// Late marks work that runs later than it should have (a message that
+	// arrived while Mother was down, an event that was missed or resumed).
 	Late bool
+	// LateNote replaces the default late header of the reply.
+	LateNote string
 	// Title names the job's source on the rendered reply.
 	Title string
+	// EventText is an event's message ("[EVENT:...] text").
+	EventText string
+	// EventFile is an event's file name, for logs and restart notices.
+	EventFile string
+	// Cancelled, if set, is asked before the job runs; true skips it.
+	Cancelled func() bool
 	// Done, if set, is called when the job has finished (or was skipped).
 	Done func(Outcome)
+
+	// resumes counts the restarts this job has been carried over.
+	resumes int
+	// interrupted: the job was running when Mother went down.
+	interrupted bool
+}
+
+func (j *Job) kind() JobKind {
+	if j.Kind == "" {
+		return KindMessage
+	}
+	return j.Kind
 }
 
 // Outcome is how a job ended.
@@ -32,17 +71,44 @@ type Outcome struct {
 	Ran    bool
 	Err    error
 	Silent bool
+	// Stopped: a user's stop aborted the run.
+	Stopped bool
+	// Shutdown: Mother shut down before or while running the job; it is
+	// kept for the next start.
+	Shutdown bool
+	// Skipped: the job did not run (already answered, or cancelled).
+	Skipped bool
 }
 
-// channelState is one channel's queue and runner.
+// channelState is one channel's queue and runner. Fields are guarded by
+// Mother.mu except the persistence fields.
 type channelState struct {
 	adapter chat.Adapter
 	id      string
 	pending []Job
+	// running: a runner goroutine exists.
 	running bool
+	// current is the job being run; interrupted the one a shutdown cut
+	// short (kept so the in-flight marker still names it).
+	current     *Job
+	interrupted *Job
 	// cancel aborts the run in progress (nil when idle).
 	cancel context.CancelFunc
+	// stopping is set when a user stopped the current run; it is closed
+	// once "Stopping" has been posted, so "Stopped" comes after it.
+	stopping chan struct{}
+
+	// order serialises logging and queueing in the channel, so the log's
+	// order is the queue's (a run syncs up to its trigger and must not
+	// swallow a message queued after it).
+	order sync.Mutex
+
+	seq       uint64
+	persistMu sync.Mutex
+	written   uint64
 }
+
+func (cs *channelState) qid() string { return chat.QualifiedID(cs.adapter.Name(), cs.id) }
 
 func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 	key := chat.QualifiedID(a.Name(), channelID)
@@ -54,15 +120,20 @@ func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 	return cs
 }
 
-// Deliver implements chat.Inbox: log every message; queue the ones that
-// address Mother.
+// Deliver implements chat.Inbox: log every message; apply access control
+// to DMs; handle stop commands; queue the messages that address Mother.
+//
+// A message addresses Mother when it is a DM (IsDM), mentions her
+// (IsMention), or is posted in a thread she started
+// (Metadata[chat.MetaThreadStarter] == the adapter's SelfID). Her own
+// messages and other bots' messages are logged and never answered.
 func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.ChannelMessage, late bool) {
-	a, ok := m.Adapter(adapterName)
-	if !ok {
-		m.logger.Error("message from unknown adapter", "adapter", adapterName)
+	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg", msg.ID)
+	a, cs, err := m.state(adapterName, msg.ChannelID)
+	if err != nil {
+		lg.Error("message not logged", "err", err)
 		return
 	}
-	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg", msg.ID)
 	ch, err := m.store.Channel(adapterName, msg.ChannelID)
 	if err != nil {
 		lg.Error("cannot open channel store; message not logged", "err", err)
@@ -74,21 +145,53 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	if msg.Timestamp.IsZero() {
 		msg.Timestamp = m.now()
 	}
+	cs.order.Lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			cs.order.Unlock()
+		}
+	}
+	defer unlock()
 	lm, err := ch.AppendMessage(msg)
 	if err != nil {
+		unlock()
 		lg.Error("cannot log message", "err", err)
 		if _, perr := a.Post(ctx, msg.ChannelID, "I could not store your message (disk problem?), so I am not answering it. The operator has the details in my log."); perr != nil {
 			lg.Error("cannot post notice", "err", perr)
 		}
 		return
 	}
-	lg.Debug("message logged", "mention", msg.IsMention, "late", late)
-	if !msg.IsMention || msg.Sender.IsBot && msg.Sender.ID == a.SelfID() {
+	lg.Debug("message logged", "mention", msg.IsMention, "dm", msg.IsDM, "late", late)
+	if msg.Sender.ID == a.SelfID() || msg.Sender.IsBot {
 		return
 	}
-	job := Job{Trigger: msg, TriggerEnd: lm.End, Late: late}
-	if err := m.Enqueue(a.Name(), msg.ChannelID, job); err != nil {
-		n := m.cfg.Dispatch.QueueSize
+	if msg.IsDM && !m.mayDM(adapterName, msg.Sender.ID) {
+		unlock()
+		m.refuseDM(ctx, a, ch, msg, lg)
+		return
+	}
+	addressed := Addressed(a.SelfID(), msg)
+	if all, isStop := ParseStop(msg.Text); isStop {
+		switch {
+		case late:
+			lg.Info("ignoring a stop that arrived while Mother was down")
+			return
+		case addressed || m.busy(chat.QualifiedID(adapterName, msg.ChannelID)):
+			unlock()
+			m.stop(ctx, a, msg.ChannelID, msg.Sender.ID, all)
+			return
+		}
+	}
+	if !addressed {
+		return
+	}
+	job := Job{Kind: KindMessage, Trigger: msg, TriggerEnd: lm.End, Late: late}
+	err = m.enqueueOrdered(cs, job)
+	unlock()
+	if err != nil {
+		n := m.queueSize()
 		notice := fmt.Sprintf("I am busy in this channel and %d messages are already waiting, so I will not answer this one separately. It is logged and I will see it with the next message.", n)
 		if errors.Is(err, errClosing) {
 			notice = "I am shutting down and will not answer this now. It is logged; ask again once I am back."
@@ -100,75 +203,256 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	}
 }
 
-// Stop implements chat.Inbox; the dispatch issue gives it its full meaning.
-func (m *Mother) Stop(ctx context.Context, adapterName, channelID, userID string) {
+// state returns the adapter and the channel's state, creating it.
+func (m *Mother) state(adapterName, channelID string) (chat.Adapter, *channelState, error) {
+	a, ok := m.Adapter(adapterName)
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown adapter %q", adapterName)
+	}
+	if err := store.ValidName(channelID); err != nil {
+		return nil, nil, fmt.Errorf("channel id: %w", err)
+	}
 	m.mu.Lock()
-	cs, ok := m.channels[chat.QualifiedID(adapterName, channelID)]
-	var cancel context.CancelFunc
-	if ok && cs.cancel != nil {
-		cancel = cs.cancel
+	defer m.mu.Unlock()
+	return a, m.channelFor(a, channelID), nil
+}
+
+// Addressed reports whether msg calls for an answer from the account
+// selfID: a DM, a mention, or a message in a thread selfID started.
+func Addressed(selfID string, msg chat.ChannelMessage) bool {
+	if msg.IsDM || msg.IsMention {
+		return true
 	}
-	m.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	starter, _ := msg.Metadata[chat.MetaThreadStarter].(string)
+	return selfID != "" && starter == selfID
+}
+
+// DMRefusal is the one line a refused DM gets.
+const DMRefusal = "Sorry, I only answer direct messages from people my operator has allowed. You can talk to me in a channel we share, or ask an admin for access."
+
+// mayDM applies the adapter's access control: admins always; otherwise
+// the dm policy ("everyone", "none" or a list of ids). The terminal (an
+// adapter of type "cli", or one without configuration, as in --cli mode)
+// is the operator at the machine and is not restricted.
+func (m *Mother) mayDM(adapterName, userID string) bool {
+	ac, ok := m.cfg.Adapters[adapterName]
+	if !ok || ac.Type == "cli" {
+		return true
 	}
+	return m.isAdmin(adapterName, userID) || ac.DM.Allows(userID)
+}
+
+func (m *Mother) refuseDM(ctx context.Context, a chat.Adapter, ch *store.Channel, msg chat.ChannelMessage, lg *slog.Logger) {
+	lg.Info("direct message refused by access control", "user", msg.Sender.ID)
+	id, err := a.Post(ctx, msg.ChannelID, DMRefusal)
+	if err != nil {
+		lg.Error("cannot post refusal", "err", err)
+		return
+	}
+	if id == "" {
+		id = m.newID()
+	}
+	reply := chat.ChannelMessage{ID: id, ChannelID: msg.ChannelID, Timestamp: m.now(), Sender: chat.Sender{ID: a.SelfID(), Username: "mother", IsBot: true}, Text: DMRefusal, ReplyTo: msg.ID}
+	if _, err := ch.AppendMessage(reply); err != nil {
+		lg.Error("cannot log refusal", "err", err)
+	}
+}
+
+func (m *Mother) busy(qid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := m.channels[qid]
+	return cs != nil && cs.cancel != nil
+}
+
+func (m *Mother) queueSize() int {
+	if n := m.cfg.Dispatch.QueueSize; n > 0 {
+		return n
+	}
+	return 5
+}
+
+func (m *Mother) eventQueueSize() int {
+	if n := m.cfg.Events.MaxQueuedPerChannel; n > 0 {
+		return n
+	}
+	return 5
 }
 
 var errClosing = errors.New("mother is shutting down")
 
-// Enqueue queues a job for a channel. It returns ErrQueueFull when the
-// channel already has Dispatch.QueueSize jobs waiting.
+// Enqueue queues a job for a channel. Messages and events have separate
+// limits (dispatch.queueSize, events.maxQueuedPerChannel), counting the
+// jobs waiting, not the one running. When the message queue is full, a
+// late message is folded into the last queued late message (one run then
+// reads both); otherwise Enqueue returns an error wrapping ErrQueueFull
+// (and, for events, events.ErrChannelFull).
 func (m *Mother) Enqueue(adapterName, channelID string, job Job) error {
-	a, ok := m.Adapter(adapterName)
-	if !ok {
-		return fmt.Errorf("unknown adapter %q", adapterName)
+	_, cs, err := m.state(adapterName, channelID)
+	if err != nil {
+		return err
 	}
-	if err := store.ValidName(channelID); err != nil {
-		return fmt.Errorf("channel id: %w", err)
-	}
+	cs.order.Lock()
+	defer cs.order.Unlock()
+	return m.enqueueOrdered(cs, job)
+}
+
+// enqueueOrdered is Enqueue with cs.order held. An event job's message is
+// logged here, once the job is sure to be queued, so the log's order is
+// the queue's.
+func (m *Mother) enqueueOrdered(cs *channelState, job Job) error {
+	job.Kind = job.kind()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closing {
+		m.mu.Unlock()
 		return errClosing
 	}
-	cs := m.channelFor(a, channelID)
-	if len(cs.pending) >= m.cfg.Dispatch.QueueSize {
-		return ErrQueueFull
+	var msgs, evs int
+	for i := range cs.pending {
+		if cs.pending[i].kind() == KindEvent {
+			evs++
+		} else {
+			msgs++
+		}
 	}
+	switch {
+	case job.Kind == KindEvent && evs >= m.eventQueueSize():
+		m.mu.Unlock()
+		return fmt.Errorf("%w (%w)", ErrQueueFull, events.ErrChannelFull)
+	case job.Kind == KindMessage && msgs >= m.queueSize():
+		merged := false
+		if job.Late {
+			for i := len(cs.pending) - 1; i >= 0; i-- {
+				if p := &cs.pending[i]; p.kind() == KindMessage && p.Late && !p.interrupted {
+					p.TriggerEnd = max(p.TriggerEnd, job.TriggerEnd)
+					merged = true
+					break
+				}
+			}
+		}
+		m.mu.Unlock()
+		if !merged {
+			return ErrQueueFull
+		}
+		m.logger.Info("late message folded into an earlier queued late message", "channel", cs.qid(), "msg", job.Trigger.ID)
+		m.persist(cs)
+		return nil
+	}
+	m.mu.Unlock()
+	if job.Kind == KindEvent && job.TriggerEnd == 0 {
+		// Only event enqueues add event jobs, and they hold cs.order: the
+		// slot checked above is still free.
+		if err := m.logEvent(cs, &job); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return errClosing
+	}
+	m.pushLocked(cs, job)
+	m.mu.Unlock()
+	m.persist(cs)
+	return nil
+}
+
+// logEvent writes an event job's line to the channel's log as a message
+// from the "event" sender, so the normal sync brings it into the context
+// and the run syncs up to it.
+func (m *Mother) logEvent(cs *channelState, job *Job) error {
+	ch, err := m.store.Channel(cs.adapter.Name(), cs.id)
+	if err != nil {
+		return fmt.Errorf("log event: %w", err)
+	}
+	msg := chat.ChannelMessage{
+		ID: m.newID(), ChannelID: cs.id, Timestamp: m.now(),
+		Sender:      chat.Sender{ID: EventSenderID, Username: "event", IsBot: true},
+		Text:        job.EventText,
+		Attachments: []chat.ChannelAttachment{},
+	}
+	lm, err := ch.AppendMessage(msg)
+	if err != nil {
+		return fmt.Errorf("log event: %w", err)
+	}
+	job.Trigger, job.TriggerEnd = msg, lm.End
+	return nil
+}
+
+// pushLocked appends a job and makes sure a runner works the queue.
+func (m *Mother) pushLocked(cs *channelState, job Job) {
 	cs.pending = append(cs.pending, job)
-	m.work.Add(1)
+	cs.seq++
+	m.workAdd()
 	if !cs.running {
 		cs.running = true
 		go m.runChannel(cs)
 	}
-	return nil
 }
 
 // runChannel works through a channel's queue, one job at a time, and exits
-// when it is empty (so idle channels cost no goroutine).
+// when it is empty (so idle channels cost no goroutine). It starts only
+// once Mother has started (restart notices and late messages first).
 func (m *Mother) runChannel(cs *channelState) {
+	select {
+	case <-m.ready:
+	case <-m.ctx.Done():
+	}
 	for {
 		m.mu.Lock()
-		if len(cs.pending) == 0 {
+		if len(cs.pending) == 0 || m.ctx.Err() != nil {
+			// At shutdown the jobs still waiting stay in the in-flight
+			// marker for the next start.
+			var left []Job
+			if m.ctx.Err() != nil {
+				left = cs.pending
+			}
 			cs.running = false
+			cs.seq++
 			m.mu.Unlock()
+			m.persist(cs)
+			for _, j := range left {
+				if j.Done != nil {
+					j.Done(Outcome{Shutdown: true})
+				}
+				m.workDone()
+			}
 			return
 		}
 		job := cs.pending[0]
 		cs.pending = cs.pending[1:]
+		cs.current = &job
 		runCtx, cancel := context.WithCancel(m.ctx)
 		cs.cancel = cancel
+		cs.seq++
 		m.mu.Unlock()
+		m.persist(cs)
 
-		out := m.run(runCtx, cs.adapter, cs.id, job)
+		var out Outcome
+		if job.Cancelled != nil && job.Cancelled() {
+			m.logger.Info("job cancelled before it ran", "channel", cs.qid(), "event", job.EventFile)
+			out = Outcome{Skipped: true}
+			m.mu.Lock()
+			cs.cancel = nil
+			m.mu.Unlock()
+		} else {
+			out = m.run(runCtx, cs, job)
+		}
+		cancel()
 
 		m.mu.Lock()
 		cs.cancel = nil
+		cs.stopping = nil
+		cs.current = nil
+		if out.Shutdown {
+			cs.interrupted = &job
+		}
+		cs.seq++
 		m.mu.Unlock()
-		cancel()
+		m.persist(cs)
 		if job.Done != nil {
 			job.Done(out)
 		}
-		m.work.Done()
+		m.workDone()
 	}
 }

@@ -32,6 +32,9 @@ type Options struct {
 	Now func() time.Time
 	// Tools are Mother's own safe tools.
 	Tools []agent.Tool
+	// Canceller cancels a channel's chicks for "stop all" (nil: the
+	// chicks of Chicks, if set; else none to cancel).
+	Canceller ChickCanceller
 	// Chicks, if set, gives Mother the spawn_chick, list_chicks and
 	// cancel_chick tools; set the hatchery's observer to ChickObserver.
 	Chicks Hatchery
@@ -45,6 +48,13 @@ type Mother struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	agent    *agent.Agent
+	// canceller serves "stop all" (nil: no chicks).
+	canceller ChickCanceller
+
+	// ready is closed when Start has finished: runners wait for it, so
+	// restart notices come before any answer.
+	ready     chan struct{}
+	readyOnce sync.Once
 
 	// ctx ends at shutdown; runs derive from it.
 	ctx    context.Context
@@ -56,9 +66,12 @@ type Mother struct {
 	channels map[string]*channelState
 	closing  bool
 
-	// work counts queued and running jobs, for Idle.
+	// work counts queued and running jobs, for Idle; active is the same
+	// count, readable (see idle.go).
 	work   sync.WaitGroup
 	active atomic.Int64
+	trimMu sync.Mutex
+	trim   *time.Timer
 
 	chicks     Hatchery
 	chickViews map[string]*chickView
@@ -93,6 +106,11 @@ func New(opts Options) (*Mother, error) {
 		channels:   map[string]*channelState{},
 		chicks:     opts.Chicks,
 		chickViews: map[string]*chickView{},
+		canceller:  opts.Canceller,
+		ready:      make(chan struct{}),
+	}
+	if m.canceller == nil && opts.Chicks != nil {
+		m.canceller = chickCanceller{m}
 	}
 	tools := append([]agent.Tool(nil), opts.Tools...)
 	if opts.Chicks != nil {
@@ -130,8 +148,11 @@ func (m *Mother) Adapter(name string) (chat.Adapter, bool) {
 	return a, ok
 }
 
-// Start connects every adapter. An adapter that fails to start is logged
-// and the others go on; Start fails only if none starts.
+// Start recovers the work a previous process left in flight (queueing
+// what can be resumed), connects every adapter (which may deliver late
+// messages), tells each channel that had work in flight that Mother
+// restarted, and then lets the queues run. An adapter that fails to start
+// is logged and the others go on; Start fails only if none starts.
 func (m *Mother) Start(ctx context.Context) error {
 	m.mu.Lock()
 	names := append([]string(nil), m.order...)
@@ -139,7 +160,9 @@ func (m *Mother) Start(ctx context.Context) error {
 	if len(names) == 0 {
 		return errors.New("no adapters")
 	}
+	notices := m.recoverInflight()
 	var errs []error
+	started := map[string]bool{}
 	for _, n := range names {
 		a, _ := m.Adapter(n)
 		if err := a.Start(ctx, m); err != nil {
@@ -147,11 +170,18 @@ func (m *Mother) Start(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("adapter %s: %w", n, err))
 			continue
 		}
+		started[n] = true
 		m.logger.Info("adapter started", "adapter", n)
 	}
 	if len(errs) == len(names) {
 		return errors.Join(errs...)
 	}
+	for _, n := range notices {
+		if started[n.adapter.Name()] {
+			m.post(ctx, n.adapter, n.channel, n.text)
+		}
+	}
+	m.readyOnce.Do(func() { close(m.ready) })
 	return nil
 }
 
@@ -182,6 +212,26 @@ func (m *Mother) Idle(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Healthy checks that the core is not stuck: its lock can be taken and the
+// store answers, within ctx. The systemd watchdog pings only while it holds.
+func (m *Mother) Healthy(ctx context.Context) error {
+	got := make(chan struct{})
+	go func() {
+		m.mu.Lock()
+		m.mu.Unlock() // taking the lock is the check
+		close(got)
+	}()
+	select {
+	case <-got:
+	case <-ctx.Done():
+		return errors.New("core lock not available: a goroutine is stuck holding it")
+	}
+	if _, err := m.store.ListChannels(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
 }
 
 // Shutdown stops taking work, aborts runs in flight, waits for them (until

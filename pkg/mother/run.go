@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
@@ -17,9 +19,10 @@ import (
 const SilentMarker = "[SILENT]"
 
 // run answers one job in one channel.
-func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job Job) Outcome {
+func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
+	a, channelID := cs.adapter, cs.id
 	qid := chat.QualifiedID(a.Name(), channelID)
-	lg := m.logger.With("channel", qid, "msg", job.Trigger.ID)
+	lg := m.logger.With("channel", qid, "msg", job.Trigger.ID, "kind", job.kind())
 	ch, err := m.store.Channel(a.Name(), channelID)
 	if err != nil {
 		lg.Error("cannot open channel store", "err", err)
@@ -32,12 +35,17 @@ func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job 
 		return Outcome{Err: err}
 	}
 	if job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd) {
-		// An earlier run already read this message along with another one.
-		lg.Debug("trigger already answered with an earlier message")
-		return Outcome{}
-	}
-	// Sync up to this job's own message: later messages get their own run.
-	if _, err := sess.Sync(job.TriggerEnd); err != nil {
+		if !job.interrupted {
+			// An earlier run already read this message along with another one.
+			lg.Debug("trigger already answered with an earlier message")
+			return Outcome{Skipped: true}
+		}
+		if !resumeContext(sess, lg) {
+			lg.Info("the interrupted run had already answered; nothing to resume")
+			return Outcome{Skipped: true}
+		}
+	} else if _, err := sess.Sync(job.TriggerEnd); err != nil {
+		// Sync up to this job's own message: later messages get their own run.
 		lg.Error("cannot sync log into context", "err", err)
 		m.post(ctx, a, channelID, "I could not read this channel's log, so I am not answering. The operator has the details in my log.")
 		return Outcome{Err: err}
@@ -51,15 +59,16 @@ func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job 
 		Channels:   a.Channels(),
 		Now:        m.now(),
 	})
-	ctx = chat.WithRunInfo(ctx, chat.RunInfo{
-		Adapter:    a.Name(),
-		ChannelID:  channelID,
-		UserID:     job.Trigger.Sender.ID,
-		IsAdmin:    m.isAdmin(a.Name(), job.Trigger.Sender.ID),
-		ChannelDir: ch.Dir(),
-	})
-	trigger := job.Trigger
-	reply := a.NewReply(ctx, channelID, &trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
+	info := chat.RunInfo{Adapter: a.Name(), ChannelID: channelID, ChannelDir: ch.Dir()}
+	var trigger *chat.ChannelMessage
+	if job.kind() == KindMessage {
+		info.UserID = job.Trigger.Sender.ID
+		info.IsAdmin = m.isAdmin(a.Name(), job.Trigger.Sender.ID)
+		t := job.Trigger
+		trigger = &t
+	}
+	ctx = chat.WithRunInfo(ctx, info)
+	reply := a.NewReply(ctx, channelID, trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
 	out := m.agent.Run(ctx, agent.Input{
 		System:    system,
@@ -69,21 +78,48 @@ func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job 
 	})
 	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens)
 
+	// From here on a stop is too late: the answer is being posted.
+	m.mu.Lock()
+	cs.cancel = nil
+	stopping := cs.stopping
+	m.mu.Unlock()
+	if stopping != nil {
+		// Let "Stopping…" reach the channel before "Stopped.".
+		select {
+		case <-stopping:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	shutdown := stopping == nil && m.ctx.Err() != nil
+
 	final := strings.TrimSpace(out.Final)
 	switch out.StopReason {
 	case agent.StopDone:
+		if stopping != nil && final != "" && !strings.HasPrefix(final, SilentMarker) {
+			final += "\n\n(I had already finished when you said stop.)"
+		}
 	case agent.StopAborted:
-		final = joinNonEmpty(final, "Stopped.")
+		switch {
+		case shutdown:
+			final = joinNonEmpty(final, "Interrupted: I am shutting down. I will pick this up again when I am back.")
+		default:
+			final = joinNonEmpty(final, NoticeStopped)
+		}
 	default:
 		lg.Warn("run failed", "stop", out.StopReason, "err", out.Err)
 		final = joinNonEmpty(final, UserError(out.Err))
 	}
-	if job.Late && final != "" {
-		final = "(Late answer: your message arrived while I was offline.)\n\n" + final
-	}
+	// [SILENT] is checked before any late header is added.
 	silent := out.StopReason == agent.StopDone && strings.HasPrefix(final, SilentMarker)
 	if silent {
 		final = ""
+	}
+	if job.Late && final != "" {
+		note := job.LateNote
+		if note == "" {
+			note = "(Late answer: your message arrived while I was offline.)"
+		}
+		final = note + "\n\n" + final
 	}
 	// Finish with a context that outlives an abort, so "Stopped." is shown.
 	fctx := context.WithoutCancel(ctx)
@@ -110,7 +146,49 @@ func (m *Mother) run(ctx context.Context, a chat.Adapter, channelID string, job 
 			lg.Error("cannot mark reply as seen in context", "err", err)
 		}
 	}
-	return Outcome{Ran: true, Err: out.Err, Silent: silent}
+	return Outcome{
+		Ran: true, Err: out.Err, Silent: silent,
+		Stopped:  out.StopReason == agent.StopAborted && stopping != nil,
+		Shutdown: out.StopReason == agent.StopAborted && shutdown,
+	}
+}
+
+// ResumeNote is the context note a run resumed after a restart starts
+// from.
+const ResumeNote = "[restart] Mother restarted while answering the message above and the run was cut off. Continue from where it stopped; check before repeating anything that changes things (a tool call may or may not have taken effect)."
+
+// resumeContext prepares the context of a run cut off by a restart: tool
+// calls left without a result get an error result, then a note says what
+// happened. It reports false when the run had in fact finished (the
+// context ends with a final answer).
+func resumeContext(sess *session.Session, lg *slog.Logger) bool {
+	h := sess.History()
+	if n := len(h); n > 0 && h[n-1].Role == model.RoleAssistant && len(h[n-1].ToolCalls) == 0 {
+		return false
+	}
+	answered := map[string]bool{}
+	for i := len(h) - 1; i >= 0; i-- {
+		msg := h[i]
+		if msg.Role == model.RoleTool {
+			answered[msg.ToolCallID] = true
+			continue
+		}
+		if msg.Role == model.RoleAssistant {
+			for _, c := range msg.ToolCalls {
+				if !answered[c.ID] {
+					if err := sess.Append(model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
+						Content: "interrupted: Mother restarted before this tool call finished; it may or may not have taken effect"}); err != nil {
+						lg.Error("cannot record interrupted tool call", "err", err)
+					}
+				}
+			}
+		}
+		break
+	}
+	if err := sess.Append(model.Message{Role: model.RoleUser, Content: ResumeNote}); err != nil {
+		lg.Error("cannot record resume note", "err", err)
+	}
+	return true
 }
 
 // post sends a notice, logging failures.

@@ -150,10 +150,13 @@ func (c *Channel) AppendMessage(m chat.ChannelMessage) (LoggedMessage, error) {
 	return LoggedMessage{Msg: m, End: end}, nil
 }
 
-func (c *Channel) appendDaily(m chat.ChannelMessage) error {
+// DailyLine renders a message as its line in the daily log and names the
+// day's file ("2006-01-02.md"), in local time (now stands in for a missing
+// timestamp).
+func DailyLine(m chat.ChannelMessage, now time.Time) (file, line string) {
 	t := m.Timestamp
 	if t.IsZero() {
-		t = c.now()
+		t = now
 	}
 	t = t.Local()
 	name := m.Sender.Username
@@ -161,19 +164,52 @@ func (c *Channel) appendDaily(m chat.ChannelMessage) error {
 		name = m.Sender.ID
 	}
 	text := strings.Join(strings.Fields(strings.ReplaceAll(m.Text, "\n", " ")), " ")
-	line := fmt.Sprintf("- %s [%s]: %s", t.Format("15:04:05"), name, text)
+	line = fmt.Sprintf("- %s [%s]: %s", t.Format("15:04:05"), name, text)
 	for _, a := range m.Attachments {
 		line += fmt.Sprintf(" (attached: %s)", a.LocalPath)
 	}
-	path := filepath.Join(c.dir, "daily", t.Format("2006-01-02")+".md")
+	return t.Format("2006-01-02") + ".md", line + "\n"
+}
+
+func (c *Channel) appendDaily(m chat.ChannelMessage) error {
+	file, line := DailyLine(m, c.now())
+	return c.AppendDaily(file, line)
+}
+
+// AppendDaily appends text to daily/<file>.
+func (c *Channel) AppendDaily(file, text string) error {
+	path := filepath.Join(c.dir, "daily", filepath.Base(file))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	_, werr := f.WriteString(line + "\n")
+	_, werr := f.WriteString(text)
 	return errors.Join(werr, f.Close())
+}
+
+// ReplaceLog replaces log.jsonl with data (whole JSONL lines), atomically.
+// It is for importing history (mother migrate) into a channel nothing else
+// uses at the time, not for normal operation.
+func (c *Channel) ReplaceLog(data []byte) error {
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		return errors.New("replace log: data does not end with a newline")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := WriteFileAtomic(c.LogPath(), data, 0o600); err != nil {
+		return err
+	}
+	if err := c.log.Close(); err != nil {
+		return err
+	}
+	nlog, _, err := OpenJSONL(c.LogPath(), true)
+	if err != nil {
+		return err
+	}
+	c.log = nlog
+	return nil
 }
 
 // AppendContext appends records to context.jsonl, each as one line.

@@ -1,0 +1,296 @@
+// Command bench measures Mother and prints figures and ratios: resident
+// memory, per-message overhead, store scale and start-up time. It never
+// asserts timings; it reports them.
+//
+//	go run ./bench [-only footprint,overhead,store,startup] [-quick]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+func main() {
+	only := flag.String("only", "", "comma-separated subset: footprint,overhead,store,startup")
+	quick := flag.Bool("quick", false, "smaller sizes (for a smoke run)")
+	flag.Parse()
+	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
+
+	tmp, err := os.MkdirTemp("", "mother-bench-")
+	check(err)
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "mother")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/mother")
+	build.Stderr = os.Stderr
+	check(build.Run())
+
+	fmt.Printf("# Mother benchmarks (%s)\n\n", time.Now().Format("2006-01-02"))
+	if want("footprint") {
+		footprint(bin, tmp, *quick)
+	}
+	if want("overhead") {
+		overhead(bin, tmp, *quick)
+	}
+	if want("store") {
+		storeScale(tmp, *quick)
+	}
+	if want("startup") {
+		startup(bin, tmp, *quick)
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// daemon is a running `mother DATA` with a cli adapter fed through a pipe.
+type daemon struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	ready  time.Duration
+}
+
+// startDaemon starts Mother as the systemd unit would (Type=notify) and
+// waits for READY=1.
+func startDaemon(bin, data, ollamaURL string) *daemon {
+	check(os.WriteFile(filepath.Join(data, "config.json"), []byte(`{"adapters": {"cli": {"type": "cli"}}}`), 0o600))
+	sock := filepath.Join(data, "notify.sock")
+	os.Remove(sock)
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	check(err)
+	defer conn.Close()
+	cmd := exec.Command(bin, data)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NOTIFY_SOCKET=" + sock, "MOTHER_OLLAMA_URL=" + ollamaURL, "USER=bench"}
+	stdin, err := cmd.StdinPipe()
+	check(err)
+	out, err := cmd.StdoutPipe()
+	check(err)
+	start := time.Now()
+	check(cmd.Start())
+	buf := make([]byte, 256)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		n, err := conn.Read(buf)
+		check(err)
+		if strings.HasPrefix(string(buf[:n]), "READY=1") {
+			break
+		}
+	}
+	return &daemon{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), ready: time.Since(start)}
+}
+
+func (d *daemon) stop() {
+	d.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		d.cmd.Process.Kill()
+	}
+}
+
+// rss returns VmRSS and VmHWM of pid in KiB.
+func rss(pid int) (cur, peak int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "VmRSS:" {
+			cur, _ = strconv.Atoi(f[1])
+		}
+		if len(f) >= 2 && f[0] == "VmHWM:" {
+			peak, _ = strconv.Atoi(f[1])
+		}
+	}
+	return cur, peak
+}
+
+// ask writes one line and waits for the answer line.
+func (d *daemon) ask(text string) string {
+	_, err := fmt.Fprintln(d.stdin, text)
+	check(err)
+	line, err := d.stdout.ReadString('\n')
+	check(err)
+	return line
+}
+
+func footprint(bin, tmp string, quick bool) {
+	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn { return ollamatest.Turn{Text: "ok"} })
+	defer fake.Close()
+	data := filepath.Join(tmp, "footprint")
+	check(os.MkdirAll(data, 0o700))
+	d := startDaemon(bin, data, fake.URL)
+	defer d.stop()
+	time.Sleep(2 * time.Second) // let start-up garbage settle
+	idle, _ := rss(d.cmd.Process.Pid)
+	n := 1000
+	if quick {
+		n = 100
+	}
+	for i := range n {
+		d.ask(fmt.Sprintf("message %d", i))
+	}
+	after, peak := rss(d.cmd.Process.Pid)
+	time.Sleep(4 * time.Second) // Mother returns freed memory after 2 s idle
+	idleAgain, _ := rss(d.cmd.Process.Pid)
+	const tsIdleMB = 160.0
+	fmt.Printf("## Footprint (terminal adapter)\n\n")
+	fmt.Printf("| state | RSS | vs. TypeScript runtime idle (~%.0f MB) |\n|---|---|---|\n", tsIdleMB)
+	fmt.Printf("| idle after start | %.1f MB | %.1fx smaller |\n", mb(idle), tsIdleMB/mb(idle))
+	fmt.Printf("| right after %d messages answered | %.1f MB (peak %.1f MB) | %.1fx smaller |\n", n, mb(after), mb(peak), tsIdleMB/mb(after))
+	fmt.Printf("| idle again, 4 s later | %.1f MB | %.1fx smaller |\n\n", mb(idleAgain), tsIdleMB/mb(idleAgain))
+	fmt.Printf("Goal: under 20 MB idle. The terminal has one channel; 100 channels need the platform adapters (see the platform figures).\n\n")
+}
+
+func mb(kib int) float64 { return float64(kib) / 1024 }
+
+// overhead measures, per message, the time from writing the line to
+// Mother's stdin (adapter delivery) to the fake model receiving the request:
+// logging, queueing, context sync and prompt building.
+func overhead(bin, tmp string, quick bool) {
+	var mu sync.Mutex
+	var got []time.Time
+	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
+		mu.Lock()
+		got = append(got, time.Now())
+		mu.Unlock()
+		return ollamatest.Turn{Text: "ok"}
+	})
+	defer fake.Close()
+	data := filepath.Join(tmp, "overhead")
+	check(os.MkdirAll(data, 0o700))
+	d := startDaemon(bin, data, fake.URL)
+	defer d.stop()
+	n := 500
+	if quick {
+		n = 50
+	}
+	var lat []time.Duration
+	for i := range n {
+		sent := time.Now()
+		d.ask(fmt.Sprintf("message %d", i))
+		mu.Lock()
+		lat = append(lat, got[len(got)-1].Sub(sent))
+		mu.Unlock()
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	fmt.Printf("## Overhead per message (terminal adapter, model answering instantly)\n\n")
+	fmt.Printf("delivery to first model request over %d messages: p50 %s, p99 %s\n\n", n, pct(lat, 50), pct(lat, 99))
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := (len(d)*p + 99) / 100
+	if i < 1 {
+		i = 1
+	}
+	return d[i-1].Round(time.Microsecond)
+}
+
+// storeScale measures syncing one new message into the context for logs of
+// different sizes: it should be flat.
+func storeScale(tmp string, quick bool) {
+	sizes := []int{1_000, 100_000, 1_000_000}
+	if quick {
+		sizes = []int{1_000, 100_000}
+	}
+	fmt.Printf("## Store scale: syncing one new message\n\n| messages in log | log size | sync of one new message | ratio to 1k |\n|---|---|---|---|\n")
+	var base time.Duration
+	for _, n := range sizes {
+		dir := filepath.Join(tmp, fmt.Sprintf("store-%d", n))
+		st, err := store.Open(dir, store.Options{})
+		check(err)
+		ch, err := st.Channel("bench", "C1")
+		check(err)
+		var buf bytes.Buffer
+		for i := range n {
+			line, _ := json.Marshal(chat.ChannelMessage{ID: strconv.Itoa(i), ChannelID: "C1", Timestamp: time.Unix(1_700_000_000+int64(i), 0), Sender: chat.Sender{ID: "U1", Username: "mario"}, Text: "a message of ordinary length, like most chat messages are"})
+			buf.Write(append(line, '\n'))
+		}
+		check(ch.ReplaceLog(buf.Bytes()))
+		cur := store.Cursor{Offset: int64(buf.Len()), LastID: strconv.Itoa(n - 1)}
+		const rounds = 200
+		var total time.Duration
+		for i := range rounds {
+			_, err := ch.AppendMessage(chat.ChannelMessage{ID: fmt.Sprint("new-", i), ChannelID: "C1", Timestamp: time.Now(), Sender: chat.Sender{ID: "U1", Username: "mario"}, Text: "new"})
+			check(err)
+			start := time.Now()
+			got, next, err := ch.Pending(cur, 0, nil)
+			total += time.Since(start)
+			check(err)
+			if len(got) != 1 {
+				check(fmt.Errorf("sync returned %d messages", len(got)))
+			}
+			cur = next
+		}
+		per := total / rounds
+		if base == 0 {
+			base = per
+		}
+		fmt.Printf("| %d | %.1f MB | %s | %.2fx |\n", n, float64(buf.Len())/(1<<20), per.Round(time.Microsecond), float64(per)/float64(base))
+		st.Close()
+		os.RemoveAll(dir)
+	}
+	fmt.Println()
+}
+
+// startup measures the time to READY with 1,000 channels on disk.
+func startup(bin, tmp string, quick bool) {
+	fake := ollamatest.New()
+	defer fake.Close()
+	n := 1000
+	if quick {
+		n = 100
+	}
+	empty := filepath.Join(tmp, "startup-empty")
+	check(os.MkdirAll(empty, 0o700))
+	full := filepath.Join(tmp, "startup-full")
+	st, err := store.Open(full, store.Options{})
+	check(err)
+	for i := range n {
+		ch, err := st.Channel("bench", fmt.Sprintf("C%04d", i))
+		check(err)
+		for j := range 20 {
+			_, err := ch.AppendMessage(chat.ChannelMessage{ID: strconv.Itoa(j), ChannelID: ch.ID, Timestamp: time.Now(), Sender: chat.Sender{ID: "U1", Username: "mario"}, Text: "hello"})
+			check(err)
+		}
+	}
+	st.Close()
+	measure := func(data string) time.Duration {
+		var best time.Duration
+		for range 3 {
+			d := startDaemon(bin, data, fake.URL)
+			if best == 0 || d.ready < best {
+				best = d.ready
+			}
+			d.stop()
+		}
+		return best
+	}
+	e, f := measure(empty), measure(full)
+	fmt.Printf("## Start-up (exec to READY=1, best of 3)\n\n| data directory | start-up |\n|---|---|\n| empty | %s |\n| %d channels x 20 messages | %s (%.2fx) |\n\n", e.Round(time.Millisecond), n, f.Round(time.Millisecond), float64(f)/float64(e))
+}

@@ -1,0 +1,148 @@
+// Package clock is the time source Mother's schedulers use (events, queues,
+// retries), so tests advance simulated time instead of sleeping.
+//
+// Real is the wall clock. Fake is a manual clock for tests: timers fire
+// only when the test advances it.
+package clock
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock tells the time and runs functions later.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine (Real) or from Advance (Fake)
+	// once d has elapsed.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a pending AfterFunc.
+type Timer interface {
+	// Stop prevents the call if it has not happened yet and reports
+	// whether it did so.
+	Stop() bool
+}
+
+// Real is the wall clock.
+type Real struct{}
+
+var _ Clock = Real{}
+
+// Now implements Clock.
+func (Real) Now() time.Time { return time.Now() }
+
+// AfterFunc implements Clock.
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Fake is a clock that moves only when told to. It is safe for concurrent
+// use. Timer functions run synchronously inside Advance, in due order, with
+// Now reporting their due time; they must not call Advance themselves.
+type Fake struct {
+	mu     sync.Mutex
+	now    time.Time
+	seq    int
+	timers []*fakeTimer
+}
+
+var _ Clock = (*Fake)(nil)
+
+// NewFake returns a fake clock set to t.
+func NewFake(t time.Time) *Fake { return &Fake{now: t} }
+
+type fakeTimer struct {
+	c   *Fake
+	at  time.Time
+	seq int
+	f   func()
+}
+
+// Now implements Clock.
+func (c *Fake) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// AfterFunc implements Clock. A non-positive d fires at the next Advance
+// (even Advance(0)).
+func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	t := &fakeTimer{c: c, at: c.now.Add(max(d, 0)), seq: c.seq, f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// Stop implements Timer.
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	for i, o := range t.c.timers {
+		if o == t {
+			t.c.timers = append(t.c.timers[:i], t.c.timers[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// Advance moves the clock forward by d, firing every timer that falls due,
+// in order (timers created by a firing timer fire too if they fall due
+// within the same advance).
+func (c *Fake) Advance(d time.Duration) {
+	c.mu.Lock()
+	end := c.now.Add(d)
+	c.mu.Unlock()
+	c.AdvanceTo(end)
+}
+
+// AdvanceTo moves the clock to t (if t is later) and fires due timers.
+func (c *Fake) AdvanceTo(t time.Time) {
+	for {
+		c.mu.Lock()
+		sort.SliceStable(c.timers, func(i, j int) bool {
+			if !c.timers[i].at.Equal(c.timers[j].at) {
+				return c.timers[i].at.Before(c.timers[j].at)
+			}
+			return c.timers[i].seq < c.timers[j].seq
+		})
+		if len(c.timers) == 0 || c.timers[0].at.After(t) {
+			if t.After(c.now) {
+				c.now = t
+			}
+			c.mu.Unlock()
+			return
+		}
+		next := c.timers[0]
+		c.timers = c.timers[1:]
+		if next.at.After(c.now) {
+			c.now = next.at
+		}
+		c.mu.Unlock()
+		next.f()
+	}
+}
+
+// Pending is the number of timers not yet fired or stopped.
+func (c *Fake) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+// NextAt is when the earliest pending timer fires (zero if none).
+func (c *Fake) NextAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var at time.Time
+	for _, t := range c.timers {
+		if at.IsZero() || t.at.Before(at) {
+			at = t.at
+		}
+	}
+	return at
+}

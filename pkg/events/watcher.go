@@ -1,0 +1,783 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+// ErrChannelFull is what a Sink returns (wrapped) when the event's channel
+// already has its maximum of queued events. The watcher keeps the event
+// and offers it again when one of the channel's event runs finishes.
+var ErrChannelFull = errors.New("channel event queue full")
+
+// Sink runs fired events; Mother's dispatcher implements it.
+type Sink interface {
+	// Submit queues f's run in its channel and calls done exactly once,
+	// from another goroutine, when the run has ended or was skipped
+	// (f.Cancelled). An error wrapping ErrChannelFull means "try again
+	// later"; done is then never called, nor for any other error.
+	Submit(ctx context.Context, f Firing, done func(Result)) error
+}
+
+// Result is how a submitted event run ended.
+type Result struct {
+	// Finished is true when the event is done with: it ran (successfully
+	// or not), was stopped by a user, or was skipped. It is false when a
+	// shutdown cut the run short: the event then runs again at the next
+	// start.
+	Finished bool
+}
+
+// Firing is one occurrence of an event, handed to the Sink.
+type Firing struct {
+	// File is the event's file name ("dentist.json").
+	File     string
+	Type     Type
+	Schedule string
+	Adapter  string
+	// ChannelID is the adapter's channel id (unqualified).
+	ChannelID string
+	Text      string
+	// Due is when the occurrence fell due.
+	Due time.Time
+	// Late marks an occurrence that runs later than planned (Mother was
+	// down, or restarted during its run); Note says why.
+	Late bool
+	Note string
+
+	cancelled func() bool
+}
+
+// Line is the message the agent receives: "[EVENT:<file>:<type>:<schedule>]
+// <text>", followed by the lateness note on its own paragraph.
+func (f Firing) Line() string {
+	l := Line(f.File, f.Type, f.Schedule, f.Text)
+	if f.Note != "" {
+		l += "\n\n(" + f.Note + ")"
+	}
+	return l
+}
+
+// Cancelled reports whether the event was deleted or changed after this
+// occurrence was queued; the Sink skips such a run.
+func (f Firing) Cancelled() bool { return f.cancelled != nil && f.cancelled() }
+
+// Options configure a Watcher.
+type Options struct {
+	// Dir is workspace/events.
+	Dir string
+	// StateDir holds the accepted markers and removed files (Mother uses
+	// <data>/state/events, outside the workspace).
+	StateDir string
+	// Resolve maps channelId to an adapter and channel (required).
+	Resolve Resolver
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	// Grace: a one-shot whose time passed less than this ago still runs
+	// (late); older ones are moved to <state>/expired/. Default 10m.
+	Grace time.Duration
+	// Debounce is the quiet time after a file change before it is read.
+	// Default 100ms.
+	Debounce time.Duration
+	// Retries are the waits before re-reading a file that did not parse.
+	// Default 100ms, 200ms, 400ms.
+	Retries []time.Duration
+	// MaxWait caps one timer wait, so a wall-clock jump (NTP setting the
+	// clock after boot) is noticed within it. Default 1m.
+	MaxWait time.Duration
+}
+
+// Watcher watches the events directory and fires events. Create with New,
+// then Start.
+type Watcher struct {
+	o      Options
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	sink     Sink
+	ctx      context.Context
+	started  time.Time
+	stopped  bool
+	fsw      *fsnotify.Watcher
+	loopDone chan struct{}
+	entries  map[string]*entry
+	debounce map[string]clock.Timer
+	pending  map[string][]*firing // per qualified channel, oldest first
+	seq      int
+}
+
+type entry struct {
+	name     string
+	raw      []byte
+	spec     *Spec // nil while the file does not parse
+	version  int
+	next     time.Time
+	timer    clock.Timer
+	retry    clock.Timer
+	attempts int
+	err      error
+	out      *firing // the occurrence pending, queued or running
+}
+
+type firing struct {
+	Firing
+	version   int
+	detached  bool
+	submitted bool
+	waitNoted bool
+}
+
+// Marker and removal directories under StateDir.
+const (
+	acceptedDir = "accepted"
+	rejectedDir = "rejected"
+	expiredDir  = "expired"
+)
+
+// New checks opts and creates the state directories.
+func New(opts Options) (*Watcher, error) {
+	if opts.Dir == "" || opts.StateDir == "" || opts.Resolve == nil {
+		return nil, errors.New("events: Dir, StateDir and Resolve are required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 10 * time.Minute
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = 100 * time.Millisecond
+	}
+	if opts.Retries == nil {
+		opts.Retries = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = time.Minute
+	}
+	for _, d := range []string{opts.Dir, filepath.Join(opts.StateDir, acceptedDir), filepath.Join(opts.StateDir, rejectedDir), filepath.Join(opts.StateDir, expiredDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("events: create %s: %w", d, err)
+		}
+	}
+	return &Watcher{
+		o:        opts,
+		logger:   opts.Logger.With("component", "events"),
+		entries:  map[string]*entry{},
+		debounce: map[string]clock.Timer{},
+		pending:  map[string][]*firing{},
+	}, nil
+}
+
+// Dir is the watched directory.
+func (w *Watcher) Dir() string { return w.o.Dir }
+
+// Resolve resolves a channelId with the watcher's resolver.
+func (w *Watcher) Resolve(channelID string) (string, string, error) { return w.o.Resolve(channelID) }
+
+// Now is the watcher's clock.
+func (w *Watcher) Now() time.Time { return w.o.Clock.Now() }
+
+// Start records the start time, begins watching, and reads the files
+// present (applying the startup rules: stale immediate events, missed
+// one-shots, accepted-but-unfinished runs). Fired events go to sink.
+func (w *Watcher) Start(ctx context.Context, sink Sink) error {
+	if sink == nil {
+		return errors.New("events: no sink")
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("events: watch: %w", err)
+	}
+	if err := fsw.Add(w.o.Dir); err != nil {
+		fsw.Close()
+		return fmt.Errorf("events: watch %s: %w", w.o.Dir, err)
+	}
+	w.mu.Lock()
+	if w.sink != nil {
+		w.mu.Unlock()
+		fsw.Close()
+		return errors.New("events: already started")
+	}
+	w.sink, w.ctx, w.fsw = sink, context.WithoutCancel(ctx), fsw
+	w.started = w.o.Clock.Now()
+	w.loopDone = make(chan struct{})
+	w.mu.Unlock()
+	go w.loop(fsw)
+
+	names, err := w.listFiles()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logger.Info("events watcher started", "dir", w.o.Dir, "files", len(names))
+	for _, n := range names {
+		w.load(n, true)
+	}
+	// Markers whose file is gone: the run finished and the file was deleted,
+	// but the crash came before the marker went.
+	marks, _ := os.ReadDir(filepath.Join(w.o.StateDir, acceptedDir))
+	for _, m := range marks {
+		if _, ok := w.entries[m.Name()]; !ok {
+			w.logger.Info("removing accepted marker of an event file that is gone", "file", m.Name())
+			w.removeMarker(m.Name())
+		}
+	}
+	return nil
+}
+
+// Stop stops watching and cancels every timer. Runs already handed to the
+// sink are not affected; their completion is still recorded.
+func (w *Watcher) Stop() {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	w.stopped = true
+	for _, e := range w.entries {
+		stopTimer(&e.timer)
+		stopTimer(&e.retry)
+	}
+	for n, t := range w.debounce {
+		t.Stop()
+		delete(w.debounce, n)
+	}
+	fsw, done := w.fsw, w.loopDone
+	w.mu.Unlock()
+	if fsw != nil {
+		fsw.Close()
+		<-done
+	}
+}
+
+func stopTimer(t *clock.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
+}
+
+func (w *Watcher) listFiles() ([]string, error) {
+	des, err := os.ReadDir(w.o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("events: list %s: %w", w.o.Dir, err)
+	}
+	var names []string
+	for _, d := range des {
+		if !d.IsDir() && isEventFile(d.Name()) {
+			names = append(names, d.Name())
+		}
+	}
+	return names, nil
+}
+
+// isEventFile: "*.json", not hidden (editors' and WriteFileAtomic's temp
+// files start with a dot).
+func isEventFile(name string) bool {
+	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") && len(name) > len(".json")
+}
+
+func (w *Watcher) loop(fsw *fsnotify.Watcher) {
+	defer close(w.loopDone)
+	for {
+		select {
+		case ev, ok := <-fsw.Events:
+			if !ok {
+				return
+			}
+			if name := filepath.Base(ev.Name); isEventFile(name) {
+				w.touch(name)
+			}
+		case err, ok := <-fsw.Errors:
+			if !ok {
+				return
+			}
+			w.logger.Warn("file watch error; rescanning the events directory", "err", err)
+			w.rescan()
+		}
+	}
+}
+
+// touch (re)starts a file's debounce timer.
+func (w *Watcher) touch(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if t := w.debounce[name]; t != nil {
+		t.Stop()
+	}
+	w.debounce[name] = w.o.Clock.AfterFunc(w.o.Debounce, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.debounce, name)
+		if w.stopped {
+			return
+		}
+		w.reload(name)
+	})
+}
+
+func (w *Watcher) rescan() {
+	names, err := w.listFiles()
+	if err != nil {
+		w.logger.Error("rescan failed", "err", err)
+		return
+	}
+	w.mu.Lock()
+	for n := range w.entries {
+		names = append(names, n)
+	}
+	w.mu.Unlock()
+	for _, n := range names {
+		w.touch(n)
+	}
+}
+
+// Reload reads one file now, without waiting for the debounce (Mother's
+// tools call it right after writing or removing a file). It returns the
+// parse error, if any.
+func (w *Watcher) Reload(name string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.debounce[name]; t != nil {
+		t.Stop()
+		delete(w.debounce, name)
+	}
+	w.reload(name)
+	if e := w.entries[name]; e != nil && e.spec == nil {
+		return e.err
+	}
+	return nil
+}
+
+// reload is a fresh read after a change: the retry count starts over.
+func (w *Watcher) reload(name string) {
+	if e := w.entries[name]; e != nil {
+		e.attempts = 0
+		stopTimer(&e.retry)
+	}
+	w.load(name, false)
+}
+
+// load reads, parses and (re)arms one file. Caller holds w.mu.
+func (w *Watcher) load(name string, startup bool) {
+	lg := w.logger.With("file", name)
+	path := filepath.Join(w.o.Dir, name)
+	data, err := os.ReadFile(path)
+	var mtime time.Time
+	if err == nil {
+		if fi, serr := os.Stat(path); serr == nil {
+			mtime = fi.ModTime()
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		w.remove(name, "file deleted")
+		return
+	}
+	e := w.entries[name]
+	if err == nil && e != nil && e.spec != nil && bytes.Equal(e.raw, data) {
+		return // unchanged (a touch, or our own write seen again)
+	}
+	var spec *Spec
+	if err == nil {
+		spec, err = Parse(data, w.o.Resolve)
+	}
+	if err != nil {
+		if e == nil {
+			e = &entry{name: name}
+			w.entries[name] = e
+		}
+		e.err = err
+		stopTimer(&e.retry)
+		if e.attempts < len(w.o.Retries) {
+			d := w.o.Retries[e.attempts]
+			e.attempts++
+			lg.Debug("event file does not parse yet; retrying", "attempt", e.attempts, "in", d, "err", err)
+			e.retry = w.o.Clock.AfterFunc(d, func() {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if cur := w.entries[name]; cur == e && !w.stopped {
+					e.retry = nil
+					w.load(name, startup)
+				}
+			})
+			return
+		}
+		w.dropEntry(e)
+		dst, merr := w.moveAside(name, rejectedDir)
+		if merr != nil {
+			lg.Error("event file does not parse and cannot be moved aside", "err", err, "move_err", merr)
+			return
+		}
+		lg.Error("event file does not parse after retries; moved aside", "err", err, "moved_to", dst)
+		return
+	}
+	if e != nil {
+		w.dropEntry(e)
+	}
+	w.seq++
+	e = &entry{name: name, raw: data, spec: spec, version: w.seq}
+	w.entries[name] = e
+	lg.Info("event loaded", "type", spec.Type, "channel", spec.Qualified())
+	w.arm(e, startup, mtime)
+}
+
+// arm applies the rules for a freshly loaded event. Caller holds w.mu.
+func (w *Watcher) arm(e *entry, startup bool, mtime time.Time) {
+	now := w.o.Clock.Now()
+	s := e.spec
+	lg := w.logger.With("file", e.name)
+	if startup {
+		if due, ok := w.readMarker(e.name); ok {
+			lg.Info("event was accepted before a restart but its run did not finish; running it again")
+			if due.IsZero() {
+				due = now
+			}
+			w.fire(e, due, true, fmt.Sprintf("Mother restarted before this event's run finished; it was due at %s and runs again now", fmtTime(due)))
+			if s.Type == Periodic {
+				w.schedule(e, s.Next(now))
+			}
+			return
+		}
+	}
+	switch s.Type {
+	case Immediate:
+		if startup && !mtime.IsZero() && mtime.Before(w.started) {
+			w.expire(e, "stale immediate event: the file was written while Mother was not running")
+			return
+		}
+		w.fire(e, now, false, "")
+	case OneShot:
+		switch late := now.Sub(s.at); {
+		case late < 0:
+			w.schedule(e, s.at)
+		case late <= w.o.Grace:
+			note := ""
+			if late >= time.Second {
+				note = fmt.Sprintf("this event was due at %s and runs %s late", fmtTime(s.at), roundLate(late))
+				if startup {
+					note = fmt.Sprintf("this event was due at %s while Mother was not running; it runs %s late", fmtTime(s.at), roundLate(late))
+				}
+			}
+			w.fire(e, s.at, note != "", note)
+		default:
+			w.expire(e, fmt.Sprintf("one-shot event missed: it was due at %s, more than %s ago", fmtTime(s.at), w.o.Grace))
+		}
+	case Periodic:
+		// No catch-up: the next occurrence after now.
+		w.schedule(e, s.Next(now))
+	}
+}
+
+func roundLate(d time.Duration) time.Duration {
+	if d > time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}
+
+func fmtTime(t time.Time) string { return t.Format(time.RFC3339) }
+
+// schedule sets the entry's timer for at.
+func (w *Watcher) schedule(e *entry, at time.Time) {
+	stopTimer(&e.timer)
+	e.next = at
+	if at.IsZero() {
+		w.logger.Warn("periodic event never fires again", "file", e.name)
+		return
+	}
+	w.armTimer(e)
+}
+
+func (w *Watcher) armTimer(e *entry) {
+	if w.stopped {
+		return
+	}
+	d := min(e.next.Sub(w.o.Clock.Now()), w.o.MaxWait)
+	version := e.version
+	e.timer = w.o.Clock.AfterFunc(d, func() { w.wake(e.name, version) })
+}
+
+// wake runs when an entry's timer expires.
+func (w *Watcher) wake(name string, version int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.entries[name]
+	if w.stopped || e == nil || e.version != version || e.spec == nil || e.next.IsZero() {
+		return
+	}
+	e.timer = nil
+	now := w.o.Clock.Now()
+	if now.Before(e.next) {
+		w.armTimer(e) // a capped wait, or the wall clock moved back
+		return
+	}
+	due := e.next
+	e.next = time.Time{}
+	note := ""
+	if late := now.Sub(due); late > time.Minute {
+		note = fmt.Sprintf("this event was due at %s and runs %s late", fmtTime(due), roundLate(late))
+	}
+	w.fire(e, due, note != "", note)
+	if e.spec.Type == Periodic {
+		w.schedule(e, e.spec.Next(now))
+	}
+}
+
+// fire accepts one occurrence: marker first, then the channel's pending
+// list. Caller holds w.mu.
+func (w *Watcher) fire(e *entry, due time.Time, late bool, note string) {
+	s := e.spec
+	lg := w.logger.With("file", e.name, "channel", s.Qualified())
+	if e.out != nil {
+		lg.Info("previous occurrence of this event has not finished; skipping this one", "due", due)
+		return
+	}
+	f := &firing{Firing: Firing{
+		File: e.name, Type: s.Type, Schedule: s.ScheduleLabel(),
+		Adapter: s.Adapter, ChannelID: s.Channel, Text: s.Text,
+		Due: due, Late: late, Note: note,
+	}, version: e.version}
+	f.cancelled = func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return f.detached
+	}
+	if err := w.writeMarker(e.name, due); err != nil {
+		lg.Error("cannot record the accepted event; a crash before its run ends would lose it", "err", err)
+	}
+	e.out = f
+	q := s.Qualified()
+	w.pending[q] = append(w.pending[q], f)
+	lg.Info("event fired", "type", s.Type, "due", due, "late", late)
+	w.pump(q)
+}
+
+// pump hands pending occurrences of a channel to the sink until it is
+// full. Caller holds w.mu.
+func (w *Watcher) pump(q string) {
+	if w.sink == nil || w.stopped {
+		return
+	}
+	for len(w.pending[q]) > 0 {
+		f := w.pending[q][0]
+		if f.detached {
+			w.pending[q] = w.pending[q][1:]
+			continue
+		}
+		err := w.sink.Submit(w.ctx, f.Firing, func(r Result) { w.finished(f, r) })
+		if errors.Is(err, ErrChannelFull) {
+			if !f.waitNoted {
+				f.waitNoted = true
+				w.logger.Info("channel's event queue is full; event kept until a slot frees", "file", f.File, "channel", q, "waiting", len(w.pending[q]))
+			}
+			return
+		}
+		w.pending[q] = w.pending[q][1:]
+		if err != nil {
+			// Mother is closing (or the channel is gone): the marker stays,
+			// so the event runs again at the next start.
+			w.logger.Warn("cannot queue event; it runs again at the next start", "file", f.File, "channel", q, "err", err)
+			f.detached = true
+			if e := w.entries[f.File]; e != nil && e.out == f {
+				e.out = nil
+			}
+			continue
+		}
+		f.submitted = true
+	}
+	if len(w.pending[q]) == 0 {
+		delete(w.pending, q)
+	}
+}
+
+// finished records the end of a submitted run.
+func (w *Watcher) finished(f *firing, r Result) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lg := w.logger.With("file", f.File, "channel", f.Adapter+"/"+f.ChannelID)
+	e := w.entries[f.File]
+	if e != nil && e.out == f {
+		e.out = nil
+	}
+	q := f.Adapter + "/" + f.ChannelID
+	switch {
+	case f.detached:
+		lg.Debug("run of a changed or deleted event ended")
+	case !r.Finished:
+		lg.Info("event run interrupted by shutdown; it runs again at the next start")
+		return
+	default:
+		if f.Type != Periodic && e != nil && e.version == f.version {
+			w.dropEntry(e)
+			delete(w.entries, f.File)
+			if err := os.Remove(filepath.Join(w.o.Dir, f.File)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				lg.Error("cannot delete finished event file", "err", err)
+			}
+		}
+		w.removeMarker(f.File)
+		lg.Info("event run finished")
+	}
+	w.pump(q)
+}
+
+// remove forgets a file's entry (the file was deleted). Caller holds w.mu.
+func (w *Watcher) remove(name, why string) {
+	e := w.entries[name]
+	if e == nil {
+		return
+	}
+	w.dropEntry(e)
+	delete(w.entries, name)
+	w.logger.Info("event cancelled", "file", name, "why", why)
+}
+
+// dropEntry stops an entry's timers and detaches its outstanding
+// occurrence (a queued run is skipped, a pending one dropped, its marker
+// removed). Caller holds w.mu.
+func (w *Watcher) dropEntry(e *entry) {
+	stopTimer(&e.timer)
+	stopTimer(&e.retry)
+	e.next = time.Time{}
+	if f := e.out; f != nil {
+		f.detached = true
+		e.out = nil
+		w.removeMarker(e.name)
+	}
+}
+
+// expire moves an event that will not run aside. Caller holds w.mu.
+func (w *Watcher) expire(e *entry, why string) {
+	w.dropEntry(e)
+	delete(w.entries, e.name)
+	dst, err := w.moveAside(e.name, expiredDir)
+	if err != nil {
+		w.logger.Error("event will not run and cannot be moved aside", "file", e.name, "why", why, "err", err)
+		return
+	}
+	w.logger.Warn("event will not run; moved aside", "file", e.name, "why", why, "moved_to", dst)
+}
+
+func (w *Watcher) moveAside(name, sub string) (string, error) {
+	stamp := w.o.Clock.Now().UTC().Format("20060102T150405Z")
+	dst := filepath.Join(w.o.StateDir, sub, stamp+"-"+name)
+	if err := os.Rename(filepath.Join(w.o.Dir, name), dst); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+type marker struct {
+	Due      time.Time `json:"due"`
+	Accepted time.Time `json:"accepted"`
+}
+
+func (w *Watcher) markerPath(name string) string {
+	return filepath.Join(w.o.StateDir, acceptedDir, name)
+}
+
+func (w *Watcher) writeMarker(name string, due time.Time) error {
+	b, _ := json.Marshal(marker{Due: due, Accepted: w.o.Clock.Now()})
+	return store.WriteFileAtomic(w.markerPath(name), b, 0o600)
+}
+
+func (w *Watcher) readMarker(name string) (time.Time, bool) {
+	b, err := os.ReadFile(w.markerPath(name))
+	if err != nil {
+		return time.Time{}, false
+	}
+	var m marker
+	_ = json.Unmarshal(b, &m) // a torn marker still means "accepted"
+	return m.Due, true
+}
+
+func (w *Watcher) removeMarker(name string) {
+	if err := os.Remove(w.markerPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		w.logger.Error("cannot remove accepted marker", "file", name, "err", err)
+	}
+}
+
+// Info describes one event file, for list_events and momctl.
+type Info struct {
+	File     string `json:"file"`
+	Type     Type   `json:"type,omitempty"`
+	Channel  string `json:"channel,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Schedule string `json:"schedule,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	// Next is the next planned run (zero when none is planned).
+	Next time.Time `json:"next,omitzero"`
+	// State is "scheduled", "waiting" (its channel's event queue is full),
+	// "queued" (handed to Mother: queued or running), "invalid" (does not
+	// parse; being retried) or "idle".
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+// List returns every known event, soonest first. channel, if not empty,
+// keeps only that qualified channel's events.
+func (w *Watcher) List(channel string) []Info {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Info
+	for _, e := range w.entries {
+		in := Info{File: e.name, Next: e.next, State: "idle"}
+		if e.spec == nil {
+			if channel != "" {
+				continue
+			}
+			in.State = "invalid"
+			if e.err != nil {
+				in.Error = e.err.Error()
+			}
+			out = append(out, in)
+			continue
+		}
+		s := e.spec
+		if channel != "" && s.Qualified() != channel {
+			continue
+		}
+		in.Type, in.Channel, in.Text, in.Schedule, in.Timezone = s.Type, s.Qualified(), s.Text, s.ScheduleLabel(), s.Timezone
+		switch {
+		case e.out != nil && e.out.submitted:
+			in.State = "queued"
+		case e.out != nil:
+			in.State = "waiting"
+		case !e.next.IsZero():
+			in.State = "scheduled"
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Next.IsZero() != b.Next.IsZero() {
+			return b.Next.IsZero()
+		}
+		if !a.Next.Equal(b.Next) {
+			return a.Next.Before(b.Next)
+		}
+		return a.File < b.File
+	})
+	return out
+}

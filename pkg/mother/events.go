@@ -1,0 +1,31 @@
+package mother
+
+import (
+	"context"
+
+	"github.com/mother-chat/mother/pkg/events"
+)
+
+var _ events.Sink = (*Mother)(nil)
+
+// Submit implements events.Sink: it queues an event's run in its channel
+// (at most events.maxQueuedPerChannel waiting). The run logs the event's
+// line to the channel's log.jsonl as a message from the "event" sender, so
+// the session sync brings it into the context like any message, and runs
+// the agent on it; a final answer starting with [SILENT] posts nothing.
+// done reports Finished unless a shutdown cut the run short.
+func (m *Mother) Submit(_ context.Context, f events.Firing, done func(events.Result)) error {
+	job := Job{
+		Kind:      KindEvent,
+		EventText: f.Line(),
+		EventFile: f.File,
+		Title:     "event " + f.File,
+		Late:      f.Late,
+		Cancelled: f.Cancelled,
+		Done:      func(o Outcome) { done(events.Result{Finished: !o.Shutdown}) },
+	}
+	if f.Late && f.Note != "" {
+		job.LateNote = "(Late: " + f.Note + ".)"
+	}
+	return m.Enqueue(f.Adapter, f.ChannelID, job)
+}

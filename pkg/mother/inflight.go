@@ -1,0 +1,223 @@
+package mother
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+// In-flight markers: <data>/state/inflight/<adapter>/<channel>.json holds a
+// channel's running and queued jobs, rewritten atomically (temp file,
+// fsync, rename) whenever they change and removed when the channel is
+// idle. At start, a marker left behind (a crash, or a shutdown with work
+// in flight) tells Mother what to resume and what to tell the channel.
+
+type inflightFile struct {
+	Adapter string        `json:"adapter"`
+	Channel string        `json:"channel"`
+	Running *inflightJob  `json:"running,omitempty"`
+	Queued  []inflightJob `json:"queued,omitempty"`
+	Updated time.Time     `json:"updated"`
+}
+
+type inflightJob struct {
+	Kind       JobKind              `json:"kind"`
+	Trigger    *chat.ChannelMessage `json:"trigger,omitempty"`
+	TriggerEnd int64                `json:"triggerEnd,omitempty"`
+	Late       bool                 `json:"late,omitempty"`
+	Event      string               `json:"event,omitempty"`
+	Resumes    int                  `json:"resumes,omitempty"`
+	// Graceful: a shutdown (not a crash) cut the run short; that does not
+	// count towards the crash-loop guard.
+	Graceful bool `json:"graceful,omitempty"`
+}
+
+func toInflight(j *Job) inflightJob {
+	ij := inflightJob{Kind: j.kind(), Late: j.Late, Event: j.EventFile, Resumes: j.resumes}
+	if ij.Kind == KindMessage {
+		t := j.Trigger
+		ij.Trigger, ij.TriggerEnd = &t, j.TriggerEnd
+	}
+	return ij
+}
+
+func (m *Mother) inflightDir() string { return filepath.Join(m.store.DataDir(), "state", "inflight") }
+
+func (m *Mother) inflightPath(adapter, channel string) string {
+	return filepath.Join(m.inflightDir(), adapter, channel+".json")
+}
+
+// persist writes the channel's in-flight marker (or removes it when the
+// channel is idle). Concurrent callers write in state order: a snapshot
+// older than the last one written is dropped.
+func (m *Mother) persist(cs *channelState) {
+	m.mu.Lock()
+	seq := cs.seq
+	f := inflightFile{Adapter: cs.adapter.Name(), Channel: cs.id, Updated: m.now()}
+	if run := cs.current; run != nil {
+		ij := toInflight(run)
+		f.Running = &ij
+	} else if run := cs.interrupted; run != nil {
+		ij := toInflight(run)
+		ij.Graceful = true
+		f.Running = &ij
+	}
+	for i := range cs.pending {
+		f.Queued = append(f.Queued, toInflight(&cs.pending[i]))
+	}
+	m.mu.Unlock()
+
+	cs.persistMu.Lock()
+	defer cs.persistMu.Unlock()
+	if seq < cs.written {
+		return
+	}
+	cs.written = seq
+	path := m.inflightPath(f.Adapter, f.Channel)
+	if f.Running == nil && len(f.Queued) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			m.logger.Error("cannot remove in-flight marker", "channel", cs.qid(), "err", err)
+		}
+		return
+	}
+	b, _ := json.Marshal(f)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
+		return
+	}
+	if err := store.WriteFileAtomic(path, b, 0o600); err != nil {
+		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
+	}
+}
+
+// restartNotice is what one channel is told after a restart.
+type restartNotice struct {
+	adapter chat.Adapter
+	channel string
+	text    string
+}
+
+// recoverInflight reads the markers left by the previous process, queues
+// the message jobs to resume (runners wait for Start to finish) and
+// returns the notices to post. Caller: Start, before adapters start.
+func (m *Mother) recoverInflight() []restartNotice {
+	root := m.inflightDir()
+	adapters, err := os.ReadDir(root)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			m.logger.Error("cannot read in-flight markers", "err", err)
+		}
+		return nil
+	}
+	var notices []restartNotice
+	for _, ad := range adapters {
+		files, _ := os.ReadDir(filepath.Join(root, ad.Name()))
+		for _, fe := range files {
+			if !strings.HasSuffix(fe.Name(), ".json") || strings.HasPrefix(fe.Name(), ".") {
+				continue
+			}
+			path := filepath.Join(root, ad.Name(), fe.Name())
+			if n, ok := m.recoverOne(path); ok {
+				notices = append(notices, n)
+			}
+		}
+	}
+	sort.Slice(notices, func(i, j int) bool {
+		return chat.QualifiedID(notices[i].adapter.Name(), notices[i].channel) < chat.QualifiedID(notices[j].adapter.Name(), notices[j].channel)
+	})
+	return notices
+}
+
+func (m *Mother) recoverOne(path string) (restartNotice, bool) {
+	b, err := os.ReadFile(path)
+	var f inflightFile
+	if err == nil {
+		err = json.Unmarshal(b, &f)
+	}
+	if err != nil {
+		m.logger.Error("unreadable in-flight marker; moved aside", "path", path, "err", err)
+		_ = os.Rename(path, path+".bad")
+		return restartNotice{}, false
+	}
+	lg := m.logger.With("channel", chat.QualifiedID(f.Adapter, f.Channel))
+	a, ok := m.Adapter(f.Adapter)
+	if !ok || store.ValidName(f.Channel) != nil {
+		lg.Warn("in-flight work for an adapter that is not configured; kept for when it is", "path", path)
+		return restartNotice{}, false
+	}
+	var resumed, lost, evs []string
+	var jobs []Job
+	add := func(ij inflightJob, wasRunning bool) {
+		if ij.Kind == KindEvent {
+			state := "was waiting"
+			if wasRunning {
+				state = "was cut off"
+			}
+			evs = append(evs, fmt.Sprintf("The event %s %s; it runs again.", ij.Event, state))
+			return
+		}
+		if ij.Trigger == nil {
+			return
+		}
+		who := describe(*ij.Trigger)
+		if wasRunning && ij.Resumes >= 1 && !ij.Graceful {
+			lost = append(lost, fmt.Sprintf("Lost: my answer to %s was cut off by a restart twice, so I am not trying again. Ask again if you still need it.", who))
+			return
+		}
+		j := Job{Kind: KindMessage, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Late: true,
+			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes}
+		if wasRunning {
+			j.interrupted, j.resumes = true, ij.Resumes
+			if !ij.Graceful {
+				j.resumes++
+			}
+			j.LateNote = "(Resumed after a restart.)"
+			resumed = append(resumed, fmt.Sprintf("Resuming my answer to %s, which was cut off.", who))
+		} else {
+			resumed = append(resumed, fmt.Sprintf("Answering %s, which was waiting.", who))
+		}
+		jobs = append(jobs, j)
+	}
+	if f.Running != nil {
+		add(*f.Running, true)
+	}
+	for _, q := range f.Queued {
+		add(q, false)
+	}
+	lines := append(append(append([]string{}, resumed...), evs...), lost...)
+	if len(lines) == 0 {
+		_ = os.Remove(path)
+		return restartNotice{}, false
+	}
+	m.mu.Lock()
+	cs := m.channelFor(a, f.Channel)
+	for _, j := range jobs {
+		m.pushLocked(cs, j) // past the queue limits: nothing recovered is dropped
+	}
+	m.mu.Unlock()
+	m.persist(cs)
+	lg.Info("recovered in-flight work after a restart", "resumed", len(jobs), "events", len(evs), "lost", len(lost))
+	text := "I restarted (after a crash or an upgrade) while I had work in this channel.\n- " + strings.Join(lines, "\n- ")
+	return restartNotice{adapter: a, channel: f.Channel, text: text}, true
+}
+
+// describe names a message for a notice: @user ("first words…").
+func describe(msg chat.ChannelMessage) string {
+	name := msg.Sender.Username
+	if name == "" {
+		name = msg.Sender.ID
+	}
+	text := strings.Join(strings.Fields(msg.Text), " ")
+	if r := []rune(text); len(r) > 60 {
+		text = string(r[:60]) + "…"
+	}
+	return fmt.Sprintf("@%s (%q)", name, text)
+}

@@ -1,0 +1,156 @@
+package mother
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+)
+
+// A crash is simulated by leaving the first Mother as it is (its run
+// blocked in a tool, nothing cleaned up) and booting a new one on the
+// same data directory.
+
+func TestRestartNoticeAfterCrash(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	h := newHarness(t, withTools(block))
+	h.say("C1", "please block", false, mention, from("UMARIO", "mario"))
+	block.waitStarted(t)
+	h.say("C1", "and then this", false, mention, from("UANNA", "anna"))
+	h.say("C2", "nothing pending here", false)
+	if _, err := os.Stat(filepath.Join(h.data, "state/inflight/rec/C1.json")); err != nil {
+		t.Fatalf("no in-flight marker while a run is in progress: %v", err)
+	}
+
+	h.boot() // the crash: a new process on the same data directory
+	h.idle()
+	all := h.ad.all()
+	if len(all) == 0 || all[0].Kind != "post" {
+		t.Fatalf("first thing rendered = %+v, want the restart notice", all)
+	}
+	notice := all[0].Text
+	for _, want := range []string{
+		"I restarted (after a crash or an upgrade)",
+		`Resuming my answer to @mario ("please block"), which was cut off.`,
+		`Answering @anna ("and then this"), which was waiting.`,
+	} {
+		if !strings.Contains(notice, want) {
+			t.Errorf("restart notice lacks %q:\n%s", want, notice)
+		}
+	}
+	if all[0].Channel != "C1" || len(h.ad.of("post")) != 1 {
+		t.Errorf("notices = %+v, want exactly one, in C1", h.ad.of("post"))
+	}
+	replies := texts(h.ad.of("finish"))
+	if len(replies) != 2 || !strings.HasPrefix(replies[0], "(Resumed after a restart.)\n\nanswer to: [restart]") ||
+		replies[1] != "(Late answer: I restarted before I could answer this.)\n\nanswer to: and then this" {
+		t.Fatalf("replies after restart = %q", replies)
+	}
+	// The resumed run saw the cut-off tool call closed with an error and
+	// the note, in that order.
+	var resumed ollamatest.Request
+	for _, r := range h.fake.Requests() {
+		if strings.HasPrefix(r.LastUser(), "[restart]") {
+			resumed = r
+		}
+	}
+	n := len(resumed.Messages)
+	if n < 3 || resumed.Messages[n-2].Role != "tool" || !strings.Contains(resumed.Messages[n-2].Content, "interrupted: Mother restarted") || resumed.Messages[n-1].Content != ResumeNote {
+		t.Errorf("resumed run's context ends with %+v", resumed.Messages[max(0, n-3):])
+	}
+	if _, err := os.Stat(filepath.Join(h.data, "state/inflight/rec/C1.json")); !os.IsNotExist(err) {
+		t.Errorf("in-flight marker left after the work finished: %v", err)
+	}
+
+	// A clean restart with nothing in flight says nothing.
+	before := len(h.ad.all())
+	h.boot()
+	h.idle()
+	if len(h.ad.all()) != 0 || before == 0 {
+		t.Errorf("restart with nothing in flight rendered %+v", h.ad.all())
+	}
+}
+
+func TestRunCutOffTwiceIsReportedLost(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	// This model calls the blocking tool again when it resumes.
+	h := newHarness(t, withTools(block), withScript(func(r ollamatest.Request) ollamatest.Turn {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && strings.HasPrefix(last.Content, "[restart]") {
+			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "block"}}}
+		}
+		return script(r)
+	}))
+	h.say("C1", "please block", false, mention)
+	block.waitStarted(t)
+	h.boot()
+	block.waitStarted(t) // the resumed run is cut off again
+	h.boot()
+	h.idle()
+	posts := texts(h.ad.of("post"))
+	if len(posts) != 1 || !strings.Contains(posts[0], `Lost: my answer to @mario ("please block") was cut off by a restart twice`) {
+		t.Fatalf("notice after the second crash = %q", posts)
+	}
+	if r := h.ad.of("finish"); len(r) != 0 {
+		t.Errorf("a run cut off twice was retried: %q", texts(r))
+	}
+}
+
+func TestShutdownInterruptsAndResumes(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	h := newHarness(t, withTools(block))
+	h.say("C1", "please block", false, mention)
+	block.waitStarted(t)
+	h.say("C1", "queued behind", false, mention)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := h.m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replies := texts(h.ad.of("finish"))
+	if len(replies) != 1 || !strings.Contains(replies[0], "Interrupted: I am shutting down") {
+		t.Fatalf("replies at shutdown = %q, want one interruption notice (the queued message is not run)", replies)
+	}
+	h.boot()
+	h.idle()
+	posts := texts(h.ad.of("post"))
+	if len(posts) != 1 || !strings.Contains(posts[0], "Resuming my answer to @mario") || !strings.Contains(posts[0], `Answering @mario ("queued behind")`) {
+		t.Fatalf("notice after an upgrade = %q", posts)
+	}
+	if r := texts(h.ad.of("finish")); len(r) != 2 || !strings.HasSuffix(r[1], "answer to: queued behind") {
+		t.Errorf("replies after restart = %q", r)
+	}
+}
+
+func TestUpgradesDoNotCountAsCrashes(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	h := newHarness(t, withTools(block), withScript(func(r ollamatest.Request) ollamatest.Turn {
+		if last := r.Messages[len(r.Messages)-1]; last.Role == "user" && strings.HasPrefix(last.Content, "[restart]") {
+			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "block"}}}
+		}
+		return script(r)
+	}))
+	h.say("C1", "please block", false, mention)
+	for range 2 { // two upgrades in a row, each during the run
+		block.waitStarted(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		if err := h.m.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		h.boot()
+	}
+	block.waitStarted(t)
+	if posts := texts(h.ad.of("post")); len(posts) != 1 || !strings.Contains(posts[0], "Resuming my answer") {
+		t.Errorf("notice after the second upgrade = %q, want the run resumed again", posts)
+	}
+	block.release <- struct{}{}
+	h.idle()
+}
