@@ -2,13 +2,11 @@ package main
 
 import (
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/tools"
 )
 
-// chickTools is the chick's tool set. The tools themselves (bash, read,
-// write, edit, attach) come from pkg/tools (the agent-core issue); until
-// that package is on main the chick runs its loop without tools.
-func chickTools(root string, attach func(path, title string) error) []agent.Tool {
-	_ = root
-	_ = attach
-	return nil
+// chickTools is the chick's full tool set (bash, read, write, edit,
+// attach) confined to its workspace; attach hands files to Mother.
+func chickTools(root string, attach func(path, title string) error) ([]agent.Tool, error) {
+	return tools.Chick(root, attach)
 }

@@ -24,7 +24,6 @@ import (
 	_ "time/tzdata"
 
 	"github.com/mother-chat/mother/pkg/adapters/cli"
-	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
@@ -32,7 +31,9 @@ import (
 	"github.com/mother-chat/mother/pkg/migrate"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/tools"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -118,6 +119,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 
+	// MOTHER.md, MEMORY.md and SYSTEM.md are created on first start;
+	// REFERENCE.md is regenerated at every start.
+	if created, err := prompt.Scaffold(st.Workspace()); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	} else if len(created) > 0 {
+		logger.Info("workspace files created", "files", strings.Join(created, ", "))
+	}
+	if err := prompt.WriteReference(st.Workspace(), time.Local); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	// Mother's own file tool: read, confined to the workspace and to the
+	// channel of the run. She never gets bash, write or edit.
+	motherTools, err := tools.ReadOnly(st.Workspace(), mother.ReadPolicy(st.Workspace()))
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+
 	provider, err := providers.New(cfg.Providers, cfg.Model.Provider, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
@@ -147,8 +168,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
-	tools := append([]agent.Tool{mother.MemoryTool(st.Workspace())}, events.Tools(watcher)...)
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: tools, Chicks: ch.hatchery})
+	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
+	motherTools = append(motherTools, events.Tools(watcher)...)
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, Chicks: ch.hatchery})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure

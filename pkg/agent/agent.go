@@ -31,9 +31,10 @@ type Result struct {
 }
 
 // Compactor shrinks a history that no longer fits the model's window. It
-// returns the new history (typically a summary plus the recent turns) and
-// the summary text. The agent calls it when the provider reports a context
-// overflow, then retries once; callers may also compact before a run.
+// returns the recent messages to keep verbatim (never starting with a tool
+// result) and a summary of everything before them; the agent continues with
+// SummaryMessage(summary) followed by kept. The agent itself is the default
+// Compactor (see Agent.Compact).
 type Compactor interface {
 	Compact(ctx context.Context, history []model.Message) (kept []model.Message, summary string, err error)
 }
@@ -54,6 +55,25 @@ type Config struct {
 	Backoff time.Duration
 	// MaxOutputTokens per call (0: provider default).
 	MaxOutputTokens int
+
+	// ContextWindow is the model's window in tokens; 0 asks the provider
+	// (model.ContextWindower) at the start of each run. With a known window
+	// the agent compacts before a call that would come within ReserveTokens
+	// of it.
+	ContextWindow int
+	// ReserveTokens stay free for the answer (default 4096).
+	ReserveTokens int
+	// KeepRecentTokens are kept verbatim by a compaction (default 8192).
+	KeepRecentTokens int
+	// CompactChunkTokens bounds one summarisation request (default 16384);
+	// longer histories are summarised piece by piece.
+	CompactChunkTokens int
+	// Compactor replaces the default compaction (the agent's own model
+	// summarising older turns); Input.Compactor overrides both per run.
+	Compactor Compactor
+	// NoCompaction turns compaction off (an overflow then ends the run).
+	NoCompaction bool
+
 	// Sleep waits between retries; tests inject a fake. Default: a timer
 	// that honours ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -85,6 +105,15 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = time.Second
 	}
+	if cfg.ReserveTokens <= 0 {
+		cfg.ReserveTokens = 4096
+	}
+	if cfg.KeepRecentTokens <= 0 {
+		cfg.KeepRecentTokens = 8192
+	}
+	if cfg.CompactChunkTokens <= 0 {
+		cfg.CompactChunkTokens = 16384
+	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepCtx
 	}
@@ -104,6 +133,9 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// Tools returns the specs of the agent's tools, sorted by name.
+func (a *Agent) Tools() []model.ToolSpec { return append([]model.ToolSpec(nil), a.specs...) }
+
 // Input is one run's starting point.
 type Input struct {
 	System string
@@ -113,9 +145,11 @@ type Input struct {
 	// and tool results), in order, so the caller can persist them as they
 	// happen. An error from it aborts the run.
 	OnMessage func(model.Message) error
-	// OnCompact is called after a compaction with the new history, so the
-	// caller can rewrite its stored context.
+	// OnCompact is called after a compaction with the messages kept
+	// verbatim and the summary of the rest, so the caller can rewrite its
+	// stored context. An error from it ends the run.
 	OnCompact func(kept []model.Message, summary string) error
+	// Compactor overrides the configured compaction for this run.
 	Compactor Compactor
 	// Emit receives events; it must not block for long.
 	Emit func(Event)
@@ -129,97 +163,207 @@ type Output struct {
 	Err        error
 	Usage      model.Usage
 	Turns      int
+	// Compactions counts the compactions done during the run.
+	Compactions int
+}
+
+// run is the state of one Run.
+type run struct {
+	a       *Agent
+	in      Input
+	emit    func(Event)
+	history []model.Message
+	out     Output
+	window  int
+	images  bool
+	// lastTokens is the input+output tokens of the last call and lastLen
+	// the history length then: the base of the next estimate.
+	lastTokens int
+	lastLen    int
 }
 
 // Run drives the loop until a final answer, an abort, the turn limit, the
 // circuit breaker, or a provider error. It always emits run_end last.
 func (a *Agent) Run(ctx context.Context, in Input) Output {
-	emit := in.Emit
-	if emit == nil {
-		emit = func(Event) {}
+	r := &run{a: a, in: in, emit: in.Emit, images: true}
+	if r.emit == nil {
+		r.emit = func(Event) {}
 	}
-	onMsg := in.OnMessage
+	r.history = Repair(in.History)
+	r.window = a.window(ctx)
+	if is, ok := a.cfg.Provider.(model.ImageSupporter); ok {
+		if yes, err := is.SupportsImages(ctx, a.cfg.Model); err == nil {
+			r.images = yes
+		}
+	}
+	return r.loop(ctx)
+}
+
+// window returns the context window to plan with, or 0 if unknown.
+func (a *Agent) window(ctx context.Context) int {
+	if a.cfg.ContextWindow > 0 {
+		return a.cfg.ContextWindow
+	}
+	if cw, ok := a.cfg.Provider.(model.ContextWindower); ok {
+		if n, err := cw.ContextWindow(ctx, a.cfg.Model); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+func (r *run) compactor() Compactor {
+	switch {
+	case r.in.Compactor != nil:
+		return r.in.Compactor
+	case r.a.cfg.NoCompaction:
+		return nil
+	case r.a.cfg.Compactor != nil:
+		return r.a.cfg.Compactor
+	}
+	return r.a
+}
+
+func (r *run) finish(reason StopReason, err error) Output {
+	r.out.StopReason, r.out.Err = reason, err
+	ev := Event{Type: EventRunEnd, Time: r.a.cfg.Now(), StopReason: reason, Usage: r.out.Usage}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	r.emit(ev)
+	return r.out
+}
+
+func (r *run) add(onMsg func(model.Message) error, m model.Message) error {
+	r.history = append(r.history, m)
 	if onMsg == nil {
-		onMsg = func(model.Message) error { return nil }
-	}
-	history := append([]model.Message(nil), in.History...)
-	var out Output
-	finish := func(reason StopReason, err error) Output {
-		out.StopReason, out.Err = reason, err
-		ev := Event{Type: EventRunEnd, Time: a.cfg.Now(), StopReason: reason, Usage: out.Usage}
-		if err != nil {
-			ev.Err = err.Error()
-		}
-		emit(ev)
-		return out
-	}
-	add := func(m model.Message) error {
-		history = append(history, m)
-		if err := onMsg(m); err != nil {
-			return fmt.Errorf("record message: %w", err)
-		}
 		return nil
 	}
+	if err := onMsg(m); err != nil {
+		return fmt.Errorf("record message: %w", err)
+	}
+	return nil
+}
 
+// estimate approximates the tokens the next request takes: the provider's
+// count for the last call plus an estimate of what was added since, or the
+// plain estimate when that is larger (or there was no call yet).
+func (r *run) estimate(req model.Request) int {
+	est := EstimateRequest(req)
+	if r.lastTokens > 0 && r.lastLen <= len(r.history) {
+		if n := r.lastTokens + EstimateMessages(r.history[r.lastLen:]); n > est {
+			return n
+		}
+	}
+	return est
+}
+
+// errStoreCompaction marks a compaction whose result could not be stored.
+var errStoreCompaction = errors.New("store compacted context")
+
+// compact runs one compaction and installs its result.
+func (r *run) compact(ctx context.Context, c Compactor, reason string) error {
+	a := r.a
+	r.emit(Event{Type: EventCompactionStart, Time: a.cfg.Now(), Text: reason})
+	kept, summary, err := c.Compact(ctx, r.history)
+	if err != nil {
+		r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), IsError: true, Err: err.Error()})
+		return err
+	}
+	if r.in.OnCompact != nil {
+		if err := r.in.OnCompact(kept, summary); err != nil {
+			err = fmt.Errorf("%w: %w", errStoreCompaction, err)
+			r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), IsError: true, Err: err.Error()})
+			return err
+		}
+	}
+	before := len(r.history)
+	r.history = append([]model.Message{SummaryMessage(summary)}, kept...)
+	r.lastTokens, r.lastLen = 0, 0
+	r.out.Compactions++
+	r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), Text: summary,
+		Result: fmt.Sprintf("%d messages summarised, %d kept", before-len(kept), len(kept))})
+	return nil
+}
+
+func (r *run) loop(ctx context.Context) Output {
+	a := r.a
 	toolErrors := 0
+	// compacted is set by a compaction and cleared by the next successful
+	// call: one compaction per call, then the call's own error stands.
 	compacted := false
 	for {
 		if ctx.Err() != nil {
-			return finish(StopAborted, nil)
+			return r.finish(StopAborted, nil)
 		}
-		if out.Turns >= a.cfg.MaxTurns {
-			return finish(StopMaxTurns, fmt.Errorf("stopped after %d model turns", out.Turns))
+		if r.out.Turns >= a.cfg.MaxTurns {
+			return r.finish(StopMaxTurns, fmt.Errorf("stopped after %d model turns", r.out.Turns))
 		}
-		out.Turns++
-		emit(Event{Type: EventMessageStart, Time: a.cfg.Now()})
-		req := model.Request{Model: a.cfg.Model, System: in.System, Messages: history, Tools: a.specs, MaxOutputTokens: a.cfg.MaxOutputTokens}
+		c := r.compactor()
+		req := r.request()
+		if c != nil && !compacted && r.window > 0 && r.estimate(req) > r.window-a.cfg.ReserveTokens &&
+			SplitForCompaction(r.history, a.cfg.KeepRecentTokens) > 0 {
+			// Proactive: compact before the call would come near the window.
+			compacted = true
+			reason := fmt.Sprintf("the context (about %d tokens) is close to the model's window of %d", r.estimate(req), r.window)
+			if err := r.compact(ctx, c, reason); err != nil {
+				if ctx.Err() != nil {
+					return r.finish(StopAborted, nil)
+				}
+				if errors.Is(err, errStoreCompaction) {
+					return r.finish(StopError, err)
+				}
+				// Go on: the call may still fit; an overflow ends the run.
+			}
+			req = r.request()
+		}
+		r.out.Turns++
+		r.emit(Event{Type: EventMessageStart, Time: a.cfg.Now()})
 		resp, err := a.call(ctx, req, func(d string) {
-			emit(Event{Type: EventMessageDelta, Time: a.cfg.Now(), Text: d})
+			r.emit(Event{Type: EventMessageDelta, Time: a.cfg.Now(), Text: d})
+		}, func(attempt int, err error, wait time.Duration) {
+			r.emit(Event{Type: EventRetry, Time: a.cfg.Now(), Attempt: attempt, Err: err.Error(), Duration: wait})
+			r.emit(Event{Type: EventMessageStart, Time: a.cfg.Now()})
 		})
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
-				return finish(StopAborted, nil)
-			case errors.Is(err, model.ErrContextOverflow) && in.Compactor != nil && !compacted:
+				return r.finish(StopAborted, nil)
+			case errors.Is(err, model.ErrContextOverflow) && c != nil && !compacted:
+				r.out.Turns--
 				compacted = true
-				out.Turns--
-				emit(Event{Type: EventCompactionStart, Time: a.cfg.Now()})
-				kept, summary, cerr := in.Compactor.Compact(ctx, history)
-				if cerr != nil {
-					emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), IsError: true, Err: cerr.Error()})
-					return finish(StopError, fmt.Errorf("compaction after context overflow: %w", cerr))
-				}
-				history = kept
-				if in.OnCompact != nil {
-					if err := in.OnCompact(kept, summary); err != nil {
-						return finish(StopError, err)
+				if cerr := r.compact(ctx, c, "the model reported a context overflow"); cerr != nil {
+					if ctx.Err() != nil {
+						return r.finish(StopAborted, nil)
 					}
+					return r.finish(StopError, fmt.Errorf("%w (compaction could not make room: %v)", err, cerr))
 				}
-				emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), Text: summary})
 				continue
 			case errors.Is(err, model.ErrBudgetExhausted):
-				return finish(StopBudget, err)
+				return r.finish(StopBudget, err)
 			default:
-				return finish(StopError, err)
+				return r.finish(StopError, err)
 			}
 		}
-		out.Usage = out.Usage.Add(resp.Usage)
+		compacted = false
+		r.out.Usage = r.out.Usage.Add(resp.Usage)
 		msg := resp.Message
 		msg.Role = model.RoleAssistant
-		emit(Event{Type: EventMessageEnd, Time: a.cfg.Now(), Text: msg.Content, Usage: resp.Usage})
-		if err := add(msg); err != nil {
-			return finish(StopError, err)
+		r.emit(Event{Type: EventMessageEnd, Time: a.cfg.Now(), Text: msg.Content, Usage: resp.Usage})
+		if err := r.add(r.in.OnMessage, msg); err != nil {
+			return r.finish(StopError, err)
 		}
+		r.lastTokens, r.lastLen = int(resp.Usage.Total()), len(r.history)
 		if strings.TrimSpace(msg.Content) != "" || len(msg.ToolCalls) == 0 {
-			out.Final = msg.Content
+			r.out.Final = msg.Content
 		}
 		if len(msg.ToolCalls) == 0 {
-			return finish(StopDone, nil)
+			return r.finish(StopDone, nil)
 		}
 		for _, call := range msg.ToolCalls {
-			res := a.runTool(ctx, call, emit)
-			if err := add(model.Message{Role: model.RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: res.Text, Images: res.Images, IsError: res.IsError}); err != nil {
-				return finish(StopError, err)
+			res := a.runTool(ctx, call, r.emit)
+			if err := r.add(r.in.OnMessage, model.Message{Role: model.RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: res.Text, Images: res.Images, IsError: res.IsError}); err != nil {
+				return r.finish(StopError, err)
 			}
 			if res.IsError {
 				toolErrors++
@@ -228,12 +372,85 @@ func (a *Agent) Run(ctx context.Context, in Input) Output {
 			}
 		}
 		if ctx.Err() != nil {
-			return finish(StopAborted, nil)
+			return r.finish(StopAborted, nil)
 		}
 		if toolErrors >= a.cfg.MaxToolErrors {
-			return finish(StopToolErrors, fmt.Errorf("%d consecutive tool errors", toolErrors))
+			return r.finish(StopToolErrors, fmt.Errorf("%d consecutive tool errors", toolErrors))
 		}
 	}
+}
+
+// request builds the next model call from the current history.
+func (r *run) request() model.Request {
+	msgs := r.history
+	if !r.images {
+		msgs = withoutImages(msgs)
+	}
+	return model.Request{Model: r.a.cfg.Model, System: r.in.System, Messages: msgs, Tools: r.a.specs,
+		MaxOutputTokens: r.a.cfg.MaxOutputTokens, ContextWindow: r.window}
+}
+
+// withoutImages replaces images with a note, for models that take none.
+func withoutImages(msgs []model.Message) []model.Message {
+	var out []model.Message
+	for i, m := range msgs {
+		if len(m.Images) == 0 {
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]model.Message, 0, len(msgs)), msgs[:i]...)
+		}
+		m.Content = strings.TrimRight(m.Content, "\n") + fmt.Sprintf("\n[%d image(s) not shown: this model does not accept images]", len(m.Images))
+		m.Images = nil
+		out = append(out, m)
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+// Repair makes a stored history valid for any provider: every tool call
+// gets a result (a crash or failure can leave calls unanswered) and tool
+// results that answer no call (cut off by an older compaction) are dropped.
+func Repair(history []model.Message) []model.Message {
+	out := make([]model.Message, 0, len(history))
+	pending := map[string]string{} // open call id -> tool name
+	var order []string
+	closeOpen := func() {
+		for _, id := range order {
+			if name, ok := pending[id]; ok {
+				out = append(out, model.Message{Role: model.RoleTool, ToolCallID: id, ToolName: name, IsError: true,
+					Content: "(no result: the run ended before this tool call finished)"})
+			}
+		}
+		pending, order = map[string]string{}, nil
+	}
+	for _, m := range history {
+		switch m.Role {
+		case model.RoleTool:
+			if _, ok := pending[m.ToolCallID]; !ok {
+				continue
+			}
+			delete(pending, m.ToolCallID)
+			out = append(out, m)
+		case model.RoleAssistant:
+			closeOpen()
+			out = append(out, m)
+			for _, c := range m.ToolCalls {
+				pending[c.ID] = c.Name
+				order = append(order, c.ID)
+			}
+		default:
+			closeOpen()
+			out = append(out, m)
+		}
+	}
+	closeOpen()
+	return out
 }
 
 func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Event)) Result {
@@ -249,16 +466,7 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 	} else if t, ok := a.tools[call.Name]; !ok {
 		res = Result{Text: fmt.Sprintf("unknown tool %q; available: %s", call.Name, strings.Join(a.toolNames(), ", ")), IsError: true}
 	} else {
-		var err error
-		res, err = t.Run(ctx, call.Args)
-		if err != nil {
-			res.IsError = true
-			if res.Text == "" {
-				res.Text = err.Error()
-			} else {
-				res.Text += "\n" + err.Error()
-			}
-		}
+		res = runSafely(ctx, t, call.Args)
 		if ctx.Err() != nil && !res.IsError {
 			res.IsError = true
 			res.Text += "\n(aborted)"
@@ -266,6 +474,26 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 	}
 	emit(Event{Type: EventToolEnd, Time: a.cfg.Now(), ToolCallID: call.ID, ToolName: call.Name, Label: label, Args: call.Args,
 		Result: res.Text, IsError: res.IsError, Duration: a.cfg.Now().Sub(start)})
+	return res
+}
+
+// runSafely runs a tool, turning an error or a panic into an error result
+// the model sees: a broken tool must not take the daemon down.
+func runSafely(ctx context.Context, t Tool, args json.RawMessage) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Text: fmt.Sprintf("the tool failed unexpectedly: %v", p), IsError: true}
+		}
+	}()
+	res, err := t.Run(ctx, args)
+	if err != nil {
+		res.IsError = true
+		if res.Text == "" {
+			res.Text = err.Error()
+		} else {
+			res.Text += "\n" + err.Error()
+		}
+	}
 	return res
 }
 
@@ -277,8 +505,9 @@ func (a *Agent) toolNames() []string {
 	return names
 }
 
-// call runs one model call with retries on transient errors.
-func (a *Agent) call(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+// call runs one model call with retries on transient errors. onRetry, if
+// set, hears about each retry before its wait.
+func (a *Agent) call(ctx context.Context, req model.Request, onDelta func(string), onRetry func(attempt int, err error, wait time.Duration)) (model.Response, error) {
 	var err error
 	for attempt := 1; attempt <= a.cfg.Attempts; attempt++ {
 		var resp model.Response
@@ -286,12 +515,19 @@ func (a *Agent) call(ctx context.Context, req model.Request, onDelta func(string
 		if err == nil {
 			return resp, nil
 		}
-		if !model.IsTransient(err) || attempt == a.cfg.Attempts {
+		if ctx.Err() != nil || !model.IsTransient(err) || attempt == a.cfg.Attempts {
 			break
 		}
-		if serr := a.cfg.Sleep(ctx, a.cfg.Backoff<<(attempt-1)); serr != nil {
+		wait := a.cfg.Backoff << (attempt - 1)
+		if onRetry != nil {
+			onRetry(attempt+1, err, wait)
+		}
+		if serr := a.cfg.Sleep(ctx, wait); serr != nil {
 			return model.Response{}, serr
 		}
+	}
+	if model.IsTransient(err) && a.cfg.Attempts > 1 {
+		err = fmt.Errorf("%w (gave up after %d attempts)", err, a.cfg.Attempts)
 	}
 	return model.Response{}, err
 }

@@ -12,9 +12,13 @@ type EventType string
 
 // Event types, in the order a run emits them.
 const (
-	EventMessageStart    EventType = "message_start"
-	EventMessageDelta    EventType = "message_delta"
-	EventMessageEnd      EventType = "message_end"
+	EventMessageStart EventType = "message_start"
+	EventMessageDelta EventType = "message_delta"
+	EventMessageEnd   EventType = "message_end"
+	// EventRetry: the model call failed with a transient error and is
+	// tried again after Duration; the partial message streamed so far is
+	// void, and a new message_start follows.
+	EventRetry           EventType = "retry"
 	EventToolStart       EventType = "tool_start"
 	EventToolEnd         EventType = "tool_end"
 	EventCompactionStart EventType = "compaction_start"
@@ -42,7 +46,8 @@ type Event struct {
 	Time time.Time `json:"time"`
 
 	// Text is the delta (message_delta), the whole assistant text
-	// (message_end), or the summary (compaction_end).
+	// (message_end), why a compaction starts (compaction_start), or the
+	// summary (compaction_end).
 	Text string `json:"text,omitempty"`
 
 	// Tool fields (tool_start, tool_end).
@@ -51,13 +56,20 @@ type Event struct {
 	Label      string          `json:"label,omitempty"`
 	Args       json.RawMessage `json:"args,omitempty"`
 	Result     string          `json:"result,omitempty"`
-	IsError    bool            `json:"isError,omitempty"`
-	Duration   time.Duration   `json:"duration,omitempty"`
+	// IsError marks a failed tool call or compaction.
+	IsError bool `json:"isError,omitempty"`
+	// Duration is the tool's run time (tool_end) or the wait before the
+	// next attempt (retry).
+	Duration time.Duration `json:"duration,omitempty"`
+	// Attempt is the number of the attempt about to be made (retry).
+	Attempt int `json:"attempt,omitempty"`
 
 	// Usage is set on message_end (that call) and run_end (the whole run).
 	Usage model.Usage `json:"usage,omitzero"`
 
-	// Run end fields.
+	// StopReason is set on run_end.
 	StopReason StopReason `json:"stopReason,omitempty"`
-	Err        string     `json:"error,omitempty"`
+	// Err is the error of a run (run_end), a retried call (retry), or a
+	// failed compaction (compaction_end).
+	Err string `json:"error,omitempty"`
 }

@@ -38,7 +38,7 @@ import (
 
 // ToolsFunc builds the chick's tools rooted at the workspace; attach
 // delivers a workspace file to the channel.
-type ToolsFunc func(root string, attach func(path, title string) error) []agent.Tool
+type ToolsFunc func(root string, attach func(path, title string) error) ([]agent.Tool, error)
 
 // Options configure a chick.
 type Options struct {
@@ -213,10 +213,15 @@ func (r *runner) run(ctx context.Context) error {
 
 	var tools []agent.Tool
 	if r.opts.Tools != nil {
-		tools = r.opts.Tools(r.opts.Workspace, func(path, title string) error {
+		tools, err = r.opts.Tools(r.opts.Workspace, func(path, title string) error {
 			_, err := r.upload(runCtx, path, true, title)
 			return err
 		})
+		if err != nil {
+			// Report it as the chick's result: Mother learns why.
+			r.out.setResult(&pb.ChickResult{StopReason: string(agent.StopError), Error: "chick tools: " + err.Error()})
+			return r.waitStored(ctx, sessDone)
+		}
 	}
 	ag, err := agent.New(agent.Config{
 		Provider: &brokerProvider{r: r},
@@ -254,6 +259,12 @@ func (r *runner) run(ctx context.Context) error {
 	upCtx := context.WithoutCancel(ctx)
 	res.OutputFiles = r.uploadOutputs(upCtx)
 	r.out.setResult(res)
+	return r.waitStored(ctx, sessDone)
+}
+
+// waitStored waits until Mother has stored the result (the session loop
+// returns).
+func (r *runner) waitStored(ctx context.Context, sessDone <-chan error) error {
 	select {
 	case err := <-sessDone:
 		if err != nil {

@@ -233,6 +233,10 @@ type Context struct {
 	ReserveTokens int `json:"reserveTokens"`
 	// KeepRecentTokens are kept verbatim when compacting.
 	KeepRecentTokens int `json:"keepRecentTokens"`
+	// WindowTokens overrides the model's context length (0: ask the
+	// provider: Ollama's /api/show, Anthropic's Models API). Ollama is asked
+	// to run with this num_ctx, so the context is never cut silently.
+	WindowTokens int `json:"windowTokens"`
 }
 
 // Dispatch tunes per-channel queues.

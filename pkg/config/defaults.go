@@ -441,6 +441,11 @@ func (c *Config) Validate() error {
 	if c.Context.KeepRecentTokens < 0 {
 		bad("context.keepRecentTokens", "must be positive")
 	}
+	if w := c.Context.WindowTokens; w < 0 {
+		bad("context.windowTokens", "must be positive (0: ask the provider)")
+	} else if w > 0 && c.Context.ReserveTokens+c.Context.KeepRecentTokens >= w {
+		bad("context.windowTokens", "%d leaves no room: reserveTokens (%d) + keepRecentTokens (%d) must be smaller", w, c.Context.ReserveTokens, c.Context.KeepRecentTokens)
+	}
 	for _, name := range sortedKeys(c.MCPServers) {
 		s := c.MCPServers[name]
 		f := "mcpServers." + name

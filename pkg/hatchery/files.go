@@ -17,9 +17,10 @@ import (
 const Workspace = "/workspace"
 
 // ChannelFiles are the entries of a channel directory a chick receives
-// (decision 3): memory, attachments, scratch and skills. Nothing else of
-// the channel (its logs, its context) and nothing outside it.
-var ChannelFiles = []string{"MEMORY.md", "attachments", "scratch", "skills"}
+// (decision 3): memory, attachments, scratch, skills, and the daily logs
+// (the channel's grep-able memory). Not log.jsonl or context.jsonl, and
+// nothing outside the channel.
+var ChannelFiles = []string{"MEMORY.md", "attachments", "scratch", "skills", "daily"}
 
 // MaxPackBytes caps what one chick receives at start.
 const MaxPackBytes = 1 << 30

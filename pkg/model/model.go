@@ -64,6 +64,11 @@ type Request struct {
 	Tools    []ToolSpec
 	// MaxOutputTokens caps the answer; 0 means the provider's default.
 	MaxOutputTokens int
+	// ContextWindow is the window (tokens) the caller plans the context
+	// for; 0 means the model's default. Providers that size the context per
+	// request (Ollama's num_ctx) use it, so a long context is not silently
+	// cut on the server.
+	ContextWindow int
 }
 
 // Usage counts tokens of one call.
@@ -97,6 +102,13 @@ type Provider interface {
 // context length in tokens.
 type ContextWindower interface {
 	ContextWindow(ctx context.Context, model string) (int, error)
+}
+
+// ImageSupporter is implemented by providers that can tell whether a model
+// accepts images. The agent drops images (with a note) for models that do
+// not, rather than failing the call.
+type ImageSupporter interface {
+	SupportsImages(ctx context.Context, model string) (bool, error)
 }
 
 // Errors callers branch on. Providers wrap them with details.

@@ -12,9 +12,11 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/chick"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/prompt"
 )
 
 // Hatchery runs chicks for Mother (pkg/hatchery).
@@ -288,7 +290,7 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 	m.mu.Lock()
 	info, err := m.chicks.Spawn(ctx, hatchery.SpawnRequest{
 		Adapter: ri.Adapter, ChannelID: ri.ChannelID, Goal: in.Goal, Tier: in.Tier, StartedBy: ri.UserID,
-		System: chickPrompt(ri.QualifiedChannel(), a, m.now()),
+		System: m.chickPrompt(ri, a),
 		Files:  hatchery.Files{ChannelDir: ri.ChannelDir, SharedSkills: filepath.Join(m.store.Workspace(), "skills")},
 	})
 	if err == nil {
@@ -309,18 +311,21 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; its progress and result will be posted to the channel when it ends. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where)}, nil
 }
 
-// chickPrompt is the chick's system prompt.
-func chickPrompt(channel string, a chat.Adapter, now time.Time) string {
-	var b strings.Builder
-	b.WriteString("You are a chick: a worker Mother (a chat assistant) started for one goal in the chat channel " + channel + ". ")
-	b.WriteString("Work on the goal until it is done, then give a short final answer for the channel in standard markdown. No questions back: nobody answers them.\n\n")
-	b.WriteString("## Your workspace\n/workspace is a copy of the channel's files: MEMORY.md (the channel's memory), attachments/ (files users sent), scratch/ (working files), skills/ (custom CLI tools: each has a SKILL.md). ")
-	b.WriteString("Your changes stay in this container, except: files you attach are posted to the channel, and files you put in /workspace/outputs/ are sent back when you end. ")
-	b.WriteString("Everything else is gone when you end.\n\n")
-	b.WriteString("## Tools\nbash (commands run in /workspace), read, write, edit, attach. Give every tool call a short label.\n\n")
-	fmt.Fprintf(&b, "## Now\n%s\n", now.Format("Monday 2006-01-02 15:04 MST"))
-	_ = a
-	return b.String()
+// chickPrompt is the chick's system prompt, built on Mother's side from
+// what the chick receives (pkg/prompt, chick flavour).
+func (m *Mother) chickPrompt(ri chat.RunInfo, a chat.Adapter) string {
+	return prompt.Build(prompt.Input{
+		Flavour:    prompt.Chick,
+		Workspace:  m.store.Workspace(),
+		ChannelDir: ri.ChannelDir,
+		ChickRoot:  hatchery.Workspace,
+		Channel:    ri.QualifiedChannel(),
+		Users:      a.Users(),
+		Channels:   a.Channels(),
+		Now:        m.now(),
+		Extra: []prompt.Section{{Title: "Outputs", Body: "Files you write under " + hatchery.Workspace + "/" + chick.OutputsDir +
+			"/ are sent back to Mother when you end; attached files are posted to the channel. Everything else ends with your container."}},
+	})
 }
 
 type listTool struct{ m *Mother }

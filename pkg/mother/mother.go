@@ -116,7 +116,15 @@ func New(opts Options) (*Mother, error) {
 	if opts.Chicks != nil {
 		tools = append(tools, m.chickTools()...)
 	}
-	ag, err := agent.New(agent.Config{Provider: opts.Provider, Model: opts.Config.Model.ID, Tools: tools, Now: opts.Now})
+	ag, err := agent.New(agent.Config{
+		Provider:         opts.Provider,
+		Model:            opts.Config.Model.ID,
+		Tools:            tools,
+		Now:              opts.Now,
+		ContextWindow:    opts.Config.Context.WindowTokens,
+		ReserveTokens:    opts.Config.Context.ReserveTokens,
+		KeepRecentTokens: opts.Config.Context.KeepRecentTokens,
+	})
 	if err != nil {
 		cancel()
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -52,12 +53,14 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	}
 
 	system := prompt.Build(prompt.Input{
+		Flavour:    prompt.Mother,
 		Workspace:  m.store.Workspace(),
 		ChannelDir: ch.Dir(),
 		Channel:    qid,
 		Users:      a.Users(),
 		Channels:   a.Channels(),
 		Now:        m.now(),
+		Location:   time.Local,
 	})
 	info := chat.RunInfo{Adapter: a.Name(), ChannelID: channelID, ChannelDir: ch.Dir()}
 	var trigger *chat.ChannelMessage
@@ -74,9 +77,10 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		System:    system,
 		History:   sess.History(),
 		OnMessage: sess.Append,
+		OnCompact: sess.Compacted,
 		Emit:      func(ev agent.Event) { reply.Event(ctx, ev) },
 	})
-	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens)
+	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens, "compactions", out.Compactions)
 
 	// From here on a stop is too late: the answer is being posted.
 	m.mu.Lock()
@@ -259,4 +263,33 @@ func joinNonEmpty(a, b string) string {
 		return b
 	}
 	return a + "\n\n" + b
+}
+
+// ReadPolicy keeps Mother's read tool out of other channels' directories:
+// in a run for one channel, paths under <workspace>/channels/ must lie in
+// that channel's directory (another channel's log is not this channel's
+// business). Everything else in the workspace is readable.
+func ReadPolicy(workspace string) func(ctx context.Context, abs string) error {
+	channels := filepath.Join(workspace, "channels")
+	if real, err := filepath.EvalSymlinks(channels); err == nil {
+		channels = real
+	}
+	return func(ctx context.Context, abs string) error {
+		rel, err := filepath.Rel(channels, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil // not under channels/
+		}
+		info, ok := chat.RunInfoFrom(ctx)
+		if !ok || info.ChannelDir == "" {
+			return errors.New("channel files can only be read in a channel's run")
+		}
+		own := info.ChannelDir
+		if real, err := filepath.EvalSymlinks(own); err == nil {
+			own = real
+		}
+		if r, err := filepath.Rel(own, abs); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			return nil
+		}
+		return errors.New("that is another channel's directory; you may read only this channel's files")
+	}
 }

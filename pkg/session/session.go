@@ -5,10 +5,14 @@ package session
 
 import (
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/store"
@@ -67,7 +71,7 @@ func (s *Session) Sync(upTo int64) ([]store.LoggedMessage, error) {
 			continue
 		}
 		m := UserMessage(lm.Msg)
-		recs = append(recs, store.ContextRecord{Type: store.RecordMessage, MsgID: lm.Msg.ID, LogEnd: lm.End, Message: &m})
+		recs = append(recs, store.ContextRecord{Type: store.RecordMessage, MsgID: lm.Msg.ID, LogEnd: lm.End, Message: &m, Images: ImagePaths(lm.Msg)})
 		synced = append(synced, lm)
 	}
 	last := s.cursor
@@ -114,7 +118,9 @@ func (s *Session) MarkSeen(id string) error {
 }
 
 // History is the context as model messages: the latest compaction summary
-// (if any) followed by every message after it.
+// (if any) followed by every message after it. Image attachments of synced
+// messages are loaded inline (the agent drops them for models without
+// vision); one that is gone or too large is replaced by a note.
 func (s *Session) History() []model.Message {
 	start := 0
 	summary := ""
@@ -129,10 +135,80 @@ func (s *Session) History() []model.Message {
 	}
 	for _, r := range s.records[start:] {
 		if r.Type == store.RecordMessage && r.Message != nil {
-			out = append(out, *r.Message)
+			m := *r.Message
+			if len(r.Images) > 0 {
+				m = s.withImages(m, r.Images)
+			}
+			out = append(out, m)
 		}
 	}
 	return out
+}
+
+// MaxImageBytes caps an image attachment shown inline.
+const MaxImageBytes = 5 << 20
+
+// imageTypes are the attachment types shown inline, by extension.
+var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
+
+// ImagePaths returns the channel-relative paths of a message's image
+// attachments.
+func ImagePaths(m chat.ChannelMessage) []string {
+	var out []string
+	for _, a := range m.Attachments {
+		if imageType(a) != "" {
+			out = append(out, a.LocalPath)
+		}
+	}
+	return out
+}
+
+func imageType(a chat.ChannelAttachment) string {
+	if t := imageTypes[strings.ToLower(filepath.Ext(a.LocalPath))]; t != "" {
+		return t
+	}
+	switch a.MimeType {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return a.MimeType
+	}
+	return ""
+}
+
+func (s *Session) withImages(m model.Message, paths []string) model.Message {
+	m.Images = nil
+	var notes []string
+	for _, rel := range paths {
+		clean := filepath.Clean(rel)
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+			notes = append(notes, fmt.Sprintf("[image %s is outside the channel directory and not shown]", rel))
+			continue
+		}
+		p := filepath.Join(s.ch.Dir(), clean)
+		fi, err := os.Stat(p)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("[image %s is no longer available]", rel))
+			continue
+		}
+		if fi.Size() > MaxImageBytes {
+			notes = append(notes, fmt.Sprintf("[image %s is too large to show inline (%d MB)]", rel, fi.Size()>>20))
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("[image %s could not be read]", rel))
+			continue
+		}
+		mt := http.DetectContentType(data)
+		if !strings.HasPrefix(mt, "image/") {
+			notes = append(notes, fmt.Sprintf("[%s is not an image]", rel))
+			continue
+		}
+		m.Images = append(m.Images, model.Image{MimeType: mt, Data: data})
+	}
+	if len(notes) > 0 {
+		m.Content += "\n" + strings.Join(notes, "\n")
+	}
+	return m
 }
 
 // Records returns the loaded records (shared; do not modify).
@@ -142,8 +218,10 @@ func (s *Session) Records() []store.ContextRecord { return s.records }
 func (s *Session) Cursor() store.Cursor { return s.cursor }
 
 // Rewrite replaces the context with a compaction summary followed by kept
-// messages, archiving the old records. The cursor and any seen ids past it
-// are preserved.
+// messages (the recent tail of History, as a Compactor returns it),
+// archiving the old records. Kept messages keep their original records
+// (message ids, image references); the cursor and any seen ids past it are
+// preserved.
 func (s *Session) Rewrite(summary string, kept []model.Message) error {
 	after, err := s.ch.IDsAfter(s.cursor.Offset)
 	if err != nil {
@@ -160,10 +238,7 @@ func (s *Session) Rewrite(summary string, kept []model.Message) error {
 		{Type: store.RecordSession},
 		{Type: store.RecordCompaction, Summary: summary, MsgID: s.cursor.LastID, LogEnd: s.cursor.Offset, Seen: seen},
 	}
-	for i := range kept {
-		m := kept[i]
-		recs = append(recs, store.ContextRecord{Type: store.RecordMessage, Message: &m})
-	}
+	recs = append(recs, s.keptRecords(kept)...)
 	if err := s.ch.RewriteContext(recs); err != nil {
 		return err
 	}
@@ -175,13 +250,53 @@ func (s *Session) Rewrite(summary string, kept []model.Message) error {
 	return nil
 }
 
+// Compacted is Rewrite with the argument order of agent.Input.OnCompact.
+func (s *Session) Compacted(kept []model.Message, summary string) error {
+	return s.Rewrite(summary, kept)
+}
+
+// keptRecords maps kept messages back to the records they came from,
+// matching from the end (kept is a tail of the history); messages with no
+// record (added in memory) get a fresh one. Sync cursors are dropped from
+// reused records: the compaction record carries the cursor.
+func (s *Session) keptRecords(kept []model.Message) []store.ContextRecord {
+	out := make([]store.ContextRecord, len(kept))
+	ri := len(s.records) - 1
+	for ki := len(kept) - 1; ki >= 0; ki-- {
+		m := kept[ki]
+		found := false
+		for j := ri; j >= 0; j-- {
+			r := s.records[j]
+			if r.Type == store.RecordCompaction {
+				break
+			}
+			if r.Type == store.RecordMessage && r.Message != nil && sameMessage(*r.Message, m) {
+				r.LogEnd = 0
+				out[ki], ri, found = r, j-1, true
+				break
+			}
+		}
+		if !found {
+			m.Images = nil
+			out[ki] = store.ContextRecord{Type: store.RecordMessage, Message: &m}
+		}
+	}
+	return out
+}
+
+func sameMessage(a, b model.Message) bool {
+	if a.Role != b.Role || a.ToolCallID != b.ToolCallID || len(a.ToolCalls) != len(b.ToolCalls) {
+		return false
+	}
+	// Loaded images may have added notes to the content.
+	return a.Content == b.Content || strings.HasPrefix(b.Content, a.Content+"\n[")
+}
+
 // SummaryPrefix starts the message that carries a compaction summary.
-const SummaryPrefix = "[Summary of the earlier conversation]\n"
+const SummaryPrefix = agent.SummaryPrefix
 
 // SummaryMessage is the user-role message carrying a compaction summary.
-func SummaryMessage(summary string) model.Message {
-	return model.Message{Role: model.RoleUser, Content: SummaryPrefix + summary}
-}
+func SummaryMessage(summary string) model.Message { return agent.SummaryMessage(summary) }
 
 // UserMessage formats a channel message for the model:
 // "[YYYY-MM-DD HH:MM:SS+HH:MM] [username]: text", then the attachments.

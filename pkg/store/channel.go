@@ -51,6 +51,10 @@ type ContextRecord struct {
 	// in log.jsonl just past message MsgID.
 	LogEnd  int64          `json:"logEnd,omitempty"`
 	Message *model.Message `json:"message,omitempty"`
+	// Images are the channel-relative paths of a synced message's image
+	// attachments; the session loads them inline for the model, so the
+	// context file stays small.
+	Images []string `json:"images,omitempty"`
 	// Summary is the compaction summary of everything before this record.
 	Summary  string `json:"summary,omitempty"`
 	Provider string `json:"provider,omitempty"`

@@ -24,13 +24,21 @@ type Provider struct {
 	client *api.Client
 	base   string
 
-	mu      sync.Mutex
-	windows map[string]int
+	mu    sync.Mutex
+	shows map[string]showInfo
+}
+
+// showInfo is what /api/show told about a model.
+type showInfo struct {
+	window     int
+	fromParams bool // window is the Modelfile's num_ctx
+	vision     bool
 }
 
 var (
 	_ model.Provider        = (*Provider)(nil)
 	_ model.ContextWindower = (*Provider)(nil)
+	_ model.ImageSupporter  = (*Provider)(nil)
 )
 
 // NormalizeURL accepts an Ollama base URL with or without the OpenAI-style
@@ -67,7 +75,7 @@ func New(baseURL string, httpClient *http.Client) (*Provider, error) {
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	return &Provider{client: api.NewClient(u, httpClient), base: u.String(), windows: map[string]int{}}, nil
+	return &Provider{client: api.NewClient(u, httpClient), base: u.String(), shows: map[string]showInfo{}}, nil
 }
 
 // Chat streams one chat call.
@@ -79,6 +87,9 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 	}
 	if req.MaxOutputTokens > 0 {
 		creq.Options["num_predict"] = req.MaxOutputTokens
+	}
+	if req.ContextWindow > 0 {
+		creq.Options["num_ctx"] = req.ContextWindow
 	}
 	for _, t := range req.Tools {
 		tool, err := toOllamaTool(t)
@@ -132,45 +143,78 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 	return resp, nil
 }
 
-// ContextWindow asks /api/show for the model's context length; the answer is
-// cached per model.
+// MaxTrainedWindow caps the window taken from a model's trained context
+// length: the agent sends its window as num_ctx, and a model trained for
+// 256k tokens would otherwise ask the server for a KV cache that does not
+// fit a 24 GB card. A num_ctx set in the Modelfile, or context.windowTokens
+// in config, is used as it is.
+const MaxTrainedWindow = 32768
+
+// ContextWindow asks /api/show for the model's context length (the
+// Modelfile's num_ctx, else the trained length capped at MaxTrainedWindow);
+// the answer is cached per model.
 func (p *Provider) ContextWindow(ctx context.Context, name string) (int, error) {
+	info, err := p.show(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if info.window == 0 {
+		return 0, fmt.Errorf("ollama: model %s: no context length in /api/show", name)
+	}
+	if !info.fromParams && info.window > MaxTrainedWindow {
+		return MaxTrainedWindow, nil
+	}
+	return info.window, nil
+}
+
+// SupportsImages reports whether /api/show lists the "vision" capability.
+func (p *Provider) SupportsImages(ctx context.Context, name string) (bool, error) {
+	info, err := p.show(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	return info.vision, nil
+}
+
+func (p *Provider) show(ctx context.Context, name string) (showInfo, error) {
 	p.mu.Lock()
-	if n, ok := p.windows[name]; ok {
+	if info, ok := p.shows[name]; ok {
 		p.mu.Unlock()
-		return n, nil
+		return info, nil
 	}
 	p.mu.Unlock()
 	show, err := p.client.Show(ctx, &api.ShowRequest{Model: name})
 	if err != nil {
-		return 0, p.classify(name, err)
+		return showInfo{}, p.classify(name, err)
 	}
-	n := 0
+	var info showInfo
 	// A num_ctx parameter set in the Modelfile wins over the trained length.
 	for _, line := range strings.Split(show.Parameters, "\n") {
 		f := strings.Fields(line)
 		if len(f) == 2 && f[0] == "num_ctx" {
 			if v, err := strconv.Atoi(f[1]); err == nil {
-				n = v
+				info.window, info.fromParams = v, true
 			}
 		}
 	}
-	if n == 0 {
+	if info.window == 0 {
 		for k, v := range show.ModelInfo {
 			if strings.HasSuffix(k, ".context_length") {
 				if f, ok := v.(float64); ok {
-					n = int(f)
+					info.window = int(f)
 				}
 			}
 		}
 	}
-	if n == 0 {
-		return 0, fmt.Errorf("ollama: model %s: no context length in /api/show", name)
+	for _, c := range show.Capabilities {
+		if c == "vision" {
+			info.vision = true
+		}
 	}
 	p.mu.Lock()
-	p.windows[name] = n
+	p.shows[name] = info
 	p.mu.Unlock()
-	return n, nil
+	return info, nil
 }
 
 // classify maps client errors to the model package's sentinels, keeping the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/anthropic"
 	"github.com/mother-chat/mother/pkg/model/ollama"
 )
 
@@ -17,6 +18,8 @@ func New(cfg config.Providers, name string, httpClient *http.Client) (model.Prov
 	switch name {
 	case "ollama":
 		return ollama.New(cfg.Ollama.URL, httpClient)
+	case "anthropic":
+		return anthropic.New(cfg.Anthropic.APIKey.Value(), cfg.Anthropic.BaseURL, httpClient)
 	default:
 		return nil, fmt.Errorf("model provider %q is not supported", name)
 	}

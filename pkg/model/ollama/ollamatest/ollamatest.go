@@ -87,12 +87,13 @@ type Server struct {
 	// Models known to /api/chat and /api/show; empty: any model.
 	models        map[string]bool
 	contextLength int
+	capabilities  []string
 }
 
 // New starts a fake that answers with turns in order; after the script
 // runs out it answers "(no more scripted turns)".
 func New(turns ...Turn) *Server {
-	s := &Server{turns: turns, contextLength: 32768}
+	s := &Server{turns: turns, contextLength: 32768, capabilities: []string{"completion", "tools"}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -119,6 +120,14 @@ func (s *Server) SetContextLength(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.contextLength = n
+}
+
+// SetCapabilities sets what /api/show lists as the model's capabilities
+// (default "completion", "tools"; add "vision" for a multimodal model).
+func (s *Server) SetCapabilities(caps ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.capabilities = caps
 }
 
 // Push appends scripted turns.
@@ -158,16 +167,17 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.NewDecoder(r.Body).Decode(&req)
 	s.mu.Lock()
-	known, n := s.known(req.Model), s.contextLength
+	known, n, caps := s.known(req.Model), s.contextLength, s.capabilities
 	s.mu.Unlock()
 	if !known {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("model '%s' not found", req.Model)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"modelfile":  "FROM fake",
-		"details":    map[string]any{"family": "fake"},
-		"model_info": map[string]any{"general.architecture": "fake", "fake.context_length": n},
+		"modelfile":    "FROM fake",
+		"details":      map[string]any{"family": "fake"},
+		"model_info":   map[string]any{"general.architecture": "fake", "fake.context_length": n},
+		"capabilities": caps,
 	})
 }
 
