@@ -253,11 +253,15 @@ func TestChickWholePath(t *testing.T) {
 			return ollamatest.Turn{Text: "A chick is on it."}
 		case chickModel:
 			inspected.Do(func() { checkChickContainer(t, api, data) })
-			if !hasToolResult(r) {
-				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "compute", "command": "echo result=$((6*7)) uid=$(id -u); env; ls -a /workspace"}}}}
-			}
 			res := toolResults(r)
-			return ollamatest.Turn{Text: "Chick says: " + strings.Join(strings.Fields(res[len(res)-1]), " ")}
+			switch len(res) {
+			case 0:
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "compute",
+					"command": "mkdir -p outputs && echo 42 > outputs/answer.txt && echo plot > scratch/plot.txt && echo result=$((6*7)) uid=$(id -u); env; ls -a /workspace"}}}}
+			case 1:
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "attach", Args: map[string]any{"label": "share", "path": "scratch/plot.txt", "title": "the plot"}}}}
+			}
+			return ollamatest.Turn{Text: "Chick says: " + strings.Join(strings.Fields(res[0]), " ")}
 		}
 		return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
 	})
@@ -270,7 +274,7 @@ func TestChickWholePath(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"A chick is on it.", "Chick says: result=42 uid=65534", "tier local"} {
+	for _, want := range []string{"A chick is on it.", "Chick says: result=42 uid=65534", "tier local", "[attached the plot: ", "Files: `scratch/chicks/c-"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
 		}
@@ -282,6 +286,13 @@ func TestChickWholePath(t *testing.T) {
 	}
 	if left := instanceContainers(t, api, data); len(left) != 0 {
 		t.Errorf("%d chick containers left after mother exited", len(left))
+	}
+	// Attached and output files came back into the channel's directory.
+	for _, f := range []string{"scratch/plot.txt", "outputs/answer.txt"} {
+		got, _ := filepath.Glob(filepath.Join(data, "workspace/channels/cli/local/scratch/chicks/c-*", f))
+		if len(got) != 1 {
+			t.Errorf("%s not stored in the channel's directory", f)
+		}
 	}
 	// The result is in the log as Mother's message, for her next runs.
 	logged := readLog(t, data)
@@ -301,8 +312,8 @@ func TestChickWholePath(t *testing.T) {
 		b, _ := os.ReadFile(e)
 		lines += strings.Count(string(b), "\n")
 	}
-	if lines != 2 {
-		t.Errorf("ledger has %d calls, want 2", lines)
+	if lines != 3 {
+		t.Errorf("ledger has %d calls, want 3", lines)
 	}
 }
 
