@@ -45,8 +45,8 @@ func (e *events) ChickEvent(_ hatchery.Info, ev agent.Event) {
 	e.mu.Unlock()
 }
 func (e *events) ChickFile(hatchery.Info, hatchery.File) {}
-func (e *events) ChickResumed(hatchery.Info)            {}
-func (e *events) ChickEnded(in hatchery.Info)           { e.ended <- in }
+func (e *events) ChickResumed(hatchery.Info)             {}
+func (e *events) ChickEnded(in hatchery.Info)            { e.ended <- in }
 
 func startMother(t *testing.T, cfg *config.Config, dir, addr string, fake *ollamatest.Server) *mother {
 	t.Helper()
@@ -160,7 +160,9 @@ func TestChickRidesOutAMotherRestart(t *testing.T) {
 		done <- chick.Run(context.Background(), chick.Options{
 			Addr: addr, Token: token, ChickID: in.ID, Workspace: ws,
 			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, ReconnectFor: time.Minute,
-			Tools: func(root string, attach func(string, string) error) ([]agent.Tool, error) { return tools.Chick(root, attach) },
+			Tools: func(root string, attach func(string, string) error) ([]agent.Tool, error) {
+				return tools.Chick(root, attach)
+			},
 		})
 	}()
 	select {
