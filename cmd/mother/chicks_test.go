@@ -439,6 +439,10 @@ func TestMomctlKillsChickMidRun(t *testing.T) {
 	if !strings.Contains(table, "ID") || !strings.Contains(table, "TOKENS") || !strings.Contains(table, c.ID) {
 		t.Errorf("momctl chicks ls table:\n%s", table)
 	}
+	logs, code := momctl(t, data, "chicks", "logs", c.ID)
+	if code != 0 || !strings.Contains(logs, "joined") {
+		t.Errorf("momctl chicks logs (exit %d): %q, want the chick's own log", code, logs)
+	}
 	st, code := momctl(t, data, "status")
 	if code != 0 || !strings.Contains(st, "host local: up, 1/") {
 		t.Errorf("momctl status (exit %d):\n%s", code, st)

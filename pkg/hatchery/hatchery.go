@@ -104,6 +104,7 @@ type Hatchery struct {
 	records *store.JSONL
 	closed  bool
 	watch   Timer
+	keeps   []Timer
 }
 
 type host struct {
@@ -490,6 +491,9 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	resp, err := hs.API.ContainerCreate(ctx, cc, hc, nil, nil, "mother-chick-"+id+"-"+h.instance)
 	cancel()
 	if err != nil {
+		if client.IsErrNotFound(err) {
+			err = fmt.Errorf("the image %s is not on Docker host %s: build it with `make image` there, or set chicks.image (%w)", h.cfg.Image, hs.Name, err)
+		}
 		h.failStart(c, "", fmt.Errorf("create chick container: %w", err))
 		return
 	}
@@ -715,7 +719,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 	if needRemove {
 		if keep > 0 {
 			id := info.ID
-			h.clock.AfterFunc(keep, func() { h.expire(id) })
+			h.keepTimer(keep, id)
 			// Kept for inspection, but never left running.
 			ctx, cancel := h.dctx()
 			_ = hs.API.ContainerKill(ctx, cid, "KILL")
@@ -740,6 +744,16 @@ func (h *Hatchery) dequeueLocked() {
 		h.queue = slices.Delete(h.queue, i, i+1)
 		h.begin(c, hs)
 	}
+}
+
+// keepTimer schedules the removal of a container kept for inspection.
+func (h *Hatchery) keepTimer(d time.Duration, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.keeps = append(h.keeps, h.clock.AfterFunc(d, func() { h.expire(id) }))
 }
 
 // expire removes a container kept for inspection.
@@ -1301,6 +1315,9 @@ func (h *Hatchery) Close() error {
 	h.closed = true
 	if h.watch != nil {
 		h.watch.Stop()
+	}
+	for _, t := range h.keeps {
+		t.Stop()
 	}
 	for _, c := range h.chicks {
 		for _, t := range c.timers {

@@ -339,7 +339,7 @@ func TestCrashedChick(t *testing.T) {
 	t.Parallel()
 	image := hatcherytest.BuildImage(t)
 	cfg := testConfig(image)
-	cfg.Chicks.KeepFor = config.Dur(time.Hour)
+	cfg.Chicks.KeepFor = config.Dur(3 * time.Second)
 	e := newEnv(t, cfg, []string{"sh", "-c", "echo about to crash >&2; exit 3"}, "")
 	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
 	end := e.rec.wait(t, in.ID, 60*time.Second)
@@ -360,6 +360,66 @@ func TestCrashedChick(t *testing.T) {
 	list := hatcherytest.Containers(t, e.api, hatchery.LabelChickID, in.ID)
 	if len(list) != 1 || list[0].State == "running" {
 		t.Errorf("kept container: %+v, want one, stopped", list)
+	}
+	// ...until chicks.keepFor has passed.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(hatcherytest.Containers(t, e.api, hatchery.LabelChickID, in.ID)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("kept container not removed after keepFor")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := e.h.Logs(t.Context(), in.ID, false, io.Discard); err == nil || !strings.Contains(err.Error(), "keepFor") {
+		t.Errorf("logs of a removed chick: %v, want a hint about chicks.keepFor", err)
+	}
+}
+
+func TestMissingImageIsExplained(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig("mother-chick:no-such-image")
+	e := newEnv(t, cfg, nil, "")
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	end := e.rec.wait(t, in.ID, 30*time.Second)
+	if end.Reason != hatchery.ReasonNoStart || !strings.Contains(end.Outcome, "make image") {
+		t.Errorf("ended %s: %s; want no_start with a make image hint", end.Reason, end.Outcome)
+	}
+}
+
+func TestPlacementByFreeCapacity(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	api := hatcherytest.Docker(t)
+	var hosts []hatchery.Host
+	for _, name := range []string{"gpu1", "gpu2"} {
+		c, err := hatchery.Dial(config.DockerHost{Name: name}, nil)
+		must(t, err)
+		hosts = append(hosts, hatchery.Host{Name: name, API: c, Capacity: 1, MotherAddress: "127.0.0.1:1"})
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, Hosts: hosts, Logger: testLogger(t)})
+	must(t, err)
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	var ids []string
+	for _, ch := range []string{"a", "b", "c"} {
+		in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: ch, Goal: "x"})
+		must(t, err)
+		ids = append(ids, in.ID)
+	}
+	a, _ := h.Get(ids[0])
+	b, _ := h.Get(ids[1])
+	c, _ := h.Get(ids[2])
+	if a.Host == b.Host || a.Host == "" || b.Host == "" {
+		t.Errorf("hosts %q and %q: want one chick on each", a.Host, b.Host)
+	}
+	if c.State != hatchery.StateQueued {
+		t.Errorf("third chick %s, want queued (both hosts full)", c.State)
+	}
+	for _, id := range ids {
+		_, _ = h.Stop(id, hatchery.ReasonKilled, "test over", 0)
+		rec.wait(t, id, 60*time.Second)
 	}
 }
 

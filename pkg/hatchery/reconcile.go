@@ -3,6 +3,7 @@ package hatchery
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -52,6 +53,11 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	var ends []endAction
 	var resumed []*chick
 	var remove []found
+	type keep struct {
+		id string
+		d  time.Duration
+	}
+	var keeps []keep
 
 	h.mu.Lock()
 	now := h.clock.Now()
@@ -73,8 +79,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 				h.persist(c)
 				remove = append(remove, f)
 			} else {
-				cid := id
-				h.clock.AfterFunc(c.rec.KeepUntil.Sub(now), func() { h.expire(cid) })
+				keeps = append(keeps, keep{id, c.rec.KeepUntil.Sub(now)})
 			}
 		case f.c.State == "running" && c.rec.TokenHash != "" && c.rec.State != StateStopping:
 			c.host = f.host
@@ -131,6 +136,9 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 
+	for _, k := range keeps {
+		h.keepTimer(k.d, k.id)
+	}
 	for _, f := range append(remove, strays...) {
 		h.logger.Warn("reaping stray chick container", "container", short(f.c.ID), "chick", f.c.Labels[LabelChickID], "host", f.host.Name)
 		h.removeContainer(f.host, f.c.ID)
