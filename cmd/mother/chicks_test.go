@@ -247,6 +247,14 @@ func TestChickWholePath(t *testing.T) {
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		switch r.Model {
 		case motherModel:
+			if strings.Contains(r.LastUser(), "what did it find") {
+				for _, m := range r.Messages {
+					if m.Role == "assistant" && strings.Contains(m.Content, "result=42") {
+						return ollamatest.Turn{Text: "It found 42."}
+					}
+				}
+				return ollamatest.Turn{Text: "I have no idea."}
+			}
 			if !hasToolResult(r) {
 				return motherTurn("Compute 6*7 in the shell and report who ran it.")
 			}
@@ -269,15 +277,22 @@ func TestChickWholePath(t *testing.T) {
 
 	p := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(p.stdin, "please run the heavy computation\n")
+	p.waitOut(t, "Chick says:", 2*time.Minute)
+	// A follow-up: the chick's result is in Mother's context now.
+	io.WriteString(p.stdin, "what did it find?\n")
 	p.stdin.Close()
 	if code := p.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"A chick is on it.", "Chick says: result=42 uid=65534", "tier local", "[attached the plot: ", "Files: `scratch/chicks/c-"} {
+	for _, want := range []string{"A chick is on it.", "Chick says: result=42 uid=65534", "tier local", "[attached the plot: ", "Files: `scratch/chicks/c-", "It found 42."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
 		}
+	}
+	// Mother answered before the chick was done: she does not wait for it.
+	if i, j := strings.Index(out, "A chick is on it."), strings.Index(out, "Chick says:"); i < 0 || j < 0 || i > j {
+		t.Errorf("Mother's own answer should come before the chick's result:\n%s", out)
 	}
 	for _, secret := range []string{secretKey, secretBot} {
 		if strings.Contains(out, secret) {
@@ -411,6 +426,9 @@ func TestMomctlKillsChickMidRun(t *testing.T) {
 	calling := make(chan struct{}, 10)
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		if r.Model == motherModel {
+			if strings.Contains(r.LastUser(), "are you there") {
+				return ollamatest.Turn{Text: "Yes, still here."}
+			}
 			if !hasToolResult(r) {
 				return motherTurn("Think for a very long time.")
 			}
@@ -435,6 +453,10 @@ func TestMomctlKillsChickMidRun(t *testing.T) {
 	if c.Channel != "cli/local" || c.Tier != "local" {
 		t.Errorf("momctl chicks ls: %+v", c)
 	}
+	// Mother stays responsive while her chick works.
+	io.WriteString(p.stdin, "are you there?\n")
+	p.waitOut(t, "Yes, still here.", 30*time.Second)
+	checkSocketDenied(t, data)
 	table, _ := momctl(t, data, "chicks", "ls")
 	if !strings.Contains(table, "ID") || !strings.Contains(table, "TOKENS") || !strings.Contains(table, c.ID) {
 		t.Errorf("momctl chicks ls table:\n%s", table)
@@ -577,5 +599,35 @@ func TestChickBudgetExhausted(t *testing.T) {
 	}
 	if left := instanceContainers(t, api, data); len(left) != 0 {
 		t.Errorf("%d chick containers left", len(left))
+	}
+}
+
+// checkSocketDenied runs momctl as another user (nobody): it must say that
+// access is denied, not fail obscurely. Needs root to switch users.
+func checkSocketDenied(t *testing.T, data string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Log("not root: cannot run momctl as another user; skipping the access check")
+		return
+	}
+	dir, err := os.MkdirTemp("", "momctl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "momctl")
+	b, err := os.ReadFile(buildMomctl(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--socket", filepath.Join(data, "mother.sock"), "chicks", "ls")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "run momctl as the user that runs Mother") {
+		t.Errorf("momctl as another user: %v: %s", err, out)
 	}
 }

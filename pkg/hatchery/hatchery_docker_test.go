@@ -572,3 +572,19 @@ func TestReconcileAfterRestart(t *testing.T) {
 		t.Errorf("%d containers left", len(left))
 	}
 }
+
+func TestWallClockTimeout(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	cfg.Chicks.Timeout = config.Dur(time.Second)
+	e := newEnv(t, cfg, []string{"sleep", "60"}, "")
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	end := e.rec.wait(t, in.ID, 60*time.Second)
+	if end.Reason != hatchery.ReasonTimeout || end.Outcome != "timed out after 1s" || end.State != hatchery.StateFailed {
+		t.Errorf("ended %s/%s (%s), want failed by timeout", end.State, end.Reason, end.Outcome)
+	}
+	if n := len(hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance())); n != 0 {
+		t.Errorf("%d containers left after the timeout", n)
+	}
+}
