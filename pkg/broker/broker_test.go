@@ -12,8 +12,10 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/anthropic/anthropictest"
 	"github.com/mother-chat/mother/pkg/model/ollama"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/model/providers"
 )
 
 type clock struct {
@@ -203,5 +205,36 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAnthropicTier: a chick on a Claude tier gets its answer through the
+// broker, which calls Anthropic with the key only Mother holds.
+func TestAnthropicTier(t *testing.T) {
+	t.Parallel()
+	fake := anthropictest.New(anthropictest.Turn{Text: "Claude here.", InputTokens: 12, OutputTokens: 3})
+	defer fake.Close()
+	cfg := &config.Config{}
+	cfg.Providers.Anthropic = config.Anthropic{APIKey: anthropictest.APIKey, BaseURL: fake.URL}
+	cfg.SetDefaults("")
+	cfg.Chicks.Tiers["claude"] = config.Tier{Provider: "anthropic", Model: "claude-sonnet-4-5"}
+	b, err := broker.New(broker.Options{Config: cfg, Dir: t.TempDir(), Providers: func(name string) (model.Provider, error) {
+		return providers.New(cfg.Providers, name, nil)
+	}})
+	must(t, err)
+	defer b.Close()
+	var deltas strings.Builder
+	resp, err := b.Generate(t.Context(), broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "claude"},
+		model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}, func(d string) { deltas.WriteString(d) })
+	must(t, err)
+	if resp.Message.Content != "Claude here." || deltas.String() != "Claude here." || resp.Usage.Total() != 15 {
+		t.Errorf("answer %+v, deltas %q", resp, deltas.String())
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 || reqs[0].Model != "claude-sonnet-4-5" || reqs[0].Header.Get("x-api-key") != anthropictest.APIKey {
+		t.Errorf("Anthropic saw %+v", reqs)
+	}
+	if u := b.ChickUsage("c-1"); u.InputTokens != 12 || u.OutputTokens != 3 {
+		t.Errorf("metered %+v", u)
 	}
 }

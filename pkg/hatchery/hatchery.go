@@ -66,11 +66,9 @@ type Options struct {
 	Logger *slog.Logger
 	Clock  Clock
 	Meter  Meter
-	// Command overrides the image's command (tests and debugging).
+	// Command overrides the image's entrypoint and command (tests and
+	// debugging).
 	Command []string
-	// Env adds variables to every chick (tests and debugging; never a
-	// secret).
-	Env []string
 	// StartupGrace is how long a new chick may take to send its first
 	// heartbeat (default 30s).
 	StartupGrace time.Duration
@@ -89,7 +87,6 @@ type Hatchery struct {
 	clock    Clock
 	meter    Meter
 	command  []string
-	env      []string
 	grace    time.Duration
 	dockerTO time.Duration
 	obs      observerSlot
@@ -161,7 +158,7 @@ func New(opts Options) (*Hatchery, error) {
 	h := &Hatchery{
 		cfg: cfg.Chicks, budgets: cfg.Budgets, dir: opts.Dir, instance: inst,
 		logger: opts.Logger.With("component", "hatchery"), clock: opts.Clock, meter: opts.Meter,
-		command: opts.Command, env: opts.Env, grace: opts.StartupGrace, dockerTO: opts.DockerTimeout,
+		command: opts.Command, grace: opts.StartupGrace, dockerTO: opts.DockerTimeout,
 		chicks: map[string]*chick{},
 	}
 	hosts := opts.Hosts
@@ -481,7 +478,7 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		LabelInstance: h.instance,
 		LabelTier:     c.rec.Tier,
 	}
-	env := append([]string{EnvAddr + "=" + hs.MotherAddress, EnvToken + "=" + tok, EnvChickID + "=" + id, "HOME=" + Workspace, "TMPDIR=/tmp"}, h.env...)
+	env := []string{EnvAddr + "=" + hs.MotherAddress, EnvToken + "=" + tok, EnvChickID + "=" + id, "HOME=" + Workspace, "TMPDIR=/tmp"}
 	cc, hc, err := containerSpec(h.cfg, h.cfg.Image, h.command, labels, env)
 	if err != nil {
 		h.failStart(c, "", err)

@@ -82,7 +82,7 @@ func (m *Mother) viewLocked(in hatchery.Info, count bool) *chickView {
 
 func (v *chickView) replyFor(m *Mother, ctx context.Context) chat.Reply {
 	if v.reply == nil {
-		v.reply = v.adapter.NewReply(ctx, v.channel, nil, chat.ReplyOptions{Title: "chick " + v.id, Quiet: m.quiet(v.adapter.Name(), v.channel)})
+		v.reply = v.adapter.NewReply(context.WithoutCancel(ctx), v.channel, nil, chat.ReplyOptions{Title: "chick " + v.id, Quiet: m.quiet(v.adapter.Name(), v.channel)})
 	}
 	return v.reply
 }

@@ -70,8 +70,6 @@ type Options struct {
 	StartedAt time.Time
 	// KillGrace is the default time between cancel and kill.
 	KillGrace time.Duration
-	// HostTools are the host tools chicks may call (none yet).
-	HostTools []string
 }
 
 // Server serves both services.
