@@ -29,15 +29,25 @@ type Hatchery interface {
 }
 
 // chickView renders one chick in its channel: events in order on their own
-// goroutine, so a slow platform never holds up the nest.
+// goroutine, so a slow platform never holds up the nest. Every view counts
+// as work for Idle until the chick's end has been posted.
 type chickView struct {
 	id      string
 	adapter chat.Adapter
 	channel string
 	reply   chat.Reply
 	calls   chan func()
-	counted bool
-	files   []string
+	// done is closed once the end has been posted; later calls are dropped.
+	done  chan struct{}
+	files []string
+}
+
+// do queues f for the view's goroutine; after the end it is dropped.
+func (v *chickView) do(f func()) {
+	select {
+	case v.calls <- f:
+	case <-v.done:
+	}
 }
 
 // ChickObserver is what the hatchery reports chicks to.
@@ -48,33 +58,36 @@ type chickObserver struct{ m *Mother }
 var _ hatchery.Observer = chickObserver{}
 
 // view returns the chick's view, creating it (and its worker) on first
-// use. Every view is part of Mother's work accounting (Idle) until the
-// chick's end has been posted; count is kept for the spawn path's
-// readability.
-func (m *Mother) view(in hatchery.Info, count bool) *chickView {
+// use; nil for a chick whose end was already posted or whose adapter is
+// not configured.
+func (m *Mother) view(in hatchery.Info) *chickView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.viewLocked(in, count)
+	return m.viewLocked(in)
 }
 
-func (m *Mother) viewLocked(in hatchery.Info, count bool) *chickView {
+func (m *Mother) viewLocked(in hatchery.Info) *chickView {
+	if m.chicksEnded[in.ID] {
+		return nil
+	}
 	if v, ok := m.chickViews[in.ID]; ok {
-		if count && !v.counted {
-			v.counted = true
-			m.chickWork.Add(1)
-		}
 		return v
 	}
 	a, ok := m.adapters[in.Adapter]
 	if !ok {
 		return nil
 	}
-	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), counted: true}
+	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{})}
 	m.chickWork.Add(1)
 	m.chickViews[in.ID] = v
 	go func() {
-		for f := range v.calls {
-			f()
+		for {
+			select {
+			case f := <-v.calls:
+				f()
+			case <-v.done:
+				return
+			}
 		}
 	}()
 	return v
@@ -89,20 +102,20 @@ func (v *chickView) replyFor(m *Mother, ctx context.Context) chat.Reply {
 
 func (o chickObserver) ChickEvent(in hatchery.Info, ev agent.Event) {
 	m := o.m
-	v := m.view(in, false)
+	v := m.view(in)
 	if v == nil {
 		return
 	}
-	v.calls <- func() { v.replyFor(m, m.ctx).Event(context.WithoutCancel(m.ctx), ev) }
+	v.do(func() { v.replyFor(m, m.ctx).Event(context.WithoutCancel(m.ctx), ev) })
 }
 
 func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 	m := o.m
-	v := m.view(in, false)
+	v := m.view(in)
 	if v == nil {
 		return
 	}
-	v.calls <- func() {
+	v.do(func() {
 		ctx := context.WithoutCancel(m.ctx)
 		if !f.Attach {
 			v.files = append(v.files, f.RelPath)
@@ -120,38 +133,40 @@ func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 			return
 		}
 		m.post(ctx, v.adapter, v.channel, fmt.Sprintf("Chick %s attached %s: stored at `%s`.", v.id, title, f.RelPath))
-	}
+	})
 }
 
 func (o chickObserver) ChickResumed(in hatchery.Info) {
 	m := o.m
-	v := m.view(in, true)
+	v := m.view(in)
 	if v == nil {
 		m.logger.Warn("resumed chick of an adapter that is not configured", "chick", in.ID, "adapter", in.Adapter)
 		return
 	}
-	v.calls <- func() {
-		m.post(m.ctx, v.adapter, v.channel, fmt.Sprintf("I restarted; chick %s is still working on: %s", in.ID, oneLine(in.Goal, 200)))
-	}
+	v.do(func() {
+		m.post(context.WithoutCancel(m.ctx), v.adapter, v.channel, fmt.Sprintf("I restarted; chick %s is still working on: %s", in.ID, oneLine(in.Goal, 200)))
+	})
 }
 
 func (o chickObserver) ChickEnded(in hatchery.Info) {
 	m := o.m
-	v := m.view(in, false)
+	m.mu.Lock()
+	v := m.viewLocked(in)
+	if v != nil {
+		m.chicksEnded[in.ID] = true
+	}
+	m.mu.Unlock()
 	if v == nil {
 		m.logger.Warn("chick of an adapter that is not configured ended", "chick", in.ID, "adapter", in.Adapter, "outcome", in.Outcome)
 		return
 	}
-	v.calls <- func() {
+	v.do(func() {
 		defer func() {
 			m.mu.Lock()
 			delete(m.chickViews, in.ID)
-			counted := v.counted
 			m.mu.Unlock()
-			close(v.calls)
-			if counted {
-				m.chickWork.Done()
-			}
+			close(v.done)
+			m.chickWork.Done()
 		}()
 		ctx := context.WithoutCancel(m.ctx)
 		text := chickSummary(in, v.files)
@@ -160,7 +175,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
 		}
 		m.logChickResult(v, in, id, text)
-	}
+	})
 }
 
 // logChickResult logs the result as a message from Mother in log.jsonl, so
@@ -294,7 +309,7 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 		Files:  hatchery.Files{ChannelDir: ri.ChannelDir, SharedSkills: filepath.Join(m.store.Workspace(), "skills")},
 	})
 	if err == nil {
-		m.viewLocked(info, true)
+		m.viewLocked(info)
 	}
 	m.mu.Unlock()
 	switch {

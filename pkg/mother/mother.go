@@ -75,6 +75,9 @@ type Mother struct {
 
 	chicks     Hatchery
 	chickViews map[string]*chickView
+	// chicksEnded holds the chicks whose end was posted (late events of
+	// theirs are dropped).
+	chicksEnded map[string]bool
 	// chickWork counts chicks in flight, for Idle (not for Shutdown:
 	// chicks outlive a Mother restart).
 	chickWork sync.WaitGroup
@@ -95,19 +98,20 @@ func New(opts Options) (*Mother, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mother{
-		cfg:        opts.Config,
-		store:      opts.Store,
-		provider:   opts.Provider,
-		logger:     opts.Logger.With("component", "mother"),
-		now:        opts.Now,
-		ctx:        ctx,
-		cancel:     cancel,
-		adapters:   map[string]chat.Adapter{},
-		channels:   map[string]*channelState{},
-		chicks:     opts.Chicks,
-		chickViews: map[string]*chickView{},
-		canceller:  opts.Canceller,
-		ready:      make(chan struct{}),
+		cfg:         opts.Config,
+		store:       opts.Store,
+		provider:    opts.Provider,
+		logger:      opts.Logger.With("component", "mother"),
+		now:         opts.Now,
+		ctx:         ctx,
+		cancel:      cancel,
+		adapters:    map[string]chat.Adapter{},
+		channels:    map[string]*channelState{},
+		chicks:      opts.Chicks,
+		chickViews:  map[string]*chickView{},
+		chicksEnded: map[string]bool{},
+		canceller:   opts.Canceller,
+		ready:       make(chan struct{}),
 	}
 	if m.canceller == nil && opts.Chicks != nil {
 		m.canceller = chickCanceller{m}
@@ -205,7 +209,7 @@ func (m *Mother) Idle(ctx context.Context) error {
 			m.work.Wait()
 			m.chickWork.Wait()
 			m.mu.Lock()
-			busy := m.anyCountedLocked() || m.anyJobLocked()
+			busy := len(m.chickViews) > 0 || m.anyJobLocked()
 			m.mu.Unlock()
 			if !busy {
 				break
@@ -276,15 +280,6 @@ func (m *Mother) NewMessageID() string { return m.newID() }
 func (m *Mother) anyJobLocked() bool {
 	for _, cs := range m.channels {
 		if cs.running || len(cs.pending) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func (m *Mother) anyCountedLocked() bool {
-	for _, v := range m.chickViews {
-		if v.counted {
 			return true
 		}
 	}
