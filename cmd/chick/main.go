@@ -28,14 +28,12 @@ func main() {
 		fmt.Printf("chick %s\n", version)
 		return
 	}
-	addr, token, id := os.Getenv("MOTHER_ADDR"), os.Getenv("MOTHER_TOKEN"), os.Getenv("MOTHER_CHICK_ID")
+	hideToken()
+	addr, token, id := os.Getenv("MOTHER_ADDR"), readToken(), os.Getenv("MOTHER_CHICK_ID")
 	if addr == "" || token == "" || id == "" {
 		fmt.Fprintln(os.Stderr, "chick: MOTHER_ADDR, MOTHER_TOKEN and MOTHER_CHICK_ID must be set; chicks are started by Mother")
 		os.Exit(2)
 	}
-	// The token is ours alone: keep it out of the environment the tools'
-	// processes inherit.
-	os.Unsetenv("MOTHER_TOKEN")
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

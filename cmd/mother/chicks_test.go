@@ -265,7 +265,7 @@ func TestChickWholePath(t *testing.T) {
 			switch len(res) {
 			case 0:
 				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "compute",
-					"command": "mkdir -p outputs && echo 42 > outputs/answer.txt && echo plot > scratch/plot.txt && echo result=$((6*7)) uid=$(id -u); env; ls -a /workspace"}}}}
+					"command": "mkdir -p outputs && echo 42 > outputs/answer.txt && echo plot > scratch/plot.txt && echo result=$((6*7)) uid=$(id -u); env; tr '\\0' '\\n' < /proc/1/environ; ls -a /workspace"}}}}
 			case 1:
 				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "attach", Args: map[string]any{"label": "share", "path": "scratch/plot.txt", "title": "the plot"}}}}
 			}
@@ -294,10 +294,15 @@ func TestChickWholePath(t *testing.T) {
 	if i, j := strings.Index(out, "A chick is on it."), strings.Index(out, "Chick says:"); i < 0 || j < 0 || i > j {
 		t.Errorf("Mother's own answer should come before the chick's result:\n%s", out)
 	}
-	for _, secret := range []string{secretKey, secretBot} {
+	for _, secret := range []string{secretKey, secretBot, "MOTHER_TOKEN="} {
 		if strings.Contains(out, secret) {
-			t.Errorf("a secret of Mother's reached the chick's output: %s", out)
+			t.Errorf("%s reached the chick's tools: %s", secret, out)
 		}
+	}
+	// Both the tools' environment and PID 1's initial one (/proc/1/environ,
+	// where the re-executed chick left only the pipe's fd) were printed.
+	if !strings.Contains(out, "MOTHER_ADDR=127.0.0.1:") || !strings.Contains(out, "MOTHER_TOKEN_FD=") {
+		t.Errorf("the chick's environments were not printed (the check above proves nothing):\n%s", out)
 	}
 	if left := instanceContainers(t, api, data); len(left) != 0 {
 		t.Errorf("%d chick containers left after mother exited", len(left))
