@@ -4,6 +4,7 @@
 //	momctl [--socket PATH] chicks ls [--all] [--json]
 //	momctl [--socket PATH] chicks kill [--grace 10s] ID...
 //	momctl [--socket PATH] chicks logs [-f] ID
+//	momctl [--socket PATH] events [--json]
 //	momctl [--socket PATH] status [--json]
 package main
 
@@ -47,7 +48,8 @@ const usage = `usage: momctl [--socket PATH] COMMAND
   chicks ls [--all] [--json]      running and queued chicks (--all: ended ones too)
   chicks kill [--grace D] ID...   cancel, then kill after the grace period
   chicks logs [-f] ID             a chick's container output (-f: follow)
-  status [--json]                 version, uptime, chicks, hosts, budgets
+  events [--json]                 scheduled events, soonest first
+  status [--json]                 version, uptime, chicks, hosts, budgets, next events
 
 The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
 `
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	switch {
 	case rest[0] == "status":
 		err = c.status(ctx, rest[1:])
+	case rest[0] == "events":
+		err = c.events(ctx, rest[1:])
 	case rest[0] == "chicks" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
 		err = c.ls(ctx, rest[2:])
 	case rest[0] == "chicks" && len(rest) >= 2 && rest[1] == "kill":
@@ -379,6 +383,9 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(c.stdout, "host %s: %s, %d/%d chicks\n", h.GetName(), state, h.GetRunning(), h.GetCapacity())
 	}
+	for _, e := range st.GetNextEvents() {
+		fmt.Fprintf(c.stdout, "next event %s (%s, %s): %s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetNextRun().AsTime().Local().Format("2006-01-02 15:04"))
+	}
 	for _, b := range st.GetBudgets() {
 		lim := "no cap"
 		if b.GetLimitTokens() > 0 {
@@ -387,4 +394,60 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "budget %s: %d tokens (%s)\n", b.GetScope(), b.GetUsedTokens(), lim)
 	}
 	return nil
+}
+
+func (c *cli) events(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{"events [--json]"}
+	}
+	api, done, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := api.ListEvents(cctx, &pb.ListEventsRequest{})
+	if err != nil {
+		return c.explain(err)
+	}
+	type eventJSON struct {
+		File     string     `json:"file"`
+		Type     string     `json:"type,omitempty"`
+		Channel  string     `json:"channel,omitempty"`
+		Schedule string     `json:"schedule,omitempty"`
+		Next     *time.Time `json:"next,omitempty"`
+		Text     string     `json:"text,omitempty"`
+	}
+	if *asJSON {
+		out := []eventJSON{}
+		for _, e := range resp.GetEvents() {
+			ej := eventJSON{File: e.GetFile(), Type: e.GetType(), Channel: e.GetChannel(), Schedule: e.GetSchedule(), Text: e.GetText()}
+			if e.GetNextRun() != nil {
+				t := e.GetNextRun().AsTime()
+				ej.Next = &t
+			}
+			out = append(out, ej)
+		}
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(resp.GetEvents()) == 0 {
+		fmt.Fprintln(c.stdout, "no events")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tTYPE\tCHANNEL\tSCHEDULE\tNEXT")
+	for _, e := range resp.GetEvents() {
+		next := "-"
+		if e.GetNextRun() != nil {
+			next = e.GetNextRun().AsTime().Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetSchedule(), next)
+	}
+	return tw.Flush()
 }

@@ -447,6 +447,9 @@ func TestMomctlKillsChickMidRun(t *testing.T) {
 	if out, code := momctl(t, data, "chicks", "ls"); code == 0 || !strings.Contains(out, "is Mother running?") {
 		t.Errorf("momctl without Mother: exit %d, %q: want a clear error", code, out)
 	}
+	evDir := filepath.Join(data, "workspace", "events")
+	os.MkdirAll(evDir, 0o700)
+	os.WriteFile(filepath.Join(evDir, "standup.json"), []byte(`{"type":"periodic","channelId":"local","text":"standup","schedule":"0 9 * * 1-5","timezone":"UTC"}`), 0o600)
 	p := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(p.stdin, "think hard\n")
 	select {
@@ -470,8 +473,12 @@ func TestMomctlKillsChickMidRun(t *testing.T) {
 	if code != 0 || !strings.Contains(logs, "joined") {
 		t.Errorf("momctl chicks logs (exit %d): %q, want the chick's own log", code, logs)
 	}
+	evs, code := momctl(t, data, "events")
+	if code != 0 || !strings.Contains(evs, "standup.json") || !strings.Contains(evs, "periodic") {
+		t.Errorf("momctl events (exit %d):\n%s", code, evs)
+	}
 	st, code := momctl(t, data, "status")
-	if code != 0 || !strings.Contains(st, "host local: up, 1/") {
+	if code != 0 || !strings.Contains(st, "host local: up, 1/") || !strings.Contains(st, "next event standup.json") {
 		t.Errorf("momctl status (exit %d):\n%s", code, st)
 	}
 	fi, err := os.Stat(filepath.Join(data, "mother.sock"))

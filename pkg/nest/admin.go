@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -112,8 +113,32 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 	for _, b := range a.s.models.Budgets() {
 		out.Budgets = append(out.Budgets, &pb.BudgetStatus{Scope: b.Scope, UsedTokens: b.Used, LimitTokens: b.Limit})
 	}
+	for i, e := range a.s.eventList() {
+		if i == 5 {
+			break
+		}
+		if !e.Next.IsZero() {
+			out.NextEvents = append(out.NextEvents, eventInfo(e))
+		}
+	}
 	for _, h := range a.s.chicks.Hosts(ctx) {
 		out.Hosts = append(out.Hosts, &pb.HostStatus{Name: h.Name, Up: h.Up, Running: int32(h.Running), Capacity: int32(h.Capacity), Error: h.Err})
+	}
+	return out, nil
+}
+
+func eventInfo(e events.Info) *pb.EventInfo {
+	out := &pb.EventInfo{File: e.File, Type: string(e.Type), Channel: e.Channel, Schedule: e.Schedule, Text: e.Text}
+	if !e.Next.IsZero() {
+		out.NextRun = timestamppb.New(e.Next)
+	}
+	return out
+}
+
+func (a *adminService) ListEvents(context.Context, *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
+	out := &pb.ListEventsResponse{}
+	for _, e := range a.s.eventList() {
+		out.Events = append(out.Events, eventInfo(e))
 	}
 	return out, nil
 }

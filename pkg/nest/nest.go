@@ -31,6 +31,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/wire"
@@ -53,6 +54,11 @@ type Chicks interface {
 	List(all bool) []hatchery.Info
 	Logs(ctx context.Context, id string, follow bool, w io.Writer) error
 	Hosts(ctx context.Context) []hatchery.HostStatus
+}
+
+// Events lists the scheduled events (the events watcher), for momctl.
+type Events interface {
+	List(channel string) []events.Info
 }
 
 // Models is the broker.
@@ -82,6 +88,7 @@ type Server struct {
 	killGrace time.Duration
 
 	mu       sync.Mutex
+	events   Events
 	sessions map[string]*sessionSlot
 	grpcs    []*grpc.Server
 	stopped  bool
@@ -109,6 +116,23 @@ func New(opts Options) *Server {
 		chicks: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
 		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
 	}
+}
+
+// SetEvents lets momctl list the scheduled events.
+func (s *Server) SetEvents(e Events) {
+	s.mu.Lock()
+	s.events = e
+	s.mu.Unlock()
+}
+
+func (s *Server) eventList() []events.Info {
+	s.mu.Lock()
+	e := s.events
+	s.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.List("")
 }
 
 // ServeChicks serves ChickService on lis until Stop.
