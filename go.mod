@@ -4,11 +4,15 @@ go 1.26.8
 
 require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0
+	github.com/bwmarrin/discordgo v0.29.0
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/gorilla/websocket v1.5.3
 	github.com/ollama/ollama v0.17.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/robfig/cron/v3 v3.0.1
+	github.com/slack-go/slack v0.35.0
+	github.com/yuin/goldmark v1.8.7
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )

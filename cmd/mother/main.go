@@ -24,6 +24,8 @@ import (
 	_ "time/tzdata"
 
 	"github.com/mother-chat/mother/pkg/adapters/cli"
+	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord"
+	_ "github.com/mother-chat/mother/pkg/adapters/slack"   // registers "slack"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
@@ -232,6 +234,19 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 					return "", err
 				}
 				return ch.Dir(), nil
+			},
+			LoggedChannels: func() ([]string, error) {
+				refs, err := st.ListChannels()
+				if err != nil {
+					return nil, err
+				}
+				var ids []string
+				for _, r := range refs {
+					if r.Adapter == name {
+						ids = append(ids, r.ID)
+					}
+				}
+				return ids, nil
 			},
 		})
 		if err != nil {
