@@ -204,13 +204,16 @@ func ListenUnix(path string) (net.Listener, error) {
 	// Bind in a private directory, set the mode, then move the socket into
 	// place: no moment where others could connect, and no process-wide
 	// umask games.
-	tmp, err := os.MkdirTemp(filepath.Dir(path), ".mother-sock-")
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".s")
 	if err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	lis, err := net.Listen("unix", filepath.Join(tmp, "s"))
 	if err != nil {
+		if len(tmp) > 100 {
+			return nil, fmt.Errorf("admin socket %s: the path is too long for a unix socket (about 100 bytes at most): set admin.socket to a shorter path (%w)", path, err)
+		}
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	ul := lis.(*net.UnixListener)
