@@ -51,6 +51,7 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 	if req.GetGraceSeconds() > 0 {
 		grace = time.Duration(req.GetGraceSeconds()) * time.Second
 	}
+	before, _ := a.s.chicks.Get(req.GetId())
 	st, err := a.s.chicks.Stop(req.GetId(), hatchery.ReasonKilled, "killed by the operator", grace)
 	if err != nil {
 		if errors.Is(err, hatchery.ErrUnknownChick) {
@@ -60,6 +61,9 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 	}
 	if st.Final() {
 		in, _ := a.s.chicks.Get(req.GetId())
+		if !before.State.Final() {
+			return &pb.KillChickResponse{State: states[st], Message: in.Outcome + " (it was still queued)"}, nil
+		}
 		return &pb.KillChickResponse{State: states[st], Message: "already ended: " + in.Outcome}, nil
 	}
 	a.s.logger.Info("operator kills chick", "chick", req.GetId(), "grace", grace)
