@@ -57,7 +57,7 @@ func startDaemon(t *testing.T, data string, cfg map[string]any) *daemon {
 	}
 	d := &daemon{stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(motherBin, "--log-level", "debug", data)
-	d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MOTHER_GRPC_LISTEN=127.0.0.1:0"}
 	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -146,6 +146,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
+	ch, err := startChicks(cfg, st, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	defer ch.close()
 	// Events target "<adapter>/<channel>"; in terminal mode the one
 	// adapter is "cli", so "local" alone also works.
 	adapterNames := cfg.SortedAdapterNames()
@@ -164,26 +170,28 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.nest.SetEvents(watcher)
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools})
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, Chicks: ch.hatchery})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.hatchery.SetObserver(m.ChickObserver())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	if *cliMode {
-		return runCLI(ctx, m, watcher, stdin, stdout, stderr, logger)
+		return runCLI(ctx, m, watcher, ch, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, watcher, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, ch, cfg, st, stderr, logger)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
-func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
 	term := cli.New("cli", stdin, stdout)
 	if err := m.AddAdapter(term); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -193,6 +201,7 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.R
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.reconcile(ctx)
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		shutdown(m, w, stderr)
@@ -209,7 +218,7 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.R
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -253,6 +262,7 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *co
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.reconcile(ctx)
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		shutdown(m, w, stderr)
