@@ -25,7 +25,9 @@ type chicks struct {
 	hatchery *hatchery.Hatchery
 	nest     *nest.Server
 	lis      net.Listener
-	logger   *slog.Logger
+	// logger is scoped component=hatchery, nestLog component=nest.
+	logger  *slog.Logger
+	nestLog *slog.Logger
 }
 
 // startChicks opens the broker and the hatchery under <data>/chicks and
@@ -64,14 +66,15 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		br.Close()
 		return nil, err
 	}
+	nlog := logger.With("component", "nest")
 	n := nest.New(nest.Options{Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration})
 	go func() {
 		if err := n.ServeAdmin(admin); err != nil {
-			logger.Error("admin socket stopped", "component", "nest", "err", err)
+			nlog.Error("admin socket stopped", "err", err)
 		}
 	}()
-	logger.Info("nest listening", "component", "nest", "grpc", lis.Addr().String(), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
-	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger}, nil
+	nlog.Info("nest listening", "grpc", lis.Addr().String(), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
+	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
 }
 
 // reconcile takes over the chicks a previous Mother left running, then
@@ -82,17 +85,17 @@ func (c *chicks) reconcile(ctx context.Context) {
 	defer func() {
 		go func() {
 			if err := c.nest.ServeChicks(c.lis); err != nil {
-				c.logger.Error("chick listener stopped", "component", "nest", "err", err)
+				c.nestLog.Error("chick listener stopped", "err", err)
 			}
 		}()
 	}()
 	if err := c.hatchery.Reconcile(ctx); err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "did not answer") {
-			c.logger.Warn("chicks unavailable until the Docker host answers", "component", "hatchery", "err", err)
+			c.logger.Warn("chicks unavailable until the Docker host answers", "err", err)
 			return
 		}
-		c.logger.Error("reconcile chicks", "component", "hatchery", "err", err)
+		c.logger.Error("reconcile chicks", "err", err)
 	}
 }
 

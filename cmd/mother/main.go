@@ -108,13 +108,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *logLevel != "" {
 		level = *logLevel
 	}
-	logger, err := newLogger(stderr, cfg.Log.Format, level)
+	// base carries no component; each subsystem scopes it with its own
+	// (component=store, mother, events, nest, ...), so every line has
+	// exactly one. logger is this command's own.
+	base, err := newLogger(stderr, cfg.Log.Format, level)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitUsage
 	}
+	logger := base.With("component", "daemon")
 
-	st, err := store.Open(dataDir, store.Options{Logger: logger})
+	st, err := store.Open(dataDir, store.Options{Logger: base})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -146,7 +150,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
-	ch, err := startChicks(cfg, st, logger)
+	ch, err := startChicks(cfg, st, base)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -163,7 +167,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		StateDir: filepath.Join(st.DataDir(), "state", "events"),
 		Resolve:  events.AdapterResolver(adapterNames),
 		Clock:    clock.Real{},
-		Logger:   logger,
+		Logger:   base,
 		Grace:    cfg.Events.OneShotGrace.Duration,
 	})
 	if err != nil {
@@ -173,7 +177,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ch.nest.SetEvents(watcher)
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, Chicks: ch.hatchery})
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -186,7 +190,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *cliMode {
 		return runCLI(ctx, m, watcher, ch, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, watcher, ch, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, ch, cfg, st, stderr, base)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
@@ -218,7 +222,8 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, cfg *config.Config, st *store.Store, stderr io.Writer, base *slog.Logger) int {
+	logger := base.With("component", "daemon")
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -227,7 +232,8 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 		a, err := chat.New(chat.Env{
 			Name:   name,
 			Config: cfg.Adapters[name],
-			Logger: logger.With("component", "adapter", "adapter", name),
+			// Adapters scope it themselves (component=<type>, adapter=<name>).
+			Logger: base,
 			ChannelDir: func(channelID string) (string, error) {
 				ch, err := st.Channel(name, channelID)
 				if err != nil {
@@ -269,7 +275,7 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 		return exitFailure
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
-	stopping := notifySystemd(ctx, m, logger, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
+	stopping := notifySystemd(ctx, m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
 	<-ctx.Done()
 	logger.Info("shutting down")
 	stopping()
