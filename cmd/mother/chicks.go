@@ -53,7 +53,15 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		lis.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br})
+	// The nest speaks TLS to chicks with a CA of this Mother's own; each
+	// chick gets the CA certificate and trusts nothing else.
+	tl, err := nest.LoadTLS(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		lis.Close()
+		br.Close()
+		return nil, err
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br, CAPEM: tl.CAPEM})
 	if err != nil {
 		lis.Close()
 		br.Close()
@@ -67,13 +75,16 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		return nil, err
 	}
 	nlog := logger.With("component", "nest")
-	n := nest.New(nest.Options{Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration})
+	n := nest.New(nest.Options{
+		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration,
+		ChickImage: cfg.Chicks.Image, TLS: tl.Creds,
+	})
 	go func() {
 		if err := n.ServeAdmin(admin); err != nil {
 			nlog.Error("admin socket stopped", "err", err)
 		}
 	}()
-	nlog.Info("nest listening", "grpc", lis.Addr().String(), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
+	nlog.Info("nest listening", "grpc", lis.Addr().String(), "tls", "mother's CA", "cert_expires", tl.NotAfter.Format(time.DateOnly), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
 	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
 }
 

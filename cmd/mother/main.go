@@ -183,6 +183,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	ch.hatchery.SetObserver(m.ChickObserver())
+	ch.nest.SetAdapters(m)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -36,3 +36,11 @@ type AdapterStatus struct {
 type StatusReporter interface {
 	Status() AdapterStatus
 }
+
+// AdapterReport is one configured adapter's status with its name and
+// platform type, as Mother reports it.
+type AdapterReport struct {
+	Name   string
+	Type   string
+	Status AdapterStatus
+}

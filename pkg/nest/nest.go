@@ -9,6 +9,11 @@
 // heartbeats and its result one way, acks and the cancellation the other.
 // Generate is the broker's door. UploadFile brings files back.
 //
+// ChickService is served over TLS only (see LoadTLS): Mother keeps a
+// private CA under <data>/chicks/tls and each chick receives its
+// certificate and trusts nothing else, so a token crossing the LAN is
+// encrypted and reaches only the Mother that started the chick.
+//
 // AdminService listens on a unix socket (mode 0600) for momctl.
 package nest
 
@@ -26,11 +31,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
@@ -61,6 +68,11 @@ type Events interface {
 	List(channel string) []events.Info
 }
 
+// Adapters reports the chat adapters' connections (Mother), for momctl.
+type Adapters interface {
+	AdapterReports() []chat.AdapterReport
+}
+
 // Models is the broker.
 type Models interface {
 	Generate(ctx context.Context, c broker.Caller, req model.Request, onDelta func(string)) (model.Response, error)
@@ -76,6 +88,11 @@ type Options struct {
 	StartedAt time.Time
 	// KillGrace is the default time between cancel and kill.
 	KillGrace time.Duration
+	// ChickImage is the image chicks start from (for momctl status).
+	ChickImage string
+	// TLS secures ChickService (see LoadTLS); ServeChicks refuses to
+	// serve without it.
+	TLS credentials.TransportCredentials
 }
 
 // Server serves both services.
@@ -86,9 +103,13 @@ type Server struct {
 	version   string
 	startedAt time.Time
 	killGrace time.Duration
+	image     string
+	tls       credentials.TransportCredentials
 
 	mu       sync.Mutex
 	events   Events
+	adapters Adapters
+	versions map[string]string // chick id -> the version it joined with
 	sessions map[string]*sessionSlot
 	grpcs    []*grpc.Server
 	stopped  bool
@@ -115,7 +136,31 @@ func New(opts Options) *Server {
 	return &Server{
 		chicks: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
 		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
+		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
 	}
+}
+
+// SetAdapters lets momctl see the adapters' connections.
+func (s *Server) SetAdapters(a Adapters) {
+	s.mu.Lock()
+	s.adapters = a
+	s.mu.Unlock()
+}
+
+func (s *Server) adapterReports() []chat.AdapterReport {
+	s.mu.Lock()
+	a := s.adapters
+	s.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.AdapterReports()
+}
+
+func (s *Server) chickVersion(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions[id]
 }
 
 // SetEvents lets momctl list the scheduled events.
@@ -135,9 +180,19 @@ func (s *Server) eventList() []events.Info {
 	return e.List("")
 }
 
-// ServeChicks serves ChickService on lis until Stop.
+// ErrNoTLS: ChickService is served over TLS only (Options.TLS).
+var ErrNoTLS = errors.New("nest: ChickService needs TLS credentials (see LoadTLS)")
+
+// ServeChicks serves ChickService on lis, over TLS only, until Stop. A
+// client speaking plaintext, or one that does not accept the nest's
+// certificate, fails its handshake before any call is read.
 func (s *Server) ServeChicks(lis net.Listener) error {
+	if s.tls == nil {
+		lis.Close()
+		return ErrNoTLS
+	}
 	g := grpc.NewServer(
+		grpc.Creds(s.tls),
 		grpc.UnaryInterceptor(s.authUnary),
 		grpc.StreamInterceptor(s.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -300,6 +355,9 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion())
+	c.s.mu.Lock()
+	c.s.versions[id] = req.GetVersion()
+	c.s.mu.Unlock()
 	return &pb.JoinResponse{
 		ChickId: a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
 		Limits: &pb.ChickLimits{
