@@ -12,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/nest"
@@ -34,7 +35,7 @@ type chicks struct {
 // starts the nest: ChickService on grpc.listen, AdminService on the admin
 // socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger, mx *metrics.Metrics) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -46,7 +47,7 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		cfg.GRPC.Advertise = net.JoinHostPort(host, real)
 	}
 	br, err := broker.New(broker.Options{
-		Config: cfg, Dir: dir, Logger: logger,
+		Config: cfg, Dir: dir, Logger: logger, Metrics: mx,
 		Providers: func(name string) (model.Provider, error) { return providers.New(cfg.Providers, name, nil) },
 	})
 	if err != nil {
@@ -61,7 +62,7 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		br.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br, CAPEM: tl.CAPEM})
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br, CAPEM: tl.CAPEM, Metrics: mx})
 	if err != nil {
 		lis.Close()
 		br.Close()

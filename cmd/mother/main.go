@@ -30,6 +30,7 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/migrate"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
@@ -150,7 +151,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
-	ch, err := startChicks(cfg, st, base)
+	mx := metrics.New(metrics.Options{Version: version, Prices: tierPrices(cfg)})
+	ch, err := startChicks(cfg, st, base, mx)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -169,6 +171,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Clock:    clock.Real{},
 		Logger:   base,
 		Grace:    cfg.Events.OneShotGrace.Duration,
+		Metrics:  mx,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -177,13 +180,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ch.nest.SetEvents(watcher)
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery})
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery, Metrics: mx})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
 	ch.hatchery.SetObserver(m.ChickObserver())
 	ch.nest.SetAdapters(m)
+	mx.Watch(m, ch.hatchery, ch.broker)
+	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	defer stopMetrics()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

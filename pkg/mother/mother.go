@@ -38,6 +38,8 @@ type Options struct {
 	// Chicks, if set, gives Mother the spawn_chick, list_chicks and
 	// cancel_chick tools; set the hatchery's observer to ChickObserver.
 	Chicks Hatchery
+	// Metrics hears countable facts (nil: none).
+	Metrics Metrics
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -48,6 +50,7 @@ type Mother struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	agent    *agent.Agent
+	metrics  Metrics
 	// canceller serves "stop all" (nil: no chicks).
 	canceller ChickCanceller
 
@@ -96,6 +99,9 @@ func New(opts Options) (*Mother, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mother{
 		cfg:         opts.Config,
@@ -103,6 +109,7 @@ func New(opts Options) (*Mother, error) {
 		provider:    opts.Provider,
 		logger:      opts.Logger.With("component", "mother"),
 		now:         opts.Now,
+		metrics:     opts.Metrics,
 		ctx:         ctx,
 		cancel:      cancel,
 		adapters:    map[string]chat.Adapter{},

@@ -1,8 +1,31 @@
 package mother
 
 import (
+	"time"
+
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/model"
 )
+
+// Metrics hears what Mother's core can count; pkg/metrics implements it
+// (nil in Options: nothing is counted). Calls must be quick.
+type Metrics interface {
+	// MessageIn: a message from someone else was received and logged.
+	MessageIn(adapter string)
+	// MessageOut: Mother posted a message (an answer, a notice, a chick's
+	// result, a file).
+	MessageOut(adapter string)
+	// RunEnded: one of Mother's own runs ended (kind "message" or
+	// "event", stop the agent's stop reason) after d, using her own
+	// model's tokens.
+	RunEnded(adapter string, kind JobKind, stop string, d time.Duration, usage model.Usage)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) MessageIn(string)                                             {}
+func (nopMetrics) MessageOut(string)                                            {}
+func (nopMetrics) RunEnded(string, JobKind, string, time.Duration, model.Usage) {}
 
 // AdapterReports says how each adapter's connection is, in the order they
 // were added. An adapter that cannot tell (no chat.StatusReporter) counts
