@@ -128,7 +128,7 @@ func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 // (Metadata[chat.MetaThreadStarter] == the adapter's SelfID). Her own
 // messages and other bots' messages are logged and never answered.
 func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.ChannelMessage, late bool) {
-	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg", msg.ID)
+	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg_id", msg.ID)
 	a, cs, err := m.state(adapterName, msg.ChannelID)
 	if err != nil {
 		lg.Error("message not logged", "err", err)
@@ -343,7 +343,7 @@ func (m *Mother) enqueueOrdered(cs *channelState, job Job) error {
 		if !merged {
 			return ErrQueueFull
 		}
-		m.logger.Info("late message folded into an earlier queued late message", "channel", cs.qid(), "msg", job.Trigger.ID)
+		m.logger.Info("late message folded into an earlier queued late message", "channel", cs.qid(), "msg_id", job.Trigger.ID)
 		m.persist(cs)
 		return nil
 	}

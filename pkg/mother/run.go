@@ -23,7 +23,7 @@ const SilentMarker = "[SILENT]"
 func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	a, channelID := cs.adapter, cs.id
 	qid := chat.QualifiedID(a.Name(), channelID)
-	lg := m.logger.With("channel", qid, "msg", job.Trigger.ID, "kind", job.kind())
+	lg := m.logger.With("channel", qid, "msg_id", job.Trigger.ID, "kind", job.kind())
 	ch, err := m.store.Channel(a.Name(), channelID)
 	if err != nil {
 		lg.Error("cannot open channel store", "err", err)
