@@ -239,3 +239,79 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestHostStopsAnswering: the engine under two running chicks dies (its
+// containers live on: live-restore). Mother loses track of them without
+// ending them (a chick talks to Mother, not to Docker) and marks the host
+// down. One chick is killed meanwhile: it cannot be reached through
+// Docker, so it is ended at once and its container is reaped when the
+// host is back. The other is watched again when the host answers, and
+// ends normally.
+func TestHostStopsAnswering(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	eng := hatcherytest.SecondEngine(t, image, hatcherytest.LiveRestore())
+	api2 := eng.Client()
+	cfg := testConfig(image)
+	cfg.Chicks.MaxPerChannel = 10
+	cfg.Chicks.Hosts = []config.DockerHost{{Name: "gpu2", Address: eng.Address, TLSCA: eng.CA, TLSCert: eng.Cert, TLSKey: eng.Key, Capacity: 2}}
+	var logs syncBuffer
+	h, err := hatchery.New(hatchery.Options{
+		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "120"}, StartupGrace: 5 * time.Minute,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), ProbeInterval: time.Hour,
+	})
+	must(t, err)
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api2, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	must(t, h.Reconcile(t.Context()))
+	var ids []string
+	for range 2 {
+		in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
+		must(t, err)
+		waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+		ids = append(ids, in.ID)
+	}
+	a, b := ids[0], ids[1]
+	ca, _ := h.Get(a)
+
+	eng.Kill()
+	waitFor(t, "gpu2 to be marked down by the lost container watch", func() bool { return !hostState(h, "gpu2").Up })
+	for _, id := range ids {
+		if st := h.State(id); st != hatchery.StateRunning {
+			t.Errorf("chick %s %s after its host stopped answering, want still running", id, st)
+		}
+	}
+	// Killing a chick whose host does not answer ends it now.
+	if _, err := h.Stop(a, hatchery.ReasonKilled, "killed by the operator", 0); err != nil {
+		t.Fatal(err)
+	}
+	end := rec.wait(t, a, 30*time.Second)
+	if end.Reason != hatchery.ReasonKilled || end.Removed {
+		t.Errorf("a ended %s (removed %v), want killed, its container not yet removed", end.Reason, end.Removed)
+	}
+
+	eng.Start()
+	if s := h.Hosts(t.Context()); !s[0].Up {
+		t.Fatalf("gpu2 after the restart: %+v", s[0])
+	}
+	waitFor(t, "a's container to be reaped", func() bool {
+		_, err := api2.ContainerInspect(context.Background(), ca.ContainerID)
+		return client.IsErrNotFound(err)
+	})
+	waitFor(t, "b to be watched again", func() bool { return strings.Contains(logs.String(), "watching it again") })
+	if st := h.State(b); st != hatchery.StateRunning {
+		t.Fatalf("b %s, want running", st)
+	}
+	// b's exit is seen again: it ends like any chick.
+	if _, err := h.Stop(b, hatchery.ReasonKilled, "done with it", 0); err != nil {
+		t.Fatal(err)
+	}
+	if end := rec.wait(t, b, time.Minute); end.Reason != hatchery.ReasonKilled || !end.Removed {
+		t.Errorf("b ended %s (removed %v), want killed and removed", end.Reason, end.Removed)
+	}
+	if left := hatcherytest.Containers(t, api2, hatchery.LabelInstance, h.Instance()); len(left) != 0 {
+		t.Errorf("%d containers left", len(left))
+	}
+}

@@ -36,19 +36,35 @@ type Engine struct {
 	dir     string
 	port    string
 	dockerd string
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	log     *os.File
+	// killed: Kill left it down; cleanup starts it once so it reaps (or,
+	// with live-restore, adopts) what the dead daemon left.
+	killed bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	log    *os.File
 }
+
+// EngineOption tunes SecondEngine.
+type EngineOption func(*engineConfig)
+
+type engineConfig struct{ liveRestore bool }
+
+// LiveRestore turns on dockerd's live-restore: containers outlive a daemon
+// that dies or restarts, as on a server whose engine is upgraded.
+func LiveRestore() EngineOption { return func(c *engineConfig) { c.liveRestore = true } }
 
 // SecondEngine starts a second dockerd with TLS and loads image (built
 // on the local engine) into it. It needs root and dockerd; without them
 // the test is skipped, except under CI=true. Everything (the daemon, its
 // containerd, containers, mounts, the directory) is removed in
 // t.Cleanup.
-func SecondEngine(t testing.TB, image string) *Engine {
+func SecondEngine(t testing.TB, image string, opts ...EngineOption) *Engine {
 	t.Helper()
+	var ec engineConfig
+	for _, o := range opts {
+		o(&ec)
+	}
 	local := Docker(t)
 	skip := func(format string, args ...any) {
 		t.Helper()
@@ -88,7 +104,11 @@ func SecondEngine(t testing.TB, image string) *Engine {
 	_, e.port, _ = net.SplitHostPort(l.Addr().String())
 	l.Close()
 	e.Address = "tcp://127.0.0.1:" + e.port
-	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte("{}\n"), 0o600); err != nil {
+	conf := "{}\n"
+	if ec.liveRestore {
+		conf = `{"live-restore": true}` + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if e.log, err = os.Create(filepath.Join(dir, "dockerd.log")); err != nil {
@@ -160,7 +180,7 @@ func (e *Engine) Start() {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	e.cmd, e.done = cmd, done
+	e.cmd, e.done, e.killed = cmd, done, false
 	e.mu.Unlock()
 	c, err := client.NewClientWithOpts(client.WithHost(e.Address), client.WithTLSClientConfig(e.CA, e.Cert, e.Key), client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -209,20 +229,62 @@ func (e *Engine) Stop() {
 	e.killStragglers(syscall.SIGTERM, 10*time.Second)
 }
 
+// Kill kills the daemon outright (SIGKILL), as a crash or a cut cable
+// looks to Mother: no answer. Its containerd dies with it; its containers'
+// shims live on (and, with LiveRestore, so do the containers after Start).
+func (e *Engine) Kill() {
+	e.t.Helper()
+	e.mu.Lock()
+	cmd, done := e.cmd, e.done
+	e.cmd = nil
+	if cmd != nil {
+		e.killed = true
+	}
+	e.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	// Its containerd dies with it (parent-death signal); wait until it is
+	// gone and reaped, or the next dockerd takes it for alive and waits on
+	// its dead socket.
+	b, _ := os.ReadFile(filepath.Join(e.dir, "x", "containerd", "containerd.pid"))
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+		deadline := time.Now().Add(10 * time.Second)
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 func (e *Engine) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(e.dir, "dockerd.log"))
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, "module=grpc") {
+			keep = append(keep, l)
+		}
 	}
-	return string(b)
+	out := strings.Join(keep, "\n")
+	if len(out) > 6000 {
+		out = out[len(out)-6000:]
+	}
+	return out
 }
 
 // cleanup removes the engine's containers, stops it, and removes every
 // trace: leftover processes started from its directory, mounts, files.
 func (e *Engine) cleanup() {
 	e.mu.Lock()
-	running := e.cmd != nil
+	running, killed := e.cmd != nil, e.killed
 	e.mu.Unlock()
+	if killed && !running {
+		// A fresh daemon reaps or adopts the dead one's containers, so
+		// they can be removed below.
+		e.Start()
+		running = true
+	}
 	if running {
 		if c, err := client.NewClientWithOpts(client.WithHost(e.Address), client.WithTLSClientConfig(e.CA, e.Cert, e.Key), client.WithAPIVersionNegotiation()); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
