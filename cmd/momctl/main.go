@@ -199,6 +199,8 @@ type chickJSON struct {
 	Container  string    `json:"container,omitempty"`
 	Goal       string    `json:"goal"`
 	Outcome    string    `json:"outcome,omitempty"`
+	// Version is the chick binary's, as it reported when it joined.
+	Version string `json:"version,omitempty"`
 }
 
 func toJSON(ci *pb.ChickInfo, now time.Time) chickJSON {
@@ -206,7 +208,7 @@ func toJSON(ci *pb.ChickInfo, now time.Time) chickJSON {
 	return chickJSON{
 		ID: ci.GetId(), Channel: ci.GetChannel(), Tier: ci.GetTier(), State: stateName(ci.GetState()), CreatedAt: created,
 		AgeSeconds: int64(now.Sub(created).Seconds()), Tokens: ci.GetTokensUsed(), Host: ci.GetHost(), Container: ci.GetContainerId(),
-		Goal: ci.GetGoal(), Outcome: ci.GetOutcome(),
+		Goal: ci.GetGoal(), Outcome: ci.GetOutcome(), Version: ci.GetVersion(),
 	}
 }
 

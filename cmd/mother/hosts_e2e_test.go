@@ -19,10 +19,11 @@ import (
 )
 
 type lsChickHost struct {
-	ID    string `json:"id"`
-	Tier  string `json:"tier"`
-	State string `json:"state"`
-	Host  string `json:"host"`
+	ID      string `json:"id"`
+	Tier    string `json:"tier"`
+	State   string `json:"state"`
+	Host    string `json:"host"`
+	Version string `json:"version"`
 }
 
 func chicksLs(t *testing.T, data string, all bool) []lsChickHost {
@@ -139,6 +140,9 @@ func TestTwoDockerHosts(t *testing.T) {
 			continue
 		}
 		byHost[c.Host] = append(byHost[c.Host], c.Tier)
+		if c.Version != "dev" {
+			t.Errorf("chick %s reported version %q, want dev (what it said when it joined)", c.ID, c.Version)
+		}
 	}
 	if strings.Join(byHost["gpu1"], ",") != "big" || strings.Join(byHost["gpu2"], ",") != "local,local" || queued != 1 {
 		t.Errorf("placement %v with %d queued; want gpu1: big, gpu2: local,local, 1 queued\n%+v", byHost, queued, list)
