@@ -157,6 +157,27 @@ func (s *Server) adapterReports() []chat.AdapterReport {
 	return a.AdapterReports()
 }
 
+// rememberVersion keeps what a chick said it runs; versions of chicks that
+// have ended are forgotten once there are many.
+func (s *Server) rememberVersion(id, v string) {
+	s.mu.Lock()
+	s.versions[id] = v
+	var ids []string
+	if len(s.versions) > 256 {
+		for k := range s.versions {
+			ids = append(ids, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range ids {
+		if in, err := s.chicks.Get(k); err != nil || in.State.Final() {
+			s.mu.Lock()
+			delete(s.versions, k)
+			s.mu.Unlock()
+		}
+	}
+}
+
 func (s *Server) chickVersion(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -355,9 +376,7 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion())
-	c.s.mu.Lock()
-	c.s.versions[id] = req.GetVersion()
-	c.s.mu.Unlock()
+	c.s.rememberVersion(id, req.GetVersion())
 	return &pb.JoinResponse{
 		ChickId: a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
 		Limits: &pb.ChickLimits{
