@@ -49,7 +49,7 @@ func (m *Manager) call(ctx context.Context, name string, args json.RawMessage, a
 	}
 	l, t, err := s.current(toolName)
 	if err != nil {
-		return agent.Result{}, fmt.Errorf("%w: %v", ErrServerDown, err)
+		return agent.Result{}, err
 	}
 	obj, err := decodeArgs(args)
 	if err != nil {

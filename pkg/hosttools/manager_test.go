@@ -99,7 +99,7 @@ func TestDiscoveryAndCalls(t *testing.T) {
 	})
 
 	got := qualified(m.Tools())
-	want := []string{"notes.add", "notes.delete", "notes.list", "notes.search", "web.count", "web.crash", "web.echo", "web.hang", "web.pid"}
+	want := []string{"notes.add", "notes.delete", "notes.list", "notes.search", "web.big", "web.count", "web.crash", "web.echo", "web.hang", "web.picture", "web.pid"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Tools() = %v, want %v", got, want)
 	}
@@ -142,7 +142,7 @@ func TestDiscoveryAndCalls(t *testing.T) {
 
 	st := m.Status()
 	if len(st) != 2 || st[0].Name != "notes" || st[0].State != StateRunning || st[0].Transport != "stdio" ||
-		st[1].Name != "web" || st[1].State != StateRunning || st[1].Transport != "http" || len(st[1].Tools) != 5 {
+		st[1].Name != "web" || st[1].State != StateRunning || st[1].Transport != "http" || len(st[1].Tools) != 7 {
 		t.Errorf("Status() = %+v", st)
 	}
 }
@@ -162,8 +162,8 @@ func TestUnknownTools(t *testing.T) {
 		want []string
 		is   error
 	}{
-		{"nope", []string{`unknown host tool "nope"; available: a.count, a.crash`}, ErrUnknownTool},
-		{"a.nope", []string{`host tool server a has no tool "nope" (its tools: count, crash, echo, hang, pid)`}, ErrServerDown},
+		{"nope", []string{`unknown host tool "nope"; available: a.big, a.count, a.crash`}, ErrUnknownTool},
+		{"a.nope", []string{`host tool server a has no tool "nope" (its tools: big, count, crash, echo, hang, picture, pid)`}, ErrUnknownTool},
 		{"echo", []string{`ambiguous host tool name "echo": use one of a.echo, b.echo`}, ErrAmbiguous},
 	}
 	for _, tc := range tests {
@@ -394,5 +394,23 @@ func TestApplyReconciles(t *testing.T) {
 	// The dropped process is gone.
 	if err := processAlive(changePid); err == nil {
 		t.Errorf("the replaced process %s is still running", changePid)
+	}
+}
+
+// TestResultContent: text parts are joined, images passed on, links named,
+// and a long result cut at MaxResultBytes on a character boundary.
+func TestResultContent(t *testing.T) {
+	t.Parallel()
+	hs := newHTTPServer(t)
+	m := newManager(t, Options{MaxResultBytes: 1001})
+	start(t, m, map[string]config.MCPServer{"web": {URL: hs.URL, Timeout: dur(10 * time.Second)}})
+	res, err := m.Call(t.Context(), "web.picture", nil)
+	if err != nil || res.Text != "a red dot\n[resource dot: file:///dot.png]" || len(res.Images) != 1 ||
+		res.Images[0].MimeType != "image/png" || string(res.Images[0].Data) != "\x89PNG fake" {
+		t.Errorf("picture = %+v, %v", res, err)
+	}
+	res, err = m.Call(t.Context(), "web.big", nil)
+	if err != nil || !strings.HasPrefix(res.Text, strings.Repeat("é", 500)+"\n[... result cut at 1000 bytes of 81920]") {
+		t.Errorf("big = %.80q..., %v", res.Text, err)
 	}
 }

@@ -95,6 +95,18 @@ func testTools(s *mcp.Server, stuck bool) {
 			<-ctx.Done()
 			return nil, nil, ctx.Err()
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "picture", Description: "A picture and a caption."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "a red dot"},
+				&mcp.ImageContent{MIMEType: "image/png", Data: []byte("\x89PNG fake")},
+				&mcp.ResourceLink{Name: "dot", URI: "file:///dot.png"},
+			}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "A long answer."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return textResult(strings.Repeat("é", 40*1024)), nil, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "count", Description: "Count to n.", InputSchema: map[string]any{
 		"type": "object", "required": []string{"n"}, "additionalProperties": false,
 		"properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 1, "maximum": 10, "description": "how far"}},
