@@ -164,7 +164,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools})
+	// Host tools: the MCP servers of config.json, called through
+	// invoke_tool and listed in the prompt.
+	host := startHostSide(cfg, st.DataDir(), logger)
+	// Every return stops the servers; shutdown does it first, in order.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = host.close(cctx)
+	}()
+	motherTools = append(motherTools, host.tools.InvokeTool())
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, HostTools: host.tools.PromptTools})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -174,14 +184,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 
 	if *cliMode {
-		return runCLI(ctx, m, watcher, stdin, stdout, stderr, logger)
+		return runCLI(ctx, m, watcher, host, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, watcher, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, host, cfg, st, stderr, logger)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
-func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, host *hostSide, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
 	term := cli.New("cli", stdin, stdout)
 	if err := m.AddAdapter(term); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -193,7 +203,12 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.R
 	}
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, stderr)
+		shutdown(m, w, host, stderr)
+		return exitFailure
+	}
+	if err := host.watch(ctx); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, host, stderr)
 		return exitFailure
 	}
 	select {
@@ -203,11 +218,11 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, stdin io.R
 		}
 	case <-ctx.Done():
 	}
-	return shutdown(m, w, stderr)
+	return shutdown(m, w, host, stderr)
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, host *hostSide, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -240,7 +255,12 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *co
 	}
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, stderr)
+		shutdown(m, w, host, stderr)
+		return exitFailure
+	}
+	if err := host.watch(ctx); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, host, stderr)
 		return exitFailure
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
@@ -248,20 +268,26 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, cfg *co
 	<-ctx.Done()
 	logger.Info("shutting down")
 	stopping()
-	return shutdown(m, w, stderr)
+	return shutdown(m, w, host, stderr)
 }
 
 // shutdown stops the events watcher first (no new runs), then Mother: runs
-// in flight are interrupted and kept for the next start.
-func shutdown(m *mother.Mother, w *events.Watcher, stderr io.Writer) int {
+// in flight are interrupted and kept for the next start; then the host
+// tool servers.
+func shutdown(m *mother.Mother, w *events.Watcher, host *hostSide, stderr io.Writer) int {
 	w.Stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	code := exitOK
 	if err := m.Shutdown(sctx); err != nil {
 		fmt.Fprintf(stderr, "mother: shutdown: %v\n", err)
-		return exitFailure
+		code = exitFailure
 	}
-	return exitOK
+	if err := host.close(sctx); err != nil {
+		fmt.Fprintf(stderr, "mother: shutdown: %v\n", err)
+		code = exitFailure
+	}
+	return code
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

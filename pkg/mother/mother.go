@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
@@ -35,6 +36,9 @@ type Options struct {
 	// Canceller cancels a channel's chicks for "stop all" (nil: none to
 	// cancel).
 	Canceller ChickCanceller
+	// HostTools lists the host tools (MCP servers) for the prompt of each
+	// run; they are called through invoke_tool, one of Tools (nil: none).
+	HostTools func() []prompt.HostTool
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -47,6 +51,7 @@ type Mother struct {
 	agent    *agent.Agent
 	// canceller serves "stop all" (nil: no chicks).
 	canceller ChickCanceller
+	hostTools func() []prompt.HostTool
 
 	// ready is closed when Start has finished: runners wait for it, so
 	// restart notices come before any answer.
@@ -105,6 +110,7 @@ func New(opts Options) (*Mother, error) {
 		now:       opts.Now,
 		agent:     ag,
 		canceller: opts.Canceller,
+		hostTools: opts.HostTools,
 		ready:     make(chan struct{}),
 		ctx:       ctx,
 		cancel:    cancel,
