@@ -162,23 +162,34 @@ func (s *server) call(ctx context.Context, l *session, t *Tool, args map[string]
 		case errors.Is(cctx.Err(), context.DeadlineExceeded):
 			lg.Warn("host tool call timed out", "timeout", timeout)
 			return agent.Result{}, fmt.Errorf("%w: %s did not answer within %s; the call was cancelled (it may still have had an effect)", ErrTimeout, t.Qualified, timeout)
+		case errors.As(err, &rpcErr) && !transportCode(rpcErr.Code):
+			lg.Warn("host tool call refused", "code", rpcErr.Code, "err", rpcErr.Message)
+			return agent.Result{}, fmt.Errorf("%s failed: %s", t.Qualified, rpcErr.Message)
 		case s.ended(l):
 			lg.Warn("host tool server ended during a call", "err", err)
 			return agent.Result{}, fmt.Errorf("%w: host tool server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect", ErrServerDown, s.name, t.Qualified)
-		case errors.As(err, &rpcErr):
-			lg.Warn("host tool call refused", "code", rpcErr.Code, "err", rpcErr.Message)
-			return agent.Result{}, fmt.Errorf("%s failed: %s", t.Qualified, rpcErr.Message)
 		default:
 			// The connection is broken (an HTTP server gone away, say):
 			// close it so the supervisor reconnects.
 			lg.Warn("host tool call failed; reconnecting", "err", err)
-			_ = l.cs.Close()
-			return agent.Result{}, fmt.Errorf("%w: %s failed: %v (the connection to server %s is being re-established)", ErrServerDown, t.Qualified, err, s.name)
+			go s.close(l)
+			return agent.Result{}, fmt.Errorf("%w: could not reach host tool server %s for %s (%v); reconnecting, try again later", ErrServerDown, s.name, t.Qualified, err)
 		}
 	}
 	r := s.m.result(t, res)
 	lg.Info("host tool called", "is_error", r.IsError, "bytes", len(r.Text))
 	return r, nil
+}
+
+// transportCode reports whether a JSON-RPC error code is the SDK's own
+// for a request that never reached the server (rejected by the transport,
+// client or server closing) rather than the server's answer.
+func transportCode(code int64) bool {
+	switch code {
+	case -32005, -32004, -32003:
+		return true
+	}
+	return false
 }
 
 // ended reports whether the session ended, waiting a moment: a process

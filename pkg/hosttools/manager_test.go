@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
@@ -412,5 +416,55 @@ func TestResultContent(t *testing.T) {
 	res, err = m.Call(t.Context(), "web.big", nil)
 	if err != nil || !strings.HasPrefix(res.Text, strings.Repeat("é", 500)+"\n[... result cut at 1000 bytes of 81920]") {
 		t.Errorf("big = %.80q..., %v", res.Text, err)
+	}
+}
+
+// TestHTTPServerComesAndGoes: an HTTP server that is not up yet is retried
+// until it answers; when it goes away a call fails clearly and the
+// connection is re-established once it is back.
+func TestHTTPServerComesAndGoes(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	serve := func() *http.Server {
+		t.Helper()
+		var l net.Listener
+		waitFor(t, "the port", func() bool {
+			var err error
+			l, err = net.Listen("tcp", addr)
+			return err == nil
+		})
+		srv := mcp.NewServer(&mcp.Implementation{Name: "later", Version: "1"}, nil)
+		testTools(srv, false)
+		hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+		go hs.Serve(l)
+		return hs
+	}
+	m := newManager(t, Options{MaxBackoff: 50 * time.Millisecond})
+	start(t, m, map[string]config.MCPServer{"later": {URL: "http://" + addr + "/", Timeout: dur(5 * time.Second)}})
+	if st := m.Status()[0]; st.State != StateRetrying || !strings.Contains(st.Error, "connection refused") {
+		t.Errorf("status before the server is up = %+v", st)
+	}
+	hs := serve()
+	waitFor(t, "the connection", func() bool { return m.Status()[0].State == StateRunning })
+	if text, _ := call(t, m, "later.echo", `{"text":"up"}`); text != "echo: up" {
+		t.Errorf("echo = %q", text)
+	}
+	hs.Close()
+	if _, err := m.Call(t.Context(), "later.echo", json.RawMessage(`{"text":"down"}`)); !errors.Is(err, ErrServerDown) {
+		t.Errorf("call while the server is down = %v", err)
+	}
+	hs = serve()
+	defer hs.Close()
+	waitFor(t, "the reconnection", func() bool {
+		res, err := m.Call(t.Context(), "later.echo", json.RawMessage(`{"text":"again"}`))
+		return err == nil && res.Text == "echo: again"
+	})
+	if st := m.Status()[0]; st.Restarts == 0 {
+		t.Errorf("no reconnection counted: %+v", st)
 	}
 }
