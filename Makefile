@@ -22,6 +22,10 @@ build: ## build bin/mother, bin/chick and bin/momctl for this machine
 	$(BUILD) -tags timetzdata -o bin/chick ./cmd/chick
 	$(BUILD) -o bin/momctl ./cmd/momctl
 
+.PHONY: image
+image: ## build the offline chick image mother-chick:dev (FROM scratch: static chick + busybox-static)
+	VERSION=$(VERSION) bash images/chick/build-offline.sh mother-chick:dev
+
 .PHONY: run
 run: ## run Mother on the embedded default: files in $(DATA), the terminal as a channel
 	$(GO) run ./cmd/mother --cli $(DATA)

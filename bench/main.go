@@ -2,7 +2,7 @@
 // memory, per-message overhead, store scale and start-up time. It never
 // asserts timings; it reports them.
 //
-//	go run ./bench [-only footprint,overhead,store,startup] [-quick]
+//	go run ./bench [-only footprint,platforms,overhead,store,startup] [-quick]
 package main
 
 import (
@@ -28,7 +28,7 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "", "comma-separated subset: footprint,overhead,store,startup")
+	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup")
 	quick := flag.Bool("quick", false, "smaller sizes (for a smoke run)")
 	flag.Parse()
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
@@ -44,6 +44,9 @@ func main() {
 	fmt.Printf("# Mother benchmarks (%s)\n\n", time.Now().Format("2006-01-02"))
 	if want("footprint") {
 		footprint(bin, tmp, *quick)
+	}
+	if want("platforms") {
+		platforms(bin, tmp, *quick)
 	}
 	if want("overhead") {
 		overhead(bin, tmp, *quick)

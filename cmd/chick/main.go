@@ -1,12 +1,20 @@
 // Command chick is the worker that runs inside a chick container: it dials
-// Mother at MOTHER_ADDR with the single-use MOTHER_TOKEN, receives its goal,
-// runs the agent loop with the full tool set in /workspace, and exits.
+// Mother at MOTHER_ADDR with its id (MOTHER_CHICK_ID) and single-use token
+// (MOTHER_TOKEN), receives its goal, runs the agent loop with its tools in
+// /workspace, streams what it does, and exits when done or cancelled.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mother-chat/mother/pkg/chick"
 )
 
 // version is stamped at build time.
@@ -14,16 +22,30 @@ var version = "dev"
 
 func main() {
 	showVersion := flag.Bool("version", false, "print the version and exit")
+	workspace := flag.String("workspace", "/workspace", "the chick's working directory")
 	flag.Parse()
 	if *showVersion {
 		fmt.Printf("chick %s\n", version)
 		return
 	}
-	addr, token := os.Getenv("MOTHER_ADDR"), os.Getenv("MOTHER_TOKEN")
-	if addr == "" || token == "" {
-		fmt.Fprintln(os.Stderr, "chick: MOTHER_ADDR and MOTHER_TOKEN must be set; chicks are started by Mother")
+	hideToken()
+	addr, token, id := os.Getenv("MOTHER_ADDR"), readToken(), os.Getenv("MOTHER_CHICK_ID")
+	if addr == "" || token == "" || id == "" {
+		fmt.Fprintln(os.Stderr, "chick: MOTHER_ADDR, MOTHER_TOKEN and MOTHER_CHICK_ID must be set; chicks are started by Mother")
 		os.Exit(2)
 	}
-	fmt.Fprintln(os.Stderr, "chick: the nest client is not built yet (see the chicks issue)")
-	os.Exit(1)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := chick.Run(ctx, chick.Options{
+		Addr: addr, Token: token, ChickID: id, Workspace: *workspace, Version: version, Logger: logger,
+		Tools: chickTools,
+	})
+	if err != nil {
+		logger.Error("chick failed", "err", err)
+		if errors.Is(err, chick.ErrRejected) {
+			os.Exit(3)
+		}
+		os.Exit(1)
+	}
 }

@@ -1,23 +1,457 @@
 // Command momctl is the operator's tool for a running Mother: it talks to
-// her admin socket (default <data>/mother.sock; --socket or MOTHER_SOCKET).
+// her admin socket (default ./data/mother.sock; --socket or MOTHER_SOCKET).
+//
+//	momctl [--socket PATH] chicks ls [--all] [--json]
+//	momctl [--socket PATH] chicks kill [--grace 10s] ID...
+//	momctl [--socket PATH] chicks logs [-f] ID
+//	momctl [--socket PATH] events [--json]
+//	momctl [--socket PATH] status [--json]
+//	momctl [--socket PATH] tools ls [--json]
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
 // version is stamped at build time.
 var version = "dev"
 
+// DefaultSocket is used without --socket and MOTHER_SOCKET.
+const DefaultSocket = "data/mother.sock"
+
 func main() {
-	showVersion := flag.Bool("version", false, "print the version and exit")
-	flag.Parse()
-	if *showVersion {
-		fmt.Printf("momctl %s\n", version)
-		return
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: momctl [--socket PATH] COMMAND
+
+  chicks ls [--all] [--json]      running and queued chicks (--all: ended ones too)
+  chicks kill [--grace D] ID...   cancel, then kill after the grace period
+  chicks logs [-f] ID             a chick's container output (-f: follow)
+  events [--json]                 scheduled events, soonest first
+  status [--json]                 version, uptime, chicks, hosts, budgets, next events
+  tools ls [--json]               host tool servers (mcpServers), their state and tools
+
+The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("momctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", "", "Mother's admin socket")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	if err := fs.Parse(args); err != nil {
+		return 2
 	}
-	fmt.Fprintln(os.Stderr, "momctl: no commands yet (chicks ls/kill/logs and status come with the chicks issue)")
-	os.Exit(2)
+	if *showVersion {
+		fmt.Fprintf(stdout, "momctl %s\n", version)
+		return 0
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return 2
+	}
+	path := *socket
+	if path == "" {
+		path = getenv("MOTHER_SOCKET")
+	}
+	if path == "" {
+		path = DefaultSocket
+	}
+	c := &cli{socket: path, stdout: stdout, stderr: stderr}
+	var err error
+	switch {
+	case rest[0] == "status":
+		err = c.status(ctx, rest[1:])
+	case rest[0] == "events":
+		err = c.events(ctx, rest[1:])
+	case rest[0] == "chicks" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
+		err = c.ls(ctx, rest[2:])
+	case rest[0] == "chicks" && len(rest) >= 2 && rest[1] == "kill":
+		err = c.kill(ctx, rest[2:])
+	case rest[0] == "chicks" && len(rest) >= 2 && rest[1] == "logs":
+		err = c.logs(ctx, rest[2:])
+	case rest[0] == "tools" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
+		err = c.tools(ctx, rest[2:])
+	default:
+		fmt.Fprintf(stderr, "momctl: unknown command %q\n\n", strings.Join(rest, " "))
+		fs.Usage()
+		return 2
+	}
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "momctl: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "momctl: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+type cli struct {
+	socket         string
+	stdout, stderr io.Writer
+}
+
+// connect checks the socket first, so a missing socket or a permission
+// problem reads as such, not as a gRPC error.
+func (c *cli) connect() (pb.AdminServiceClient, func(), error) {
+	st, err := os.Stat(c.socket)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil, fmt.Errorf("no admin socket at %s: is Mother running? (set --socket or MOTHER_SOCKET to <data>/mother.sock)", c.socket)
+	case errors.Is(err, os.ErrPermission):
+		return nil, nil, fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
+	case err != nil:
+		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
+	case st.Mode()&os.ModeSocket == 0:
+		return nil, nil, fmt.Errorf("%s is not a socket", c.socket)
+	}
+	f, err := os.OpenFile(c.socket, os.O_RDWR, 0)
+	if f != nil {
+		f.Close()
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return nil, nil, fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
+	}
+	conn, err := grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
+	}
+	return pb.NewAdminServiceClient(conn), func() { conn.Close() }, nil
+}
+
+// explain turns a gRPC error into one line.
+func (c *cli) explain(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		msg := st.Message()
+		if strings.Contains(msg, "permission denied") {
+			return fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
+		}
+		return fmt.Errorf("Mother is not answering on %s (stale socket?): %s", c.socket, msg)
+	case codes.NotFound:
+		return errors.New(st.Message())
+	case codes.Unimplemented:
+		return fmt.Errorf("this Mother does not support that: %s", st.Message())
+	}
+	return errors.New(st.Message())
+}
+
+var stateNames = map[pb.ChickState]string{
+	pb.ChickState_CHICK_STATE_QUEUED:   "queued",
+	pb.ChickState_CHICK_STATE_STARTING: "starting",
+	pb.ChickState_CHICK_STATE_RUNNING:  "running",
+	pb.ChickState_CHICK_STATE_STOPPING: "stopping",
+	pb.ChickState_CHICK_STATE_DONE:     "done",
+	pb.ChickState_CHICK_STATE_FAILED:   "failed",
+	pb.ChickState_CHICK_STATE_KILLED:   "killed",
+}
+
+func stateName(s pb.ChickState) string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+// chickJSON is the --json form of a chick.
+type chickJSON struct {
+	ID         string    `json:"id"`
+	Channel    string    `json:"channel"`
+	Tier       string    `json:"tier"`
+	State      string    `json:"state"`
+	CreatedAt  time.Time `json:"createdAt"`
+	AgeSeconds int64     `json:"ageSeconds"`
+	Tokens     int64     `json:"tokens"`
+	Host       string    `json:"host,omitempty"`
+	Container  string    `json:"container,omitempty"`
+	Goal       string    `json:"goal"`
+	Outcome    string    `json:"outcome,omitempty"`
+}
+
+func toJSON(ci *pb.ChickInfo, now time.Time) chickJSON {
+	created := ci.GetCreatedAt().AsTime()
+	return chickJSON{
+		ID: ci.GetId(), Channel: ci.GetChannel(), Tier: ci.GetTier(), State: stateName(ci.GetState()), CreatedAt: created,
+		AgeSeconds: int64(now.Sub(created).Seconds()), Tokens: ci.GetTokensUsed(), Host: ci.GetHost(), Container: ci.GetContainerId(),
+		Goal: ci.GetGoal(), Outcome: ci.GetOutcome(),
+	}
+}
+
+func (c *cli) ls(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("chicks ls", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	all := fs.Bool("all", false, "include ended chicks")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{"chicks ls [--all] [--json]"}
+	}
+	api, done, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := api.ListChicks(cctx, &pb.ListChicksRequest{All: *all})
+	if err != nil {
+		return c.explain(err)
+	}
+	now := time.Now()
+	if *asJSON {
+		out := []chickJSON{}
+		for _, ci := range resp.GetChicks() {
+			out = append(out, toJSON(ci, now))
+		}
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(resp.GetChicks()) == 0 {
+		fmt.Fprintln(c.stdout, "no chicks")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCHANNEL\tTIER\tSTATE\tAGE\tTOKENS")
+	for _, ci := range resp.GetChicks() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", ci.GetId(), ci.GetChannel(), ci.GetTier(), stateName(ci.GetState()), age(now.Sub(ci.GetCreatedAt().AsTime())), ci.GetTokensUsed())
+	}
+	return tw.Flush()
+}
+
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func (c *cli) kill(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("chicks kill", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	grace := fs.Duration("grace", 0, "time between cancel and kill (default: Mother's chicks.killGrace)")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		return usageError{"chicks kill [--grace D] ID..."}
+	}
+	api, done, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	var errs []error
+	for _, id := range fs.Args() {
+		gs := int64(0)
+		if *grace > 0 {
+			gs = max(1, int64(grace.Seconds()))
+		}
+		resp, err := api.KillChick(ctx, &pb.KillChickRequest{Id: id, GraceSeconds: gs})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", id, c.explain(err)))
+			continue
+		}
+		fmt.Fprintf(c.stdout, "%s %s: %s\n", id, stateName(resp.GetState()), resp.GetMessage())
+	}
+	return errors.Join(errs...)
+}
+
+func (c *cli) logs(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("chicks logs", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	follow := fs.Bool("f", false, "follow the output")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		return usageError{"chicks logs [-f] ID"}
+	}
+	api, done, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	stream, err := api.ChickLogs(ctx, &pb.ChickLogsRequest{Id: fs.Arg(0), Follow: *follow})
+	if err != nil {
+		return c.explain(err)
+	}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return c.explain(err)
+		}
+		if _, err := c.stdout.Write(m.GetData()); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *cli) status(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{"status [--json]"}
+	}
+	api, done, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := api.GetStatus(cctx, &pb.GetStatusRequest{})
+	if err != nil {
+		return c.explain(err)
+	}
+	now := time.Now()
+	if *asJSON {
+		type host struct {
+			Name     string `json:"name"`
+			Up       bool   `json:"up"`
+			Running  int32  `json:"running"`
+			Capacity int32  `json:"capacity"`
+			Error    string `json:"error,omitempty"`
+		}
+		type budget struct {
+			Scope string `json:"scope"`
+			Used  int64  `json:"used"`
+			Limit int64  `json:"limit"`
+		}
+		out := struct {
+			Version   string      `json:"version"`
+			StartedAt time.Time   `json:"startedAt"`
+			Chicks    []chickJSON `json:"chicks"`
+			Hosts     []host      `json:"hosts"`
+			Budgets   []budget    `json:"budgets"`
+		}{Version: st.GetVersion(), StartedAt: st.GetStartedAt().AsTime(), Chicks: []chickJSON{}, Hosts: []host{}, Budgets: []budget{}}
+		for _, ci := range st.GetChicks() {
+			out.Chicks = append(out.Chicks, toJSON(ci, now))
+		}
+		for _, h := range st.GetHosts() {
+			out.Hosts = append(out.Hosts, host{h.GetName(), h.GetUp(), h.GetRunning(), h.GetCapacity(), h.GetError()})
+		}
+		for _, b := range st.GetBudgets() {
+			out.Budgets = append(out.Budgets, budget{b.GetScope(), b.GetUsedTokens(), b.GetLimitTokens()})
+		}
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(c.stdout, "Mother %s, up %s\n", st.GetVersion(), age(now.Sub(st.GetStartedAt().AsTime())))
+	fmt.Fprintf(c.stdout, "chicks: %d running or queued\n", len(st.GetChicks()))
+	for _, h := range st.GetHosts() {
+		state := "up"
+		if !h.GetUp() {
+			state = "DOWN: " + h.GetError()
+		}
+		fmt.Fprintf(c.stdout, "host %s: %s, %d/%d chicks\n", h.GetName(), state, h.GetRunning(), h.GetCapacity())
+	}
+	for _, e := range st.GetNextEvents() {
+		fmt.Fprintf(c.stdout, "next event %s (%s, %s): %s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetNextRun().AsTime().Local().Format("2006-01-02 15:04"))
+	}
+	for _, b := range st.GetBudgets() {
+		lim := "no cap"
+		if b.GetLimitTokens() > 0 {
+			lim = fmt.Sprintf("of %d", b.GetLimitTokens())
+		}
+		fmt.Fprintf(c.stdout, "budget %s: %d tokens (%s)\n", b.GetScope(), b.GetUsedTokens(), lim)
+	}
+	return nil
+}
+
+func (c *cli) events(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{"events [--json]"}
+	}
+	api, done, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := api.ListEvents(cctx, &pb.ListEventsRequest{})
+	if err != nil {
+		return c.explain(err)
+	}
+	type eventJSON struct {
+		File     string     `json:"file"`
+		Type     string     `json:"type,omitempty"`
+		Channel  string     `json:"channel,omitempty"`
+		Schedule string     `json:"schedule,omitempty"`
+		Next     *time.Time `json:"next,omitempty"`
+		Text     string     `json:"text,omitempty"`
+	}
+	if *asJSON {
+		out := []eventJSON{}
+		for _, e := range resp.GetEvents() {
+			ej := eventJSON{File: e.GetFile(), Type: e.GetType(), Channel: e.GetChannel(), Schedule: e.GetSchedule(), Text: e.GetText()}
+			if e.GetNextRun() != nil {
+				t := e.GetNextRun().AsTime()
+				ej.Next = &t
+			}
+			out = append(out, ej)
+		}
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(resp.GetEvents()) == 0 {
+		fmt.Fprintln(c.stdout, "no events")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tTYPE\tCHANNEL\tSCHEDULE\tNEXT")
+	for _, e := range resp.GetEvents() {
+		next := "-"
+		if e.GetNextRun() != nil {
+			next = e.GetNextRun().AsTime().Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetSchedule(), next)
+	}
+	return tw.Flush()
 }

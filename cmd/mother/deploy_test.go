@@ -66,7 +66,7 @@ func TestDaemonNotifiesSystemd(t *testing.T) {
 	}
 	defer conn.Close()
 	cmd := exec.Command(motherBin, data)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=200000"}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=200000", "MOTHER_GRPC_LISTEN=127.0.0.1:0"}
 	stdin, _ := cmd.StdinPipe() // the cli adapter's stdin stays open
 	defer stdin.Close()
 	var stderr strings.Builder

@@ -51,7 +51,7 @@ func startMother(t *testing.T, env []string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario"}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario", "MOTHER_GRPC_LISTEN=127.0.0.1:0"}, env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ import (
 	_ "time/tzdata"
 
 	"github.com/mother-chat/mother/pkg/adapters/cli"
+	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord"
+	_ "github.com/mother-chat/mother/pkg/adapters/slack"   // registers "slack"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
@@ -144,6 +146,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
+	// Host tools: the MCP servers of config.json, called through
+	// invoke_tool, listed in the prompt, and offered to chicks as far as
+	// chicks.hostTools allows.
+	host := startHostSide(cfg, st.DataDir(), logger)
+	// Every return stops the servers; shutdown does it first, in order.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = host.close(cctx)
+	}()
+	ch, err := startChicks(cfg, st, host, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	defer ch.close()
 	// Events target "<adapter>/<channel>"; in terminal mode the one
 	// adapter is "cli", so "local" alone also works.
 	adapterNames := cfg.SortedAdapterNames()
@@ -162,36 +180,30 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.nest.SetEvents(watcher)
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
-	// Host tools: the MCP servers of config.json, called through
-	// invoke_tool and listed in the prompt.
-	host := startHostSide(cfg, st.DataDir(), logger)
-	// Every return stops the servers; shutdown does it first, in order.
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = host.close(cctx)
-	}()
 	motherTools = append(motherTools, host.tools.InvokeTool())
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, HostTools: host.tools.PromptTools})
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, Chicks: ch.hatchery,
+		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.hatchery.SetObserver(m.ChickObserver())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	if *cliMode {
-		return runCLI(ctx, m, watcher, host, stdin, stdout, stderr, logger)
+		return runCLI(ctx, m, watcher, ch, host, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, watcher, host, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, ch, host, cfg, st, stderr, logger)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
-func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, host *hostSide, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
 	term := cli.New("cli", stdin, stdout)
 	if err := m.AddAdapter(term); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -201,6 +213,7 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, host *host
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.reconcile(ctx)
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		shutdown(m, w, host, stderr)
@@ -222,7 +235,7 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, host *host
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, host *hostSide, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -239,6 +252,19 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, host *h
 				}
 				return ch.Dir(), nil
 			},
+			LoggedChannels: func() ([]string, error) {
+				refs, err := st.ListChannels()
+				if err != nil {
+					return nil, err
+				}
+				var ids []string
+				for _, r := range refs {
+					if r.Adapter == name {
+						ids = append(ids, r.ID)
+					}
+				}
+				return ids, nil
+			},
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "mother: adapters.%s: %v\n", name, err)
@@ -253,6 +279,7 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, host *h
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
+	ch.reconcile(ctx)
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		shutdown(m, w, host, stderr)

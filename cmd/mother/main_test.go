@@ -49,7 +49,7 @@ func runMother(t *testing.T, stdin string, env []string, args ...string) result 
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario"}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario", "MOTHER_GRPC_LISTEN=127.0.0.1:0"}, env...)
 	err := cmd.Run()
 	code := 0
 	var ee *exec.ExitError

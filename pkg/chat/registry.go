@@ -18,6 +18,10 @@ type Env struct {
 	// ChannelDir returns (creating it if needed) the directory of one of
 	// this adapter's channels, where attachments are downloaded to.
 	ChannelDir func(channelID string) (string, error)
+	// LoggedChannels lists the ids of this adapter's channels that have a
+	// directory in the store, so an adapter can backfill what it missed
+	// while Mother was down. Nil means none.
+	LoggedChannels func() ([]string, error)
 }
 
 // Constructor builds an adapter from its configuration.

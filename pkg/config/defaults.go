@@ -49,7 +49,7 @@ const (
 // ApplyEnv applies the environment overrides: DISCORD_BOT_TOKEN,
 // DISCORD_GUILD_ID, SLACK_BOT_TOKEN, SLACK_APP_TOKEN, MOTHER_MODEL_PROVIDER,
 // MOTHER_MODEL_ID, MOTHER_OLLAMA_URL, MOTHER_CHICK_MODEL, MOTHER_CHICK_IMAGE,
-// ANTHROPIC_API_KEY. A Discord or Slack token creates an adapter named
+// MOTHER_GRPC_LISTEN, ANTHROPIC_API_KEY. A Discord or Slack token creates an adapter named
 // "discord" or "slack" when config.json has no adapter of that type, and
 // overrides the token of the only one when it has exactly one.
 func (c *Config) ApplyEnv(getenv func(string) string) {
@@ -82,6 +82,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 	if v := getenv("MOTHER_CHICK_IMAGE"); v != "" {
 		c.Chicks.Image = v
+	}
+	if v := getenv("MOTHER_GRPC_LISTEN"); v != "" {
+		c.GRPC.Listen = v
 	}
 	if v := getenv("MOTHER_CHICK_MODEL"); v != "" {
 		if c.Chicks.Tiers == nil {

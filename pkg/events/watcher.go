@@ -371,9 +371,16 @@ func (w *Watcher) Reload(name string) error {
 	return nil
 }
 
-// reload is a fresh read after a change: the retry count starts over.
+// reload is a fresh read after a change: the retry count starts over,
+// unless the file still holds exactly what the pending retry already failed
+// to parse (a late notification of a write the retries have seen).
 func (w *Watcher) reload(name string) {
 	if e := w.entries[name]; e != nil {
+		if e.spec == nil && e.retry != nil {
+			if data, err := os.ReadFile(filepath.Join(w.o.Dir, name)); err == nil && bytes.Equal(data, e.raw) {
+				return
+			}
+		}
 		e.attempts = 0
 		stopTimer(&e.retry)
 	}
@@ -409,6 +416,7 @@ func (w *Watcher) load(name string, startup bool) {
 			w.entries[name] = e
 		}
 		e.err = err
+		e.raw = data // what failed to parse (nil if unreadable)
 		stopTimer(&e.retry)
 		if e.attempts < len(w.o.Retries) {
 			d := w.o.Retries[e.attempts]

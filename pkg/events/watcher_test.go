@@ -464,8 +464,12 @@ func TestFullQueueKeepsEvent(t *testing.T) {
 func TestParseRetriesThenMovesAside(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, clock.NewFake(t0))
-	f.start(t)
+	// Written before the watcher starts: a write after it would also reach
+	// the watcher through fsnotify at a moment the test does not control
+	// (late on a loaded machine), and its debounce would restart the retry
+	// count in the middle of the fake-clock sequence below.
 	f.write(t, "broken.json", `{"type":"immediate","channelId":"slack-acme/C1","text":`, t0)
+	f.start(t)
 	if err := f.w.Reload("broken.json"); err == nil {
 		t.Fatal("Reload of a truncated file: no error")
 	}
@@ -498,18 +502,18 @@ func TestParseRetriesThenMovesAside(t *testing.T) {
 func TestParseRetrySucceedsWhenWriteCompletes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, clock.NewFake(t0))
-	f.start(t)
 	p := filepath.Join(f.dir, "slow.json")
 	full := `{"type":"immediate","channelId":"slack-acme/C1","text":"slow writer"}`
 	if err := os.WriteFile(p, []byte(full[:20]), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	f.start(t) // after the first write, for the reason given above
 	if err := f.w.Reload("slow.json"); err == nil {
 		t.Fatal("partial file parsed")
 	}
 	f.clk.Advance(100 * time.Millisecond)
-	// The writer finishes without the watcher seeing it (no fsnotify here):
-	// the next retry picks it up.
+	// The writer finishes; whether the retry or fsnotify's debounce reads
+	// it first, the event is submitted once.
 	if err := os.WriteFile(p, []byte(full), 0o600); err != nil {
 		t.Fatal(err)
 	}

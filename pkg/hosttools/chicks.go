@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/prompt"
 )
 
 // ErrNotAllowed means a chick asked for a host tool that config.json's
@@ -77,6 +80,20 @@ func (c *ChickInvoker) Tools() []Tool {
 		if c.Allowed(t.Qualified) {
 			out = append(out, t)
 		}
+	}
+	return out
+}
+
+// PromptTools describes the tools chicks may call, for the chick's system
+// prompt.
+func (c *ChickInvoker) PromptTools() []prompt.HostTool { return promptTools(c.Tools()) }
+
+// Specs are the tools chicks may call, by qualified name with their input
+// schema (JoinResponse.host_tools).
+func (c *ChickInvoker) Specs() []model.ToolSpec {
+	var out []model.ToolSpec
+	for _, t := range c.Tools() {
+		out = append(out, model.ToolSpec{Name: t.Qualified, Description: t.Description, Parameters: t.Schema})
 	}
 	return out
 }

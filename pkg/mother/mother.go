@@ -33,12 +33,18 @@ type Options struct {
 	Now func() time.Time
 	// Tools are Mother's own safe tools.
 	Tools []agent.Tool
-	// Canceller cancels a channel's chicks for "stop all" (nil: none to
-	// cancel).
+	// Canceller cancels a channel's chicks for "stop all" (nil: the
+	// chicks of Chicks, if set; else none to cancel).
 	Canceller ChickCanceller
+	// Chicks, if set, gives Mother the spawn_chick, list_chicks and
+	// cancel_chick tools; set the hatchery's observer to ChickObserver.
+	Chicks Hatchery
 	// HostTools lists the host tools (MCP servers) for the prompt of each
 	// run; they are called through invoke_tool, one of Tools (nil: none).
 	HostTools func() []prompt.HostTool
+	// ChickHostTools lists the host tools chicks may ask for (their
+	// host_tool tool), for the chick's prompt (nil: none).
+	ChickHostTools func() []prompt.HostTool
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -52,6 +58,8 @@ type Mother struct {
 	// canceller serves "stop all" (nil: no chicks).
 	canceller ChickCanceller
 	hostTools func() []prompt.HostTool
+	// chickHostToolsFn lists the host tools for chick prompts.
+	chickHostToolsFn func() []prompt.HostTool
 
 	// ready is closed when Start has finished: runners wait for it, so
 	// restart notices come before any answer.
@@ -75,6 +83,15 @@ type Mother struct {
 	trimMu sync.Mutex
 	trim   *time.Timer
 
+	chicks     Hatchery
+	chickViews map[string]*chickView
+	// chicksEnded holds the chicks whose end was posted (late events of
+	// theirs are dropped).
+	chicksEnded map[string]bool
+	// chickWork counts chicks in flight, for Idle (not for Shutdown:
+	// chicks outlive a Mother restart).
+	chickWork sync.WaitGroup
+
 	idSeq atomic.Uint64
 }
 
@@ -89,34 +106,47 @@ func New(opts Options) (*Mother, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mother{
+		cfg:              opts.Config,
+		store:            opts.Store,
+		provider:         opts.Provider,
+		logger:           opts.Logger.With("component", "mother"),
+		now:              opts.Now,
+		ctx:              ctx,
+		cancel:           cancel,
+		adapters:         map[string]chat.Adapter{},
+		channels:         map[string]*channelState{},
+		chicks:           opts.Chicks,
+		chickViews:       map[string]*chickView{},
+		chicksEnded:      map[string]bool{},
+		canceller:        opts.Canceller,
+		hostTools:        opts.HostTools,
+		chickHostToolsFn: opts.ChickHostTools,
+		ready:            make(chan struct{}),
+	}
+	if m.canceller == nil && opts.Chicks != nil {
+		m.canceller = chickCanceller{m}
+	}
+	tools := append([]agent.Tool(nil), opts.Tools...)
+	if opts.Chicks != nil {
+		tools = append(tools, m.chickTools()...)
+	}
 	ag, err := agent.New(agent.Config{
 		Provider:         opts.Provider,
 		Model:            opts.Config.Model.ID,
-		Tools:            opts.Tools,
+		Tools:            tools,
 		Now:              opts.Now,
 		ContextWindow:    opts.Config.Context.WindowTokens,
 		ReserveTokens:    opts.Config.Context.ReserveTokens,
 		KeepRecentTokens: opts.Config.Context.KeepRecentTokens,
 	})
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Mother{
-		cfg:       opts.Config,
-		store:     opts.Store,
-		provider:  opts.Provider,
-		logger:    opts.Logger.With("component", "mother"),
-		now:       opts.Now,
-		agent:     ag,
-		canceller: opts.Canceller,
-		hostTools: opts.HostTools,
-		ready:     make(chan struct{}),
-		ctx:       ctx,
-		cancel:    cancel,
-		adapters:  map[string]chat.Adapter{},
-		channels:  map[string]*channelState{},
-	}, nil
+	m.agent = ag
+	return m, nil
 }
 
 // AddAdapter registers an adapter before Start.
@@ -179,11 +209,27 @@ func (m *Mother) Start(ctx context.Context) error {
 	return nil
 }
 
-// Idle blocks until no job is queued or running (or ctx ends). The terminal
-// mode calls it after stdin ends, to finish the work in flight.
+// Idle blocks until no job is queued or running and no chick is in flight
+// (or ctx ends). The terminal mode calls it after stdin ends, to finish the
+// work in flight.
 func (m *Mother) Idle(ctx context.Context) error {
 	done := make(chan struct{})
-	go func() { m.work.Wait(); close(done) }()
+	go func() {
+		// A chick's result may queue no job, but a job may spawn a chick:
+		// wait until both are quiet at once.
+		for {
+			m.work.Wait()
+			m.chickWork.Wait()
+			m.mu.Lock()
+			busy := len(m.chickViews) > 0 || m.anyJobLocked()
+			m.mu.Unlock()
+			if !busy {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil
@@ -220,7 +266,7 @@ func (m *Mother) Shutdown(ctx context.Context) error {
 	names := append([]string(nil), m.order...)
 	m.mu.Unlock()
 	m.cancel()
-	werr := m.Idle(ctx)
+	werr := m.idleJobs(ctx)
 	var errs []error
 	for _, n := range names {
 		a, _ := m.Adapter(n)
@@ -242,3 +288,25 @@ func (m *Mother) newID() string {
 
 // NewMessageID returns a fresh id for a message Mother creates.
 func (m *Mother) NewMessageID() string { return m.newID() }
+
+func (m *Mother) anyJobLocked() bool {
+	for _, cs := range m.channels {
+		if cs.running || len(cs.pending) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// idleJobs waits for the queued and running jobs only: Shutdown leaves
+// chicks running (they reconnect to the next Mother).
+func (m *Mother) idleJobs(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { m.work.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

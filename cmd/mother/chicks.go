@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/providers"
+	"github.com/mother-chat/mother/pkg/nest"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+// chicks is the chick machinery of one Mother process: the broker, the
+// hatchery, and the nest's two listeners.
+type chicks struct {
+	broker   *broker.Broker
+	hatchery *hatchery.Hatchery
+	nest     *nest.Server
+	lis      net.Listener
+	logger   *slog.Logger
+}
+
+// startChicks opens the broker and the hatchery under <data>/chicks and
+// starts the nest: ChickService on grpc.listen (with the host tools
+// chicks.hostTools allows), AdminService on the admin socket. A grpc.listen port of 0 picks a free port, and the chicks are
+// told the real one.
+func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger) (*chicks, error) {
+	dir := filepath.Join(st.DataDir(), "chicks")
+	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("grpc.listen %s: %w", cfg.GRPC.Listen, err)
+	}
+	if _, port, _ := net.SplitHostPort(cfg.GRPC.Advertise); port == "0" {
+		host, _, _ := net.SplitHostPort(cfg.GRPC.Advertise)
+		_, real, _ := net.SplitHostPort(lis.Addr().String())
+		cfg.GRPC.Advertise = net.JoinHostPort(host, real)
+	}
+	br, err := broker.New(broker.Options{
+		Config: cfg, Dir: dir, Logger: logger,
+		Providers: func(name string) (model.Provider, error) { return providers.New(cfg.Providers, name, nil) },
+	})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br})
+	if err != nil {
+		lis.Close()
+		br.Close()
+		return nil, err
+	}
+	admin, err := nest.ListenUnix(cfg.Admin.Socket)
+	if err != nil {
+		lis.Close()
+		h.Close()
+		br.Close()
+		return nil, err
+	}
+	n := nest.New(nest.Options{Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration,
+		HostTools: host.chicks, ToolServers: host.tools})
+	go func() {
+		if err := n.ServeAdmin(admin); err != nil {
+			logger.Error("admin socket stopped", "component", "nest", "err", err)
+		}
+	}()
+	logger.Info("nest listening", "component", "nest", "grpc", lis.Addr().String(), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
+	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger}, nil
+}
+
+// reconcile takes over the chicks a previous Mother left running, then
+// lets chicks in: a chick reconnecting after a restart is answered once
+// Mother knows what became of it. A Docker host that does not answer is
+// logged; Mother goes on.
+func (c *chicks) reconcile(ctx context.Context) {
+	defer func() {
+		go func() {
+			if err := c.nest.ServeChicks(c.lis); err != nil {
+				c.logger.Error("chick listener stopped", "component", "nest", "err", err)
+			}
+		}()
+	}()
+	if err := c.hatchery.Reconcile(ctx); err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "did not answer") {
+			c.logger.Warn("chicks unavailable until the Docker host answers", "component", "hatchery", "err", err)
+			return
+		}
+		c.logger.Error("reconcile chicks", "component", "hatchery", "err", err)
+	}
+}
+
+func (c *chicks) close() {
+	c.nest.Stop()
+	c.lis.Close()
+	if err := c.hatchery.Close(); err != nil {
+		c.logger.Warn("close hatchery", "err", err)
+	}
+	if err := c.broker.Close(); err != nil {
+		c.logger.Warn("close broker", "err", err)
+	}
+}

@@ -1,0 +1,645 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+)
+
+const (
+	motherModel = "mother-m"
+	chickModel  = "chick-m"
+	secretKey   = "sk-ant-api03-SECRETSECRET"
+	secretBot   = "discord-bot-token-SECRET2"
+)
+
+var (
+	momctlOnce sync.Once
+	momctlBin  string
+	momctlErr  error
+)
+
+func buildMomctl(t *testing.T) string {
+	t.Helper()
+	momctlOnce.Do(func() {
+		momctlBin = filepath.Join(filepath.Dir(motherBin), "momctl")
+		out, err := exec.Command("go", "build", "-o", momctlBin, "../momctl").CombinedOutput()
+		if err != nil {
+			momctlErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if momctlErr != nil {
+		t.Fatalf("build momctl: %v", momctlErr)
+	}
+	return momctlBin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// chickData makes a data dir whose config runs chicks from the test image
+// with short timings, and registers the cleanup of every container it
+// leaves.
+func chickData(t *testing.T, api *client.Client, extra map[string]any) (data, listen string) {
+	t.Helper()
+	data = t.TempDir()
+	listen = freePort(t)
+	cfg := map[string]any{
+		"chicks": map[string]any{
+			"image":             hatcherytest.Image,
+			"defaultTier":       "local",
+			"tiers":             map[string]any{"local": map[string]any{"provider": "ollama", "model": chickModel, "description": "the test tier"}},
+			"heartbeatInterval": "500ms",
+			"killGrace":         "2s",
+			"timeout":           "3m",
+			"resources":         map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "32m"},
+		},
+		"grpc": map[string]any{"listen": listen},
+	}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(filepath.Join(data, "config.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hatcherytest.RemoveOnCleanup(t, api, func() string { return hatcherytest.InstanceFile(filepath.Join(data, "chicks")) })
+	return data, listen
+}
+
+func chickEnv(fake *ollamatest.Server) []string {
+	return []string{
+		"MOTHER_OLLAMA_URL=" + fake.URL, "MOTHER_MODEL_ID=" + motherModel,
+		"ANTHROPIC_API_KEY=" + secretKey, "DISCORD_BOT_TOKEN=" + secretBot,
+	}
+}
+
+func hasToolResult(r ollamatest.Request) bool {
+	for _, m := range r.Messages {
+		if m.Role == "tool" {
+			return true
+		}
+	}
+	return false
+}
+
+func toolResults(r ollamatest.Request) []string {
+	var out []string
+	for _, m := range r.Messages {
+		if m.Role == "tool" {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+// motherTurn is Mother's model: delegate the goal once, then say so.
+func motherTurn(goal string) ollamatest.Turn {
+	return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"label": "delegating", "goal": goal}}}}
+}
+
+// chickProc is a running mother --cli.
+type chickProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	mu     sync.Mutex
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	done   chan error
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func startChickMother(t *testing.T, data string, env []string) *chickProc {
+	t.Helper()
+	p := &chickProc{done: make(chan error, 1)}
+	p.cmd = exec.Command(motherBin, "--cli", "--log-level", "info", data)
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario"}, env...)
+	var err error
+	p.stdin, err = p.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
+	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *chickProc) out() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
+}
+
+func (p *chickProc) errs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// waitOut waits until stdout contains s.
+func (p *chickProc) waitOut(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.out(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stdout never showed %q; stdout:\n%s\nstderr:\n%s", s, p.out(), p.errs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// wait waits for exit and returns the exit code.
+func (p *chickProc) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatalf("mother: %v", err)
+		}
+		return 0
+	case <-time.After(d):
+		t.Fatalf("mother did not exit within %s; stdout:\n%s\nstderr:\n%s", d, p.out(), p.errs())
+	}
+	return -1
+}
+
+func instanceContainers(t *testing.T, api *client.Client, data string) []container.Summary {
+	t.Helper()
+	inst := hatcherytest.InstanceFile(filepath.Join(data, "chicks"))
+	if inst == "" {
+		t.Fatal("no hatchery instance id in the data dir")
+	}
+	return hatcherytest.Containers(t, api, hatchery.LabelInstance, inst)
+}
+
+// TestChickWholePath: a message asks for heavy work; Mother's model calls
+// spawn_chick; a hardened container starts from the offline image; its
+// model calls go through the broker to the fake; bash runs in the
+// container; the result reaches stdout of mother --cli; no secret of
+// Mother's is in the chick; the container is gone afterwards.
+func TestChickWholePath(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	// Mother also holds a secret in config.json.
+	cfgPath := filepath.Join(data, "config.json")
+	var cfg map[string]any
+	b, _ := os.ReadFile(cfgPath)
+	json.Unmarshal(b, &cfg)
+	cfg["providers"] = map[string]any{"anthropic": map[string]any{"apiKey": secretKey}}
+	b, _ = json.Marshal(cfg)
+	os.WriteFile(cfgPath, b, 0o600)
+
+	var inspected sync.Once
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		switch r.Model {
+		case motherModel:
+			if strings.Contains(r.LastUser(), "what did it find") {
+				for _, m := range r.Messages {
+					if m.Role == "assistant" && strings.Contains(m.Content, "result=42") {
+						return ollamatest.Turn{Text: "It found 42."}
+					}
+				}
+				return ollamatest.Turn{Text: "I have no idea."}
+			}
+			if !hasToolResult(r) {
+				return motherTurn("Compute 6*7 in the shell and report who ran it.")
+			}
+			return ollamatest.Turn{Text: "A chick is on it."}
+		case chickModel:
+			inspected.Do(func() { checkChickContainer(t, api, data) })
+			res := toolResults(r)
+			switch len(res) {
+			case 0:
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "compute",
+					"command": "mkdir -p outputs && echo 42 > outputs/answer.txt && echo plot > scratch/plot.txt && echo result=$((6*7)) uid=$(id -u); env; tr '\\0' '\\n' < /proc/1/environ; ls -a /workspace"}}}}
+			case 1:
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "attach", Args: map[string]any{"label": "share", "path": "scratch/plot.txt", "title": "the plot"}}}}
+			}
+			return ollamatest.Turn{Text: "Chick says: " + strings.Join(strings.Fields(res[0]), " ")}
+		}
+		return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
+	})
+	defer fake.Close()
+
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "please run the heavy computation\n")
+	p.waitOut(t, "Chick says:", 2*time.Minute)
+	// A follow-up: the chick's result is in Mother's context now.
+	io.WriteString(p.stdin, "what did it find?\n")
+	p.stdin.Close()
+	if code := p.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
+	}
+	out := p.out()
+	for _, want := range []string{"A chick is on it.", "Chick says: result=42 uid=65534", "tier local", "[attached the plot: ", "Files: `scratch/chicks/c-", "It found 42."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
+		}
+	}
+	// Mother answered before the chick was done: she does not wait for it.
+	if i, j := strings.Index(out, "A chick is on it."), strings.Index(out, "Chick says:"); i < 0 || j < 0 || i > j {
+		t.Errorf("Mother's own answer should come before the chick's result:\n%s", out)
+	}
+	for _, secret := range []string{secretKey, secretBot, "MOTHER_TOKEN="} {
+		if strings.Contains(out, secret) {
+			t.Errorf("%s reached the chick's tools: %s", secret, out)
+		}
+	}
+	// Both the tools' environment and PID 1's initial one (/proc/1/environ,
+	// where the re-executed chick left only the pipe's fd) were printed.
+	if !strings.Contains(out, "MOTHER_ADDR=127.0.0.1:") || !strings.Contains(out, "MOTHER_TOKEN_FD=") {
+		t.Errorf("the chick's environments were not printed (the check above proves nothing):\n%s", out)
+	}
+	if left := instanceContainers(t, api, data); len(left) != 0 {
+		t.Errorf("%d chick containers left after mother exited", len(left))
+	}
+	// Attached and output files came back into the channel's directory.
+	for _, f := range []string{"scratch/plot.txt", "outputs/answer.txt"} {
+		got, _ := filepath.Glob(filepath.Join(data, "workspace/channels/cli/local/scratch/chicks/c-*", f))
+		if len(got) != 1 {
+			t.Errorf("%s not stored in the channel's directory", f)
+		}
+	}
+	// The result is in the log as Mother's message, for her next runs.
+	logged := readLog(t, data)
+	found := false
+	for _, m := range logged {
+		if m.Sender.ID == "mother" && strings.Contains(m.Text, "[chick c-") && strings.Contains(m.Text, "result=42") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("chick result not logged as Mother's message in log.jsonl: %+v", logged)
+	}
+	// Every model call of the chick went through the broker's ledger.
+	entries, _ := filepath.Glob(filepath.Join(data, "chicks", "usage", "*.jsonl"))
+	var lines int
+	for _, e := range entries {
+		b, _ := os.ReadFile(e)
+		lines += strings.Count(string(b), "\n")
+	}
+	if lines != 3 {
+		t.Errorf("ledger has %d calls, want 3", lines)
+	}
+}
+
+// checkChickContainer inspects the running chick: hardening on, and no
+// secret of Mother's in its environment or files.
+func checkChickContainer(t *testing.T, api *client.Client, data string) {
+	list := instanceContainers(t, api, data)
+	if len(list) != 1 {
+		t.Errorf("%d chick containers running, want 1", len(list))
+		return
+	}
+	insp, err := api.ContainerInspect(context.Background(), list[0].ID)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	hc := insp.HostConfig
+	if !hc.ReadonlyRootfs || len(hc.CapDrop) == 0 || hc.CapDrop[0] != "ALL" || len(hc.SecurityOpt) == 0 || insp.Config.User != "65534:65534" || hc.PidsLimit == nil || hc.Memory == 0 {
+		t.Errorf("chick not hardened: readonly=%v capdrop=%v secopt=%v user=%q pids=%v mem=%d", hc.ReadonlyRootfs, hc.CapDrop, hc.SecurityOpt, insp.Config.User, hc.PidsLimit, hc.Memory)
+	}
+	for _, v := range insp.Config.Env {
+		if strings.Contains(v, secretKey) || strings.Contains(v, secretBot) || strings.HasPrefix(v, "ANTHROPIC") || strings.HasPrefix(v, "DISCORD") {
+			t.Errorf("chick environment holds a secret of Mother's: %s", strings.SplitN(v, "=", 2)[0])
+		}
+	}
+	rc, _, err := api.CopyFromContainer(context.Background(), list[0].ID, "/")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if strings.HasSuffix(h.Name, "config.json") {
+			t.Errorf("config.json in the chick: %s", h.Name)
+		}
+		if h.Typeflag == tar.TypeReg && h.Size < 1<<20 {
+			b, _ := io.ReadAll(tr)
+			if bytes.Contains(b, []byte(secretKey)) || bytes.Contains(b, []byte(secretBot)) {
+				t.Errorf("a secret of Mother's is in the chick's file %s", h.Name)
+			}
+		}
+	}
+}
+
+func momctl(t *testing.T, data string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(buildMomctl(t), append([]string{"--socket", filepath.Join(data, "mother.sock")}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+type lsChick struct {
+	ID      string `json:"id"`
+	Channel string `json:"channel"`
+	Tier    string `json:"tier"`
+	State   string `json:"state"`
+	Tokens  int64  `json:"tokens"`
+}
+
+func waitRunning(t *testing.T, data string, d time.Duration) lsChick {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		out, code := momctl(t, data, "chicks", "ls", "--json")
+		var list []lsChick
+		if code == 0 && json.Unmarshal([]byte(out), &list) == nil && len(list) == 1 && list[0].State == "running" {
+			return list[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running chick in momctl chicks ls: %s (exit %d)", out, code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMomctlKillsChickMidRun: momctl lists the running chick and kills it
+// (cancel, then kill); the channel is told; nothing is left.
+func TestMomctlKillsChickMidRun(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	calling := make(chan struct{}, 10)
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if strings.Contains(r.LastUser(), "are you there") {
+				return ollamatest.Turn{Text: "Yes, still here."}
+			}
+			if !hasToolResult(r) {
+				return motherTurn("Think for a very long time.")
+			}
+			return ollamatest.Turn{Text: "Started."}
+		}
+		calling <- struct{}{}
+		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
+	})
+	defer fake.Close()
+
+	if out, code := momctl(t, data, "chicks", "ls"); code == 0 || !strings.Contains(out, "is Mother running?") {
+		t.Errorf("momctl without Mother: exit %d, %q: want a clear error", code, out)
+	}
+	evDir := filepath.Join(data, "workspace", "events")
+	os.MkdirAll(evDir, 0o700)
+	os.WriteFile(filepath.Join(evDir, "standup.json"), []byte(`{"type":"periodic","channelId":"local","text":"standup","schedule":"0 9 * * 1-5","timezone":"UTC"}`), 0o600)
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "think hard\n")
+	select {
+	case <-calling:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the chick never called its model; stderr:\n%s", p.errs())
+	}
+	c := waitRunning(t, data, 30*time.Second)
+	if c.Channel != "cli/local" || c.Tier != "local" {
+		t.Errorf("momctl chicks ls: %+v", c)
+	}
+	// Mother stays responsive while her chick works.
+	io.WriteString(p.stdin, "are you there?\n")
+	p.waitOut(t, "Yes, still here.", 30*time.Second)
+	checkSocketDenied(t, data)
+	table, _ := momctl(t, data, "chicks", "ls")
+	if !strings.Contains(table, "ID") || !strings.Contains(table, "TOKENS") || !strings.Contains(table, c.ID) {
+		t.Errorf("momctl chicks ls table:\n%s", table)
+	}
+	logs, code := momctl(t, data, "chicks", "logs", c.ID)
+	if code != 0 || !strings.Contains(logs, "joined") {
+		t.Errorf("momctl chicks logs (exit %d): %q, want the chick's own log", code, logs)
+	}
+	evs, code := momctl(t, data, "events")
+	if code != 0 || !strings.Contains(evs, "standup.json") || !strings.Contains(evs, "periodic") {
+		t.Errorf("momctl events (exit %d):\n%s", code, evs)
+	}
+	st, code := momctl(t, data, "status")
+	if code != 0 || !strings.Contains(st, "host local: up, 1/") || !strings.Contains(st, "next event standup.json") {
+		t.Errorf("momctl status (exit %d):\n%s", code, st)
+	}
+	fi, err := os.Stat(filepath.Join(data, "mother.sock"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin socket mode: %v %v, want 0600", fi.Mode(), err)
+	}
+
+	out, code := momctl(t, data, "chicks", "kill", c.ID)
+	if code != 0 || !strings.Contains(out, c.ID+" killed") {
+		t.Errorf("momctl chicks kill: exit %d: %s", code, out)
+	}
+	again, code := momctl(t, data, "chicks", "kill", c.ID)
+	if code != 0 || !strings.Contains(again, "already ended") {
+		t.Errorf("second kill (repeat-safe): exit %d: %s", code, again)
+	}
+	if out, code := momctl(t, data, "chicks", "kill", "c-nothere"); code == 0 || !strings.Contains(out, "no chick") {
+		t.Errorf("kill of an unknown chick: exit %d: %s", code, out)
+	}
+	p.waitOut(t, "killed by the operator", 30*time.Second)
+	p.stdin.Close()
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
+	}
+	if left := instanceContainers(t, api, data); len(left) != 0 {
+		t.Errorf("%d chick containers left", len(left))
+	}
+}
+
+// TestChickSurvivesMotherSIGKILL: Mother dies mid-run without a word; the
+// next Mother resumes the chick, which reconnects with its token, finishes,
+// and is cleaned up.
+func TestChickSurvivesMotherSIGKILL(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	var mu sync.Mutex
+	chickCalls := 0
+	first := make(chan struct{})
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Survive a restart.")
+			}
+			return ollamatest.Turn{Text: "On it."}
+		}
+		mu.Lock()
+		chickCalls++
+		n := chickCalls
+		mu.Unlock()
+		if n == 1 {
+			close(first)
+			// Hangs until the caller goes away (Mother is killed).
+			return ollamatest.Turn{Text: "lost", Delay: 5 * time.Minute}
+		}
+		return ollamatest.Turn{Text: "Finished after the restart."}
+	})
+	defer fake.Close()
+
+	a := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(a.stdin, "work through a restart\n")
+	select {
+	case <-first:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("chick never called its model; stderr:\n%s", a.errs())
+	}
+	c := waitRunning(t, data, 30*time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.wait(t, 10*time.Second)
+	if n := len(instanceContainers(t, api, data)); n != 1 {
+		t.Fatalf("%d chick containers after Mother died, want the 1 still running", n)
+	}
+
+	b := startChickMother(t, data, chickEnv(fake))
+	b.stdin.Close() // nothing to say: finish the chick in flight and exit
+	if code := b.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("second Mother exit %d\nstdout:\n%s\nstderr:\n%s", code, b.out(), b.errs())
+	}
+	out := b.out()
+	for _, want := range []string{"chick " + c.ID + " is still working", "Finished after the restart."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second Mother's stdout lacks %q:\n%s\nstderr:\n%s", want, out, b.errs())
+		}
+	}
+	if left := instanceContainers(t, api, data); len(left) != 0 {
+		t.Errorf("%d chick containers left", len(left))
+	}
+}
+
+// TestChickBudgetExhausted: the broker refuses the call past the chick's
+// token budget; the chick ends with a clear message and its usage.
+func TestChickBudgetExhausted(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, map[string]any{"budgets": map[string]any{"chickTokens": 50}})
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Spend a lot.")
+			}
+			return ollamatest.Turn{Text: "Spending."}
+		}
+		// Every turn asks for a tool, so the loop calls the model again.
+		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "more", "command": "true"}}}, PromptTokens: 40, OutputTokens: 30}
+	})
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "spend\n")
+	p.stdin.Close()
+	if code := p.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
+	}
+	out := p.out()
+	for _, want := range []string{"budget exhausted", "used 70 of its 50 tokens", "70 tokens: 40 in, 30 out"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
+		}
+	}
+	chickReqs := 0
+	for _, r := range fake.Requests() {
+		if r.Model == chickModel {
+			chickReqs++
+		}
+	}
+	if chickReqs != 1 {
+		t.Errorf("%d chick calls reached the provider, want 1 (the second is refused)", chickReqs)
+	}
+	if left := instanceContainers(t, api, data); len(left) != 0 {
+		t.Errorf("%d chick containers left", len(left))
+	}
+}
+
+// checkSocketDenied runs momctl as another user (nobody): it must say that
+// access is denied, not fail obscurely. Needs root to switch users.
+func checkSocketDenied(t *testing.T, data string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Log("not root: cannot run momctl as another user; skipping the access check")
+		return
+	}
+	dir, err := os.MkdirTemp("", "momctl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "momctl")
+	b, err := os.ReadFile(buildMomctl(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--socket", filepath.Join(data, "mother.sock"), "chicks", "ls")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "run momctl as the user that runs Mother") {
+		t.Errorf("momctl as another user: %v: %s", err, out)
+	}
+}

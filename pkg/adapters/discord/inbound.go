@@ -1,0 +1,407 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/store"
+)
+
+func (a *Adapter) onMessageCreate(_ *discordgo.Session, m *discordgo.MessageCreate) {
+	if m == nil || m.Message == nil {
+		return
+	}
+	msg := m.Message
+	a.queue.Push(func(ctx context.Context) { a.handle(ctx, msg, delivery{}) })
+}
+
+// delivery says how a message reached the adapter.
+type delivery struct {
+	// late: fetched by backfill (it arrived while Mother was away).
+	late bool
+	// answered: Mother's own reply to it is already on the platform.
+	answered bool
+}
+
+// handle turns one platform message into a ChannelMessage and delivers it.
+// Malformed events are logged and skipped; nothing here may panic the
+// daemon.
+func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.lg.Error("skipping a message event that broke the adapter", "panic", fmt.Sprint(r))
+		}
+	}()
+	if m.ID == "" || m.ChannelID == "" || m.Author == nil || m.Author.ID == "" {
+		a.lg.Warn("skipping malformed message event", "id", m.ID, "channel", m.ChannelID)
+		return
+	}
+	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+		return // joins, pins, boosts, thread notices: not something someone said
+	}
+	if !a.seen.Add(m.ID) {
+		return // a gateway replay or a backfill overlap
+	}
+	a.noteSeen(m.ChannelID, m.ID)
+	self := a.SelfID()
+	if m.Author.ID == self {
+		return // Mother logs her own answers herself
+	}
+	if m.GuildID != "" && !a.wantGuild(m.GuildID) {
+		return
+	}
+	ci, err := a.channel(ctx, m.ChannelID)
+	if err != nil {
+		a.lg.Warn("unknown channel; treating it as plain", "channel", m.ChannelID, "err", err)
+		ci = &channelInfo{ID: m.ChannelID, GuildID: m.GuildID}
+		if m.GuildID == "" {
+			ci.Type = discordgo.ChannelTypeDM
+		}
+	}
+	isDM := m.GuildID == "" && (ci.Type == discordgo.ChannelTypeDM || ci.Type == discordgo.ChannelTypeGroupDM)
+	channelID, threadID := m.ChannelID, ""
+	if ci.IsThread() && ci.ParentID != "" {
+		// Threads share their channel's store and context; answers go
+		// back into the thread.
+		channelID, threadID = ci.ParentID, ci.ID
+	}
+	if err := store.ValidName(channelID); err != nil {
+		a.lg.Warn("skipping message with an unusable channel id", "err", err)
+		return
+	}
+	text, raw := a.resolveMentions(m)
+	a.mu.Lock()
+	sender := a.learnUserLocked(m.Author, memberNick(m.Member))
+	for _, u := range m.Mentions {
+		if u != nil && u.ID != "" {
+			a.learnUserLocked(u, "")
+		}
+	}
+	if isDM && ci.Name == "" {
+		ci.Name = "dm-" + m.Author.Username
+	}
+	a.mu.Unlock()
+	msg := chat.ChannelMessage{
+		ID:          m.ID,
+		ChannelID:   channelID,
+		Timestamp:   m.Timestamp,
+		Sender:      chat.Sender{ID: m.Author.ID, Username: m.Author.Username, DisplayName: sender.DisplayName, IsBot: m.Author.Bot},
+		Text:        text,
+		Attachments: []chat.ChannelAttachment{},
+		IsDM:        isDM,
+		IsMention:   (isDM || mentions(m, self) || threadID != "" && ci.Mine) && !d.answered,
+	}
+	if raw != text {
+		msg.RawText = raw
+	}
+	if m.MessageReference != nil && m.MessageReference.MessageID != "" {
+		msg.ReplyTo = m.MessageReference.MessageID
+	}
+	meta := map[string]any{}
+	if m.GuildID != "" {
+		meta["guildId"] = m.GuildID
+	}
+	if threadID != "" {
+		meta["threadId"] = threadID
+		starter := ci.OwnerID
+		if ci.Mine {
+			starter = self
+		}
+		if starter != "" {
+			meta[chat.MetaThreadStarter] = starter
+		}
+	}
+	if d.answered {
+		meta["answered"] = true
+	}
+	if len(meta) > 0 {
+		msg.Metadata = meta
+	}
+	msg.Attachments, msg.Text = a.download(ctx, channelID, m, msg.Text)
+	a.mu.Lock()
+	in := a.inbox
+	a.mu.Unlock()
+	in.Deliver(ctx, a.name, msg, d.late)
+}
+
+// IsThread reports whether the channel is a thread.
+func (c *channelInfo) IsThread() bool {
+	return c.Type == discordgo.ChannelTypeGuildPublicThread || c.Type == discordgo.ChannelTypeGuildPrivateThread || c.Type == discordgo.ChannelTypeGuildNewsThread
+}
+
+func memberNick(m *discordgo.Member) string {
+	if m == nil {
+		return ""
+	}
+	return m.Nick
+}
+
+// mentions reports whether m mentions user id.
+func mentions(m *discordgo.Message, id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, u := range m.Mentions {
+		if u != nil && u.ID == id {
+			return true
+		}
+	}
+	return strings.Contains(m.Content, "<@"+id+">") || strings.Contains(m.Content, "<@!"+id+">")
+}
+
+var mentionRE = regexp.MustCompile(`<(@!?|@&|#)(\d{1,25})>|<a?:(\w{1,64}):\d{1,25}>`)
+
+// resolveMentions turns <@id> into @username, <#id> into #channel and
+// custom emoji into :name:. It returns the text and the raw content.
+func (a *Adapter) resolveMentions(m *discordgo.Message) (text, raw string) {
+	raw = m.Content
+	byID := map[string]string{}
+	for _, u := range m.Mentions {
+		if u != nil && u.ID != "" && u.Username != "" {
+			byID[u.ID] = u.Username
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	text = mentionRE.ReplaceAllStringFunc(raw, func(tok string) string {
+		sub := mentionRE.FindStringSubmatch(tok)
+		if sub[3] != "" {
+			return ":" + sub[3] + ":"
+		}
+		id := sub[2]
+		switch sub[1] {
+		case "@", "@!":
+			if n, ok := byID[id]; ok {
+				return "@" + n
+			}
+			if u, ok := a.users[id]; ok {
+				return "@" + u.Username
+			}
+		case "#":
+			if c, ok := a.chans[id]; ok && c.Name != "" {
+				return "#" + c.Name
+			}
+		}
+		return tok
+	})
+	return text, raw
+}
+
+// download fetches a message's attachments into the channel's
+// attachments/ directory. Files over the limit or failing to download are
+// named in the text instead, so the model knows they exist.
+func (a *Adapter) download(ctx context.Context, channelID string, m *discordgo.Message, text string) ([]chat.ChannelAttachment, string) {
+	out := []chat.ChannelAttachment{}
+	if len(m.Attachments) == 0 {
+		return out, text
+	}
+	dir, err := a.env.ChannelDir(channelID)
+	if err != nil {
+		a.lg.Error("cannot open channel directory for attachments", "channel", channelID, "err", err)
+		return out, text + "\n[attachments not saved: " + err.Error() + "]"
+	}
+	for _, att := range m.Attachments {
+		if att == nil {
+			continue
+		}
+		if int64(att.Size) > a.opts.MaxAttachment {
+			a.lg.Warn("attachment over the size limit not downloaded", "name", att.Filename, "size", att.Size)
+			text += fmt.Sprintf("\n[attachment %s not downloaded: %s is over the %s limit]", att.Filename, store.FormatSize(int64(att.Size)), store.FormatSize(a.opts.MaxAttachment))
+			continue
+		}
+		saved, err := a.fetch(ctx, dir, m.ID, att)
+		if err != nil {
+			a.lg.Warn("attachment not downloaded", "name", att.Filename, "err", err)
+			text += fmt.Sprintf("\n[attachment %s not downloaded: %v]", att.Filename, err)
+			continue
+		}
+		out = append(out, saved)
+	}
+	return out, text
+}
+
+func (a *Adapter) fetch(ctx context.Context, dir, msgID string, att *discordgo.MessageAttachment) (chat.ChannelAttachment, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, att.URL, nil)
+	if err != nil {
+		return chat.ChannelAttachment{}, err
+	}
+	resp, err := a.s.Client.Do(req)
+	if err != nil {
+		return chat.ChannelAttachment{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return chat.ChannelAttachment{}, fmt.Errorf("download: HTTP %d", resp.StatusCode)
+	}
+	ct := att.ContentType
+	if ct == "" {
+		ct = resp.Header.Get("Content-Type")
+	}
+	return store.SaveAttachment(dir, msgID, att.Filename, ct, resp.Body, a.opts.MaxAttachment)
+}
+
+// ---- backfill ----
+
+func (a *Adapter) noteSeen(channelID, id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if newer(id, a.lastSeen[channelID]) {
+		a.lastSeen[channelID] = id
+	}
+}
+
+// newer compares snowflakes.
+func newer(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	if err2 != nil {
+		return err1 == nil
+	}
+	return err1 == nil && x > y
+}
+
+// isSnowflake reports whether id is a Discord id (and not one Mother made
+// up for a message the platform never saw).
+func isSnowflake(id string) bool {
+	if len(id) < 15 || len(id) > 20 {
+		return false
+	}
+	_, err := strconv.ParseUint(id, 10, 64)
+	return err == nil
+}
+
+// backfillLogged fetches, for every channel with a log, the messages after
+// the newest one logged: what arrived while Mother was down.
+func (a *Adapter) backfillLogged(ctx context.Context) {
+	until := time.Now()
+	for ch, id := range a.loggedNewest() {
+		a.backfill(ctx, ch, id, until)
+	}
+}
+
+// loggedNewest maps each logged channel to the newest platform message id
+// in its log.
+func (a *Adapter) loggedNewest() map[string]string {
+	out := map[string]string{}
+	if a.env.LoggedChannels == nil || a.env.ChannelDir == nil {
+		return out
+	}
+	ids, err := a.env.LoggedChannels()
+	if err != nil {
+		a.lg.Error("cannot list channels for backfill", "err", err)
+		return out
+	}
+	for _, id := range ids {
+		if !isSnowflake(id) {
+			continue
+		}
+		dir, err := a.env.ChannelDir(id)
+		if err != nil {
+			continue
+		}
+		last, found, err := store.NewestMessage(dir, func(m chat.ChannelMessage) bool { return isSnowflake(m.ID) }, 1000)
+		if err != nil {
+			a.lg.Warn("cannot read channel log for backfill", "channel", id, "err", err)
+			continue
+		}
+		if found {
+			out[id] = last.ID
+		}
+	}
+	return out
+}
+
+// backfillSeen runs after a reconnect at until: it fetches what the
+// channels seen so far (this run, or in the log) received while the
+// gateway was away.
+func (a *Adapter) backfillSeen(ctx context.Context, until time.Time) {
+	from := a.loggedNewest()
+	a.mu.Lock()
+	for k, v := range a.lastSeen {
+		if newer(v, from[k]) {
+			from[k] = v
+		}
+	}
+	a.mu.Unlock()
+	for ch, id := range from {
+		a.backfill(ctx, ch, id, until)
+	}
+}
+
+// backfill delivers the messages of a channel after the message id after.
+// Those posted before until (the reconnect) arrived while Mother was away
+// and are delivered late; newer ones are on their way live as well (the
+// first copy wins).
+func (a *Adapter) backfill(ctx context.Context, channelID, after string, until time.Time) {
+	var all []*discordgo.Message
+	for len(all) < a.opts.BackfillLimit {
+		page, err := a.s.ChannelMessages(channelID, 100, "", after, "", discordgo.WithContext(ctx))
+		if err != nil {
+			a.lg.Warn("backfill failed", "channel", channelID, "err", err)
+			break
+		}
+		if len(page) == 0 {
+			break
+		}
+		sort.Slice(page, func(i, j int) bool { return newer(page[j].ID, page[i].ID) })
+		all = append(all, page...)
+		after = page[len(page)-1].ID
+		if len(page) < 100 {
+			break
+		}
+	}
+	// REST messages carry no guild_id; take it from the channel, so a
+	// guild message is never mistaken for a DM.
+	guildID := ""
+	if ci, err := a.channel(ctx, channelID); err == nil {
+		guildID = ci.GuildID
+	}
+	self := a.SelfID()
+	answered := map[string]bool{}
+	for _, m := range all {
+		if m != nil && m.Author != nil && m.Author.ID == self && m.MessageReference != nil {
+			answered[m.MessageReference.MessageID] = true
+		}
+	}
+	n := 0
+	for _, m := range all {
+		if m == nil || ctx.Err() != nil {
+			continue
+		}
+		if m.ChannelID == "" {
+			m.ChannelID = channelID
+		}
+		if m.GuildID == "" {
+			m.GuildID = guildID
+		}
+		a.handle(ctx, m, delivery{late: m.Timestamp.Before(until), answered: answered[m.ID]})
+		n++
+	}
+	if n > 0 {
+		a.lg.Info("backfilled messages missed while away", "channel", channelID, "messages", n)
+	}
+}
+
+func sortUsers(us []chat.UserInfo) {
+	sort.Slice(us, func(i, j int) bool { return strings.ToLower(us[i].Username) < strings.ToLower(us[j].Username) })
+}
+
+func sortChannels(cs []chat.ChannelInfo) {
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].Type != cs[j].Type {
+			return cs[i].Type < cs[j].Type
+		}
+		return cs[i].Name < cs[j].Name
+	})
+}

@@ -1,0 +1,232 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"mime"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/render"
+	"github.com/mother-chat/mother/pkg/render/runview"
+)
+
+// allowUsers lets Mother's messages ping users but never @everyone, @here
+// or roles.
+var allowUsers = &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{discordgo.AllowedMentionTypeUsers}}
+
+func stopButton() []discordgo.MessageComponent {
+	return []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+		discordgo.Button{Label: "Stop", Style: discordgo.DangerButton, CustomID: stopButtonID},
+	}}}
+}
+
+// NewReply implements chat.Adapter. The answer goes where the trigger was
+// (its thread, if it came from one), as a reply to it; tool details go in
+// a thread started from the working message (not in DMs or threads, which
+// cannot hold one).
+func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.ChannelMessage, opts chat.ReplyOptions) chat.Reply {
+	target := channelID
+	replyTo := ""
+	if trigger != nil {
+		if th, ok := trigger.Metadata["threadId"].(string); ok && th != "" {
+			target = th
+		}
+		if isSnowflake(trigger.ID) {
+			replyTo = trigger.ID
+		}
+	}
+	details := !opts.Quiet
+	if ci, err := a.channel(ctx, target); err != nil || ci.IsThread() || ci.Type == discordgo.ChannelTypeDM || ci.Type == discordgo.ChannelTypeGroupDM {
+		details = false
+	}
+	threadName := "Details"
+	switch {
+	case opts.Title != "":
+		threadName = "Details: " + opts.Title
+	case trigger != nil && strings.TrimSpace(trigger.Text) != "":
+		threadName = "Details: " + strings.Join(strings.Fields(trigger.Text), " ")
+	}
+	s := &surface{a: a, channel: target, replyTo: replyTo, threadName: render.Truncate(threadName, 90)}
+	return runview.New(ctx, s, runview.Options{
+		Dialect: render.Discord,
+		Users:   a.Users(),
+		Title:   opts.Title,
+		Limit:   splitAt,
+		Details: details,
+		MinEdit: a.opts.MinEdit,
+		Grace:   a.opts.Grace,
+		Logger:  a.lg.With("channel", channelID),
+	})
+}
+
+// surface is runview's Discord side for one run.
+type surface struct {
+	a          *Adapter
+	channel    string
+	replyTo    string
+	threadName string
+
+	mu     sync.Mutex
+	thread string
+}
+
+var _ runview.Surface = (*surface)(nil)
+
+func (s *surface) PostMain(ctx context.Context, text string, working bool) (string, error) {
+	send := &discordgo.MessageSend{Content: text, AllowedMentions: allowUsers}
+	if working {
+		send.Components = stopButton()
+	}
+	if s.replyTo != "" {
+		send.Reference = &discordgo.MessageReference{MessageID: s.replyTo, ChannelID: s.channel, FailIfNotExists: new(bool)}
+	}
+	m, err := s.a.s.ChannelMessageSendComplex(s.channel, send, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("post message: %w", err)
+	}
+	return m.ID, nil
+}
+
+func (s *surface) EditMain(ctx context.Context, id, text string, working bool) error {
+	comps := []discordgo.MessageComponent{}
+	if working {
+		comps = stopButton()
+	}
+	_, err := s.a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: s.channel, Content: &text, Components: &comps, AllowedMentions: allowUsers}, discordgo.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("edit message: %w", err)
+	}
+	return nil
+}
+
+func (s *surface) DeleteMain(ctx context.Context, id string) error {
+	if err := s.a.s.ChannelMessageDelete(s.channel, id, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("delete message: %w", err)
+	}
+	return nil
+}
+
+func (s *surface) PostDetail(ctx context.Context, mainID, text string) error {
+	s.mu.Lock()
+	thread := s.thread
+	s.mu.Unlock()
+	if thread == "" {
+		ch, err := s.a.s.MessageThreadStartComplex(s.channel, mainID, &discordgo.ThreadStart{Name: s.threadName, AutoArchiveDuration: 1440}, discordgo.WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("start detail thread: %w", err)
+		}
+		thread = ch.ID
+		s.a.mu.Lock()
+		ci := s.a.learnChannelLocked(ch)
+		ci.Mine = true
+		if ci.ParentID == "" {
+			ci.ParentID = s.channel
+		}
+		s.a.mu.Unlock()
+		s.mu.Lock()
+		s.thread = thread
+		s.mu.Unlock()
+	}
+	_, err := s.a.s.ChannelMessageSendComplex(thread, &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{}}, discordgo.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("post in detail thread: %w", err)
+	}
+	return nil
+}
+
+func (s *surface) PostMore(ctx context.Context, text string) (string, error) {
+	m, err := s.a.s.ChannelMessageSendComplex(s.channel, &discordgo.MessageSend{Content: text, AllowedMentions: allowUsers}, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("post message: %w", err)
+	}
+	return m.ID, nil
+}
+
+// Post implements chat.Adapter: a notice (markdown), split if long.
+func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string, error) {
+	parts := render.Split(render.ToDiscord(markdown, a.Users()), splitAt)
+	first := ""
+	for _, p := range parts {
+		m, err := a.s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{Content: p, AllowedMentions: allowUsers}, discordgo.WithContext(ctx))
+		if err != nil {
+			return first, fmt.Errorf("discord: post to %s: %w", channelID, err)
+		}
+		if first == "" {
+			first = m.ID
+		}
+	}
+	return first, nil
+}
+
+// Upload implements chat.Uploader: the file goes to exactly the channel
+// asked for; nothing is shared between concurrent uploads.
+func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("discord: upload: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("discord: upload: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("discord: upload %s: not a regular file", filepath.Base(path))
+	}
+	if st.Size() > UploadLimit {
+		return fmt.Errorf("discord: upload %s: %d bytes is over Discord's %d byte limit", filepath.Base(path), st.Size(), UploadLimit)
+	}
+	name := filepath.Base(path)
+	ct := mime.TypeByExtension(filepath.Ext(name))
+	send := &discordgo.MessageSend{Files: []*discordgo.File{{Name: name, ContentType: ct, Reader: f}}, AllowedMentions: &discordgo.MessageAllowedMentions{}}
+	if title != "" && title != name {
+		send.Content = render.Truncate(title, splitAt)
+	}
+	if _, err := a.s.ChannelMessageSendComplex(channelID, send, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord: upload %s to %s: %w", name, channelID, err)
+	}
+	return nil
+}
+
+// onInteraction handles the stop button.
+func (a *Adapter) onInteraction(_ *discordgo.Session, i *discordgo.InteractionCreate) {
+	if i == nil || i.Interaction == nil || i.Type != discordgo.InteractionMessageComponent {
+		return
+	}
+	data, ok := i.Data.(discordgo.MessageComponentInteractionData)
+	if !ok || data.CustomID != stopButtonID {
+		return
+	}
+	user := i.User
+	if i.Member != nil && i.Member.User != nil {
+		user = i.Member.User
+	}
+	if user == nil || i.ChannelID == "" {
+		a.lg.Warn("skipping stop click without user or channel")
+		return
+	}
+	interaction := i.Interaction
+	go func() {
+		ctx := context.Background()
+		if err := a.s.InteractionRespond(interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, discordgo.WithContext(ctx)); err != nil {
+			a.lg.Warn("cannot acknowledge stop click", "err", err)
+		}
+		channelID := interaction.ChannelID
+		if ci, err := a.channel(ctx, channelID); err == nil && ci.IsThread() && ci.ParentID != "" {
+			channelID = ci.ParentID
+		}
+		a.mu.Lock()
+		in := a.inbox
+		a.mu.Unlock()
+		if in != nil {
+			a.lg.Info("stop button clicked", "channel", channelID, "user", user.ID)
+			in.Stop(ctx, a.name, channelID, user.ID)
+		}
+	}()
+}

@@ -1,0 +1,142 @@
+// Package feed holds what the Discord and Slack adapters share for the
+// inbound side: a queue that hands platform events to Mother's inbox in
+// arrival order from one goroutine (so a slow attachment download never
+// stalls the platform connection), a bounded set of already delivered
+// message ids (gateway replays and backfill overlap), and reconnect
+// backoff.
+package feed
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Queue runs pushed jobs one at a time, in push order. It never blocks the
+// pusher: the queue grows instead.
+type Queue struct {
+	mu   sync.Mutex
+	jobs []func(context.Context)
+	wake chan struct{}
+}
+
+// NewQueue returns an empty queue; call Run to process it.
+func NewQueue() *Queue { return &Queue{wake: make(chan struct{}, 1)} }
+
+// Push appends a job.
+func (q *Queue) Push(job func(context.Context)) {
+	q.mu.Lock()
+	q.jobs = append(q.jobs, job)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Len is the number of jobs waiting.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.jobs)
+}
+
+// Run processes jobs until ctx ends; jobs still queued then are dropped.
+func (q *Queue) Run(ctx context.Context) {
+	for {
+		q.mu.Lock()
+		var job func(context.Context)
+		if len(q.jobs) > 0 {
+			job = q.jobs[0]
+			q.jobs[0] = nil
+			q.jobs = q.jobs[1:]
+		}
+		q.mu.Unlock()
+		if job != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			job(ctx)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.wake:
+		}
+	}
+}
+
+// Seen is a bounded set of ids: it remembers the most recent Max ids.
+type Seen struct {
+	mu    sync.Mutex
+	max   int
+	set   map[string]struct{}
+	order []string
+}
+
+// NewSeen remembers up to max ids (default 10000).
+func NewSeen(max int) *Seen {
+	if max <= 0 {
+		max = 10000
+	}
+	return &Seen{max: max, set: make(map[string]struct{}, max)}
+}
+
+// Add records id and reports whether it is new.
+func (s *Seen) Add(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.set[id]; ok {
+		return false
+	}
+	s.set[id] = struct{}{}
+	s.order = append(s.order, id)
+	if len(s.order) > s.max {
+		delete(s.set, s.order[0])
+		s.order = s.order[1:]
+	}
+	return true
+}
+
+// Backoff yields growing waits between reconnect attempts: Min, doubling
+// up to Max, each with up to 20% random jitter added.
+type Backoff struct {
+	Min, Max time.Duration
+	n        int
+}
+
+// Next returns the wait before the next attempt.
+func (b *Backoff) Next() time.Duration {
+	d := b.Min
+	if d <= 0 {
+		d = time.Second
+	}
+	for i := 0; i < b.n && d < b.Max; i++ {
+		d *= 2
+	}
+	if b.Max > 0 && d > b.Max {
+		d = b.Max
+	}
+	b.n++
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// Attempts is how many waits were handed out since the last Reset.
+func (b *Backoff) Attempts() int { return b.n }
+
+// Reset starts over at Min.
+func (b *Backoff) Reset() { b.n = 0 }
+
+// Sleep waits d or until ctx ends; it reports whether the full wait passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

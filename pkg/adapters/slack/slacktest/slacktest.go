@@ -1,0 +1,850 @@
+// Package slacktest is a fake Slack for tests: one loopback HTTP server
+// speaking the Web API methods Mother calls (auth.test, users.list,
+// conversations.*, chat.postMessage/update/delete, files.uploadV2's three
+// steps, file downloads) and Socket Mode (apps.connections.open, then a
+// websocket with hello, events_api and interactive envelopes, acks, and
+// server PINGs), so the real slack-go client is exercised end to end.
+// Tests script users posting, clicking, rate limits (429 with
+// Retry-After), dropped and silent sockets, and inspect what Mother did.
+//
+// It is written from Slack's documented wire format; slack-go's own
+// slacktest package targets the retired RTM API and has no Socket Mode.
+package slacktest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Tokens the fake accepts.
+const (
+	BotToken = "xoxb-test"
+	AppToken = "xapp-test"
+)
+
+// User is a workspace member.
+type User struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	RealName string `json:"real_name,omitempty"`
+	IsBot    bool   `json:"is_bot,omitempty"`
+}
+
+// Channel is a conversation.
+type Channel struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	IsChannel bool   `json:"is_channel,omitempty"`
+	IsIM      bool   `json:"is_im,omitempty"`
+	IsPrivate bool   `json:"is_private,omitempty"`
+	IsMember  bool   `json:"is_member"`
+	// User is the other member of an IM.
+	User string `json:"user,omitempty"`
+}
+
+// File is an uploaded or shared file.
+type File struct {
+	ID       string
+	Name     string
+	Title    string
+	Mimetype string
+	Data     []byte
+	// Channel and ThreadTS say where completeUploadExternal shared it.
+	Channel, ThreadTS string
+}
+
+// Message is a stored message.
+type Message struct {
+	TS       string
+	Channel  string
+	User     string
+	BotID    string
+	Text     string
+	ThreadTS string
+	// Blocks is the raw blocks JSON last set ("" or "[]" for none).
+	Blocks  string
+	Files   []*File
+	Edits   int
+	History []string
+	Deleted bool
+}
+
+// HasButton reports whether the message's blocks hold a button with
+// action_id id.
+func (m Message) HasButton(id string) bool {
+	return strings.Contains(m.Blocks, `"action_id":"`+id+`"`)
+}
+
+// Request is one Web API call received.
+type Request struct {
+	Method string // the API method ("chat.update")
+	// At is when the call arrived; Status is 0 while it is being handled.
+	At     time.Time
+	Status int
+}
+
+// Options configure the fake.
+type Options struct {
+	Bot      User
+	Users    []User
+	Channels []Channel
+	// PingInterval is how often the socket sends PING frames (default 5 s).
+	PingInterval time.Duration
+}
+
+// Server is the fake.
+type Server struct {
+	*httptest.Server
+	opts Options
+
+	mu       sync.Mutex
+	changed  chan struct{}
+	users    []User
+	channels map[string]*Channel
+	messages map[string][]*Message
+	files    map[string]*File
+	requests []Request
+	limits   map[string][]time.Duration
+	conns    map[*sockConn]bool
+	opens    int
+	acks     []string
+	silent   bool
+	// pending holds envelopes sent while no socket was open; like Slack,
+	// the fake delivers them once an app connects.
+	pending []any
+	lastTS  int64
+	seq     int
+}
+
+// New starts a fake Slack workspace.
+func New(opts Options) *Server {
+	if opts.Bot.ID == "" {
+		opts.Bot = User{ID: "UBOT", Name: "mother", IsBot: true}
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = 5 * time.Second
+	}
+	s := &Server{
+		opts:     opts,
+		changed:  make(chan struct{}),
+		users:    append([]User{opts.Bot}, opts.Users...),
+		channels: map[string]*Channel{},
+		messages: map[string][]*Message{},
+		files:    map[string]*File{},
+		limits:   map[string][]time.Duration{},
+		conns:    map[*sockConn]bool{},
+	}
+	for _, c := range opts.Channels {
+		c := c
+		s.channels[c.ID] = &c
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// APIURL is the Web API base URL, for slack.OptionAPIURL and apiURL.
+func (s *Server) APIURL() string { return s.URL + "/api/" }
+
+// Bot is the bot user.
+func (s *Server) Bot() User { return s.opts.Bot }
+
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Lock and Unlock guard state for Wait conditions.
+func (s *Server) Lock()   { s.mu.Lock() }
+func (s *Server) Unlock() { s.mu.Unlock() }
+
+// Wait blocks until cond (called with the fake locked) holds.
+func (s *Server) Wait(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ok := cond()
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("slacktest: timed out after %v waiting for %s", timeout, what)
+		}
+	}
+}
+
+// MessagesLocked returns a channel's messages (the fake locked).
+func (s *Server) MessagesLocked(channel string) []*Message { return s.messages[channel] }
+
+// Messages returns copies of a channel's messages (thread replies
+// included), oldest first.
+func (s *Server) Messages(channel string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, m := range s.messages[channel] {
+		out = append(out, *m)
+	}
+	return out
+}
+
+// Thread returns the replies in a thread (without the parent).
+func (s *Server) Thread(channel, ts string) []Message {
+	var out []Message
+	for _, m := range s.Messages(channel) {
+		if m.ThreadTS == ts && m.TS != ts {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Files returns the files shared so far.
+func (s *Server) Files() []File {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []File
+	for _, f := range s.files {
+		if f.Channel != "" {
+			out = append(out, *f)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Requests returns the Web API calls received.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Acks returns the envelope ids acknowledged over the socket.
+func (s *Server) Acks() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.acks...)
+}
+
+// AcksLocked is Acks for Wait conditions.
+func (s *Server) AcksLocked() []string { return s.acks }
+
+// Opens is how many Socket Mode connections were opened.
+func (s *Server) Opens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opens
+}
+
+// OpensLocked is Opens for Wait conditions.
+func (s *Server) OpensLocked() int { return s.opens }
+
+// RateLimit makes the next calls of an API method answer 429 with
+// Retry-After, one per wait given (in whole seconds, as Slack sends).
+func (s *Server) RateLimit(method string, retryAfter ...time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limits[method] = append(s.limits[method], retryAfter...)
+}
+
+// DropConnections closes the sockets at the TCP level.
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	var cs []*sockConn
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.ws.UnderlyingConn().Close()
+	}
+}
+
+// SetSilent stops PINGs and events on open sockets (they look connected
+// but deliver nothing); new sockets are served normally.
+func (s *Server) SetSilent(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.silent = v
+	for c := range s.conns {
+		c.silent = v
+	}
+}
+
+func (s *Server) newTSLocked() string {
+	now := time.Now().UnixMicro()
+	if now <= s.lastTS {
+		now = s.lastTS + 1
+	}
+	s.lastTS = now
+	return fmt.Sprintf("%d.%06d", now/1e6, now%1e6)
+}
+
+// AddChannel adds a conversation.
+func (s *Server) AddChannel(c Channel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels[c.ID] = &c
+}
+
+// PostOption tunes Post.
+type PostOption func(*Message, *postCfg)
+
+type postCfg struct {
+	offline bool
+	files   []*File
+}
+
+// InThread posts as a reply in the thread of ts.
+func InThread(ts string) PostOption { return func(m *Message, _ *postCfg) { m.ThreadTS = ts } }
+
+// Offline stores without sending events (posted while Mother was away).
+func Offline() PostOption { return func(_ *Message, c *postCfg) { c.offline = true } }
+
+// WithFile shares a file with the message.
+func WithFile(name, mimetype string, data []byte) PostOption {
+	return func(_ *Message, c *postCfg) {
+		c.files = append(c.files, &File{Name: name, Mimetype: mimetype, Data: data})
+	}
+}
+
+// Post stores a message from user and sends its events: message (with the
+// channel type), and app_mention when it mentions the bot.
+func (s *Server) Post(channel, user, text string, opts ...PostOption) Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := &Message{TS: s.newTSLocked(), Channel: channel, User: user, Text: text}
+	var cfg postCfg
+	for _, o := range opts {
+		o(m, &cfg)
+	}
+	for _, f := range cfg.files {
+		s.seq++
+		f.ID = fmt.Sprintf("F%04d", s.seq)
+		f.Channel = channel
+		s.files[f.ID] = f
+		m.Files = append(m.Files, f)
+	}
+	s.messages[channel] = append(s.messages[channel], m)
+	s.notify()
+	if cfg.offline {
+		return *m
+	}
+	ev := s.messageEventLocked(m)
+	s.sendEventLocked(ev)
+	if strings.Contains(text, "<@"+s.opts.Bot.ID+">") {
+		am := map[string]any{"type": "app_mention", "user": user, "text": text, "ts": m.TS, "channel": channel, "event_ts": m.TS}
+		if m.ThreadTS != "" {
+			am["thread_ts"] = m.ThreadTS
+		}
+		s.sendEventLocked(am)
+	}
+	return *m
+}
+
+func (s *Server) channelType(id string) string {
+	c := s.channels[id]
+	switch {
+	case c == nil:
+		return "channel"
+	case c.IsIM:
+		return "im"
+	case c.IsPrivate:
+		return "group"
+	}
+	return "channel"
+}
+
+func (s *Server) parentUserLocked(channel, threadTS string) string {
+	for _, p := range s.messages[channel] {
+		if p.TS == threadTS {
+			return p.User
+		}
+	}
+	return ""
+}
+
+func (s *Server) messageJSONLocked(m *Message) map[string]any {
+	v := map[string]any{"type": "message", "user": m.User, "text": m.Text, "ts": m.TS}
+	if m.BotID != "" {
+		v["bot_id"] = m.BotID
+	}
+	if m.ThreadTS != "" {
+		v["thread_ts"] = m.ThreadTS
+		if m.ThreadTS != m.TS {
+			v["parent_user_id"] = s.parentUserLocked(m.Channel, m.ThreadTS)
+		}
+	}
+	if len(m.Files) > 0 {
+		var fs []map[string]any
+		for _, f := range m.Files {
+			fs = append(fs, map[string]any{"id": f.ID, "name": f.Name, "title": f.Name, "mimetype": f.Mimetype, "size": len(f.Data),
+				"url_private_download": s.URL + "/files/" + f.ID + "/" + f.Name, "url_private": s.URL + "/files/" + f.ID + "/" + f.Name})
+		}
+		v["files"] = fs
+		v["subtype"] = "file_share"
+	}
+	replies := 0
+	latest := ""
+	for _, r := range s.messages[m.Channel] {
+		if r.ThreadTS == m.TS && r.TS != m.TS && !r.Deleted {
+			replies++
+			latest = r.TS
+		}
+	}
+	if replies > 0 {
+		v["reply_count"], v["latest_reply"], v["thread_ts"] = replies, latest, m.TS
+	}
+	return v
+}
+
+func (s *Server) messageEventLocked(m *Message) map[string]any {
+	ev := s.messageJSONLocked(m)
+	ev["channel"] = m.Channel
+	ev["channel_type"] = s.channelType(m.Channel)
+	ev["event_ts"] = m.TS
+	delete(ev, "reply_count")
+	delete(ev, "latest_reply")
+	if m.ThreadTS == "" {
+		delete(ev, "thread_ts")
+	}
+	return ev
+}
+
+// SendEvent sends any inner event (malformed ones too) in an events_api
+// envelope.
+func (s *Server) SendEvent(event any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendEventLocked(event)
+}
+
+// SendRaw sends a raw frame on the socket.
+func (s *Server) SendRaw(frame string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliverLocked(json.RawMessage(frame))
+}
+
+func (s *Server) sendEventLocked(event any) {
+	s.seq++
+	env := map[string]any{
+		"envelope_id": fmt.Sprintf("env-%d", s.seq), "type": "events_api", "accepts_response_payload": false, "retry_attempt": 0,
+		"payload": map[string]any{"token": "verif", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+			"event_id": fmt.Sprintf("Ev%d", s.seq), "event_time": time.Now().Unix(), "event": event},
+	}
+	s.deliverLocked(env)
+}
+
+func (s *Server) deliverLocked(env any) {
+	if len(s.conns) == 0 {
+		s.pending = append(s.pending, env)
+		return
+	}
+	for c := range s.conns {
+		if !c.silent {
+			c.send(env)
+		}
+	}
+}
+
+// Click sends a block_actions interaction: user pressed the button
+// actionID on message ts.
+func (s *Server) Click(channel, ts, user, actionID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	env := map[string]any{
+		"envelope_id": fmt.Sprintf("env-%d", s.seq), "type": "interactive", "accepts_response_payload": false,
+		"payload": map[string]any{"type": "block_actions", "user": map[string]any{"id": user}, "channel": map[string]any{"id": channel},
+			"container": map[string]any{"type": "message", "message_ts": ts, "channel_id": channel},
+			"message":   map[string]any{"ts": ts, "type": "message"}, "trigger_id": "trig",
+			"actions": []any{map[string]any{"action_id": actionID, "block_id": "mother", "type": "button", "value": "stop", "action_ts": s.newTSLocked()}}},
+	}
+	s.deliverLocked(env)
+}
+
+// ---- Web API ----
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/socket":
+		s.socket(w, r)
+		return
+	case strings.HasPrefix(r.URL.Path, "/files/"):
+		s.download(w, r)
+		return
+	case strings.HasPrefix(r.URL.Path, "/upload/"):
+		s.upload(w, r)
+		return
+	}
+	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	// Recorded on arrival (status filled in after), so a test that sees a
+	// call's effect also sees the call.
+	s.mu.Lock()
+	i := len(s.requests)
+	s.requests = append(s.requests, Request{Method: method, At: time.Now()})
+	s.mu.Unlock()
+	status := s.api(w, r, method)
+	s.mu.Lock()
+	s.requests[i].Status = status
+	s.notify()
+	s.mu.Unlock()
+}
+
+func reply(w http.ResponseWriter, v map[string]any) int {
+	if _, ok := v["ok"]; !ok {
+		v["ok"] = true
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+	return http.StatusOK
+}
+
+func fail(w http.ResponseWriter, code string) int {
+	return reply(w, map[string]any{"ok": false, "error": code})
+}
+
+func token(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+		return strings.TrimPrefix(h, "Bearer ")
+	}
+	return r.Form.Get("token")
+}
+
+func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) int {
+	if err := r.ParseMultipartForm(32 << 20); err != nil && err != http.ErrNotMultipart {
+		return fail(w, "invalid_form_data")
+	}
+	want := BotToken
+	if method == "apps.connections.open" {
+		want = AppToken
+	}
+	if token(r) != want {
+		return fail(w, "invalid_auth")
+	}
+	s.mu.Lock()
+	if waits := s.limits[method]; len(waits) > 0 {
+		s.limits[method] = waits[1:]
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", strconv.Itoa(int(waits[0].Seconds())))
+		w.WriteHeader(http.StatusTooManyRequests)
+		return http.StatusTooManyRequests
+	}
+	s.mu.Unlock()
+	f := r.Form.Get
+	switch method {
+	case "auth.test":
+		return reply(w, map[string]any{"url": "https://fake.slack.com/", "team": "Fake", "user": s.opts.Bot.Name, "team_id": "T1", "user_id": s.opts.Bot.ID, "bot_id": "B1"})
+	case "apps.connections.open":
+		s.mu.Lock()
+		s.opens++
+		n := s.opens
+		s.notify()
+		s.mu.Unlock()
+		return reply(w, map[string]any{"url": fmt.Sprintf("ws://%s/socket?ticket=%d", r.Host, n)})
+	case "users.list":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var ms []map[string]any
+		for _, u := range s.users {
+			ms = append(ms, map[string]any{"id": u.ID, "name": u.Name, "real_name": u.RealName, "is_bot": u.IsBot,
+				"profile": map[string]any{"real_name": u.RealName, "display_name": u.RealName}})
+		}
+		return reply(w, map[string]any{"members": ms, "response_metadata": map[string]any{"next_cursor": ""}})
+	case "users.info":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, u := range s.users {
+			if u.ID == f("user") {
+				return reply(w, map[string]any{"user": map[string]any{"id": u.ID, "name": u.Name, "real_name": u.RealName, "profile": map[string]any{"real_name": u.RealName}}})
+			}
+		}
+		return fail(w, "user_not_found")
+	case "conversations.list":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var cs []Channel
+		for _, c := range s.channels {
+			cs = append(cs, *c)
+		}
+		sort.Slice(cs, func(i, j int) bool { return cs[i].ID < cs[j].ID })
+		return reply(w, map[string]any{"channels": cs, "response_metadata": map[string]any{"next_cursor": ""}})
+	case "conversations.info":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if c, ok := s.channels[f("channel")]; ok {
+			return reply(w, map[string]any{"channel": c})
+		}
+		return fail(w, "channel_not_found")
+	case "conversations.history":
+		return s.history(w, f("channel"), f("oldest"), "")
+	case "conversations.replies":
+		return s.history(w, f("channel"), f("oldest"), f("ts"))
+	case "chat.postMessage":
+		return s.postMessage(w, r)
+	case "chat.update":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range s.messages[f("channel")] {
+			if m.TS == f("ts") && !m.Deleted {
+				if len([]rune(f("text"))) > 40000 {
+					return fail(w, "msg_too_long")
+				}
+				m.Text = f("text")
+				if _, ok := r.Form["blocks"]; ok {
+					m.Blocks = f("blocks")
+				}
+				m.Edits++
+				m.History = append(m.History, m.Text)
+				s.notify()
+				return reply(w, map[string]any{"channel": m.Channel, "ts": m.TS, "text": m.Text})
+			}
+		}
+		return fail(w, "message_not_found")
+	case "chat.delete":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range s.messages[f("channel")] {
+			if m.TS == f("ts") {
+				m.Deleted = true
+				s.notify()
+				return reply(w, map[string]any{"channel": m.Channel, "ts": m.TS})
+			}
+		}
+		return fail(w, "message_not_found")
+	case "files.getUploadURLExternal":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.seq++
+		id := fmt.Sprintf("F%04d", s.seq)
+		s.files[id] = &File{ID: id, Name: f("filename")}
+		return reply(w, map[string]any{"upload_url": s.URL + "/upload/" + id, "file_id": id})
+	case "files.completeUploadExternal":
+		var list []struct{ ID, Title string }
+		if err := json.Unmarshal([]byte(f("files")), &list); err != nil {
+			return fail(w, "invalid_arguments")
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var out []map[string]any
+		for _, it := range list {
+			file, ok := s.files[it.ID]
+			if !ok || file.Data == nil {
+				return fail(w, "file_not_found")
+			}
+			ch := f("channel_id")
+			if ch == "" {
+				ch = strings.Split(f("channels"), ",")[0]
+			}
+			if _, ok := s.channels[ch]; !ok {
+				return fail(w, "channel_not_found")
+			}
+			file.Channel, file.ThreadTS, file.Title = ch, f("thread_ts"), it.Title
+			out = append(out, map[string]any{"id": file.ID, "title": it.Title})
+		}
+		s.notify()
+		return reply(w, map[string]any{"files": out})
+	}
+	return fail(w, "unknown_method")
+}
+
+func (s *Server) history(w http.ResponseWriter, channel, oldest, thread string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.channels[channel]; !ok {
+		return fail(w, "channel_not_found")
+	}
+	old, _ := strconv.ParseFloat(oldest, 64)
+	var out []map[string]any
+	for _, m := range s.messages[channel] {
+		ts, _ := strconv.ParseFloat(m.TS, 64)
+		if m.Deleted {
+			continue
+		}
+		if thread == "" && m.ThreadTS != "" && m.ThreadTS != m.TS {
+			continue // replies are not in the channel history
+		}
+		if thread != "" && m.ThreadTS != thread && m.TS != thread {
+			continue
+		}
+		if oldest != "" && ts <= old && m.TS != thread {
+			continue
+		}
+		out = append(out, s.messageJSONLocked(m))
+	}
+	if thread == "" {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 { // newest first
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	if out == nil {
+		out = []map[string]any{}
+	}
+	return reply(w, map[string]any{"messages": out, "has_more": false, "response_metadata": map[string]any{"next_cursor": ""}})
+}
+
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) int {
+	f := r.Form.Get
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := f("channel")
+	if _, ok := s.channels[ch]; !ok {
+		return fail(w, "channel_not_found")
+	}
+	if f("text") == "" && f("blocks") == "" {
+		return fail(w, "no_text")
+	}
+	if len([]rune(f("text"))) > 40000 {
+		return fail(w, "msg_too_long")
+	}
+	m := &Message{TS: s.newTSLocked(), Channel: ch, User: s.opts.Bot.ID, BotID: "B1", Text: f("text"), ThreadTS: f("thread_ts"), Blocks: f("blocks"), History: []string{f("text")}}
+	s.messages[ch] = append(s.messages[ch], m)
+	s.notify()
+	// Slack sends the bot its own messages as events too.
+	s.sendEventLocked(s.messageEventLocked(m))
+	return reply(w, map[string]any{"channel": ch, "ts": m.TS, "message": s.messageJSONLocked(m)})
+}
+
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, "/upload/")
+	file, hdr, err := r.FormFile("file")
+	if err != nil {
+		http.Error(w, "no file", http.StatusBadRequest)
+		return
+	}
+	defer file.Close()
+	data, _ := io.ReadAll(file)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.files[id]
+	if !ok {
+		http.Error(w, "unknown upload", http.StatusNotFound)
+		return
+	}
+	f.Data = data
+	if f.Name == "" {
+		f.Name = hdr.Filename
+	}
+	fmt.Fprintf(w, "OK - %d", len(data))
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+BotToken {
+		http.Error(w, "not authed", http.StatusUnauthorized)
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/files/"), "/")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.files[parts[0]]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", f.Mimetype)
+	w.Write(f.Data)
+}
+
+// ---- Socket Mode ----
+
+type sockConn struct {
+	ws     *websocket.Conn
+	out    chan any
+	done   chan struct{}
+	silent bool
+}
+
+func (c *sockConn) send(v any) {
+	select {
+	case c.out <- v:
+	case <-c.done:
+	default: // a stuck client loses events
+	}
+}
+
+var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+
+func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	c := &sockConn{ws: ws, out: make(chan any, 4096), done: make(chan struct{})}
+	go s.writer(c)
+	c.send(map[string]any{"type": "hello", "num_connections": 1, "debug_info": map[string]any{"host": "fake", "approximate_connection_time": 3600}, "connection_info": map[string]any{"app_id": "A1"}})
+	s.mu.Lock()
+	c.silent = s.silent
+	s.conns[c] = true
+	if !c.silent {
+		for _, env := range s.pending {
+			c.send(env)
+		}
+		s.pending = nil
+	}
+	s.notify()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.notify()
+		s.mu.Unlock()
+		close(c.done)
+		ws.Close()
+	}()
+	for {
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		var ack struct {
+			EnvelopeID string `json:"envelope_id"`
+		}
+		if json.Unmarshal(data, &ack) == nil && ack.EnvelopeID != "" {
+			s.mu.Lock()
+			s.acks = append(s.acks, ack.EnvelopeID)
+			s.notify()
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *Server) writer(c *sockConn) {
+	ping := time.NewTicker(s.opts.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-ping.C:
+			s.mu.Lock()
+			silent := c.silent
+			s.mu.Unlock()
+			if !silent {
+				c.ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(5*time.Second))
+			}
+		case v := <-c.out:
+			c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if err := c.ws.WriteJSON(v); err != nil {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package broker_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/anthropic/anthropictest"
+	"github.com/mother-chat/mother/pkg/model/ollama"
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/model/providers"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func setup(t *testing.T, budgets config.Budgets, dir string, clk *clock, fake *ollamatest.Server) *broker.Broker {
+	t.Helper()
+	cfg := &config.Config{Budgets: budgets}
+	cfg.SetDefaults("")
+	cfg.Budgets.ChickTokens = budgets.ChickTokens
+	cfg.Chicks.Tiers["big"] = config.Tier{Provider: "ollama", Model: "big-model"}
+	b, err := broker.New(broker.Options{Config: cfg, Dir: dir, Now: clk.now, Providers: func(name string) (model.Provider, error) {
+		if name != "ollama" {
+			return nil, errors.New("no such provider")
+		}
+		return ollama.New(fake.URL, nil)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func call(t *testing.T, b *broker.Broker, c broker.Caller) error {
+	t.Helper()
+	_, err := b.Generate(t.Context(), c, model.Request{Model: "chick-chose-this", Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}, nil)
+	return err
+}
+
+func TestBudgetsRefuse(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		budgets config.Budgets
+		// callers in order; the last one must be refused with want.
+		callers []broker.Caller
+		want    string
+		other   broker.Caller // still allowed after the refusal
+	}{
+		{
+			name:    "per chick",
+			budgets: config.Budgets{ChickTokens: 250},
+			callers: rep(broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, 4),
+			want:    "chick c-1 used 300 of its 250 tokens",
+			other:   broker.Caller{ChickID: "c-2", Channel: "cli/a", Tier: "big"},
+		},
+		{
+			name:    "per channel per day",
+			budgets: config.Budgets{ChannelDailyTokens: 250},
+			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, {ChickID: "c-2", Channel: "cli/a", Tier: "big"}, {ChickID: "c-3", Channel: "cli/a", Tier: "big"}, {ChickID: "c-4", Channel: "cli/a", Tier: "big"}},
+			want:    "channel cli/a used 300 of its 250 chick tokens today",
+			other:   broker.Caller{ChickID: "c-5", Channel: "cli/b", Tier: "big"},
+		},
+		{
+			name:    "per tier per day",
+			budgets: config.Budgets{TierDailyTokens: map[string]int64{"big": 250}},
+			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, {ChickID: "c-2", Channel: "cli/b", Tier: "big"}, {ChickID: "c-3", Channel: "cli/c", Tier: "big"}, {ChickID: "c-4", Channel: "cli/d", Tier: "big"}},
+			want:    "tier big used 300 of its 250 tokens today",
+			other:   broker.Caller{ChickID: "c-5", Channel: "cli/e", Tier: "local"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
+				return ollamatest.Turn{Text: "ok", PromptTokens: 60, OutputTokens: 40}
+			})
+			defer fake.Close()
+			dir := t.TempDir()
+			clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)}
+			b := setup(t, tc.budgets, dir, clk, fake)
+			last := len(tc.callers) - 1
+			for i, c := range tc.callers[:last] {
+				if err := call(t, b, c); err != nil {
+					t.Fatalf("call %d: %v", i+1, err)
+				}
+			}
+			err := call(t, b, tc.callers[last])
+			if !errors.Is(err, model.ErrBudgetExhausted) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("call past the budget: %v, want %q", err, tc.want)
+			}
+			if got := fake.Requests()[0].Model; got != "big-model" {
+				t.Errorf("provider called with model %q, want the tier's (never the chick's choice)", got)
+			}
+			must(t, call(t, b, tc.other))
+			calls := len(fake.Requests())
+
+			// Restart: the ledger is read back; nothing is forgotten.
+			must(t, b.Close())
+			b = setup(t, tc.budgets, dir, clk, fake)
+			if err := call(t, b, tc.callers[last]); !errors.Is(err, model.ErrBudgetExhausted) {
+				t.Errorf("after a restart the budget is forgotten: %v", err)
+			}
+			if len(fake.Requests()) != calls {
+				t.Errorf("a refused call reached the provider")
+			}
+			// The next day the daily budgets start over; a chick's own
+			// does not.
+			clk.add(24 * time.Hour)
+			err = call(t, b, tc.callers[last])
+			if tc.budgets.ChickTokens > 0 {
+				if !errors.Is(err, model.ErrBudgetExhausted) {
+					t.Errorf("next day, per-chick budget: %v", err)
+				}
+			} else if err != nil {
+				t.Errorf("next day, daily budget: %v", err)
+			}
+		})
+	}
+}
+
+func rep(c broker.Caller, n int) []broker.Caller {
+	out := make([]broker.Caller, n)
+	for i := range out {
+		out[i] = c
+	}
+	return out
+}
+
+func TestLedgerIsDurable(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
+		return ollamatest.Turn{Text: "ok", PromptTokens: 60, OutputTokens: 40}
+	})
+	defer fake.Close()
+	dir := t.TempDir()
+	clk := &clock{t: time.Date(2026, 3, 1, 23, 59, 0, 0, time.Local)}
+	b := setup(t, config.Budgets{}, dir, clk, fake)
+	c := broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}
+	must(t, call(t, b, c))
+	clk.add(2 * time.Minute) // past midnight: a chick spans two days
+	must(t, call(t, b, c))
+	days, _ := filepath.Glob(filepath.Join(dir, "usage", "*.jsonl"))
+	if len(days) != 2 {
+		t.Fatalf("ledger files %v, want one per day", days)
+	}
+	// A torn last line (a crash mid-append) is repaired, not fatal.
+	f, err := os.OpenFile(days[1], os.O_APPEND|os.O_WRONLY, 0o600)
+	must(t, err)
+	f.WriteString(`{"ts":"2026-03-02T00:01:00Z","chick":"c-1","in":`)
+	f.Close()
+	must(t, b.Close())
+	b = setup(t, config.Budgets{}, dir, clk, fake)
+	if u := b.ChickUsage("c-1"); u.InputTokens != 120 || u.OutputTokens != 80 {
+		t.Errorf("c-1 after restart: %+v, want 120 in / 80 out from both days", u)
+	}
+	found := false
+	for _, bs := range b.Budgets() {
+		if bs.Scope == "channel cli/a today" && bs.Used == 100 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("today's channel usage: %+v, want cli/a at 100", b.Budgets())
+	}
+}
+
+func TestProviderErrorsPassThroughUnmetered(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.New(ollamatest.Turn{Status: 404, Error: "model 'big-model' not found"})
+	defer fake.Close()
+	clk := &clock{t: time.Now()}
+	b := setup(t, config.Budgets{}, t.TempDir(), clk, fake)
+	err := call(t, b, broker.Caller{ChickID: "c-1", Channel: "cli/local", Tier: "big"})
+	if !errors.Is(err, model.ErrModelNotFound) {
+		t.Errorf("err = %v, want model not found", err)
+	}
+	if u := b.ChickUsage("c-1"); u.Total() != 0 {
+		t.Errorf("failed call metered: %+v", u)
+	}
+	if err := call(t, b, broker.Caller{ChickID: "c-1", Channel: "cli/local", Tier: "nope"}); err == nil || !strings.Contains(err.Error(), "unknown tier") {
+		t.Errorf("unknown tier: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAnthropicTier: a chick on a Claude tier gets its answer through the
+// broker, which calls Anthropic with the key only Mother holds.
+func TestAnthropicTier(t *testing.T) {
+	t.Parallel()
+	fake := anthropictest.New(anthropictest.Turn{Text: "Claude here.", InputTokens: 12, OutputTokens: 3})
+	defer fake.Close()
+	cfg := &config.Config{}
+	cfg.Providers.Anthropic = config.Anthropic{APIKey: anthropictest.APIKey, BaseURL: fake.URL}
+	cfg.SetDefaults("")
+	cfg.Chicks.Tiers["claude"] = config.Tier{Provider: "anthropic", Model: "claude-sonnet-4-5"}
+	b, err := broker.New(broker.Options{Config: cfg, Dir: t.TempDir(), Providers: func(name string) (model.Provider, error) {
+		return providers.New(cfg.Providers, name, nil)
+	}})
+	must(t, err)
+	defer b.Close()
+	var deltas strings.Builder
+	resp, err := b.Generate(t.Context(), broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "claude"},
+		model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}, func(d string) { deltas.WriteString(d) })
+	must(t, err)
+	if resp.Message.Content != "Claude here." || deltas.String() != "Claude here." || resp.Usage.Total() != 15 {
+		t.Errorf("answer %+v, deltas %q", resp, deltas.String())
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 || reqs[0].Model != "claude-sonnet-4-5" || reqs[0].Header.Get("x-api-key") != anthropictest.APIKey {
+		t.Errorf("Anthropic saw %+v", reqs)
+	}
+	if u := b.ChickUsage("c-1"); u.InputTokens != 12 || u.OutputTokens != 3 {
+		t.Errorf("metered %+v", u)
+	}
+}

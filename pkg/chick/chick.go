@@ -1,0 +1,637 @@
+// Package chick is the runtime inside a chick container: it dials Mother's
+// nest with its id and single-use token, joins (receiving its goal, tier
+// and limits), runs the agent loop with its tools in the workspace, streams
+// every event over the Session stream (buffered until Mother acknowledges
+// it, resent after a reconnect), sends heartbeats, makes every model call
+// through Mother's broker, asks Mother to run the host tools she offers it
+// (host_tool, within config's chicks.hostTools), uploads attached and
+// output files, sends its result, and returns. A cancellation from Mother aborts the run.
+//
+// It links no chat platform and no Docker client, and holds no secret but
+// its own token.
+package chick
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/wire"
+	pb "github.com/mother-chat/mother/proto/mother/v1"
+)
+
+// ToolsFunc builds the chick's tools rooted at the workspace; attach
+// delivers a workspace file to the channel.
+type ToolsFunc func(root string, attach func(path, title string) error) ([]agent.Tool, error)
+
+// Options configure a chick.
+type Options struct {
+	// Addr is Mother's gRPC address (MOTHER_ADDR).
+	Addr string
+	// Token is the chick's single-use token (MOTHER_TOKEN).
+	Token string
+	// ChickID is the chick's id (MOTHER_CHICK_ID).
+	ChickID string
+	// Workspace is the working directory (default /workspace).
+	Workspace string
+	Version   string
+	Logger    *slog.Logger
+	Tools     ToolsFunc
+	// MinBackoff and MaxBackoff bound reconnect waits (200ms, 5s).
+	MinBackoff, MaxBackoff time.Duration
+	// ReconnectFor is how long the chick keeps trying to reach Mother
+	// before giving up (default 10 minutes: a Mother restart takes less).
+	ReconnectFor time.Duration
+	// DialOptions are extra gRPC options (tests).
+	DialOptions []grpc.DialOption
+}
+
+// ErrRejected means Mother refused the chick's token: it was reaped or has
+// ended. There is nothing left to do.
+var ErrRejected = errors.New("mother rejected this chick's token")
+
+// OutputsDir is the workspace folder whose files are sent back as outputs
+// at the end.
+const OutputsDir = "outputs"
+
+// Run is the chick's whole life. It returns nil once Mother has stored the
+// result.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Addr == "" || opts.Token == "" || opts.ChickID == "" {
+		return errors.New("chick: address, token and chick id are required")
+	}
+	if opts.Workspace == "" {
+		opts.Workspace = "/workspace"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 200 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.ReconnectFor <= 0 {
+		opts.ReconnectFor = 10 * time.Minute
+	}
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+	}, opts.DialOptions...)
+	conn, err := grpc.NewClient(opts.Addr, dial...)
+	if err != nil {
+		return fmt.Errorf("chick: dial %s: %w", opts.Addr, err)
+	}
+	defer conn.Close()
+	r := &runner{
+		opts:   opts,
+		client: pb.NewChickServiceClient(conn),
+		logger: opts.Logger.With("component", "chick", "chick", opts.ChickID),
+		out:    newOutbox(),
+	}
+	return r.run(ctx)
+}
+
+type runner struct {
+	opts   Options
+	client pb.ChickServiceClient
+	logger *slog.Logger
+	out    *outbox
+
+	cancelMu  sync.Mutex
+	cancelRun context.CancelCauseFunc
+	rejected  chan struct{}
+	rejectOne sync.Once
+}
+
+func (r *runner) auth(ctx context.Context) context.Context {
+	return wire.Credentials(ctx, r.opts.ChickID, r.opts.Token)
+}
+
+// retry runs call until it succeeds, fails for good, or the reconnect
+// window closes. Unavailable (Mother away) is retried with backoff;
+// Unauthenticated ends the chick.
+func (r *runner) retry(ctx context.Context, what string, call func(ctx context.Context) error) error {
+	deadline := time.Now().Add(r.opts.ReconnectFor)
+	wait := r.opts.MinBackoff
+	for {
+		err := call(r.auth(ctx))
+		if err == nil {
+			return nil
+		}
+		code := status.Code(err)
+		switch {
+		case code == codes.Unauthenticated:
+			r.reject()
+			return fmt.Errorf("%s: %w: %s", what, ErrRejected, status.Convert(err).Message())
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case code != codes.Unavailable && code != codes.DeadlineExceeded:
+			return err
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s: Mother unreachable for %s: %w", what, r.opts.ReconnectFor, err)
+		}
+		r.logger.Debug("Mother unreachable; retrying", "op", what, "in", wait, "err", err)
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(wait*2, r.opts.MaxBackoff)
+	}
+}
+
+func (r *runner) reject() {
+	r.rejectOne.Do(func() { close(r.rejected) })
+	r.cancelMu.Lock()
+	if r.cancelRun != nil {
+		r.cancelRun(ErrRejected)
+	}
+	r.cancelMu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *runner) run(ctx context.Context) error {
+	r.rejected = make(chan struct{})
+	var join *pb.JoinResponse
+	err := r.retry(ctx, "join", func(ctx context.Context) error {
+		var err error
+		join, err = r.client.Join(ctx, &pb.JoinRequest{Version: r.opts.Version})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("chick: %w", err)
+	}
+	lim := join.GetLimits()
+	r.logger.Info("joined", "channel", join.GetChannel(), "tier", join.GetTier(), "max_turns", lim.GetMaxTurns(), "wall_s", lim.GetWallTimeoutSeconds())
+
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	if s := lim.GetWallTimeoutSeconds(); s > 0 {
+		var cancelT context.CancelFunc
+		runCtx, cancelT = context.WithTimeoutCause(runCtx, time.Duration(s)*time.Second, errors.New("wall-clock limit reached"))
+		defer cancelT()
+	}
+	r.cancelMu.Lock()
+	r.cancelRun = cancelRun
+	r.cancelMu.Unlock()
+
+	hb := time.Duration(lim.GetHeartbeatIntervalMs()) * time.Millisecond
+	if hb <= 0 {
+		hb = 5 * time.Second
+	}
+	sessCtx, stopSession := context.WithCancel(ctx)
+	defer stopSession()
+	sessDone := make(chan error, 1)
+	go func() { sessDone <- r.sessionLoop(sessCtx, hb, cancelRun) }()
+
+	var tools []agent.Tool
+	if r.opts.Tools != nil {
+		tools, err = r.opts.Tools(r.opts.Workspace, func(path, title string) error {
+			_, err := r.upload(runCtx, path, true, title)
+			return err
+		})
+		if err != nil {
+			// Report it as the chick's result: Mother learns why.
+			r.out.setResult(&pb.ChickResult{StopReason: string(agent.StopError), Error: "chick tools: " + err.Error()})
+			return r.waitStored(ctx, sessDone)
+		}
+	}
+	tools = append(tools, r.hostTools(join)...)
+	ag, err := agent.New(agent.Config{
+		Provider: &brokerProvider{r: r},
+		Model:    join.GetTier(),
+		Tools:    tools,
+		MaxTurns: int(lim.GetMaxTurns()),
+	})
+	if err != nil {
+		return fmt.Errorf("chick: %w", err)
+	}
+	emit := r.coalescer()
+	out := ag.Run(runCtx, agent.Input{
+		System:  join.GetSystemPrompt(),
+		History: []model.Message{{Role: model.RoleUser, Content: join.GetGoal()}},
+		Emit:    emit,
+	})
+	emit(agent.Event{}) // flush
+	res := &pb.ChickResult{Text: out.Final, StopReason: string(out.StopReason)}
+	if out.Err != nil {
+		res.Error = out.Err.Error()
+	}
+	if out.StopReason == agent.StopAborted {
+		if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+			res.Error = cause.Error()
+		}
+	}
+	r.logger.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens", out.Usage.Total())
+	select {
+	case <-r.rejected:
+		return fmt.Errorf("chick: %w", ErrRejected)
+	default:
+	}
+	// Output files travel even after a cancellation: they may be what the
+	// user needs to see of a stopped chick.
+	upCtx := context.WithoutCancel(ctx)
+	res.OutputFiles = r.uploadOutputs(upCtx)
+	r.out.setResult(res)
+	return r.waitStored(ctx, sessDone)
+}
+
+// waitStored waits until Mother has stored the result (the session loop
+// returns).
+func (r *runner) waitStored(ctx context.Context, sessDone <-chan error) error {
+	select {
+	case err := <-sessDone:
+		if err != nil {
+			return fmt.Errorf("chick: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// coalescer forwards agent events to the outbox, merging message deltas
+// that arrive within 250ms into one event (so Mother stores and acks a few
+// events per second, not one per token). A zero event flushes.
+func (r *runner) coalescer() func(agent.Event) {
+	var (
+		mu      sync.Mutex
+		pending *agent.Event
+		since   time.Time
+	)
+	flush := func() {
+		if pending != nil {
+			r.out.push(*pending)
+			pending = nil
+		}
+	}
+	return func(ev agent.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Type == agent.EventMessageDelta {
+			if pending == nil {
+				e := ev
+				pending, since = &e, time.Now()
+			} else {
+				pending.Text += ev.Text
+			}
+			if time.Since(since) >= 250*time.Millisecond {
+				flush()
+			}
+			return
+		}
+		flush()
+		if ev.Type != "" {
+			r.out.push(ev)
+		}
+	}
+}
+
+// uploadOutputs sends every regular file under outputs/ back to Mother.
+func (r *runner) uploadOutputs(ctx context.Context) []string {
+	root := filepath.Join(r.opts.Workspace, OutputsDir)
+	var stored []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(r.opts.Workspace, p)
+		s, err := r.upload(ctx, rel, false, "")
+		if err != nil {
+			r.logger.Warn("output file not sent", "path", rel, "err", err)
+			return nil
+		}
+		stored = append(stored, s)
+		return nil
+	})
+	return stored
+}
+
+// upload sends one workspace file to Mother and returns where she stored
+// it (relative to the channel directory).
+func (r *runner) upload(ctx context.Context, path string, attach bool, title string) (string, error) {
+	abs := path
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(r.opts.Workspace, path)
+	}
+	rel, err := filepath.Rel(r.opts.Workspace, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("upload %s: outside the workspace", path)
+	}
+	var stored string
+	err = r.retry(ctx, "upload", func(ctx context.Context) error {
+		f, err := os.Open(abs)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", rel)
+		}
+		up, err := r.client.UploadFile(ctx)
+		if err != nil {
+			return err
+		}
+		if err := up.Send(&pb.UploadFileRequest{Kind: &pb.UploadFileRequest_Header{Header: &pb.UploadFileHeader{Path: filepath.ToSlash(rel), Size: st.Size(), Attach: attach, Title: title}}}); err != nil {
+			_, rerr := up.CloseAndRecv()
+			return errors.Join(err, rerr)
+		}
+		buf := make([]byte, 256<<10)
+		for {
+			n, rerr := f.Read(buf)
+			if n > 0 {
+				if err := up.Send(&pb.UploadFileRequest{Kind: &pb.UploadFileRequest_Data{Data: buf[:n]}}); err != nil {
+					_, cerr := up.CloseAndRecv()
+					return errors.Join(err, cerr)
+				}
+			}
+			if errors.Is(rerr, io.EOF) {
+				break
+			}
+			if rerr != nil {
+				return rerr
+			}
+		}
+		resp, err := up.CloseAndRecv()
+		if err != nil {
+			return err
+		}
+		stored = resp.GetStoredPath()
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	r.logger.Info("file sent", "path", rel, "stored", stored, "attach", attach)
+	return stored, nil
+}
+
+// brokerProvider is the chick's model: every call goes to Mother.
+type brokerProvider struct{ r *runner }
+
+var _ model.Provider = (*brokerProvider)(nil)
+
+func (p *brokerProvider) Chat(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+	var resp model.Response
+	err := p.r.retry(ctx, "generate", func(ctx context.Context) error {
+		stream, err := p.r.client.Generate(ctx, wire.RequestToProto(req))
+		if err != nil {
+			return err
+		}
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					return status.Error(codes.Unavailable, "generate stream ended without an answer")
+				}
+				return err
+			}
+			switch k := m.GetKind().(type) {
+			case *pb.GenerateResponse_TextDelta:
+				if onDelta != nil {
+					onDelta(k.TextDelta)
+				}
+			case *pb.GenerateResponse_Done:
+				resp = wire.DoneFromProto(k.Done)
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		if mapped, ok := wire.ModelErrorFromStatus(err); ok {
+			return model.Response{}, mapped
+		}
+		if errors.Is(err, ErrRejected) || ctx.Err() != nil {
+			return model.Response{}, err
+		}
+		return model.Response{}, model.Wrap(model.ErrUnreachable, "Mother's broker: %v", err)
+	}
+	return resp, nil
+}
+
+// outbox holds the events Mother has not acknowledged, and the result.
+type outbox struct {
+	mu      sync.Mutex
+	signal  chan struct{}
+	events  []*pb.AgentEvent
+	next    uint64
+	result  *pb.ChickResult
+	stored  bool
+	storedC chan struct{}
+}
+
+func newOutbox() *outbox {
+	return &outbox{signal: make(chan struct{}, 1), next: 1, storedC: make(chan struct{})}
+}
+
+func (o *outbox) notify() {
+	select {
+	case o.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (o *outbox) push(ev agent.Event) {
+	o.mu.Lock()
+	o.events = append(o.events, wire.EventToProto(o.next, ev))
+	o.next++
+	o.mu.Unlock()
+	o.notify()
+}
+
+func (o *outbox) setResult(r *pb.ChickResult) {
+	o.mu.Lock()
+	o.result = r
+	o.mu.Unlock()
+	o.notify()
+}
+
+// ack drops every event up to seq.
+func (o *outbox) ack(seq uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := 0
+	for i < len(o.events) && o.events[i].GetSeq() <= seq {
+		i++
+	}
+	o.events = append(o.events[:0], o.events[i:]...)
+}
+
+// pending returns events after seq, and the result once every event is
+// acknowledged.
+func (o *outbox) pending(after uint64) ([]*pb.AgentEvent, *pb.ChickResult, uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []*pb.AgentEvent
+	for _, e := range o.events {
+		if e.GetSeq() > after {
+			out = append(out, e)
+		}
+	}
+	return out, o.result, o.next - 1
+}
+
+func (o *outbox) unacked() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.events)
+}
+
+var errResultStored = errors.New("result stored")
+
+// sessionLoop keeps a Session stream open, reconnecting with backoff, until
+// Mother has stored the result. It returns nil then.
+func (r *runner) sessionLoop(ctx context.Context, hb time.Duration, cancelRun context.CancelCauseFunc) error {
+	wait := r.opts.MinBackoff
+	var downSince time.Time
+	for {
+		err := r.session(ctx, hb, cancelRun)
+		if errors.Is(err, errResultStored) {
+			return nil
+		}
+		if status.Code(err) == codes.Unauthenticated {
+			r.reject()
+			return fmt.Errorf("session: %w: %s", ErrRejected, status.Convert(err).Message())
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if downSince.IsZero() {
+			downSince = time.Now()
+		}
+		if time.Since(downSince) > r.opts.ReconnectFor {
+			cancelRun(errors.New("lost Mother"))
+			return fmt.Errorf("session: Mother unreachable for %s: %w", r.opts.ReconnectFor, err)
+		}
+		r.logger.Info("session lost; reconnecting", "in", wait, "unacked", r.out.unacked(), "err", err)
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(wait*2, r.opts.MaxBackoff)
+		if err == nil {
+			wait = r.opts.MinBackoff
+		}
+	}
+}
+
+// session runs one Session stream.
+func (r *runner) session(ctx context.Context, hb time.Duration, cancelRun context.CancelCauseFunc) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := r.client.Session(r.auth(sctx))
+	if err != nil {
+		return err
+	}
+	_, _, last := r.out.pending(0)
+	if err := stream.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Hello{Hello: &pb.SessionHello{LastSentSeq: last}}}); err != nil {
+		_, rerr := stream.Recv()
+		return errors.Join(err, rerr)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	sent := first.GetAck().GetSeq()
+	r.out.ack(sent)
+	r.logger.Debug("session open", "mother_has", sent, "sent", last)
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			switch k := m.GetKind().(type) {
+			case *pb.SessionResponse_Ack:
+				r.out.ack(k.Ack.GetSeq())
+			case *pb.SessionResponse_Cancel:
+				r.logger.Info("cancelled by Mother", "reason", k.Cancel.GetReason())
+				cancelRun(fmt.Errorf("cancelled by Mother: %s", k.Cancel.GetReason()))
+			}
+		}
+	}()
+	tick := time.NewTicker(hb)
+	defer tick.Stop()
+	resultSent := false
+	for {
+		evs, res, _ := r.out.pending(sent)
+		for _, e := range evs {
+			if err := stream.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: e}}); err != nil {
+				return <-recvErrOr(recvErr, err)
+			}
+			sent = e.GetSeq()
+		}
+		if res != nil && !resultSent {
+			if err := stream.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Result{Result: res}}); err != nil {
+				return <-recvErrOr(recvErr, err)
+			}
+			resultSent = true
+		}
+		select {
+		case <-r.out.signal:
+		case <-tick.C:
+			if err := stream.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.Heartbeat{SentAt: timestamppb.Now()}}}); err != nil {
+				return <-recvErrOr(recvErr, err)
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) && resultSent {
+				return errResultStored
+			}
+			if errors.Is(err, io.EOF) {
+				return status.Error(codes.Unavailable, "Mother closed the session")
+			}
+			return err
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	}
+}
+
+// recvErrOr prefers the stream's own error (the real reason) over a send
+// error, which is usually just io.EOF.
+func recvErrOr(recvErr chan error, sendErr error) chan error {
+	out := make(chan error, 1)
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case err := <-recvErr:
+		out <- err
+	case <-t.C:
+		out <- sendErr
+	}
+	return out
+}

@@ -1,0 +1,590 @@
+package hatchery_test
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+)
+
+// recorder is an Observer that remembers what it heard.
+type recorder struct {
+	mu      sync.Mutex
+	ended   map[string]hatchery.Info
+	resumed []string
+	endedC  chan hatchery.Info
+}
+
+func newRecorder() *recorder {
+	return &recorder{ended: map[string]hatchery.Info{}, endedC: make(chan hatchery.Info, 1000)}
+}
+
+func (r *recorder) ChickEvent(hatchery.Info, agent.Event)  {}
+func (r *recorder) ChickFile(hatchery.Info, hatchery.File) {}
+func (r *recorder) ChickResumed(in hatchery.Info) {
+	r.mu.Lock()
+	r.resumed = append(r.resumed, in.ID)
+	r.mu.Unlock()
+}
+func (r *recorder) ChickEnded(in hatchery.Info) {
+	r.mu.Lock()
+	r.ended[in.ID] = in
+	r.mu.Unlock()
+	r.endedC <- in
+}
+
+func (r *recorder) wait(t *testing.T, id string, d time.Duration) hatchery.Info {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		r.mu.Lock()
+		in, ok := r.ended[id]
+		r.mu.Unlock()
+		if ok {
+			return in
+		}
+		select {
+		case <-r.endedC:
+		case <-deadline:
+			t.Fatalf("chick %s did not end within %s", id, d)
+		}
+	}
+}
+
+func testConfig(image string) *config.Config {
+	cfg := &config.Config{}
+	cfg.SetDefaults("")
+	cfg.Chicks.Image = image
+	cfg.Chicks.HeartbeatInterval = config.Dur(200 * time.Millisecond)
+	cfg.Chicks.KillGrace = config.Dur(time.Second)
+	cfg.Chicks.Timeout = config.Dur(2 * time.Minute)
+	cfg.Chicks.Resources.Memory = "256m"
+	cfg.Chicks.Resources.CPUs = 0.5
+	cfg.Chicks.Resources.Pids = 64
+	cfg.Chicks.Resources.Tmpfs = "16m"
+	return cfg
+}
+
+type env struct {
+	h    *hatchery.Hatchery
+	rec  *recorder
+	api  *client.Client
+	dir  string
+	data string
+}
+
+func newEnv(t *testing.T, cfg *config.Config, command []string, dir string) *env {
+	t.Helper()
+	api := hatcherytest.Docker(t)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hatchery.New(hatchery.Options{
+		Config: cfg, Dir: dir, Command: command, StartupGrace: 500 * time.Millisecond, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: cfg.Chicks.MaxConcurrent, MotherAddress: "127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	return &env{h: h, rec: rec, api: api, dir: dir}
+}
+
+func (e *env) channelDir(t *testing.T) string {
+	t.Helper()
+	if e.data == "" {
+		e.data = t.TempDir()
+	}
+	d := filepath.Join(e.data, "channels", "cli", "local")
+	for _, sub := range []string{"attachments", "scratch", "skills/greet"} {
+		if err := os.MkdirAll(filepath.Join(d, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func (e *env) spawn(t *testing.T, req hatchery.SpawnRequest) hatchery.Info {
+	t.Helper()
+	if req.Adapter == "" {
+		req.Adapter, req.ChannelID = "cli", "local"
+	}
+	if req.Goal == "" {
+		req.Goal = "test goal"
+	}
+	in, err := e.h.Spawn(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Spawn: %v", err)
+	}
+	return in
+}
+
+func waitState(t *testing.T, h *hatchery.Hatchery, id string, want hatchery.State, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for h.State(id) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("chick %s state %s, want %s", id, h.State(id), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestHardenedContainerAndChannelFiles(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	e := newEnv(t, cfg, []string{"sleep", "60"}, "")
+	chDir := e.channelDir(t)
+	must(t, os.WriteFile(filepath.Join(chDir, "MEMORY.md"), []byte("channel memory"), 0o600))
+	must(t, os.WriteFile(filepath.Join(chDir, "attachments", "a.txt"), []byte("attached"), 0o600))
+	must(t, os.WriteFile(filepath.Join(chDir, "skills", "greet", "SKILL.md"), []byte("channel greet"), 0o600))
+	must(t, os.WriteFile(filepath.Join(chDir, "log.jsonl"), []byte(`{"secret":"log"}`+"\n"), 0o600))
+	secret := filepath.Join(e.data, "config.json")
+	must(t, os.WriteFile(secret, []byte(`{"apiKey":"sk-very-secret"}`), 0o600))
+	must(t, os.Symlink(secret, filepath.Join(chDir, "scratch", "link-to-config")))
+	shared := filepath.Join(e.data, "skills")
+	must(t, os.MkdirAll(filepath.Join(shared, "greet"), 0o700))
+	must(t, os.MkdirAll(filepath.Join(shared, "shared-only"), 0o700))
+	must(t, os.WriteFile(filepath.Join(shared, "greet", "SKILL.md"), []byte("workspace greet"), 0o600))
+	must(t, os.WriteFile(filepath.Join(shared, "shared-only", "SKILL.md"), []byte("shared"), 0o600))
+	other := filepath.Join(e.data, "channels", "cli", "other")
+	must(t, os.MkdirAll(other, 0o700))
+	must(t, os.WriteFile(filepath.Join(other, "MEMORY.md"), []byte("other channel"), 0o600))
+
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: chDir, SharedSkills: shared}})
+	waitState(t, e.h, in.ID, hatchery.StateRunning, 60*time.Second)
+	got, _ := e.h.Get(in.ID)
+
+	insp, err := e.api.ContainerInspect(t.Context(), got.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := insp.HostConfig
+	checks := []struct {
+		name string
+		ok   bool
+		got  any
+	}{
+		{"CapDrop ALL", len(hc.CapDrop) == 1 && hc.CapDrop[0] == "ALL", hc.CapDrop},
+		{"no-new-privileges", len(hc.SecurityOpt) == 1 && hc.SecurityOpt[0] == "no-new-privileges", hc.SecurityOpt},
+		{"read-only root", hc.ReadonlyRootfs, hc.ReadonlyRootfs},
+		{"user 65534", insp.Config.User == "65534:65534", insp.Config.User},
+		{"memory 256m", hc.Memory == 256<<20, hc.Memory},
+		{"cpus 0.5", hc.NanoCPUs == 5e8, hc.NanoCPUs},
+		{"pids 64", hc.PidsLimit != nil && *hc.PidsLimit == 64, hc.PidsLimit},
+		{"tmpfs /tmp", strings.Contains(hc.Tmpfs["/tmp"], "size=16777216"), hc.Tmpfs},
+		{"host network", string(hc.NetworkMode) == "host", hc.NetworkMode},
+		{"not privileged", !hc.Privileged, hc.Privileged},
+		{"labels", insp.Config.Labels[hatchery.LabelChickID] == in.ID && insp.Config.Labels[hatchery.LabelChannel] == "cli/local" && insp.Config.Labels[hatchery.LabelInstance] == e.h.Instance(), insp.Config.Labels},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: got %v", c.name, c.got)
+		}
+	}
+	for _, m := range insp.Mounts {
+		if strings.Contains(m.Source, "docker.sock") || strings.Contains(m.Destination, "docker.sock") {
+			t.Errorf("docker socket mounted: %+v", m)
+		}
+		if m.Type == "bind" {
+			t.Errorf("bind mount from the host: %+v", m)
+		}
+	}
+	for _, v := range insp.Config.Env {
+		name, _, _ := strings.Cut(v, "=")
+		switch name {
+		case hatchery.EnvAddr, hatchery.EnvToken, hatchery.EnvChickID, "HOME", "TMPDIR", "PATH":
+		default:
+			t.Errorf("unexpected variable in the chick's environment: %s", name)
+		}
+	}
+
+	files := workspaceFiles(t, e.api, got.ContainerID)
+	want := map[string]string{
+		"workspace/MEMORY.md":                   "channel memory",
+		"workspace/attachments/a.txt":           "attached",
+		"workspace/skills/greet/SKILL.md":       "channel greet",
+		"workspace/skills/shared-only/SKILL.md": "shared",
+	}
+	for name, content := range want {
+		if files[name] != content {
+			t.Errorf("%s in the chick = %q, want %q", name, files[name], content)
+		}
+	}
+	for name, content := range files {
+		if strings.Contains(content, "sk-very-secret") || strings.Contains(content, "other channel") || strings.Contains(name, "log.jsonl") || strings.Contains(name, "link-to-config") {
+			t.Errorf("chick received %s (%q): nothing beyond the channel's memory, attachments, scratch and skills may go in", name, content)
+		}
+	}
+
+	// Writable workspace and /tmp, read-only root, as the chick user.
+	out := execIn(t, e.api, got.ContainerID, "sh", "-c", "id -u; touch /workspace/w && echo ws-ok; touch /tmp/t && echo tmp-ok; touch /etc/x 2>/dev/null || echo root-ro")
+	for _, w := range []string{"65534", "ws-ok", "tmp-ok", "root-ro"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("inside the chick: output %q lacks %q", out, w)
+		}
+	}
+
+	if _, err := e.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0); err != nil {
+		t.Fatal(err)
+	}
+	end := e.rec.wait(t, in.ID, 30*time.Second)
+	if end.State != hatchery.StateKilled {
+		t.Errorf("state %s, want killed", end.State)
+	}
+	if n := len(hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance())); n != 0 {
+		t.Errorf("%d containers left after the chick ended", n)
+	}
+}
+
+type tlogWriter struct{ t *testing.T }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// workspaceFiles copies /workspace out of the container.
+func workspaceFiles(t *testing.T, api *client.Client, id string) map[string]string {
+	t.Helper()
+	rc, _, err := api.CopyFromContainer(t.Context(), id, "/workspace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	out := map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			b, _ := io.ReadAll(tr)
+			out[h.Name] = string(b)
+		} else {
+			out[h.Name] = ""
+		}
+	}
+}
+
+func execIn(t *testing.T, api *client.Client, id string, cmd ...string) string {
+	t.Helper()
+	ex, err := api.ContainerExecCreate(t.Context(), id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := api.ContainerExecAttach(t.Context(), ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer att.Close()
+	b, _ := io.ReadAll(att.Reader)
+	return string(b)
+}
+
+func TestHungChickIsKilled(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	e := newEnv(t, testConfig(image), []string{"sleep", "60"}, "")
+	must(t, e.h.Reconcile(t.Context())) // starts the watchdog
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	end := e.rec.wait(t, in.ID, 60*time.Second)
+	if end.Reason != hatchery.ReasonHung || !strings.Contains(end.Outcome, "no heartbeat") {
+		t.Errorf("ended %s (%s), want hung with no heartbeat", end.Reason, end.Outcome)
+	}
+	if n := len(hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance())); n != 0 {
+		t.Errorf("%d containers left after the hung chick was killed", n)
+	}
+}
+
+func TestCrashedChick(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	cfg.Chicks.KeepFor = config.Dur(3 * time.Second)
+	e := newEnv(t, cfg, []string{"sh", "-c", "echo about to crash >&2; exit 3"}, "")
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	end := e.rec.wait(t, in.ID, 60*time.Second)
+	if end.Reason != hatchery.ReasonCrashed || !strings.Contains(end.Outcome, "code 3") {
+		t.Errorf("ended %s (%s), want crashed with code 3", end.Reason, end.Outcome)
+	}
+	if end.State != hatchery.StateFailed {
+		t.Errorf("state %s, want failed", end.State)
+	}
+	// Kept for inspection: the logs are still there.
+	var logs strings.Builder
+	if err := e.h.Logs(t.Context(), in.ID, false, &logs); err != nil {
+		t.Fatalf("Logs: %v", err)
+	}
+	if !strings.Contains(logs.String(), "about to crash") {
+		t.Errorf("logs = %q, want the chick's output", logs.String())
+	}
+	list := hatcherytest.Containers(t, e.api, hatchery.LabelChickID, in.ID)
+	if len(list) != 1 || list[0].State == "running" {
+		t.Errorf("kept container: %+v, want one, stopped", list)
+	}
+	// ...until chicks.keepFor has passed.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(hatcherytest.Containers(t, e.api, hatchery.LabelChickID, in.ID)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("kept container not removed after keepFor")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := e.h.Logs(t.Context(), in.ID, false, io.Discard); err == nil || !strings.Contains(err.Error(), "keepFor") {
+		t.Errorf("logs of a removed chick: %v, want a hint about chicks.keepFor", err)
+	}
+}
+
+func TestMissingImageIsExplained(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig("mother-chick:no-such-image")
+	e := newEnv(t, cfg, nil, "")
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	end := e.rec.wait(t, in.ID, 30*time.Second)
+	if end.Reason != hatchery.ReasonNoStart || !strings.Contains(end.Outcome, "make image") {
+		t.Errorf("ended %s: %s; want no_start with a make image hint", end.Reason, end.Outcome)
+	}
+}
+
+func TestPlacementByFreeCapacity(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	api := hatcherytest.Docker(t)
+	var hosts []hatchery.Host
+	for _, name := range []string{"gpu1", "gpu2"} {
+		c, err := hatchery.Dial(config.DockerHost{Name: name}, nil)
+		must(t, err)
+		hosts = append(hosts, hatchery.Host{Name: name, API: c, Capacity: 1, MotherAddress: "127.0.0.1:1"})
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, Hosts: hosts, Logger: testLogger(t)})
+	must(t, err)
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	var ids []string
+	for _, ch := range []string{"a", "b", "c"} {
+		in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: ch, Goal: "x"})
+		must(t, err)
+		ids = append(ids, in.ID)
+	}
+	a, _ := h.Get(ids[0])
+	b, _ := h.Get(ids[1])
+	c, _ := h.Get(ids[2])
+	if a.Host == b.Host || a.Host == "" || b.Host == "" {
+		t.Errorf("hosts %q and %q: want one chick on each", a.Host, b.Host)
+	}
+	if c.State != hatchery.StateQueued {
+		t.Errorf("third chick %s, want queued (both hosts full)", c.State)
+	}
+	for _, id := range ids {
+		_, _ = h.Stop(id, hatchery.ReasonKilled, "test over", 0)
+		rec.wait(t, id, 60*time.Second)
+	}
+}
+
+func TestQueueAndCaps(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	cfg.Chicks.MaxConcurrent = 2
+	cfg.Chicks.MaxPerChannel = 1
+	cfg.Chicks.QueueSize = 1
+	e := newEnv(t, cfg, []string{"sleep", "60"}, "")
+	dir := e.channelDir(t)
+	a := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: dir}})
+	b := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: dir}})
+	if a.State != hatchery.StateStarting || b.State != hatchery.StateQueued {
+		t.Fatalf("states %s, %s: want starting, queued (one per channel)", a.State, b.State)
+	}
+	_, err := e.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x", Files: hatchery.Files{ChannelDir: dir}})
+	if !errors.Is(err, hatchery.ErrQueueFull) {
+		t.Fatalf("third spawn: %v, want ErrQueueFull", err)
+	}
+	c := e.spawn(t, hatchery.SpawnRequest{ChannelID: "other", Adapter: "cli", Files: hatchery.Files{ChannelDir: dir}})
+	if c.State != hatchery.StateStarting {
+		t.Fatalf("other channel: %s, want starting", c.State)
+	}
+	_, err = e.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "third", Goal: "x", Tier: "nope"})
+	if !errors.Is(err, hatchery.ErrUnknownTier) {
+		t.Fatalf("unknown tier: %v", err)
+	}
+	// Ending a finishes its slot; b starts.
+	if _, err := e.h.Stop(a.ID, hatchery.ReasonKilled, "done with it", 0); err != nil {
+		t.Fatal(err)
+	}
+	e.rec.wait(t, a.ID, 30*time.Second)
+	waitState(t, e.h, b.ID, hatchery.StateRunning, 60*time.Second)
+	// Repeat-safe: stopping twice, and stopping an ended chick.
+	for i := 0; i < 2; i++ {
+		if _, err := e.h.Stop(b.ID, hatchery.ReasonKilled, "bye", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.rec.wait(t, b.ID, 30*time.Second)
+	if st, err := e.h.Stop(b.ID, hatchery.ReasonKilled, "again", 0); err != nil || st != hatchery.StateKilled {
+		t.Errorf("stop of an ended chick: %s, %v", st, err)
+	}
+	_, _ = e.h.Stop(c.ID, hatchery.ReasonKilled, "bye", 0)
+	e.rec.wait(t, c.ID, 30*time.Second)
+}
+
+func TestSpawnKillCyclesLeaveNothing(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	cfg.Chicks.MaxConcurrent = 10
+	cfg.Chicks.MaxPerChannel = 10
+	cfg.Chicks.QueueSize = 100
+	e := newEnv(t, cfg, []string{"sleep", "60"}, "")
+	dir := e.channelDir(t)
+	const workers, cycles = 5, 20
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < cycles; i++ {
+				in, err := e.h.Spawn(context.Background(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "cycle", Files: hatchery.Files{ChannelDir: dir}})
+				if err != nil {
+					t.Errorf("spawn: %v", err)
+					return
+				}
+				// Alternate: kill at once (often while starting) and after
+				// it runs.
+				if i%2 == 1 {
+					deadline := time.Now().Add(30 * time.Second)
+					for e.h.State(in.ID) == hatchery.StateStarting && time.Now().Before(deadline) {
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+				if _, err := e.h.Stop(in.ID, hatchery.ReasonKilled, "cycle", 0); err != nil {
+					t.Errorf("stop: %v", err)
+					return
+				}
+				ended, _ := e.h.Ended(in.ID)
+				select {
+				case <-ended:
+				case <-time.After(60 * time.Second):
+					t.Errorf("chick %s did not end", in.ID)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(e.h.List(true)); n != workers*cycles {
+		t.Errorf("%d chicks remembered, want %d", n, workers*cycles)
+	}
+	if left := hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance()); len(left) != 0 {
+		for _, c := range left {
+			id := c.Labels[hatchery.LabelChickID]
+			in, _ := e.h.Get(id)
+			t.Logf("left: %s %s %s: record %s %s removed=%v", c.ID[:12], c.State, id, in.State, in.Outcome, in.Removed)
+		}
+		t.Errorf("%d containers left after %d spawn and kill cycles", len(left), workers*cycles)
+	}
+}
+
+func TestReconcileAfterRestart(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	dir := t.TempDir()
+	e := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	chDir := e.channelDir(t)
+	running := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: chDir}})
+	doomed := e.spawn(t, hatchery.SpawnRequest{ChannelID: "other", Adapter: "cli", Files: hatchery.Files{ChannelDir: chDir}})
+	waitState(t, e.h, running.ID, hatchery.StateRunning, 60*time.Second)
+	waitState(t, e.h, doomed.ID, hatchery.StateRunning, 60*time.Second)
+	dc, _ := e.h.Get(doomed.ID)
+	// Mother goes away without a word (Close leaves chicks alone)...
+	must(t, e.h.Close())
+	// ...one chick's container dies meanwhile, and a stray appears.
+	must(t, e.api.ContainerKill(t.Context(), dc.ContainerID, "KILL"))
+	stray, err := e.api.ContainerCreate(t.Context(), &container.Config{Image: image, Cmd: []string{"sleep", "60"}, Entrypoint: []string{}, Labels: map[string]string{hatchery.LabelInstance: e.h.Instance(), hatchery.LabelChickID: "c-stray"}}, nil, nil, nil, "")
+	must(t, err)
+
+	e2 := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	if e2.h.Instance() != e.h.Instance() {
+		t.Fatalf("instance changed across restart: %s -> %s", e.h.Instance(), e2.h.Instance())
+	}
+	must(t, e2.h.Reconcile(t.Context()))
+	end := e2.rec.wait(t, doomed.ID, 30*time.Second)
+	if end.Reason != hatchery.ReasonLost {
+		t.Errorf("dead chick ended %s (%s), want lost", end.Reason, end.Outcome)
+	}
+	if got := e2.h.State(running.ID); got != hatchery.StateRunning {
+		t.Errorf("running chick after restart: %s, want running (resumed)", got)
+	}
+	e2.rec.mu.Lock()
+	resumed := append([]string(nil), e2.rec.resumed...)
+	e2.rec.mu.Unlock()
+	if len(resumed) != 1 || resumed[0] != running.ID {
+		t.Errorf("resumed %v, want [%s]", resumed, running.ID)
+	}
+	if _, err := e2.api.ContainerInspect(t.Context(), stray.ID); !client.IsErrNotFound(err) {
+		t.Errorf("stray container not reaped: %v", err)
+	}
+	_, _ = e2.h.Stop(running.ID, hatchery.ReasonKilled, "test over", 0)
+	e2.rec.wait(t, running.ID, 30*time.Second)
+	if left := hatcherytest.Containers(t, e2.api, hatchery.LabelInstance, e2.h.Instance()); len(left) != 0 {
+		t.Errorf("%d containers left", len(left))
+	}
+}
+
+func TestWallClockTimeout(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	cfg.Chicks.Timeout = config.Dur(time.Second)
+	e := newEnv(t, cfg, []string{"sleep", "60"}, "")
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	end := e.rec.wait(t, in.ID, 60*time.Second)
+	if end.Reason != hatchery.ReasonTimeout || end.Outcome != "timed out after 1s" || end.State != hatchery.StateFailed {
+		t.Errorf("ended %s/%s (%s), want failed by timeout", end.State, end.Reason, end.Outcome)
+	}
+	if n := len(hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance())); n != 0 {
+		t.Errorf("%d containers left after the timeout", n)
+	}
+}

@@ -1,0 +1,135 @@
+// Package hatcherytest helps tests that need the real Docker engine: it
+// finds the engine (skipping without one, failing under CI=true), builds
+// the offline chick image once per test binary, and force-removes the
+// containers a test's Mother instance left behind.
+package hatcherytest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+// Image is the tag tests build the offline chick image as.
+const Image = "mother-chick:test"
+
+// Docker returns a client for the local engine. Without an engine the test
+// is skipped, except under CI=true, where that is a failure.
+func Docker(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = c.ContainerList(ctx, container.ListOptions{Limit: 1})
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Docker engine (CI=true requires one; .ci/ensure-docker starts it): %v", err)
+		}
+		t.Skipf("no Docker engine answers (run .ci/ensure-docker as root): %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+	buildOut  []byte
+)
+
+// BuildImage builds the offline chick image (images/chick/build-offline.sh)
+// once per test binary and returns its tag.
+func BuildImage(t testing.TB) string {
+	t.Helper()
+	Docker(t)
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("bash", filepath.Join(root, "images/chick/build-offline.sh"), Image)
+		cmd.Dir = root
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build the chick image: %v\n%s", buildErr, buildOut)
+	}
+	return Image
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", os.ErrNotExist
+		}
+		dir = parent
+	}
+}
+
+// Containers lists the containers (running or not) carrying label
+// key=value.
+func Containers(t testing.TB, c *client.Client, key, value string) []container.Summary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	list, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", key+"="+value))})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	return list
+}
+
+// RemoveOnCleanup force-removes every container labelled
+// mother.instance=<instance()> when the test ends. instance is called at
+// cleanup time (the instance id may only exist once Mother started).
+func RemoveOnCleanup(t testing.TB, c *client.Client, instance func() string) {
+	t.Helper()
+	t.Cleanup(func() {
+		inst := instance()
+		if inst == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		list, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "mother.instance="+inst))})
+		if err != nil {
+			t.Logf("cleanup: list containers: %v", err)
+			return
+		}
+		for _, ct := range list {
+			_ = c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	})
+}
+
+// InstanceFile reads <dir>/instance (the hatchery's instance id), or "".
+func InstanceFile(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "instance"))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,190 @@
+package hatchery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+)
+
+type found struct {
+	host *host
+	c    container.Summary
+}
+
+// Reconcile matches the records with the containers this Mother instance
+// has on its hosts (by label), after a restart: a running chick with a
+// known token is resumed (it reconnects with its token), an ended or
+// unknown container is reaped, a chick whose container is gone is ended
+// and its channel told, queued chicks are queued again. It also starts the
+// heartbeat watchdog.
+func (h *Hatchery) Reconcile(ctx context.Context) error {
+	byChick := map[string]found{}
+	failed := map[string]bool{}
+	var strays []found
+	for _, hs := range h.hosts {
+		cctx, cancel := context.WithTimeout(ctx, h.dockerTO)
+		list, err := hs.API.ContainerList(cctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+h.instance))})
+		cancel()
+		if err != nil {
+			h.logger.Error("cannot list chick containers; leaving that host's chicks as they are", "host", hs.Name, "err", err)
+			failed[hs.Name] = true
+			continue
+		}
+		for _, c := range list {
+			id := c.Labels[LabelChickID]
+			if _, dup := byChick[id]; id == "" || dup {
+				strays = append(strays, found{hs, c})
+				continue
+			}
+			byChick[id] = found{hs, c}
+		}
+	}
+
+	type endAction struct {
+		c       *chick
+		reason  Reason
+		outcome string
+		code    int64
+		result  bool
+	}
+	var ends []endAction
+	var resumed []*chick
+	var remove []found
+	type keep struct {
+		id string
+		d  time.Duration
+	}
+	var keeps []keep
+
+	h.mu.Lock()
+	now := h.clock.Now()
+	hostByName := map[string]*host{}
+	for _, hs := range h.hosts {
+		hostByName[hs.Name] = hs
+	}
+	for id, f := range byChick {
+		c, ok := h.chicks[id]
+		switch {
+		case !ok:
+			remove = append(remove, f)
+		case !c.restored:
+			// Spawned by this process while we were listing.
+		case c.rec.State.Final():
+			c.host = f.host
+			if c.rec.Removed || c.rec.KeepUntil.IsZero() || !now.Before(c.rec.KeepUntil) {
+				c.rec.Removed = true
+				h.persist(c)
+				remove = append(remove, f)
+			} else {
+				keeps = append(keeps, keep{id, c.rec.KeepUntil.Sub(now)})
+			}
+		case f.c.State == "running" && c.rec.TokenHash != "" && c.rec.State != StateStopping:
+			c.host = f.host
+			c.rec.ContainerID = f.c.ID
+			f.host.running++
+			c.rec.State = StateRunning
+			c.lastSeen = now.Add(h.grace)
+			h.persist(c)
+			resumed = append(resumed, c)
+		default:
+			c.host = f.host
+			c.rec.ContainerID = f.c.ID
+			f.host.running++
+			if c.rec.State == StateQueued {
+				c.rec.State = StateStarting
+			}
+			if c.rec.Result != nil && f.c.State != "running" {
+				ends = append(ends, endAction{c: c, result: true})
+			} else {
+				ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: Mother restarted and could not resume it (its container had stopped or was stopping)"})
+			}
+		}
+	}
+	for id, c := range h.chicks {
+		if c.rec.State.Final() || !c.restored {
+			continue
+		}
+		if _, ok := byChick[id]; ok {
+			continue
+		}
+		if failed[c.rec.Host] {
+			hs := hostByName[c.rec.Host]
+			if hs != nil {
+				c.host = hs
+				hs.running++
+				c.lastSeen = now.Add(h.grace)
+			}
+			continue
+		}
+		switch c.rec.State {
+		case StateQueued, StateStarting:
+			if c.rec.ContainerID == "" {
+				c.rec.State = StateQueued
+				c.rec.TokenHash = ""
+				h.persist(c)
+				h.queue = append(h.queue, c)
+				continue
+			}
+		}
+		ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: its container disappeared while Mother was down"})
+	}
+	for _, c := range h.chicks {
+		c.restored = false
+	}
+	h.mu.Unlock()
+
+	for _, k := range keeps {
+		h.keepTimer(k.d, k.id)
+	}
+	for _, f := range append(remove, strays...) {
+		h.logger.Warn("reaping stray chick container", "container", short(f.c.ID), "chick", f.c.Labels[LabelChickID], "host", f.host.Name)
+		h.removeContainer(f.host, f.c.ID)
+	}
+	for _, e := range ends {
+		if e.result {
+			h.exited(e.c, e.code)
+			continue
+		}
+		h.mu.Lock()
+		h.endLocked(e.c, e.reason, e.outcome)
+	}
+	for _, c := range resumed {
+		h.resume(c)
+	}
+	h.mu.Lock()
+	h.dequeueLocked()
+	h.mu.Unlock()
+	h.StartWatchdog()
+	if len(failed) > 0 {
+		return fmt.Errorf("reconcile: %d Docker host(s) did not answer", len(failed))
+	}
+	return nil
+}
+
+// resume watches a chick found running after a restart.
+func (h *Hatchery) resume(c *chick) {
+	h.mu.Lock()
+	left := h.cfg.Timeout.Duration - h.clock.Now().Sub(c.rec.StartedAt)
+	if h.cfg.Timeout.Duration > 0 {
+		if left <= 0 {
+			left = 1
+		}
+		h.armTimeout(c, left)
+	}
+	info := h.info(c)
+	hs, cid := c.host, c.rec.ContainerID
+	h.mu.Unlock()
+	h.logger.Info("chick resumed after restart", "chick", info.ID, "container", short(cid))
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
+	waitCh, errCh := hs.API.ContainerWait(wctx, cid, container.WaitConditionNotRunning)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer wcancel()
+		h.waitExit(c, waitCh, errCh)
+	}()
+	h.obs.get().ChickResumed(info)
+}

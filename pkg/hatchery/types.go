@@ -1,0 +1,196 @@
+package hatchery
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/model"
+)
+
+// State is where a chick is in its life.
+type State string
+
+// States. Done, Failed and Killed are final.
+const (
+	StateQueued   State = "queued"
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	StateStopping State = "stopping"
+	StateDone     State = "done"
+	StateFailed   State = "failed"
+	StateKilled   State = "killed"
+)
+
+// Final reports whether s is an end state.
+func (s State) Final() bool { return s == StateDone || s == StateFailed || s == StateKilled }
+
+// Reason is why a chick ended (or is being stopped).
+type Reason string
+
+// Reasons.
+const (
+	ReasonDone     Reason = "done"     // it gave its final answer
+	ReasonError    Reason = "error"    // its run failed (model error, turns, tool errors)
+	ReasonKilled   Reason = "killed"   // an operator or Mother's model cancelled it
+	ReasonHung     Reason = "hung"     // it missed its heartbeats
+	ReasonTimeout  Reason = "timeout"  // it ran past its wall-clock limit
+	ReasonBudget   Reason = "budget"   // the broker refused a call on a budget
+	ReasonCrashed  Reason = "crashed"  // its container exited without a result
+	ReasonLost     Reason = "lost"     // Mother restarted and could not resume it
+	ReasonNoStart  Reason = "no_start" // its container could not be started
+	ReasonShutdown Reason = "shutdown" // Mother is going away for good
+)
+
+// Errors callers branch on.
+var (
+	ErrQueueFull    = errors.New("chick queue full")
+	ErrUnknownChick = errors.New("no such chick")
+	ErrBadToken     = errors.New("token not valid for this chick")
+	ErrChickEnded   = errors.New("chick has ended")
+	ErrUnknownTier  = errors.New("unknown tier")
+	ErrClosed       = errors.New("hatchery closed")
+	ErrSeqGap       = errors.New("event sequence gap")
+)
+
+// Result is a chick's last word.
+type Result struct {
+	Text        string   `json:"text,omitempty"`
+	StopReason  string   `json:"stopReason,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	OutputFiles []string `json:"outputFiles,omitempty"`
+}
+
+// Record is what Mother keeps about a chick, on disk in chicks.jsonl. The
+// token is kept only as its SHA-256.
+type Record struct {
+	ID          string    `json:"id"`
+	Adapter     string    `json:"adapter"`
+	ChannelID   string    `json:"channelId"`
+	ChannelDir  string    `json:"channelDir,omitempty"`
+	StartedBy   string    `json:"startedBy,omitempty"`
+	Skills      string    `json:"skills,omitempty"`
+	Goal        string    `json:"goal"`
+	Tier        string    `json:"tier"`
+	Model       string    `json:"model"`
+	System      string    `json:"system,omitempty"`
+	State       State     `json:"state"`
+	Host        string    `json:"host,omitempty"`
+	ContainerID string    `json:"containerId,omitempty"`
+	TokenHash   string    `json:"tokenHash,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+	StartedAt   time.Time `json:"startedAt,omitzero"`
+	EndedAt     time.Time `json:"endedAt,omitzero"`
+	Reason      Reason    `json:"reason,omitempty"`
+	Outcome     string    `json:"outcome,omitempty"`
+	Result      *Result   `json:"result,omitempty"`
+	ExitCode    int64     `json:"exitCode,omitempty"`
+	KeepUntil   time.Time `json:"keepUntil,omitzero"`
+	Removed     bool      `json:"removed,omitempty"`
+}
+
+// Info is a snapshot of one chick for observers and momctl.
+type Info struct {
+	Record
+	// Channel is the qualified channel id ("slack-acme/C123").
+	Channel string
+	Usage   model.Usage
+}
+
+// File is a file a chick sent back, stored in its channel's directory.
+type File struct {
+	// Path is where it is stored, absolute.
+	Path string
+	// RelPath is Path relative to the channel directory.
+	RelPath string
+	// Attach asks for the file to be posted to the channel.
+	Attach bool
+	Title  string
+	Size   int64
+}
+
+// Observer hears what chicks do. Calls come from the hatchery's goroutines
+// and must not block for long. Every chick that was spawned or resumed
+// ends with exactly one ChickEnded; chicks reaped at start without having
+// been resumed get ChickEnded too.
+type Observer interface {
+	ChickEvent(c Info, ev agent.Event)
+	ChickFile(c Info, f File)
+	ChickResumed(c Info)
+	ChickEnded(c Info)
+}
+
+// Meter reports a chick's token usage (the broker's ledger).
+type Meter interface {
+	ChickUsage(id string) model.Usage
+}
+
+// Assignment is what a chick receives when it joins.
+type Assignment struct {
+	ChickID           string
+	Channel           string
+	Goal              string
+	Tier              string
+	System            string
+	MaxTurns          int
+	WallTimeout       time.Duration
+	TokenBudget       int64
+	HeartbeatInterval time.Duration
+}
+
+// Clock is the time source; tests inject their own.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a scheduled call.
+type Timer interface{ Stop() bool }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                            { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// SystemClock is the real clock.
+var SystemClock Clock = realClock{}
+
+// NopObserver ignores everything.
+type NopObserver struct{}
+
+// ChickEvent implements Observer.
+func (NopObserver) ChickEvent(Info, agent.Event) {}
+
+// ChickFile implements Observer.
+func (NopObserver) ChickFile(Info, File) {}
+
+// ChickResumed implements Observer.
+func (NopObserver) ChickResumed(Info) {}
+
+// ChickEnded implements Observer.
+func (NopObserver) ChickEnded(Info) {}
+
+var _ Observer = NopObserver{}
+
+// observerSlot lets the observer be set after construction (Mother and the
+// hatchery need each other).
+type observerSlot struct {
+	mu sync.RWMutex
+	o  Observer
+}
+
+func (s *observerSlot) get() Observer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.o == nil {
+		return NopObserver{}
+	}
+	return s.o
+}
+
+func (s *observerSlot) set(o Observer) {
+	s.mu.Lock()
+	s.o = o
+	s.mu.Unlock()
+}

@@ -1,0 +1,457 @@
+package mother
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/chick"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/prompt"
+)
+
+// Hatchery runs chicks for Mother (pkg/hatchery).
+type Hatchery interface {
+	Spawn(ctx context.Context, req hatchery.SpawnRequest) (hatchery.Info, error)
+	Stop(id string, reason hatchery.Reason, outcome string, grace time.Duration) (hatchery.State, error)
+	List(all bool) []hatchery.Info
+	Get(id string) (hatchery.Info, error)
+	Config() config.Chicks
+}
+
+// chickView renders one chick in its channel: events in order on their own
+// goroutine, so a slow platform never holds up the nest. Every view counts
+// as work for Idle until the chick's end has been posted.
+type chickView struct {
+	id      string
+	adapter chat.Adapter
+	channel string
+	reply   chat.Reply
+	calls   chan func()
+	// done is closed once the end has been posted; later calls are dropped.
+	done  chan struct{}
+	files []string
+}
+
+// do queues f for the view's goroutine; after the end it is dropped.
+func (v *chickView) do(f func()) {
+	select {
+	case v.calls <- f:
+	case <-v.done:
+	}
+}
+
+// ChickObserver is what the hatchery reports chicks to.
+func (m *Mother) ChickObserver() hatchery.Observer { return chickObserver{m} }
+
+type chickObserver struct{ m *Mother }
+
+var _ hatchery.Observer = chickObserver{}
+
+// view returns the chick's view, creating it (and its worker) on first
+// use; nil for a chick whose end was already posted or whose adapter is
+// not configured.
+func (m *Mother) view(in hatchery.Info) *chickView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.viewLocked(in)
+}
+
+func (m *Mother) viewLocked(in hatchery.Info) *chickView {
+	if m.chicksEnded[in.ID] {
+		return nil
+	}
+	if v, ok := m.chickViews[in.ID]; ok {
+		return v
+	}
+	a, ok := m.adapters[in.Adapter]
+	if !ok {
+		return nil
+	}
+	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{})}
+	m.chickWork.Add(1)
+	m.chickViews[in.ID] = v
+	go func() {
+		for {
+			select {
+			case f := <-v.calls:
+				f()
+			case <-v.done:
+				return
+			}
+		}
+	}()
+	return v
+}
+
+func (v *chickView) replyFor(m *Mother, ctx context.Context) chat.Reply {
+	if v.reply == nil {
+		v.reply = v.adapter.NewReply(context.WithoutCancel(ctx), v.channel, nil, chat.ReplyOptions{Title: "chick " + v.id, Quiet: m.quiet(v.adapter.Name(), v.channel)})
+	}
+	return v.reply
+}
+
+func (o chickObserver) ChickEvent(in hatchery.Info, ev agent.Event) {
+	m := o.m
+	v := m.view(in)
+	if v == nil {
+		return
+	}
+	v.do(func() { v.replyFor(m, m.ctx).Event(context.WithoutCancel(m.ctx), ev) })
+}
+
+func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
+	m := o.m
+	v := m.view(in)
+	if v == nil {
+		return
+	}
+	v.do(func() {
+		ctx := context.WithoutCancel(m.ctx)
+		if !f.Attach {
+			v.files = append(v.files, f.RelPath)
+			return
+		}
+		title := f.Title
+		if title == "" {
+			title = filepath.Base(f.Path)
+		}
+		if up, ok := v.adapter.(chat.Uploader); ok {
+			if err := up.Upload(ctx, v.channel, f.Path, title); err != nil {
+				m.logger.Error("cannot post chick file", "chick", v.id, "file", f.RelPath, "err", err)
+				m.post(ctx, v.adapter, v.channel, fmt.Sprintf("Chick %s attached %s but I could not post it; it is stored at `%s`.", v.id, title, f.RelPath))
+			}
+			return
+		}
+		m.post(ctx, v.adapter, v.channel, fmt.Sprintf("Chick %s attached %s: stored at `%s`.", v.id, title, f.RelPath))
+	})
+}
+
+func (o chickObserver) ChickResumed(in hatchery.Info) {
+	m := o.m
+	v := m.view(in)
+	if v == nil {
+		m.logger.Warn("resumed chick of an adapter that is not configured", "chick", in.ID, "adapter", in.Adapter)
+		return
+	}
+	v.do(func() {
+		m.post(context.WithoutCancel(m.ctx), v.adapter, v.channel, fmt.Sprintf("I restarted; chick %s is still working on: %s", in.ID, oneLine(in.Goal, 200)))
+	})
+}
+
+func (o chickObserver) ChickEnded(in hatchery.Info) {
+	m := o.m
+	m.mu.Lock()
+	v := m.viewLocked(in)
+	if v != nil {
+		m.chicksEnded[in.ID] = true
+	}
+	m.mu.Unlock()
+	if v == nil {
+		m.logger.Warn("chick of an adapter that is not configured ended", "chick", in.ID, "adapter", in.Adapter, "outcome", in.Outcome)
+		return
+	}
+	v.do(func() {
+		defer func() {
+			m.mu.Lock()
+			delete(m.chickViews, in.ID)
+			m.mu.Unlock()
+			close(v.done)
+			m.chickWork.Done()
+		}()
+		ctx := context.WithoutCancel(m.ctx)
+		text := chickSummary(in, v.files)
+		id, err := v.replyFor(m, ctx).Finish(ctx, text)
+		if err != nil {
+			m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
+		}
+		m.logChickResult(v, in, id, text)
+	})
+}
+
+// logChickResult logs the result as a message from Mother in log.jsonl, so
+// the next run's sync brings it into her model's context (she can answer
+// follow-ups about it).
+func (m *Mother) logChickResult(v *chickView, in hatchery.Info, platformID, text string) {
+	ch, err := m.store.Channel(v.adapter.Name(), v.channel)
+	if err != nil {
+		m.logger.Error("cannot log chick result", "chick", in.ID, "err", err)
+		return
+	}
+	if platformID == "" {
+		platformID = m.newID()
+	}
+	msg := chat.ChannelMessage{
+		ID: platformID, ChannelID: v.channel, Timestamp: m.now(),
+		Sender: chat.Sender{ID: v.adapter.SelfID(), Username: "mother", IsBot: true},
+		Text:   fmt.Sprintf("[chick %s, goal: %s]\n%s", in.ID, oneLine(in.Goal, 300), text),
+	}
+	if _, err := ch.AppendMessage(msg); err != nil {
+		m.logger.Error("cannot log chick result", "chick", in.ID, "err", err)
+	}
+}
+
+// chickSummary is the text posted when a chick ends: its answer (or what
+// went wrong) and a usage line.
+func chickSummary(in hatchery.Info, files []string) string {
+	var b strings.Builder
+	answer := ""
+	if in.Result != nil {
+		answer = strings.TrimSpace(in.Result.Text)
+	}
+	switch in.Reason {
+	case hatchery.ReasonDone:
+		if answer == "" {
+			answer = "(the chick finished without a final message)"
+		}
+		b.WriteString(answer)
+	default:
+		fmt.Fprintf(&b, "Chick %s stopped: %s.", in.ID, strings.TrimSuffix(in.Outcome, "."))
+		if answer != "" {
+			b.WriteString("\n\nIts last words: " + answer)
+		}
+	}
+	if len(files) > 0 {
+		b.WriteString("\n\nFiles: ")
+		for i, f := range files {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("`" + f + "`")
+		}
+	}
+	dur := ""
+	if !in.StartedAt.IsZero() && !in.EndedAt.IsZero() {
+		dur = " · " + in.EndedAt.Sub(in.StartedAt).Round(time.Second).String()
+	}
+	fmt.Fprintf(&b, "\n\n(chick %s · %s · tier %s · %d tokens: %d in, %d out%s)", in.ID, in.State, in.Tier,
+		in.Usage.Total(), in.Usage.InputTokens, in.Usage.OutputTokens, dur)
+	return b.String()
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len([]rune(s)) > n {
+		s = string([]rune(s)[:n]) + "..."
+	}
+	return s
+}
+
+// chickTools are Mother's tools for chicks.
+func (m *Mother) chickTools() []agent.Tool {
+	return []agent.Tool{spawnTool{m}, listTool{m}, cancelTool{m}}
+}
+
+type spawnTool struct{ m *Mother }
+
+func (t spawnTool) Spec() model.ToolSpec {
+	cc := t.m.chicks.Config()
+	names := make([]string, 0, len(cc.Tiers))
+	for n := range cc.Tiers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var desc strings.Builder
+	for _, n := range names {
+		tier := cc.Tiers[n]
+		fmt.Fprintf(&desc, "\n- %s: %s/%s. %s", n, tier.Provider, tier.Model, tier.Description)
+	}
+	tiers, _ := json.Marshal(names)
+	params := fmt.Sprintf(`{"type":"object","properties":{
+"label":{"type":"string","description":"a few words shown to users"},
+"goal":{"type":"string","description":"the complete goal for the chick, with every detail it needs: it does not see this conversation"},
+"tier":{"type":"string","enum":%s,"description":"model tier (default %s)"}},
+"required":["goal"]}`, tiers, cc.DefaultTier)
+	return model.ToolSpec{
+		Name: "spawn_chick",
+		Description: "Hand a heavy goal (coding, running commands, analysing files, multi-step work) to a chick: a disposable worker " +
+			"with bash, read, write, edit and attach in a copy of this channel's files. It runs in the background; its progress and " +
+			"result are posted to the channel when it ends, so do not wait for it. Answer simple chat yourself. Tiers:" + desc.String(),
+		Parameters: json.RawMessage(params),
+	}
+}
+
+func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result, error) {
+	var in struct {
+		Goal string `json:"goal"`
+		Tier string `json:"tier"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil {
+		return agent.Result{}, fmt.Errorf("spawn_chick: bad arguments: %w", err)
+	}
+	if strings.TrimSpace(in.Goal) == "" {
+		return agent.Result{}, errors.New("spawn_chick: goal is required")
+	}
+	ri, ok := chat.RunInfoFrom(ctx)
+	if !ok {
+		return agent.Result{}, errors.New("spawn_chick: no channel in this run")
+	}
+	m := t.m
+	a, ok := m.Adapter(ri.Adapter)
+	if !ok {
+		return agent.Result{}, fmt.Errorf("spawn_chick: unknown adapter %q", ri.Adapter)
+	}
+	// Hold m.mu across the spawn, so the chick is counted as work before
+	// any of its callbacks (even a fast end) can run.
+	m.mu.Lock()
+	info, err := m.chicks.Spawn(ctx, hatchery.SpawnRequest{
+		Adapter: ri.Adapter, ChannelID: ri.ChannelID, Goal: in.Goal, Tier: in.Tier, StartedBy: ri.UserID,
+		System: m.chickPrompt(ri, a),
+		Files:  hatchery.Files{ChannelDir: ri.ChannelDir, SharedSkills: filepath.Join(m.store.Workspace(), "skills")},
+	})
+	if err == nil {
+		m.viewLocked(info)
+	}
+	m.mu.Unlock()
+	switch {
+	case errors.Is(err, hatchery.ErrQueueFull):
+		return agent.Result{Text: "Not started: every chick slot is busy and the queue is full. Tell the user to try again later.", IsError: true}, nil
+	case err != nil:
+		return agent.Result{}, err
+	}
+	m.logger.Info("chick spawned", "chick", info.ID, "channel", ri.QualifiedChannel(), "tier", info.Tier, "state", info.State)
+	where := "It is starting now"
+	if info.State == hatchery.StateQueued {
+		where = "It is queued until a slot frees up"
+	}
+	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; its progress and result will be posted to the channel when it ends. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where)}, nil
+}
+
+// chickHostTools are the host tools chicks may ask Mother to run.
+func (m *Mother) chickHostTools() []prompt.HostTool {
+	if m.chickHostToolsFn == nil {
+		return nil
+	}
+	return m.chickHostToolsFn()
+}
+
+// chickPrompt is the chick's system prompt, built on Mother's side from
+// what the chick receives (pkg/prompt, chick flavour).
+func (m *Mother) chickPrompt(ri chat.RunInfo, a chat.Adapter) string {
+	return prompt.Build(prompt.Input{
+		Flavour:    prompt.Chick,
+		Workspace:  m.store.Workspace(),
+		ChannelDir: ri.ChannelDir,
+		ChickRoot:  hatchery.Workspace,
+		Channel:    ri.QualifiedChannel(),
+		Users:      a.Users(),
+		Channels:   a.Channels(),
+		Now:        m.now(),
+		HostTools:  m.chickHostTools(),
+		Extra: []prompt.Section{{Title: "Outputs", Body: "Files you write under " + hatchery.Workspace + "/" + chick.OutputsDir +
+			"/ are sent back to Mother when you end; attached files are posted to the channel. Everything else ends with your container."}},
+	})
+}
+
+type listTool struct{ m *Mother }
+
+func (listTool) Spec() model.ToolSpec {
+	return model.ToolSpec{
+		Name:        "list_chicks",
+		Description: "List the chicks of this channel that are running or queued (with all=true also the recently ended ones).",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"label":{"type":"string"},"all":{"type":"boolean"}}}`),
+	}
+}
+
+func (t listTool) Run(ctx context.Context, args json.RawMessage) (agent.Result, error) {
+	var in struct {
+		All bool `json:"all"`
+	}
+	_ = json.Unmarshal(args, &in)
+	ri, ok := chat.RunInfoFrom(ctx)
+	if !ok {
+		return agent.Result{}, errors.New("list_chicks: no channel in this run")
+	}
+	now := t.m.now()
+	var b strings.Builder
+	n := 0
+	for _, c := range t.m.chicks.List(in.All) {
+		if c.Adapter != ri.Adapter || c.ChannelID != ri.ChannelID {
+			continue
+		}
+		n++
+		fmt.Fprintf(&b, "- %s [%s, tier %s, %s old, %d tokens] %s", c.ID, c.State, c.Tier, now.Sub(c.CreatedAt).Round(time.Second), c.Usage.Total(), oneLine(c.Goal, 120))
+		if c.Outcome != "" {
+			b.WriteString(" -> " + c.Outcome)
+		}
+		b.WriteString("\n")
+	}
+	if n == 0 {
+		return agent.Result{Text: "No chicks in this channel."}, nil
+	}
+	return agent.Result{Text: b.String()}, nil
+}
+
+type cancelTool struct{ m *Mother }
+
+func (cancelTool) Spec() model.ToolSpec {
+	return model.ToolSpec{
+		Name:        "cancel_chick",
+		Description: "Cancel a chick of this channel by id (it is asked to stop, then killed after a grace period).",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"label":{"type":"string"},"id":{"type":"string"}},"required":["id"]}`),
+	}
+}
+
+func (t cancelTool) Run(ctx context.Context, args json.RawMessage) (agent.Result, error) {
+	var in struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil || in.ID == "" {
+		return agent.Result{}, errors.New("cancel_chick: id is required")
+	}
+	ri, ok := chat.RunInfoFrom(ctx)
+	if !ok {
+		return agent.Result{}, errors.New("cancel_chick: no channel in this run")
+	}
+	c, err := t.m.chicks.Get(in.ID)
+	if err != nil || c.Adapter != ri.Adapter || c.ChannelID != ri.ChannelID {
+		return agent.Result{}, fmt.Errorf("cancel_chick: no chick %q in this channel", in.ID)
+	}
+	who := ri.UserID
+	if who == "" {
+		who = "an event"
+	}
+	st, err := t.m.chicks.Stop(in.ID, hatchery.ReasonKilled, "cancelled at the request of "+who, t.m.cfg.Chicks.KillGrace.Duration)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	if st.Final() {
+		return agent.Result{Text: fmt.Sprintf("Chick %s had already ended (%s).", in.ID, c.Outcome)}, nil
+	}
+	return agent.Result{Text: fmt.Sprintf("Chick %s is being cancelled; its end will be posted to the channel.", in.ID)}, nil
+}
+
+// chickCanceller serves "stop all" with the hatchery's chicks.
+type chickCanceller struct{ m *Mother }
+
+var _ ChickCanceller = chickCanceller{}
+
+// CancelChicks implements ChickCanceller: the live chicks of channel (of
+// startedBy only, if set) are cancelled, then killed after the grace.
+func (c chickCanceller) CancelChicks(_ context.Context, channel, startedBy string) (int, error) {
+	n := 0
+	var errs []error
+	for _, in := range c.m.chicks.List(false) {
+		if in.Channel != channel || (startedBy != "" && in.StartedBy != startedBy) {
+			continue
+		}
+		st, err := c.m.chicks.Stop(in.ID, hatchery.ReasonKilled, "cancelled by stop all", c.m.cfg.Chicks.KillGrace.Duration)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !st.Final() {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}

@@ -1,0 +1,84 @@
+package mother
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/model"
+)
+
+// TestChickObserverRendersAndAccounts drives Mother's side of the
+// hatchery's contract: events render under the chick's title, the end is
+// posted once with its usage and logged as Mother's message, late events
+// after the end are dropped (no panic, no new view), and Idle waits for a
+// chick in flight.
+func TestChickObserverRendersAndAccounts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	obs := h.m.ChickObserver()
+	in := hatchery.Info{Record: hatchery.Record{ID: "c-1", Adapter: "rec", ChannelID: "C1", Tier: "local", Goal: "count"}, Channel: "rec/C1"}
+
+	obs.ChickEvent(in, agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: "count"})
+	idle := make(chan struct{})
+	go func() { h.idle(); close(idle) }()
+	select {
+	case <-idle:
+		t.Fatal("Idle returned while a chick was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	end := in
+	end.State, end.Reason = hatchery.StateDone, hatchery.ReasonDone
+	end.Result = &hatchery.Result{Text: "Counted 3."}
+	end.Usage = model.Usage{InputTokens: 10, OutputTokens: 5}
+	end.StartedAt, end.EndedAt = time.Now().Add(-2*time.Second), time.Now()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); obs.ChickEnded(end) }()
+	go func() { // a late event racing the end
+		defer wg.Done()
+		for i := 0; i < 50; i++ {
+			obs.ChickEvent(in, agent.Event{Type: agent.EventToolStart, ToolName: "late"})
+		}
+	}()
+	wg.Wait()
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Idle did not return after the chick ended")
+	}
+	obs.ChickEvent(in, agent.Event{Type: agent.EventToolStart, ToolName: "after"})
+	h.idle()
+
+	fins := h.ad.of("finish")
+	if len(fins) != 1 || fins[0].Title != "chick c-1" || !strings.Contains(fins[0].Text, "Counted 3.") || !strings.Contains(fins[0].Text, "15 tokens: 10 in, 5 out") {
+		t.Fatalf("finishes %+v, want one titled chick c-1 with the answer and usage", fins)
+	}
+	for _, r := range h.ad.of("tool") {
+		if r.Title != "chick c-1" {
+			t.Errorf("tool line titled %q", r.Title)
+		}
+		if r.Text == "after" {
+			t.Error("an event after the end was rendered")
+		}
+	}
+	logged := h.logged("C1")
+	if last := logged[len(logged)-1]; last.Sender.ID != "UMOTHER" || !strings.Contains(last.Text, "[chick c-1, goal: count]") {
+		t.Errorf("last logged message %+v, want the chick result as Mother's", last)
+	}
+
+	// Every other ending is said plainly.
+	killed := in
+	killed.ID = "c-2"
+	killed.State, killed.Reason, killed.Outcome = hatchery.StateKilled, hatchery.ReasonKilled, "killed by the operator"
+	obs.ChickEnded(killed)
+	h.idle()
+	fins = h.ad.of("finish")
+	if got := fins[len(fins)-1].Text; !strings.Contains(got, "Chick c-2 stopped: killed by the operator.") {
+		t.Errorf("kill notice %q", got)
+	}
+}

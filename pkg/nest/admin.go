@@ -1,0 +1,168 @@
+package nest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	pb "github.com/mother-chat/mother/proto/mother/v1"
+)
+
+type adminService struct {
+	pb.UnimplementedAdminServiceServer
+	s *Server
+}
+
+var states = map[hatchery.State]pb.ChickState{
+	hatchery.StateQueued:   pb.ChickState_CHICK_STATE_QUEUED,
+	hatchery.StateStarting: pb.ChickState_CHICK_STATE_STARTING,
+	hatchery.StateRunning:  pb.ChickState_CHICK_STATE_RUNNING,
+	hatchery.StateStopping: pb.ChickState_CHICK_STATE_STOPPING,
+	hatchery.StateDone:     pb.ChickState_CHICK_STATE_DONE,
+	hatchery.StateFailed:   pb.ChickState_CHICK_STATE_FAILED,
+	hatchery.StateKilled:   pb.ChickState_CHICK_STATE_KILLED,
+}
+
+func chickInfo(in hatchery.Info) *pb.ChickInfo {
+	return &pb.ChickInfo{
+		Id: in.ID, Channel: in.Channel, Tier: in.Tier, State: states[in.State], CreatedAt: timestamppb.New(in.CreatedAt),
+		TokensUsed: in.Usage.Total(), Host: in.Host, Goal: in.Goal, ContainerId: in.ContainerID, Outcome: in.Outcome,
+	}
+}
+
+func (a *adminService) ListChicks(_ context.Context, req *pb.ListChicksRequest) (*pb.ListChicksResponse, error) {
+	out := &pb.ListChicksResponse{}
+	for _, in := range a.s.chicks.List(req.GetAll()) {
+		out.Chicks = append(out.Chicks, chickInfo(in))
+	}
+	return out, nil
+}
+
+// KillChick cancels, waits the grace, kills, and answers once the chick
+// has ended (or the wait runs out, with its state then).
+func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) (*pb.KillChickResponse, error) {
+	grace := a.s.killGrace
+	if req.GetGraceSeconds() > 0 {
+		grace = time.Duration(req.GetGraceSeconds()) * time.Second
+	}
+	before, _ := a.s.chicks.Get(req.GetId())
+	st, err := a.s.chicks.Stop(req.GetId(), hatchery.ReasonKilled, "killed by the operator", grace)
+	if err != nil {
+		if errors.Is(err, hatchery.ErrUnknownChick) {
+			return nil, status.Errorf(codes.NotFound, "no chick %q", req.GetId())
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if st.Final() {
+		in, _ := a.s.chicks.Get(req.GetId())
+		if !before.State.Final() {
+			return &pb.KillChickResponse{State: states[st], Message: in.Outcome + " (it was still queued)"}, nil
+		}
+		return &pb.KillChickResponse{State: states[st], Message: "already ended: " + in.Outcome}, nil
+	}
+	a.s.logger.Info("operator kills chick", "chick", req.GetId(), "grace", grace)
+	ended, err := a.s.chicks.Ended(req.GetId())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	t := time.NewTimer(grace + 30*time.Second)
+	defer t.Stop()
+	select {
+	case <-ended:
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	in, _ := a.s.chicks.Get(req.GetId())
+	msg := in.Outcome
+	if !in.State.Final() {
+		msg = "still " + string(in.State) + " after the grace period; it will be killed"
+	}
+	return &pb.KillChickResponse{State: states[in.State], Message: msg}, nil
+}
+
+type logWriter struct {
+	stream pb.AdminService_ChickLogsServer
+}
+
+func (w logWriter) Write(p []byte) (int, error) {
+	if err := w.stream.Send(&pb.ChickLogsResponse{Data: append([]byte(nil), p...)}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (a *adminService) ChickLogs(req *pb.ChickLogsRequest, stream pb.AdminService_ChickLogsServer) error {
+	err := a.s.chicks.Logs(stream.Context(), req.GetId(), req.GetFollow(), logWriter{stream})
+	if err != nil {
+		if errors.Is(err, hatchery.ErrUnknownChick) {
+			return status.Errorf(codes.NotFound, "no chick %q", req.GetId())
+		}
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return nil
+}
+
+func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*pb.GetStatusResponse, error) {
+	out := &pb.GetStatusResponse{Version: a.s.version, StartedAt: timestamppb.New(a.s.startedAt)}
+	for _, in := range a.s.chicks.List(false) {
+		out.Chicks = append(out.Chicks, chickInfo(in))
+	}
+	for _, b := range a.s.models.Budgets() {
+		out.Budgets = append(out.Budgets, &pb.BudgetStatus{Scope: b.Scope, UsedTokens: b.Used, LimitTokens: b.Limit})
+	}
+	for i, e := range a.s.eventList() {
+		if i == 5 {
+			break
+		}
+		if !e.Next.IsZero() {
+			out.NextEvents = append(out.NextEvents, eventInfo(e))
+		}
+	}
+	for _, h := range a.s.chicks.Hosts(ctx) {
+		out.Hosts = append(out.Hosts, &pb.HostStatus{Name: h.Name, Up: h.Up, Running: int32(h.Running), Capacity: int32(h.Capacity), Error: h.Err})
+	}
+	return out, nil
+}
+
+func eventInfo(e events.Info) *pb.EventInfo {
+	out := &pb.EventInfo{File: e.File, Type: string(e.Type), Channel: e.Channel, Schedule: e.Schedule, Text: e.Text}
+	if !e.Next.IsZero() {
+		out.NextRun = timestamppb.New(e.Next)
+	}
+	return out
+}
+
+func (a *adminService) ListEvents(context.Context, *pb.ListEventsRequest) (*pb.ListEventsResponse, error) {
+	out := &pb.ListEventsResponse{}
+	for _, e := range a.s.eventList() {
+		out.Events = append(out.Events, eventInfo(e))
+	}
+	return out, nil
+}
+
+// ListTools lists the host tool servers, their state and their tools.
+func (a *adminService) ListTools(context.Context, *pb.ListToolsRequest) (*pb.ListToolsResponse, error) {
+	out := &pb.ListToolsResponse{}
+	if a.s.servers == nil {
+		return out, nil
+	}
+	for _, st := range a.s.servers.Status() {
+		info := &pb.ToolServerInfo{Name: st.Name, State: string(st.State), Error: st.Error, Transport: st.Transport,
+			Restarts: int32(st.Restarts), Since: timestamppb.New(st.Since)}
+		if !st.NextAttempt.IsZero() {
+			info.NextAttempt = timestamppb.New(st.NextAttempt)
+		}
+		for _, t := range st.Tools {
+			info.Tools = append(info.Tools, &pb.ToolSpec{Name: t.Qualified, Description: t.Description, ParametersJson: string(t.Schema)})
+		}
+		out.Servers = append(out.Servers, info)
+	}
+	return out, nil
+}

@@ -1,0 +1,548 @@
+// Package nest is Mother's gRPC side of the chicks (proto/mother/v1).
+//
+// ChickService listens on config grpc.listen for chicks: every call carries
+// the chick's id and its single-use token (see wire.Credentials), checked
+// against the hatchery's hashed copy; a token is bound to its chick and
+// useless once the chick has ended. The Session stream carries the chick's
+// events (stored before they are acknowledged, duplicates dropped by
+// sequence number so a reconnecting chick can resend what was not acked),
+// heartbeats and its result one way, acks and the cancellation the other.
+// Generate is the broker's door. UploadFile brings files back.
+//
+// AdminService listens on a unix socket (mode 0600) for momctl.
+package nest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hosttools"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/wire"
+	pb "github.com/mother-chat/mother/proto/mother/v1"
+)
+
+// Chicks is what the nest needs from the hatchery.
+type Chicks interface {
+	Authenticate(id, token string) error
+	Assignment(id string) (hatchery.Assignment, error)
+	Touch(id string)
+	Stopping(id string) (<-chan struct{}, func() string, error)
+	LastSeq(id string) (uint64, error)
+	RecordEvent(id string, seq uint64, ev agent.Event) (uint64, error)
+	Finish(id string, r hatchery.Result) error
+	StoreFile(id, rel string, attach bool, title string, r io.Reader) (hatchery.File, error)
+	Get(id string) (hatchery.Info, error)
+	Stop(id string, reason hatchery.Reason, outcome string, grace time.Duration) (hatchery.State, error)
+	Ended(id string) (<-chan struct{}, error)
+	List(all bool) []hatchery.Info
+	Logs(ctx context.Context, id string, follow bool, w io.Writer) error
+	Hosts(ctx context.Context) []hatchery.HostStatus
+}
+
+// Events lists the scheduled events (the events watcher), for momctl.
+type Events interface {
+	List(channel string) []events.Info
+}
+
+// HostTools runs host tools for chicks within config's chicks.hostTools
+// (hosttools.ChickInvoker).
+type HostTools interface {
+	// Specs are the host tools chicks may call now.
+	Specs() []model.ToolSpec
+	// InvokeForChick runs one; a forbidden tool is hosttools.ErrNotAllowed.
+	InvokeForChick(ctx context.Context, chickChannel, tool, argsJSON string) (result string, isError bool, err error)
+}
+
+// ToolServers lists the host tool servers for momctl tools ls
+// (hosttools.Manager).
+type ToolServers interface {
+	Status() []hosttools.ServerStatus
+}
+
+// Models is the broker.
+type Models interface {
+	Generate(ctx context.Context, c broker.Caller, req model.Request, onDelta func(string)) (model.Response, error)
+	Budgets() []broker.Budget
+}
+
+// Options build a Server.
+type Options struct {
+	Chicks    Chicks
+	Models    Models
+	Logger    *slog.Logger
+	Version   string
+	StartedAt time.Time
+	// KillGrace is the default time between cancel and kill.
+	KillGrace time.Duration
+	// HostTools serves InvokeHostTool (nil: chicks get no host tools).
+	HostTools HostTools
+	// ToolServers serves ListTools (nil: no servers to list).
+	ToolServers ToolServers
+}
+
+// Server serves both services.
+type Server struct {
+	chicks    Chicks
+	models    Models
+	logger    *slog.Logger
+	version   string
+	startedAt time.Time
+	killGrace time.Duration
+	hostTools HostTools
+	servers   ToolServers
+
+	mu       sync.Mutex
+	events   Events
+	sessions map[string]*sessionSlot
+	grpcs    []*grpc.Server
+	stopped  bool
+}
+
+type sessionSlot struct{ cancel context.CancelFunc }
+
+var (
+	_ pb.ChickServiceServer = (*chickService)(nil)
+	_ pb.AdminServiceServer = (*adminService)(nil)
+)
+
+// New returns a Server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = 10 * time.Second
+	}
+	if opts.StartedAt.IsZero() {
+		opts.StartedAt = time.Now()
+	}
+	return &Server{
+		chicks: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
+		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
+		hostTools: opts.HostTools, servers: opts.ToolServers,
+	}
+}
+
+// SetEvents lets momctl list the scheduled events.
+func (s *Server) SetEvents(e Events) {
+	s.mu.Lock()
+	s.events = e
+	s.mu.Unlock()
+}
+
+func (s *Server) eventList() []events.Info {
+	s.mu.Lock()
+	e := s.events
+	s.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.List("")
+}
+
+// ServeChicks serves ChickService on lis until Stop.
+func (s *Server) ServeChicks(lis net.Listener) error {
+	g := grpc.NewServer(
+		grpc.UnaryInterceptor(s.authUnary),
+		grpc.StreamInterceptor(s.authStream),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(64<<20),
+		grpc.MaxSendMsgSize(64<<20),
+	)
+	pb.RegisterChickServiceServer(g, &chickService{s: s})
+	if !s.track(g) {
+		lis.Close()
+		return grpc.ErrServerStopped
+	}
+	return g.Serve(lis)
+}
+
+// ServeAdmin serves AdminService on lis (a unix socket) until Stop.
+func (s *Server) ServeAdmin(lis net.Listener) error {
+	g := grpc.NewServer()
+	pb.RegisterAdminServiceServer(g, &adminService{s: s})
+	if !s.track(g) {
+		lis.Close()
+		return grpc.ErrServerStopped
+	}
+	return g.Serve(lis)
+}
+
+func (s *Server) track(g *grpc.Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.grpcs = append(s.grpcs, g)
+	return true
+}
+
+// Stop closes both services. Chicks connected now will reconnect to the
+// next Mother.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	gs := s.grpcs
+	s.grpcs = nil
+	s.stopped = true
+	s.mu.Unlock()
+	for _, g := range gs {
+		g.Stop()
+	}
+}
+
+// ListenUnix listens on a unix socket with mode 0600. A stale socket file
+// is replaced; a live one (another Mother) is an error.
+func ListenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		if c, derr := net.DialTimeout("unix", path, time.Second); derr == nil {
+			c.Close()
+			return nil, fmt.Errorf("admin socket %s: another Mother is listening there", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("admin socket: remove stale %s: %w", path, err)
+		}
+	}
+	// Bind in a private directory, set the mode, then move the socket into
+	// place: no moment where others could connect, and no process-wide
+	// umask games.
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".s")
+	if err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	lis, err := net.Listen("unix", filepath.Join(tmp, "s"))
+	if err != nil {
+		if len(tmp) > 100 {
+			return nil, fmt.Errorf("admin socket %s: the path is too long for a unix socket (about 100 bytes at most): set admin.socket to a shorter path (%w)", path, err)
+		}
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	ul := lis.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(filepath.Join(tmp, "s"), 0o600); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if err := os.Rename(filepath.Join(tmp, "s"), path); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	return &unixListener{UnixListener: ul, path: path}, nil
+}
+
+// unixListener removes its socket file on Close.
+type unixListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
+}
+
+type ctxKey struct{}
+
+// chickOf returns the authenticated chick id of a call.
+func chickOf(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}
+
+func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
+	id, tok := wire.FromIncoming(ctx)
+	if id == "" || tok == "" {
+		return nil, status.Error(codes.Unauthenticated, "missing chick id or token")
+	}
+	if err := s.chicks.Authenticate(id, tok); err != nil {
+		s.logger.Warn("chick call refused", "chick", id, "err", err)
+		if errors.Is(err, hatchery.ErrChickEnded) {
+			return nil, status.Error(codes.Unauthenticated, "token expired: the chick has ended")
+		}
+		return nil, status.Error(codes.Unauthenticated, "token not valid for this chick")
+	}
+	return context.WithValue(ctx, ctxKey{}, id), nil
+}
+
+func (s *Server) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ctx, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+type authedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (a authedStream) Context() context.Context { return a.ctx }
+
+func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	ctx, err := s.authenticate(ss.Context())
+	if err != nil {
+		return err
+	}
+	return h(srv, authedStream{ServerStream: ss, ctx: ctx})
+}
+
+type chickService struct {
+	pb.UnimplementedChickServiceServer
+	s *Server
+}
+
+func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
+	id := chickOf(ctx)
+	a, err := c.s.chicks.Assignment(id)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion())
+	var hostTools []*pb.ToolSpec
+	if c.s.hostTools != nil {
+		for _, t := range c.s.hostTools.Specs() {
+			hostTools = append(hostTools, &pb.ToolSpec{Name: t.Name, Description: t.Description, ParametersJson: string(t.Parameters)})
+		}
+	}
+	return &pb.JoinResponse{
+		HostTools: hostTools,
+		ChickId:   a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
+		Limits: &pb.ChickLimits{
+			MaxTurns: int32(a.MaxTurns), WallTimeoutSeconds: int64(a.WallTimeout / time.Second),
+			TokenBudget: a.TokenBudget, HeartbeatIntervalMs: a.HeartbeatInterval.Milliseconds(),
+		},
+	}, nil
+}
+
+// attach registers a session for chick id, ending an older one (a chick
+// that reconnected before its old stream timed out).
+func (s *Server) attach(id string, cancel context.CancelFunc) *sessionSlot {
+	slot := &sessionSlot{cancel: cancel}
+	s.mu.Lock()
+	old := s.sessions[id]
+	s.sessions[id] = slot
+	s.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
+	return slot
+}
+
+func (s *Server) detach(id string, slot *sessionSlot) {
+	s.mu.Lock()
+	if s.sessions[id] == slot {
+		delete(s.sessions, id)
+	}
+	s.mu.Unlock()
+}
+
+func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
+	id := chickOf(stream.Context())
+	lg := c.s.logger.With("chick", id)
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if first.GetHello() == nil {
+		return status.Error(codes.InvalidArgument, "a session starts with hello")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	slot := c.s.attach(id, cancel)
+	defer c.s.detach(id, slot)
+	c.s.chicks.Touch(id)
+	last, err := c.s.chicks.LastSeq(id)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	lg.Debug("session opened", "chick_sent", first.GetHello().GetLastSentSeq(), "stored", last)
+	if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: last}}}); err != nil {
+		return err
+	}
+	stopCh, reasonOf, err := c.s.chicks.Stopping(id)
+	if err != nil {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	msgs := make(chan *pb.SessionRequest)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			if stream.Context().Err() == nil {
+				return status.Error(codes.Aborted, "replaced by a newer session of the same chick")
+			}
+			return ctx.Err()
+		case err := <-errs:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-stopCh:
+			stopCh = nil
+			reason := reasonOf()
+			lg.Info("sending cancellation", "reason", reason)
+			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Reason: reason}}}); err != nil {
+				return err
+			}
+		case m := <-msgs:
+			switch k := m.GetKind().(type) {
+			case *pb.SessionRequest_Heartbeat:
+				c.s.chicks.Touch(id)
+			case *pb.SessionRequest_Hello:
+				c.s.chicks.Touch(id)
+			case *pb.SessionRequest_Event:
+				ack, err := c.s.chicks.RecordEvent(id, k.Event.GetSeq(), wire.EventFromProto(k.Event))
+				if err != nil {
+					if errors.Is(err, hatchery.ErrChickEnded) {
+						return status.Error(codes.FailedPrecondition, "the chick has ended")
+					}
+					lg.Warn("event not stored", "seq", k.Event.GetSeq(), "err", err)
+					return status.Error(codes.DataLoss, err.Error())
+				}
+				if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: ack}}}); err != nil {
+					return err
+				}
+			case *pb.SessionRequest_Result:
+				r := k.Result
+				if err := c.s.chicks.Finish(id, hatchery.Result{Text: r.GetText(), StopReason: r.GetStopReason(), Error: r.GetError(), OutputFiles: r.GetOutputFiles()}); err != nil {
+					return status.Error(codes.Internal, err.Error())
+				}
+				lg.Info("chick result stored", "stop", r.GetStopReason())
+				// Closing the stream tells the chick its result is stored.
+				return nil
+			}
+		}
+	}
+}
+
+func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_GenerateServer) error {
+	id := chickOf(stream.Context())
+	info, err := c.s.chicks.Get(id)
+	if err != nil {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	c.s.chicks.Touch(id)
+	caller := broker.Caller{ChickID: id, Channel: info.Channel, Tier: info.Tier}
+	var sendErr error
+	resp, err := c.s.models.Generate(stream.Context(), caller, wire.RequestFromProto(req), func(d string) {
+		if sendErr == nil {
+			sendErr = stream.Send(&pb.GenerateResponse{Kind: &pb.GenerateResponse_TextDelta{TextDelta: d}})
+		}
+	})
+	c.s.chicks.Touch(id)
+	if err != nil {
+		if errors.Is(err, model.ErrBudgetExhausted) {
+			// The chick should stop by itself on this answer; make sure.
+			_, _ = c.s.chicks.Stop(id, hatchery.ReasonBudget, err.Error(), c.s.killGrace)
+		}
+		return wire.ModelErrorToStatus(err)
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	return stream.Send(&pb.GenerateResponse{Kind: &pb.GenerateResponse_Done{Done: wire.DoneToProto(resp)}})
+}
+
+// uploadReader reads the data messages of an upload stream.
+type uploadReader struct {
+	stream pb.ChickService_UploadFileServer
+	buf    []byte
+}
+
+func (u *uploadReader) Read(p []byte) (int, error) {
+	for len(u.buf) == 0 {
+		m, err := u.stream.Recv()
+		if err != nil {
+			return 0, err
+		}
+		d, ok := m.GetKind().(*pb.UploadFileRequest_Data)
+		if !ok {
+			return 0, errors.New("upload: a second header")
+		}
+		u.buf = d.Data
+	}
+	n := copy(p, u.buf)
+	u.buf = u.buf[n:]
+	return n, nil
+}
+
+func (c *chickService) UploadFile(stream pb.ChickService_UploadFileServer) error {
+	id := chickOf(stream.Context())
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	h := first.GetHeader()
+	if h == nil {
+		return status.Error(codes.InvalidArgument, "an upload starts with its header")
+	}
+	f, err := c.s.chicks.StoreFile(id, h.GetPath(), h.GetAttach(), h.GetTitle(), &uploadReader{stream: stream})
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	c.s.logger.Info("chick file stored", "chick", id, "path", f.RelPath, "bytes", f.Size, "attach", f.Attach)
+	return stream.SendAndClose(&pb.UploadFileResponse{StoredPath: f.RelPath})
+}
+
+// InvokeHostTool runs a host tool for the calling chick, if
+// chicks.hostTools allows it: a forbidden tool is PermissionDenied (the
+// tool's server never hears of it); the tool's own failures are results
+// with is_error.
+func (c *chickService) InvokeHostTool(ctx context.Context, req *pb.InvokeHostToolRequest) (*pb.InvokeHostToolResponse, error) {
+	id := chickOf(ctx)
+	if c.s.hostTools == nil {
+		return nil, status.Errorf(codes.PermissionDenied, "host tool %q is not available to chicks: Mother offers them none", req.GetTool())
+	}
+	a, err := c.s.chicks.Assignment(id)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	text, isErr, err := c.s.hostTools.InvokeForChick(ctx, a.Channel, req.GetTool(), req.GetArgsJson())
+	switch {
+	case errors.Is(err, hosttools.ErrNotAllowed):
+		c.s.logger.Warn("chick refused a host tool", "chick", id, "tool", req.GetTool())
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.InvokeHostToolResponse{Result: text, IsError: isErr}, nil
+}

@@ -1,0 +1,567 @@
+// Package render turns the standard markdown Mother's models write into what
+// chat platforms display: Discord markdown and Slack mrkdwn. It parses the
+// markdown with goldmark and walks the syntax tree, so code blocks and
+// inline code pass through untouched while bold, italic, strikethrough,
+// links, lists, headings, quotes and tables are rewritten for the platform,
+// and @username becomes the platform's mention of that user. It also splits
+// long texts at a platform's limit without breaking a code block (Split),
+// and formats tool details and usage for the detail thread.
+package render
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	east "github.com/yuin/goldmark/extension"
+	extast "github.com/yuin/goldmark/extension/ast"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
+
+	"github.com/mother-chat/mother/pkg/chat"
+)
+
+// Dialect is a platform's text format.
+type Dialect int
+
+// Dialects.
+const (
+	// Discord markdown: close to CommonMark (**bold**, *italic*, ~~strike~~,
+	// [text](url), # headings up to level 3, lists, > quotes, code).
+	Discord Dialect = iota
+	// Slack mrkdwn: *bold*, _italic_, ~strike~, <url|text>, no headings or
+	// lists (rendered as bold lines and bullets), & < > escaped.
+	Slack
+)
+
+func (d Dialect) String() string {
+	if d == Slack {
+		return "slack"
+	}
+	return "discord"
+}
+
+var mdParser = goldmark.New(goldmark.WithExtensions(east.Strikethrough, east.Table, east.TaskList, east.Linkify)).Parser()
+
+// ToDiscord converts standard markdown to Discord markdown; @username
+// becomes <@id> for the users listed.
+func ToDiscord(markdown string, users []chat.UserInfo) string {
+	return Convert(Discord, markdown, users)
+}
+
+// ToSlack converts standard markdown to Slack mrkdwn; @username becomes
+// <@id> for the users listed.
+func ToSlack(markdown string, users []chat.UserInfo) string {
+	return Convert(Slack, markdown, users)
+}
+
+// Convert converts standard markdown to the dialect.
+func Convert(d Dialect, markdown string, users []chat.UserInfo) string {
+	src := []byte(markdown)
+	doc := mdParser.Parse(text.NewReader(src), parser.WithContext(parser.NewContext()))
+	r := &renderer{d: d, src: src, users: userIndex(users)}
+	lines := r.blocks(doc)
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l.text)
+	}
+	return strings.TrimRight(b.String(), "\n ")
+}
+
+// line is one output line; code lines are never re-indented.
+type line struct {
+	text string
+	code bool
+}
+
+type renderer struct {
+	d     Dialect
+	src   []byte
+	users map[string]string
+}
+
+func userIndex(users []chat.UserInfo) map[string]string {
+	m := make(map[string]string, len(users))
+	for _, u := range users {
+		if u.Username != "" && u.ID != "" {
+			k := strings.ToLower(u.Username)
+			if _, dup := m[k]; !dup {
+				m[k] = u.ID
+			}
+		}
+	}
+	return m
+}
+
+// blocks renders the block children of n, separated by blank lines (or
+// not, for tight lists).
+func (r *renderer) blocks(n ast.Node) []line {
+	var out []line
+	tight := false
+	if l, ok := n.(*ast.ListItem); ok {
+		if p, ok := l.Parent().(*ast.List); ok {
+			tight = p.IsTight
+		}
+	}
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		ls := r.block(c)
+		if len(ls) == 0 {
+			continue
+		}
+		if len(out) > 0 && !tight {
+			out = append(out, line{})
+		}
+		out = append(out, ls...)
+	}
+	return out
+}
+
+func (r *renderer) block(n ast.Node) []line {
+	switch n := n.(type) {
+	case *ast.Paragraph, *ast.TextBlock:
+		return textLines(r.inlines(n))
+	case *ast.Heading:
+		t := strings.TrimSpace(r.inlines(n))
+		if r.d == Slack {
+			return []line{{text: "*" + t + "*"}}
+		}
+		if n.Level <= 3 {
+			return []line{{text: strings.Repeat("#", n.Level) + " " + t}}
+		}
+		return []line{{text: "**" + t + "**"}}
+	case *ast.FencedCodeBlock:
+		lang := ""
+		if r.d == Discord {
+			lang = string(n.Language(r.src))
+		}
+		return r.codeBlock(lang, n.Lines())
+	case *ast.CodeBlock:
+		return r.codeBlock("", n.Lines())
+	case *ast.Blockquote:
+		inner := r.blocks(n)
+		for i := range inner {
+			inner[i].text = strings.TrimRight("> "+inner[i].text, " ")
+		}
+		return inner
+	case *ast.List:
+		return r.list(n)
+	case *ast.ThematicBreak:
+		return []line{{text: "───"}}
+	case *ast.HTMLBlock:
+		var b strings.Builder
+		ls := n.Lines()
+		for i := 0; i < ls.Len(); i++ {
+			seg := ls.At(i)
+			b.Write(seg.Value(r.src))
+		}
+		if n.HasClosure() {
+			b.Write(n.ClosureLine.Value(r.src))
+		}
+		return textLines(r.escape(strings.TrimRight(b.String(), "\n")))
+	case *extast.Table:
+		return r.table(n)
+	default:
+		if n.Type() == ast.TypeBlock {
+			return r.blocks(n)
+		}
+		return textLines(r.inlines(n))
+	}
+}
+
+func textLines(s string) []line {
+	parts := strings.Split(s, "\n")
+	out := make([]line, len(parts))
+	for i, p := range parts {
+		out[i] = line{text: p}
+	}
+	return out
+}
+
+func (r *renderer) codeBlock(lang string, segs *text.Segments) []line {
+	out := []line{{text: "```" + lang, code: true}}
+	var body strings.Builder
+	for i := 0; i < segs.Len(); i++ {
+		seg := segs.At(i)
+		body.Write(seg.Value(r.src))
+	}
+	content := strings.TrimSuffix(body.String(), "\n")
+	if r.d == Slack {
+		content = slackEscape(content)
+	}
+	if content != "" || segs.Len() > 0 {
+		for _, l := range strings.Split(content, "\n") {
+			out = append(out, line{text: l, code: true})
+		}
+	}
+	return append(out, line{text: "```", code: true})
+}
+
+func (r *renderer) list(l *ast.List) []line {
+	var out []line
+	num := l.Start
+	depth := 0
+	for p := l.Parent(); p != nil; p = p.Parent() {
+		if _, ok := p.(*ast.List); ok {
+			depth++
+		}
+	}
+	for item := l.FirstChild(); item != nil; item = item.NextSibling() {
+		var marker string
+		switch {
+		case l.IsOrdered():
+			marker = strconv.Itoa(num) + ". "
+			num++
+		case r.d == Slack && depth%2 == 1:
+			marker = "◦ "
+		case r.d == Slack:
+			marker = "• "
+		default:
+			marker = "- "
+		}
+		indent := strings.Repeat(" ", utf8.RuneCountInString(marker))
+		if r.d == Slack {
+			indent = "    "
+		}
+		inner := r.blocks(item)
+		if len(inner) == 0 {
+			inner = []line{{}}
+		}
+		if len(out) > 0 && !l.IsTight {
+			out = append(out, line{})
+		}
+		for i, il := range inner {
+			switch {
+			case i == 0 && il.code:
+				out = append(out, line{text: strings.TrimRight(marker, " ")}, il)
+			case i == 0:
+				out = append(out, line{text: marker + il.text})
+			case il.code || il.text == "":
+				out = append(out, il)
+			default:
+				out = append(out, line{text: indent + il.text})
+			}
+		}
+	}
+	return out
+}
+
+func (r *renderer) table(t *extast.Table) []line {
+	var rows [][]string
+	header := 0
+	for row := t.FirstChild(); row != nil; row = row.NextSibling() {
+		var cells []string
+		for c := row.FirstChild(); c != nil; c = c.NextSibling() {
+			cells = append(cells, strings.TrimSpace(r.plain(c)))
+		}
+		if _, ok := row.(*extast.TableHeader); ok {
+			header = 1
+		}
+		rows = append(rows, cells)
+	}
+	var widths []int
+	for _, row := range rows {
+		for i, c := range row {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	out := []line{{text: "```", code: true}}
+	for ri, row := range rows {
+		var b strings.Builder
+		for i, c := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			b.WriteString(c)
+			if i < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)))
+			}
+		}
+		txt := b.String()
+		if r.d == Slack {
+			txt = slackEscape(txt)
+		}
+		out = append(out, line{text: strings.TrimRight(txt, " "), code: true})
+		if ri == 0 && header == 1 {
+			var sep []string
+			for _, w := range widths {
+				sep = append(sep, strings.Repeat("-", max(w, 1)))
+			}
+			out = append(out, line{text: strings.Join(sep, "  "), code: true})
+		}
+	}
+	return append(out, line{text: "```", code: true})
+}
+
+// plain is the text of n's inlines without formatting (table cells).
+func (r *renderer) plain(n ast.Node) string {
+	var b strings.Builder
+	_ = ast.Walk(n, func(c ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch c := c.(type) {
+		case *ast.Text:
+			b.Write(util.UnescapePunctuations(c.Segment.Value(r.src)))
+		case *ast.String:
+			b.Write(c.Value)
+		case *ast.AutoLink:
+			b.Write(c.Label(r.src))
+			return ast.WalkSkipChildren, nil
+		}
+		return ast.WalkContinue, nil
+	})
+	return b.String()
+}
+
+// inlines renders the inline children of n.
+func (r *renderer) inlines(n ast.Node) string {
+	var b strings.Builder
+	var run bytes.Buffer // consecutive text, converted together
+	flush := func() {
+		if run.Len() > 0 {
+			b.WriteString(r.text(run.String()))
+			run.Reset()
+		}
+	}
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		switch c := c.(type) {
+		case *ast.Text:
+			run.Write(c.Segment.Value(r.src))
+			if c.HardLineBreak() || c.SoftLineBreak() {
+				flush()
+				b.WriteByte('\n')
+			}
+			continue
+		case *ast.String:
+			run.Write(c.Value)
+			continue
+		}
+		flush()
+		b.WriteString(r.inline(c))
+	}
+	flush()
+	return b.String()
+}
+
+func (r *renderer) inline(n ast.Node) string {
+	switch n := n.(type) {
+	case *ast.CodeSpan:
+		var body bytes.Buffer
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			if t, ok := c.(*ast.Text); ok {
+				body.Write(t.Segment.Value(r.src))
+			} else if s, ok := c.(*ast.String); ok {
+				body.Write(s.Value)
+			}
+		}
+		return r.codeSpan(body.String())
+	case *ast.Emphasis:
+		inner := r.inlines(n)
+		switch {
+		case r.d == Slack && n.Level >= 2:
+			return "*" + inner + "*"
+		case r.d == Slack:
+			return "_" + inner + "_"
+		case n.Level >= 2:
+			return "**" + inner + "**"
+		default:
+			return "*" + inner + "*"
+		}
+	case *extast.Strikethrough:
+		if r.d == Slack {
+			return "~" + r.inlines(n) + "~"
+		}
+		return "~~" + r.inlines(n) + "~~"
+	case *ast.Link:
+		return r.link(string(n.Destination), r.inlines(n))
+	case *ast.Image:
+		alt := r.plain(n)
+		if alt == "" {
+			alt = "image"
+		}
+		return r.link(string(n.Destination), r.text(alt))
+	case *ast.AutoLink:
+		label := string(n.Label(r.src))
+		if r.d == Slack && n.AutoLinkType == ast.AutoLinkURL {
+			return "<" + string(n.URL(r.src)) + ">"
+		}
+		return label
+	case *ast.RawHTML:
+		var b strings.Builder
+		for i := 0; i < n.Segments.Len(); i++ {
+			seg := n.Segments.At(i)
+			b.Write(seg.Value(r.src))
+		}
+		return r.escape(b.String())
+	case *extast.TaskCheckBox:
+		if n.IsChecked {
+			return "☑ "
+		}
+		return "☐ "
+	default:
+		return r.inlines(n)
+	}
+}
+
+func (r *renderer) link(url, label string) string {
+	if r.d == Slack {
+		if label == "" || label == slackEscape(url) {
+			return "<" + url + ">"
+		}
+		return "<" + strings.ReplaceAll(url, "|", "%7C") + "|" + label + ">"
+	}
+	if label == "" || label == url {
+		return url
+	}
+	return "[" + label + "](" + url + ")"
+}
+
+func (r *renderer) codeSpan(body string) string {
+	if r.d == Slack {
+		return "`" + slackEscape(body) + "`"
+	}
+	fence := "`"
+	for strings.Contains(body, fence) {
+		fence += "`"
+	}
+	if strings.HasPrefix(body, "`") || strings.HasSuffix(body, "`") {
+		body = " " + body + " "
+	}
+	return fence + body + fence
+}
+
+// text converts plain text: mentions, and the dialect's escaping.
+func (r *renderer) text(s string) string {
+	if r.d == Slack {
+		s = string(util.UnescapePunctuations([]byte(s)))
+		s = slackEscape(s)
+	}
+	return r.mentions(s)
+}
+
+// escape applies the dialect's escaping to literal text (raw HTML).
+func (r *renderer) escape(s string) string {
+	if r.d == Slack {
+		return slackEscape(s)
+	}
+	return s
+}
+
+// mentions replaces @username with <@id> for known users. A mention starts
+// at a word boundary; trailing dots and dashes are tried off ("@mario.").
+func (r *renderer) mentions(s string) string {
+	if len(r.users) == 0 || !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] != '@' || (i > 0 && isNameByte(s[i-1])) {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(s) && isNameByte(s[j]) {
+			j++
+		}
+		name := s[i+1 : j]
+		id := ""
+		for name != "" {
+			if v, ok := r.users[strings.ToLower(name)]; ok {
+				id = v
+				break
+			}
+			last := name[len(name)-1]
+			if last != '.' && last != '-' && last != '_' {
+				break
+			}
+			name = name[:len(name)-1]
+		}
+		if id == "" {
+			b.WriteByte('@')
+			i++
+			continue
+		}
+		b.WriteString("<@" + id + ">")
+		i += 1 + len(name)
+	}
+	return b.String()
+}
+
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// slackEscape escapes &, < and > as Slack requires, keeping Slack's own
+// control sequences (<@U123>, <#C123>, <!here>) intact.
+func slackEscape(s string) string {
+	if !strings.ContainsAny(s, "&<>") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '&':
+			b.WriteString("&amp;")
+		case '>':
+			b.WriteString("&gt;")
+		case '<':
+			if n := slackControl(s[i:]); n > 0 {
+				b.WriteString(s[i : i+n])
+				i += n - 1
+				continue
+			}
+			b.WriteString("&lt;")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// slackControl returns the length of a Slack control sequence at the start
+// of s ("<@U123>", "<#C123|general>", "<!here>"), or 0.
+func slackControl(s string) int {
+	if len(s) < 4 || (s[1] != '@' && s[1] != '#' && s[1] != '!') {
+		return 0
+	}
+	for i := 2; i < len(s) && i < 200; i++ {
+		c := s[i]
+		switch {
+		case c == '>':
+			if i == 2 {
+				return 0
+			}
+			return i + 1
+		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c >= 'a' && c <= 'z', c == '|', c == '^', c == '_', c == '-', c == '.':
+		default:
+			return 0
+		}
+	}
+	return 0
+}
+
+// Truncate cuts s to at most n runes, ending with "…" when cut.
+func Truncate(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	rs := []rune(s)
+	return string(rs[:n-1]) + "…"
+}
+
+// Len is the length platforms count: runes.
+func Len(s string) int { return utf8.RuneCountInString(s) }

@@ -1,0 +1,114 @@
+package render
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mother-chat/mother/pkg/chat"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var testUsers = []chat.UserInfo{
+	{ID: "111", Username: "mario", DisplayName: "Mario Rossi"},
+	{ID: "222", Username: "luigi"},
+	{ID: "333", Username: "mario.rossi"},
+}
+
+// TestGolden converts every testdata/*.md to both dialects and compares
+// with testdata/*.discord and testdata/*.slack (go test -update rewrites).
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.md")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden inputs: %v", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []Dialect{Discord, Slack} {
+			name := strings.TrimSuffix(filepath.Base(f), ".md") + "." + d.String()
+			t.Run(name, func(t *testing.T) {
+				got := Convert(d, string(src), testUsers) + "\n"
+				golden := filepath.Join("testdata", name)
+				if *update {
+					if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run go test -update to create it)", err)
+				}
+				if got != string(want) {
+					t.Errorf("Convert(%s, %s) differs from %s\n--- got ---\n%s\n--- want ---\n%s", d, f, golden, got, want)
+				}
+			})
+		}
+	}
+}
+
+func TestConvertCases(t *testing.T) {
+	tests := []struct {
+		name, in, discord, slack string
+	}{
+		{"bold and link", "**bold** and [link](http://example.com)", "**bold** and [link](http://example.com)", "*bold* and <http://example.com|link>"},
+		{"italic", "*it* and _it_", "*it* and *it*", "_it_ and _it_"},
+		{"mention", "hi @mario!", "hi <@111>!", "hi <@111>!"},
+		{"mention case and dot", "@Mario. and @mario.rossi.", "<@111>. and <@333>.", "<@111>. and <@333>."},
+		{"mention with underscore boundary", "@luigi_x", "@luigi_x", "@luigi_x"},
+		{"email is no mention", "me@mario.com", "me@mario.com", "me@mario.com"},
+		{"mention not in code", "`@mario` @mario", "`@mario` <@111>", "`@mario` <@111>"},
+		{"heading", "# Title\ntext", "# Title\n\ntext", "*Title*\n\ntext"},
+		{"empty", "", "", ""},
+		{"slack escapes", "a < b & c > d", "a < b & c > d", "a &lt; b &amp; c &gt; d"},
+		{"strike", "~~gone~~", "~~gone~~", "~gone~"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ToDiscord(tt.in, testUsers); got != tt.discord {
+				t.Errorf("ToDiscord(%q) = %q, want %q", tt.in, got, tt.discord)
+			}
+			if got := ToSlack(tt.in, testUsers); got != tt.slack {
+				t.Errorf("ToSlack(%q) = %q, want %q", tt.in, got, tt.slack)
+			}
+		})
+	}
+}
+
+// FuzzConvert: conversion never panics and keeps code content.
+func FuzzConvert(f *testing.F) {
+	for _, s := range []string{"**a**", "```go\nx\n```", "- a\n  - b", "| a |\n|---|\n| b |", "@mario <@1> & <"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = ToDiscord(s, testUsers)
+		_ = ToSlack(s, testUsers)
+		for _, p := range Split(ToDiscord(s, testUsers), 60) {
+			if Len(p) > 60 {
+				t.Fatalf("part of %d runes > 60", Len(p))
+			}
+		}
+	})
+}
+
+func BenchmarkConvert(b *testing.B) {
+	src, err := os.ReadFile("testdata/basic.md")
+	if err != nil {
+		b.Fatal(err)
+	}
+	md := strings.Repeat(string(src)+"\n\n", 10)
+	for _, d := range []Dialect{Discord, Slack} {
+		b.Run(d.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(md)))
+			for b.Loop() {
+				Convert(d, md, testUsers)
+			}
+		})
+	}
+}
