@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -197,5 +200,150 @@ func TestHostToolsReload(t *testing.T) {
 	}
 	if strings.Contains(p.stderr.String(), "level=ERROR") && !strings.Contains(p.stderr.String(), "not valid") {
 		t.Errorf("errors logged:\n%s", p.stderr.String())
+	}
+}
+
+// TestMomctlToolsLs: momctl tools ls shows each server with its transport,
+// state and tools (a failing one with its error, a disabled one as such),
+// in text and JSON.
+func TestMomctlToolsLs(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	notesFile := filepath.Join(t.TempDir(), "notes.jsonl")
+	cfg := fmt.Sprintf(`{"mcpServers": {
+		"notes": {"command": %q, "args": ["--file", %q]},
+		"broken": {"command": "/nonexistent/mcp-mail"},
+		"off": {"url": "http://127.0.0.1:1/mcp", "disabled": true}}}`, notesBinary(t), notesFile)
+	os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600)
+	p := startMother(t, nil, "--cli", data)
+	defer p.stdin.Close()
+	var out string
+	waitUntil(t, "momctl tools ls", func() bool {
+		var code int
+		out, code = momctl(t, data, "tools", "ls")
+		return code == 0 && strings.Contains(out, "notes (stdio): running") && strings.Contains(out, "broken (stdio): retrying")
+	})
+	for _, want := range []string{
+		"  notes.add(text, tags?): Add a note. Returns its number.\n",
+		"  notes.search(query, limit?): Find notes containing all the words of a query.\n",
+		"  error: start: fork/exec /nonexistent/mcp-mail: no such file or directory\n",
+		"off (http): disabled",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("momctl tools ls lacks %q:\n%s", want, out)
+		}
+	}
+	js, code := momctl(t, data, "tools", "ls", "--json")
+	var servers []struct {
+		Name, Transport, State, Error string
+		Restarts                      int
+		NextAttempt                   *string
+		Tools                         []struct {
+			Name       string
+			Parameters map[string]any
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(js), &servers) != nil || len(servers) != 3 {
+		t.Fatalf("momctl tools ls --json = %s (exit %d)", js, code)
+	}
+	byName := map[string]int{}
+	for i, s := range servers {
+		byName[s.Name] = i
+	}
+	notes, broken, off := servers[byName["notes"]], servers[byName["broken"]], servers[byName["off"]]
+	if notes.State != "running" || len(notes.Tools) != 4 || notes.Tools[0].Name != "notes.add" || notes.Tools[0].Parameters["type"] != "object" {
+		t.Errorf("notes = %+v", notes)
+	}
+	if broken.State != "retrying" || broken.NextAttempt == nil || !strings.Contains(broken.Error, "no such file") {
+		t.Errorf("broken = %+v", broken)
+	}
+	if off.State != "disabled" || off.Transport != "http" || len(off.Tools) != 0 {
+		t.Errorf("off = %+v", off)
+	}
+}
+
+// TestChickHostTools: a real chick (a hardened container from the offline
+// image) asks Mother for host tools: the one chicks.hostTools allows runs
+// on Mother's host (the example server writes its file there), the one it
+// does not allow is refused with the allowed list and never reaches the
+// server. The chick's prompt lists only the allowed tools.
+func TestChickHostTools(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	notesFile := filepath.Join(t.TempDir(), "notes.jsonl")
+	cfgPath := filepath.Join(data, "config.json")
+	var cfg map[string]any
+	b, _ := os.ReadFile(cfgPath)
+	json.Unmarshal(b, &cfg)
+	cfg["chicks"].(map[string]any)["hostTools"] = []string{"notes.add", "notes.search"}
+	cfg["mcpServers"] = map[string]any{"notes": map[string]any{"command": notesBinary(t), "args": []string{"--file", notesFile}}}
+	b, _ = json.Marshal(cfg)
+	os.WriteFile(cfgPath, b, 0o600)
+
+	var mu sync.Mutex
+	var chickReqs []ollamatest.Request
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		switch r.Model {
+		case motherModel:
+			if !hasToolResult(r) {
+				return motherTurn("Write down that the backup ran, then tidy up the notes.")
+			}
+			return ollamatest.Turn{Text: "A chick is on it."}
+		case chickModel:
+			mu.Lock()
+			chickReqs = append(chickReqs, r)
+			mu.Unlock()
+			res := toolResults(r)
+			switch len(res) {
+			case 0:
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "host_tool", Args: map[string]any{"tool": "notes.add", "args": map[string]any{"text": "the backup ran"}}}}}
+			case 1:
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "host_tool", Args: map[string]any{"tool": "notes.delete", "args": map[string]any{"id": 1}}}}}
+			}
+			return ollamatest.Turn{Text: "Chick says: " + strings.Join(res, " | ")}
+		}
+		return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
+	})
+	defer fake.Close()
+
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "note the backup and tidy up\n")
+	p.waitOut(t, "Chick says:", 2*time.Minute)
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
+	}
+	out := p.out()
+	if !strings.Contains(out, "Chick says: Added note 1. | ") {
+		t.Errorf("the allowed tool did not run for the chick:\n%s", out)
+	}
+	if !strings.Contains(out, `"notes.delete" is not available to chicks (the configuration, chicks.hostTools, allows: notes.add, notes.search)`) {
+		t.Errorf("the forbidden tool was not refused clearly:\n%s", out)
+	}
+	notes, err := os.ReadFile(notesFile)
+	if err != nil || !strings.Contains(string(notes), `"text":"the backup ran"`) || strings.Contains(string(notes), "deleted") {
+		t.Errorf("notes file = %q, %v", notes, err)
+	}
+	if !strings.Contains(p.errs(), "chick asked for a host tool it may not use") {
+		t.Errorf("the refusal is not in Mother's log:\n%s", p.errs())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(chickReqs) == 0 {
+		t.Fatal("the chick never called its model")
+	}
+	sys := chickReqs[0].System()
+	if !strings.Contains(sys, "## Host tools\n") || !strings.Contains(sys, "with host_tool") || !strings.Contains(sys, "- notes.add(text: string") ||
+		strings.Contains(sys, "notes.delete") {
+		t.Errorf("chick prompt's host tools section is wrong:\n%s", sys)
+	}
+	var tools []string
+	for _, raw := range chickReqs[0].Tools {
+		tools = append(tools, string(raw))
+	}
+	if all := strings.Join(tools, ","); !strings.Contains(all, `"name":"host_tool"`) || !strings.Contains(all, `"enum":["notes.add","notes.search"]`) {
+		t.Errorf("chick tools = %s", all)
 	}
 }
