@@ -103,7 +103,7 @@ func TestDiscoveryAndCalls(t *testing.T) {
 	})
 
 	got := qualified(m.Tools())
-	want := []string{"notes.add", "notes.delete", "notes.list", "notes.search", "web.big", "web.count", "web.crash", "web.echo", "web.hang", "web.picture", "web.pid"}
+	want := []string{"notes.add", "notes.delete", "notes.list", "notes.search", "web.big", "web.count", "web.crash", "web.echo", "web.env", "web.hang", "web.picture", "web.pid"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Tools() = %v, want %v", got, want)
 	}
@@ -146,7 +146,7 @@ func TestDiscoveryAndCalls(t *testing.T) {
 
 	st := m.Status()
 	if len(st) != 2 || st[0].Name != "notes" || st[0].State != StateRunning || st[0].Transport != "stdio" ||
-		st[1].Name != "web" || st[1].State != StateRunning || st[1].Transport != "http" || len(st[1].Tools) != 7 {
+		st[1].Name != "web" || st[1].State != StateRunning || st[1].Transport != "http" || len(st[1].Tools) != 8 {
 		t.Errorf("Status() = %+v", st)
 	}
 }
@@ -167,7 +167,7 @@ func TestUnknownTools(t *testing.T) {
 		is   error
 	}{
 		{"nope", []string{`unknown host tool "nope"; available: a.big, a.count, a.crash`}, ErrUnknownTool},
-		{"a.nope", []string{`host tool server a has no tool "nope" (its tools: big, count, crash, echo, hang, picture, pid)`}, ErrUnknownTool},
+		{"a.nope", []string{`host tool server a has no tool "nope" (its tools: big, count, crash, echo, env, hang, picture, pid)`}, ErrUnknownTool},
 		{"echo", []string{`ambiguous host tool name "echo": use one of a.echo, b.echo`}, ErrAmbiguous},
 	}
 	for _, tc := range tests {
@@ -466,5 +466,33 @@ func TestHTTPServerComesAndGoes(t *testing.T) {
 	})
 	if st := m.Status()[0]; st.Restarts == 0 {
 		t.Errorf("no reconnection counted: %+v", st)
+	}
+}
+
+// TestStdioEnvironmentAndDirectory: a stdio server runs in Dir (a relative
+// command path is relative to it) with the base environment and its own
+// env only: none of Mother's other variables (tokens, keys) reach it.
+func TestStdioEnvironmentAndDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "bin"), 0o755)
+	b, err := os.ReadFile(selfBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "server"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string {
+		return map[string]string{"PATH": "/usr/bin:/bin", "HOME": "/home/mother", "DISCORD_BOT_TOKEN": "secret", "ANTHROPIC_API_KEY": "sk-secret"}[k]
+	}
+	m := newManager(t, Options{Dir: dir, BaseEnv: DefaultEnv(getenv)})
+	start(t, m, map[string]config.MCPServer{"s": {Command: "bin/server",
+		Env: map[string]string{"HOSTTOOLS_TEST_SERVER": "stdio", "MAIL_PASSWORD": "for-this-server"}, Timeout: dur(10 * time.Second)}})
+	text, _ := call(t, m, "s.env", `{}`)
+	lines := strings.Split(text, "\n")
+	want := []string{"cwd=" + dir, "PATH=/usr/bin:/bin", "HOME=/home/mother", "HOSTTOOLS_TEST_SERVER=stdio", "MAIL_PASSWORD=for-this-server"}
+	if !slices.Equal(lines, want) {
+		t.Errorf("server environment = %q, want %q", lines, want)
 	}
 }

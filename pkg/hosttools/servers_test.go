@@ -103,6 +103,11 @@ func testTools(s *mcp.Server, stuck bool) {
 				&mcp.ResourceLink{Name: "dot", URI: "file:///dot.png"},
 			}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "The server's environment and working directory."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			wd, _ := os.Getwd()
+			return textResult("cwd=" + wd + "\n" + strings.Join(os.Environ(), "\n")), nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "A long answer."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return textResult(strings.Repeat("é", 40*1024)), nil, nil
