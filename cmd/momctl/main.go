@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -143,7 +144,12 @@ func (c *cli) connect() (pb.AdminServiceClient, func(), error) {
 	if errors.Is(err, os.ErrPermission) {
 		return nil, nil, fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
 	}
-	conn, err := grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// unix:// needs an absolute path; a relative one would read as a host.
+	abs, err := filepath.Abs(c.socket)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
+	}
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
 	}

@@ -97,7 +97,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "mother: invalid configuration:\n%s\n", indent(es.Error()))
 			return exitUsage
 		}
-		fmt.Fprintf(stdout, "configuration OK: %d adapter(s), model %s/%s, %d chick tier(s)\n", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers))
+		fmt.Fprintf(stdout, "configuration OK: %d adapter(s), model %s/%s, %d chick tier(s), %d host tool server(s)\n", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers), len(cfg.MCPServers))
 		return exitOK
 	}
 
