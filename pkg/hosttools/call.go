@@ -32,6 +32,20 @@ var (
 	ErrServerDown = errors.New("host tool server not running")
 )
 
+// kindError is an error the model reads as it is, of a kind callers can
+// test with errors.Is.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+func kindf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
 // Call runs one host tool: name is "server.tool" (or the bare tool name
 // when exactly one server has a tool by that name), args a JSON object.
 // The arguments are checked against the tool's schema before anything is
@@ -53,11 +67,11 @@ func (m *Manager) call(ctx context.Context, name string, args json.RawMessage, a
 	}
 	obj, err := decodeArgs(args)
 	if err != nil {
-		return agent.Result{}, fmt.Errorf("%w: %s: %v. Parameters: %s", ErrBadArguments, t.Qualified, err, t.Prompt().Details())
+		return agent.Result{}, kindf(ErrBadArguments, "%s was not called: %v.\nParameters: %s", t.Qualified, err, t.Prompt().Details())
 	}
 	if t.validator != nil {
 		if err := t.validator.Validate(obj); err != nil {
-			return agent.Result{}, fmt.Errorf("%w: %s was not called: %v.\nParameters: %s", ErrBadArguments, t.Qualified, trimValidation(err), t.Prompt().Details())
+			return agent.Result{}, kindf(ErrBadArguments, "%s was not called: its arguments do not match its parameters: %v.\nParameters: %s", t.Qualified, trimValidation(err), t.Prompt().Details())
 		}
 	}
 	return s.call(ctx, l, t, obj)
@@ -90,7 +104,7 @@ func (m *Manager) resolve(name string, allow func(string) bool) (*server, string
 		}
 		switch st := s.status(); st.State {
 		case StateDisabled:
-			return nil, "", fmt.Errorf("%w: host tool server %s is disabled in config.json", ErrServerDown, s.name)
+			return nil, "", kindf(ErrServerDown, "host tool server %s is disabled in config.json", s.name)
 		case StateStopped:
 			continue
 		}
@@ -116,7 +130,7 @@ func (m *Manager) resolve(name string, allow func(string) bool) (*server, string
 		for _, t := range found {
 			names = append(names, t.Qualified)
 		}
-		return nil, "", fmt.Errorf("%w %q: use one of %s", ErrAmbiguous, name, strings.Join(names, ", "))
+		return nil, "", kindf(ErrAmbiguous, "host tool name %q is ambiguous: use one of %s", name, strings.Join(names, ", "))
 	}
 	return nil, "", m.unknown(name, allow)
 }
@@ -131,14 +145,14 @@ func (m *Manager) unknown(name string, allow func(string) bool) error {
 		}
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("%w %q: no host tools are available", ErrUnknownTool, name)
+		return kindf(ErrUnknownTool, "unknown host tool %q: no host tools are available", name)
 	}
 	const show = 60
 	list := strings.Join(names[:min(len(names), show)], ", ")
 	if len(names) > show {
 		list += fmt.Sprintf(", ... (%d more)", len(names)-show)
 	}
-	return fmt.Errorf("%w %q; available: %s", ErrUnknownTool, name, list)
+	return kindf(ErrUnknownTool, "unknown host tool %q; available: %s", name, list)
 }
 
 // call sends one validated call to the live session, within the server's
@@ -161,19 +175,19 @@ func (s *server) call(ctx context.Context, l *session, t *Tool, args map[string]
 			return agent.Result{}, fmt.Errorf("%s: aborted", t.Qualified)
 		case errors.Is(cctx.Err(), context.DeadlineExceeded):
 			lg.Warn("host tool call timed out", "timeout", timeout)
-			return agent.Result{}, fmt.Errorf("%w: %s did not answer within %s; the call was cancelled (it may still have had an effect)", ErrTimeout, t.Qualified, timeout)
+			return agent.Result{}, kindf(ErrTimeout, "%s did not answer within %s; the call was cancelled (it may still have had an effect)", t.Qualified, timeout)
 		case errors.As(err, &rpcErr) && !transportCode(rpcErr.Code):
 			lg.Warn("host tool call refused", "code", rpcErr.Code, "err", rpcErr.Message)
 			return agent.Result{}, fmt.Errorf("%s failed: %s", t.Qualified, rpcErr.Message)
 		case s.ended(l):
 			lg.Warn("host tool server ended during a call", "err", err)
-			return agent.Result{}, fmt.Errorf("%w: host tool server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect", ErrServerDown, s.name, t.Qualified)
+			return agent.Result{}, kindf(ErrServerDown, "host tool server %s stopped during the call to %s and is being restarted; the call may or may not have taken effect", s.name, t.Qualified)
 		default:
 			// The connection is broken (an HTTP server gone away, say):
 			// close it so the supervisor reconnects.
 			lg.Warn("host tool call failed; reconnecting", "err", err)
 			go s.close(l)
-			return agent.Result{}, fmt.Errorf("%w: could not reach host tool server %s for %s (%v); reconnecting, try again later", ErrServerDown, s.name, t.Qualified, err)
+			return agent.Result{}, kindf(ErrServerDown, "could not reach host tool server %s for %s (%v); reconnecting, try again later", s.name, t.Qualified, err)
 		}
 	}
 	r := s.m.result(t, res)

@@ -133,5 +133,5 @@ func (c *ChickInvoker) refusal(tool string) error {
 	if len(names) > 0 {
 		allowed = strings.Join(names, ", ")
 	}
-	return fmt.Errorf("%w: %q is not available to chicks (the configuration, chicks.hostTools, allows: %s)", ErrNotAllowed, tool, allowed)
+	return kindf(ErrNotAllowed, "%q is not available to chicks (the configuration, chicks.hostTools, allows: %s)", tool, allowed)
 }

@@ -168,7 +168,7 @@ func TestUnknownTools(t *testing.T) {
 	}{
 		{"nope", []string{`unknown host tool "nope"; available: a.big, a.count, a.crash`}, ErrUnknownTool},
 		{"a.nope", []string{`host tool server a has no tool "nope" (its tools: big, count, crash, echo, env, hang, picture, pid)`}, ErrUnknownTool},
-		{"echo", []string{`ambiguous host tool name "echo": use one of a.echo, b.echo`}, ErrAmbiguous},
+		{"echo", []string{`host tool name "echo" is ambiguous: use one of a.echo, b.echo`}, ErrAmbiguous},
 	}
 	for _, tc := range tests {
 		_, err := m.Call(t.Context(), tc.name, nil)

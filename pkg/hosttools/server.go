@@ -458,11 +458,11 @@ func (s *server) current(tool string) (*session, *Tool, error) {
 		if s.err != "" {
 			why += ": " + s.err
 		}
-		return nil, nil, fmt.Errorf("%w: host tool server %s is not running right now (%s); try again later", ErrServerDown, s.name, why)
+		return nil, nil, kindf(ErrServerDown, "host tool server %s is not running right now (%s); try again later", s.name, why)
 	}
 	t, ok := s.live.tools[tool]
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: host tool server %s has no tool %q (its tools: %s)", ErrUnknownTool, s.name, tool, toolNames(s.tools))
+		return nil, nil, kindf(ErrUnknownTool, "host tool server %s has no tool %q (its tools: %s)", s.name, tool, toolNames(s.tools))
 	}
 	return s.live, t, nil
 }
