@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -494,5 +495,31 @@ func TestStdioEnvironmentAndDirectory(t *testing.T) {
 	want := []string{"cwd=" + dir, "PATH=/usr/bin:/bin", "HOME=/home/mother", "HOSTTOOLS_TEST_SERVER=stdio", "MAIL_PASSWORD=for-this-server"}
 	if !slices.Equal(lines, want) {
 		t.Errorf("server environment = %q, want %q", lines, want)
+	}
+}
+
+// TestToolListChanged: a server that adds a tool while connected says so,
+// and the new tool is listed and callable without a restart.
+func TestToolListChanged(t *testing.T) {
+	t.Parallel()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "growing", Version: "1"}, nil)
+	testTools(srv, false)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close) // after the manager's cleanup has closed its session
+	m := newManager(t, Options{})
+	start(t, m, map[string]config.MCPServer{"g": {URL: hs.URL, Timeout: dur(5 * time.Second)}})
+	if _, err := m.Call(t.Context(), "g.shout", nil); !errors.Is(err, ErrUnknownTool) {
+		t.Fatalf("g.shout before it exists: %v", err)
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "shout", Description: "Say it loud."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+			return textResult(strings.ToUpper(a.Text)), nil, nil
+		})
+	waitFor(t, "the new tool", func() bool { return slices.Contains(qualified(m.Tools()), "g.shout") })
+	if text, _ := call(t, m, "g.shout", `{"text":"hey"}`); text != "HEY" {
+		t.Errorf("g.shout = %q", text)
+	}
+	if st := m.Status()[0]; st.Restarts != 0 {
+		t.Errorf("the server was restarted: %+v", st)
 	}
 }

@@ -150,10 +150,11 @@ func (s *server) supervise() {
 			s.mu.Lock()
 			s.live = l
 			s.tools = sortedTools(l.tools)
+			n := len(s.tools)
 			s.setLocked(StateRunning, "")
 			s.mu.Unlock()
 			s.firstTryOnce.Do(func() { close(s.firstTry) })
-			s.logger.Info("host tool server running", "transport", s.transport(), "tools", len(l.tools))
+			s.logger.Info("host tool server running", "transport", s.transport(), "tools", n)
 			select {
 			case <-l.done:
 			case <-s.ctx.Done():
@@ -398,7 +399,12 @@ func (s *server) prepare(t *mcp.Tool) *Tool {
 
 // refreshTools re-lists the tools after the server said they changed.
 func (s *server) refreshTools(l *session) {
-	if l.cs == nil {
+	s.mu.Lock()
+	current := s.live == l
+	s.mu.Unlock()
+	if !current {
+		// A notice during the handshake: the listing that follows it
+		// is fresh anyway.
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.m.opts.ConnectTimeout)
