@@ -56,7 +56,7 @@ func dur(d time.Duration) config.Duration { return config.Dur(d) }
 // the test.
 func notesServer(t *testing.T) (config.MCPServer, string) {
 	file := filepath.Join(t.TempDir(), "notes.jsonl")
-	return config.MCPServer{Command: notesBin, Args: []string{"--file", file}, Timeout: dur(10 * time.Second)}, file
+	return config.MCPServer{Command: notesBin(t), Args: []string{"--file", file}, Timeout: dur(10 * time.Second)}, file
 }
 
 func testServer(mode string) config.MCPServer {

@@ -108,3 +108,30 @@ func TestDecodeArgs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzToolSchema: whatever schema a server announces and whatever
+// arguments a model sends, summarising, rendering, compiling and
+// validating never panic, and the prompt section stays in its budget.
+func FuzzToolSchema(f *testing.F) {
+	f.Add(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","maximum":3}}}`, `{"n":4}`)
+	f.Add(`{"type":"object","properties":{"a":{"type":"array","items":{"anyOf":[{"type":"string"},{"$ref":"#/$defs/x"}]}}},"$defs":{"x":{"enum":[1,"b",null]}}}`, `"{\"a\":[1]}"`)
+	f.Add(`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"d":{"type":"string"}},"properties":{"d":{"$ref":"#/definitions/d"}}}`, `{"d":3}`)
+	f.Add(`{"properties":{"x":{"items":{"items":{"items":{"items":{"type":"string"}}}}}}}`, `[]`)
+	f.Fuzz(func(t *testing.T, schema, args string) {
+		params := summarise(json.RawMessage(schema))
+		tool := prompt.HostTool{Name: "s.t", Description: schema, Params: params}
+		_ = tool.Details()
+		for _, s := range prompt.Sections(prompt.Input{Workspace: t.TempDir(), HostTools: []prompt.HostTool{tool, tool}}) {
+			if s.Title == "Host tools" && len([]rune(s.Body)) > prompt.BudgetHostTools {
+				t.Fatalf("host tools section is %d characters", len([]rune(s.Body)))
+			}
+		}
+		r, err := compileSchema(json.RawMessage(schema))
+		if err != nil {
+			return
+		}
+		if obj, err := decodeArgs(json.RawMessage(args)); err == nil {
+			_ = r.Validate(obj)
+		}
+	})
+}

@@ -22,10 +22,13 @@ import (
 
 // The test binary doubles as a stdio MCP server (a real process speaking
 // the protocol over its stdin and stdout) when HOSTTOOLS_TEST_SERVER is set;
-// the example server under examples/mcp-notes is built once for all tests.
+// the example server under examples/mcp-notes is built once, on first use.
 var (
-	notesBin string
-	selfBin  string
+	selfBin   string
+	buildDir  string
+	notesOnce sync.Once
+	notesPath string
+	notesErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -38,22 +41,32 @@ func TestMain(m *testing.M) {
 		runTestServer()
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "hosttools-test-")
-	if err != nil {
-		panic(err)
-	}
-	notesBin = filepath.Join(dir, "mcp-notes")
-	build := exec.Command("go", "build", "-o", notesBin, "../../examples/mcp-notes")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		panic("build examples/mcp-notes: " + err.Error())
-	}
+	var err error
 	if selfBin, err = os.Executable(); err != nil {
 		panic(err)
 	}
+	if buildDir, err = os.MkdirTemp("", "hosttools-test-"); err != nil {
+		panic(err)
+	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(buildDir)
 	os.Exit(code)
+}
+
+// notesBin builds examples/mcp-notes (once) and returns its path.
+func notesBin(t testing.TB) string {
+	t.Helper()
+	notesOnce.Do(func() {
+		notesPath = filepath.Join(buildDir, "mcp-notes")
+		out, err := exec.Command("go", "build", "-o", notesPath, "../../examples/mcp-notes").CombinedOutput()
+		if err != nil {
+			notesErr = fmt.Errorf("build examples/mcp-notes: %v\n%s", err, out)
+		}
+	})
+	if notesErr != nil {
+		t.Fatal(notesErr)
+	}
+	return notesPath
 }
 
 type echoArgs struct {
