@@ -82,6 +82,9 @@ type Model struct {
 	Provider string `json:"provider"`
 	// ID is the provider's model id.
 	ID string `json:"id"`
+	// MaxParallel caps Mother's own model calls in flight at once (across
+	// channels); further runs wait for a slot. 0 means the default.
+	MaxParallel int `json:"maxParallel"`
 }
 
 // Providers holds provider endpoints and keys.

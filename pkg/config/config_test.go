@@ -47,6 +47,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"dm empty id", `{"adapters": {"d": {"type": "discord", "botToken": "x", "dm": [""]}}}`, []string{"adapters.d.dm[0]: empty user id"}},
 		{"api url", `{"adapters": {"d": {"type": "discord", "botToken": "x", "apiURL": "ftp://x"}}}`, []string{"adapters.d.apiURL: must be an http(s) URL"}},
 		{"model provider", `{"model": {"provider": "openai"}}`, []string{"model.provider: unknown provider \"openai\""}},
+		{"negative parallel", `{"model": {"maxParallel": -1}}`, []string{"model.maxParallel: must be positive"}},
 		{"anthropic without key", `{"model": {"provider": "anthropic", "id": "claude"}}`, []string{"providers.anthropic.apiKey: missing, needed by model.provider"}},
 		{"ollama url", `{"providers": {"ollama": {"url": "localhost:11434"}}}`, []string{"providers.ollama.url: must be an http(s) URL"}},
 		{"duration", `{"chicks": {"timeout": "soon"}}`, []string{`chicks.timeout: must be a duration such as "90s" or "30m", not "soon"`}},
