@@ -59,6 +59,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"plain tcp docker", `{"chicks": {"hosts": [{"address": "tcp://10.0.0.2:2375"}]}}`, []string{"chicks.hosts[0].address: tcp:// Docker hosts need TLS client certificates"}},
 		{"docker scheme", `{"chicks": {"hosts": [{"address": "http://x"}]}}`, []string{"chicks.hosts[0].address: scheme must be"}},
 		{"host tier", `{"chicks": {"hosts": [{"tiers": ["gpu"]}]}}`, []string{`chicks.hosts[0].tiers[0]: unknown tier "gpu"`}},
+		{"ssh options on a unix host", `{"chicks": {"hosts": [{"address": "unix:///var/run/docker.sock", "sshIdentityFile": "/k"}]}}`, []string{"chicks.hosts[0].sshIdentityFile: sshIdentityFile and sshKnownHostsFile apply to ssh:// addresses only"}},
 		{"duplicate host", `{"chicks": {"hosts": [{"name": "a"}, {"name": "a"}]}}`, []string{"chicks.hosts[1].name: duplicate host name"}},
 		{"memory size", `{"chicks": {"resources": {"memory": "lots"}}}`, []string{"chicks.resources.memory: must be a size"}},
 		{"root user", `{"chicks": {"hardening": {"user": "0:0"}}}`, []string{"chicks.hardening.user: chicks must not run as root"}},

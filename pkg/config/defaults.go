@@ -390,6 +390,9 @@ func (c *Config) Validate() error {
 				bad(f+".address", "scheme must be unix://, tcp:// (with TLS) or ssh://, got %q", h.Address)
 			}
 		}
+		if (h.SSHIdentityFile != "" || h.SSHKnownHostsFile != "") && !strings.HasPrefix(h.Address, "ssh://") {
+			bad(f+".sshIdentityFile", "sshIdentityFile and sshKnownHostsFile apply to ssh:// addresses only")
+		}
 		for j, t := range h.Tiers {
 			if _, ok := ch.Tiers[t]; !ok {
 				bad(fmt.Sprintf("%s.tiers[%d]", f, j), "unknown tier %q", t)
