@@ -31,6 +31,7 @@ import (
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/migrate"
+	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/prompt"
@@ -142,6 +143,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	provider, err := providers.New(cfg.Providers, cfg.Model.Provider, nil)
+	// A burst across many channels queues here rather than opening a
+	// stream per channel (see model.Limit).
+	provider = model.Limit(provider, cfg.Model.MaxParallel)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage

@@ -82,6 +82,9 @@ type Model struct {
 	Provider string `json:"provider"`
 	// ID is the provider's model id.
 	ID string `json:"id"`
+	// MaxParallel caps Mother's own model calls in flight at once (across
+	// channels); further runs wait for a slot. 0 means the default.
+	MaxParallel int `json:"maxParallel"`
 }
 
 // Providers holds provider endpoints and keys.
@@ -170,6 +173,11 @@ type DockerHost struct {
 	// MotherAddress is the gRPC address chicks on this host dial; empty:
 	// grpc.advertise.
 	MotherAddress string `json:"motherAddress"`
+	// SSHIdentityFile and SSHKnownHostsFile, for ssh:// hosts: the private
+	// key to log in with and the known_hosts file that must hold the host's
+	// key (checked strictly). Empty: ssh's defaults for Mother's user.
+	SSHIdentityFile   string `json:"sshIdentityFile"`
+	SSHKnownHostsFile string `json:"sshKnownHostsFile"`
 }
 
 // Resources are container limits.
