@@ -164,8 +164,8 @@ func (s *server) supervise() {
 			s.mu.Unlock()
 			// Closing reaps the process (stdin closed, then SIGTERM, then
 			// SIGKILL after StopTimeout each).
-			s.close(l)
-			err = s.exitError(l)
+			closed := s.close(l)
+			err = s.exitError(l, closed)
 			if s.ctx.Err() != nil {
 				s.logger.Info("host tool server stopped")
 				return
@@ -199,7 +199,7 @@ func (s *server) supervise() {
 // StopTimeouts; an HTTP server that does not answer the closing DELETE is
 // left behind after as long, so a stuck server cannot hold up a reload or
 // a shutdown.
-func (s *server) close(l *session) {
+func (s *server) close(l *session) (closed bool) {
 	done := make(chan struct{})
 	go func() {
 		_ = l.cs.Close()
@@ -207,8 +207,10 @@ func (s *server) close(l *session) {
 	}()
 	select {
 	case <-done:
+		return true
 	case <-time.After(3*s.m.opts.StopTimeout + time.Second):
 		s.logger.Warn("host tool server did not close in time; leaving it")
+		return false
 	}
 }
 
@@ -235,11 +237,13 @@ func (s *server) sleep(d time.Duration) bool {
 }
 
 // exitError describes why a session ended: the process's exit status and
-// the last line it wrote to stderr, when there are any.
-func (s *server) exitError(l *session) error {
+// the last line it wrote to stderr, when there are any. The exit status is
+// read only once the session has closed (the SDK has waited for the
+// process by then).
+func (s *server) exitError(l *session, closed bool) error {
 	var parts []string
 	if l.cmd != nil {
-		if ps := l.cmd.ProcessState; ps != nil {
+		if ps := l.cmd.ProcessState; closed && ps != nil {
 			parts = append(parts, "the process exited ("+ps.String()+")")
 		} else {
 			parts = append(parts, "the process closed its output")
