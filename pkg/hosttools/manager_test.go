@@ -523,3 +523,37 @@ func TestToolListChanged(t *testing.T) {
 		t.Errorf("the server was restarted: %+v", st)
 	}
 }
+
+// BenchmarkCall measures one host tool call end to end: validation against
+// the schema, a JSON-RPC round trip to a stdio process and back, and the
+// result conversion.
+func BenchmarkCall(b *testing.B) {
+	m := New(Options{Dir: b.TempDir(), MinBackoff: 10 * time.Millisecond})
+	defer m.Close(context.Background())
+	m.Apply(map[string]config.MCPServer{"s": testServer("stdio")})
+	if err := m.WaitStarted(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	args := json.RawMessage(`{"n":3}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Call(b.Context(), "s.count", args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkValidate is the local schema check alone.
+func BenchmarkValidate(b *testing.B) {
+	r, err := compileSchema(json.RawMessage(`{"type":"object","required":["text"],"properties":{"text":{"type":"string"},"tags":{"type":"array","items":{"type":"string"}}}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		obj, _ := decodeArgs(json.RawMessage(`{"text":"buy milk","tags":["home","shopping"]}`))
+		if err := r.Validate(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
