@@ -29,10 +29,10 @@ type chicks struct {
 }
 
 // startChicks opens the broker and the hatchery under <data>/chicks and
-// starts the nest: ChickService on grpc.listen, AdminService on the admin
-// socket. A grpc.listen port of 0 picks a free port, and the chicks are
+// starts the nest: ChickService on grpc.listen (with the host tools
+// chicks.hostTools allows), AdminService on the admin socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -64,7 +64,8 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		br.Close()
 		return nil, err
 	}
-	n := nest.New(nest.Options{Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration})
+	n := nest.New(nest.Options{Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration,
+		HostTools: host.chicks, ToolServers: host.tools})
 	go func() {
 		if err := n.ServeAdmin(admin); err != nil {
 			logger.Error("admin socket stopped", "component", "nest", "err", err)

@@ -254,16 +254,24 @@ type Dispatch struct {
 }
 
 // MCPServer is a host-side tool server: a command (stdio) or a URL
-// (streamable HTTP).
+// (streamable HTTP). Its tools are called "<server name>.<tool>".
 type MCPServer struct {
-	Command string            `json:"command"`
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	URL     string            `json:"url"`
+	// Command starts a stdio server; it runs in the data directory, and a
+	// relative path with a slash is relative to it.
+	Command string `json:"command"`
+	// Args are the command's arguments.
+	Args []string `json:"args"`
+	// Env is added to the server's environment, which otherwise holds only
+	// PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LC_ALL, LC_CTYPE, TZ and
+	// TMPDIR (never Mother's tokens or keys).
+	Env map[string]string `json:"env"`
+	// URL is a streamable HTTP server's endpoint.
+	URL string `json:"url"`
+	// Headers are sent with every HTTP request (an API key, say).
 	Headers map[string]Secret `json:"headers"`
-	// Timeout per tool call.
+	// Timeout per tool call (default 60s).
 	Timeout Duration `json:"timeout"`
-	// Disabled skips the server.
+	// Disabled keeps the server in the configuration without running it.
 	Disabled bool `json:"disabled"`
 }
 
