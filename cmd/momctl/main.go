@@ -6,6 +6,7 @@
 //	momctl [--socket PATH] chicks logs [-f] ID
 //	momctl [--socket PATH] events ls [--json]   (also: momctl events)
 //	momctl [--socket PATH] status [--json]
+//	momctl [--socket PATH] tools ls [--json]
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -50,6 +52,7 @@ const usage = `usage: momctl [--socket PATH] COMMAND
   chicks logs [-f] ID             a chick's container output (-f: follow)
   events ls [--json]              scheduled events, soonest first ("events" alone too)
   status [--json]                 versions, adapters, chicks, Docker hosts, budgets today, next events
+  tools ls [--json]               host tool servers (mcpServers), their state and tools
 
 The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
 `
@@ -94,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = c.kill(ctx, rest[2:])
 	case rest[0] == "chicks" && len(rest) >= 2 && rest[1] == "logs":
 		err = c.logs(ctx, rest[2:])
+	case rest[0] == "tools" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
+		err = c.tools(ctx, rest[2:])
 	default:
 		fmt.Fprintf(stderr, "momctl: unknown command %q\n\n", strings.Join(rest, " "))
 		fs.Usage()
@@ -141,7 +146,12 @@ func (c *cli) connect() (pb.AdminServiceClient, func(), error) {
 	if errors.Is(err, os.ErrPermission) {
 		return nil, nil, fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
 	}
-	conn, err := grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// unix:// needs an absolute path; a relative one would read as a host.
+	abs, err := filepath.Abs(c.socket)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
+	}
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
 	}

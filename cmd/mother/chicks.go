@@ -32,10 +32,11 @@ type chicks struct {
 }
 
 // startChicks opens the broker and the hatchery under <data>/chicks and
-// starts the nest: ChickService on grpc.listen, AdminService on the admin
+// starts the nest: ChickService on grpc.listen (TLS with Mother's own CA;
+// with the host tools chicks.hostTools allows), AdminService on the admin
 // socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger, mx *metrics.Metrics) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger, mx *metrics.Metrics) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -78,7 +79,7 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger, mx *m
 	nlog := logger.With("component", "nest")
 	n := nest.New(nest.Options{
 		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration,
-		ChickImage: cfg.Chicks.Image, TLS: tl.Creds,
+		ChickImage: cfg.Chicks.Image, TLS: tl.Creds, HostTools: host.chicks, ToolServers: host.tools,
 	})
 	go func() {
 		if err := n.ServeAdmin(admin); err != nil {

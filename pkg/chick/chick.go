@@ -4,8 +4,9 @@
 // and limits), runs the agent loop with its tools in the workspace, streams
 // every event over the Session stream (buffered until Mother acknowledges
 // it, resent after a reconnect), sends heartbeats, makes every model call
-// through Mother's broker, uploads attached and output files, sends its
-// result, and returns. A cancellation from Mother aborts the run.
+// through Mother's broker, asks Mother to run the host tools she offers it
+// (host_tool, within config's chicks.hostTools), uploads attached and
+// output files, sends its result, and returns. A cancellation from Mother aborts the run.
 //
 // It links no chat platform and no Docker client, and holds no secret but
 // its own token.
@@ -230,6 +231,7 @@ func (r *runner) run(ctx context.Context) error {
 			return r.waitStored(ctx, sessDone)
 		}
 	}
+	tools = append(tools, r.hostTools(join)...)
 	ag, err := agent.New(agent.Config{
 		Provider: &brokerProvider{r: r},
 		Model:    join.GetTier(),

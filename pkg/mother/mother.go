@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
@@ -40,6 +41,12 @@ type Options struct {
 	Chicks Hatchery
 	// Metrics hears countable facts (nil: none).
 	Metrics Metrics
+	// HostTools lists the host tools (MCP servers) for the prompt of each
+	// run; they are called through invoke_tool, one of Tools (nil: none).
+	HostTools func() []prompt.HostTool
+	// ChickHostTools lists the host tools chicks may ask for (their
+	// host_tool tool), for the chick's prompt (nil: none).
+	ChickHostTools func() []prompt.HostTool
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -53,6 +60,9 @@ type Mother struct {
 	metrics  Metrics
 	// canceller serves "stop all" (nil: no chicks).
 	canceller ChickCanceller
+	hostTools func() []prompt.HostTool
+	// chickHostToolsFn lists the host tools for chick prompts.
+	chickHostToolsFn func() []prompt.HostTool
 
 	// ready is closed when Start has finished: runners wait for it, so
 	// restart notices come before any answer.
@@ -104,21 +114,23 @@ func New(opts Options) (*Mother, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mother{
-		cfg:         opts.Config,
-		store:       opts.Store,
-		provider:    opts.Provider,
-		logger:      opts.Logger.With("component", "mother"),
-		now:         opts.Now,
-		metrics:     opts.Metrics,
-		ctx:         ctx,
-		cancel:      cancel,
-		adapters:    map[string]chat.Adapter{},
-		channels:    map[string]*channelState{},
-		chicks:      opts.Chicks,
-		chickViews:  map[string]*chickView{},
-		chicksEnded: map[string]bool{},
-		canceller:   opts.Canceller,
-		ready:       make(chan struct{}),
+		cfg:              opts.Config,
+		store:            opts.Store,
+		provider:         opts.Provider,
+		logger:           opts.Logger.With("component", "mother"),
+		now:              opts.Now,
+		metrics:          opts.Metrics,
+		ctx:              ctx,
+		cancel:           cancel,
+		adapters:         map[string]chat.Adapter{},
+		channels:         map[string]*channelState{},
+		chicks:           opts.Chicks,
+		chickViews:       map[string]*chickView{},
+		chicksEnded:      map[string]bool{},
+		canceller:        opts.Canceller,
+		hostTools:        opts.HostTools,
+		chickHostToolsFn: opts.ChickHostTools,
+		ready:            make(chan struct{}),
 	}
 	if m.canceller == nil && opts.Chicks != nil {
 		m.canceller = chickCanceller{m}

@@ -19,6 +19,14 @@ import (
 // SilentMarker in a final answer suppresses the reply.
 const SilentMarker = "[SILENT]"
 
+// promptHostTools are the host tools for this run's prompt.
+func (m *Mother) promptHostTools() []prompt.HostTool {
+	if m.hostTools == nil {
+		return nil
+	}
+	return m.hostTools()
+}
+
 // run answers one job in one channel.
 func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	a, channelID := cs.adapter, cs.id
@@ -61,6 +69,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Channels:   a.Channels(),
 		Now:        m.now(),
 		Location:   time.Local,
+		HostTools:  m.promptHostTools(),
 	})
 	info := chat.RunInfo{Adapter: a.Name(), ChannelID: channelID, ChannelDir: ch.Dir()}
 	var trigger *chat.ChannelMessage

@@ -166,3 +166,23 @@ func (a *adminService) ListEvents(context.Context, *pb.ListEventsRequest) (*pb.L
 	}
 	return out, nil
 }
+
+// ListTools lists the host tool servers, their state and their tools.
+func (a *adminService) ListTools(context.Context, *pb.ListToolsRequest) (*pb.ListToolsResponse, error) {
+	out := &pb.ListToolsResponse{}
+	if a.s.servers == nil {
+		return out, nil
+	}
+	for _, st := range a.s.servers.Status() {
+		info := &pb.ToolServerInfo{Name: st.Name, State: string(st.State), Error: st.Error, Transport: st.Transport,
+			Restarts: int32(st.Restarts), Since: timestamppb.New(st.Since)}
+		if !st.NextAttempt.IsZero() {
+			info.NextAttempt = timestamppb.New(st.NextAttempt)
+		}
+		for _, t := range st.Tools {
+			info.Tools = append(info.Tools, &pb.ToolSpec{Name: t.Qualified, Description: t.Description, ParametersJson: string(t.Schema)})
+		}
+		out.Servers = append(out.Servers, info)
+	}
+	return out, nil
+}

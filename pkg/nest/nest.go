@@ -40,6 +40,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
@@ -73,6 +74,21 @@ type Adapters interface {
 	AdapterReports() []chat.AdapterReport
 }
 
+// HostTools runs host tools for chicks within config's chicks.hostTools
+// (hosttools.ChickInvoker).
+type HostTools interface {
+	// Specs are the host tools chicks may call now.
+	Specs() []model.ToolSpec
+	// InvokeForChick runs one; a forbidden tool is hosttools.ErrNotAllowed.
+	InvokeForChick(ctx context.Context, chickChannel, tool, argsJSON string) (result string, isError bool, err error)
+}
+
+// ToolServers lists the host tool servers for momctl tools ls
+// (hosttools.Manager).
+type ToolServers interface {
+	Status() []hosttools.ServerStatus
+}
+
 // Models is the broker.
 type Models interface {
 	Generate(ctx context.Context, c broker.Caller, req model.Request, onDelta func(string)) (model.Response, error)
@@ -93,6 +109,10 @@ type Options struct {
 	// TLS secures ChickService (see LoadTLS); ServeChicks refuses to
 	// serve without it.
 	TLS credentials.TransportCredentials
+	// HostTools serves InvokeHostTool (nil: chicks get no host tools).
+	HostTools HostTools
+	// ToolServers serves ListTools (nil: no servers to list).
+	ToolServers ToolServers
 }
 
 // Server serves both services.
@@ -105,6 +125,8 @@ type Server struct {
 	killGrace time.Duration
 	image     string
 	tls       credentials.TransportCredentials
+	hostTools HostTools
+	servers   ToolServers
 
 	mu       sync.Mutex
 	events   Events
@@ -137,6 +159,7 @@ func New(opts Options) *Server {
 		chicks: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
 		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
 		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
+		hostTools: opts.HostTools, servers: opts.ToolServers,
 	}
 }
 
@@ -377,8 +400,15 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 	}
 	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion())
 	c.s.rememberVersion(id, req.GetVersion())
+	var hostTools []*pb.ToolSpec
+	if c.s.hostTools != nil {
+		for _, t := range c.s.hostTools.Specs() {
+			hostTools = append(hostTools, &pb.ToolSpec{Name: t.Name, Description: t.Description, ParametersJson: string(t.Parameters)})
+		}
+	}
 	return &pb.JoinResponse{
-		ChickId: a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
+		HostTools: hostTools,
+		ChickId:   a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
 		Limits: &pb.ChickLimits{
 			MaxTurns: int32(a.MaxTurns), WallTimeoutSeconds: int64(a.WallTimeout / time.Second),
 			TokenBudget: a.TokenBudget, HeartbeatIntervalMs: a.HeartbeatInterval.Milliseconds(),
@@ -570,6 +600,26 @@ func (c *chickService) UploadFile(stream pb.ChickService_UploadFileServer) error
 	return stream.SendAndClose(&pb.UploadFileResponse{StoredPath: f.RelPath})
 }
 
+// InvokeHostTool runs a host tool for the calling chick, if
+// chicks.hostTools allows it: a forbidden tool is PermissionDenied (the
+// tool's server never hears of it); the tool's own failures are results
+// with is_error.
 func (c *chickService) InvokeHostTool(ctx context.Context, req *pb.InvokeHostToolRequest) (*pb.InvokeHostToolResponse, error) {
-	return nil, status.Errorf(codes.PermissionDenied, "host tool %q is not available to chicks", req.GetTool())
+	id := chickOf(ctx)
+	if c.s.hostTools == nil {
+		return nil, status.Errorf(codes.PermissionDenied, "host tool %q is not available to chicks: Mother offers them none", req.GetTool())
+	}
+	a, err := c.s.chicks.Assignment(id)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	text, isErr, err := c.s.hostTools.InvokeForChick(ctx, a.Channel, req.GetTool(), req.GetArgsJson())
+	switch {
+	case errors.Is(err, hosttools.ErrNotAllowed):
+		c.s.logger.Warn("chick refused a host tool", "chick", id, "tool", req.GetTool())
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.InvokeHostToolResponse{Result: text, IsError: isErr}, nil
 }

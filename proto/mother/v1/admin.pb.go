@@ -1097,12 +1097,25 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 	return file_mother_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
+// ToolServerInfo is one MCP server of config.json's mcpServers.
 type ToolServerInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	Tools         []*ToolSpec            `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// State is starting, running, retrying, stopped or disabled.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// Error is the last failure, if any.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Tools have qualified names ("server.tool"); the last known ones while
+	// the server is retrying.
+	Tools []*ToolSpec `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Transport is "stdio" or "http".
+	Transport string `protobuf:"bytes,5,opt,name=transport,proto3" json:"transport,omitempty"`
+	// Restarts counts attempts after the first.
+	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// Since is when the server entered its state.
+	Since *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=since,proto3" json:"since,omitempty"`
+	// NextAttempt is when a retrying server tries again.
+	NextAttempt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_attempt,json=nextAttempt,proto3" json:"next_attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1161,6 +1174,34 @@ func (x *ToolServerInfo) GetError() string {
 func (x *ToolServerInfo) GetTools() []*ToolSpec {
 	if x != nil {
 		return x.Tools
+	}
+	return nil
+}
+
+func (x *ToolServerInfo) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *ToolServerInfo) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *ToolServerInfo) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ToolServerInfo) GetNextAttempt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttempt
 	}
 	return nil
 }
@@ -1292,12 +1333,16 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x11ListEventsRequest\"B\n" +
 	"\x12ListEventsResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.mother.v1.EventInfoR\x06events\"\x12\n" +
-	"\x10ListToolsRequest\"{\n" +
+	"\x10ListToolsRequest\"\xa6\x02\n" +
 	"\x0eToolServerInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12)\n" +
-	"\x05tools\x18\x04 \x03(\v2\x13.mother.v1.ToolSpecR\x05tools\"H\n" +
+	"\x05tools\x18\x04 \x03(\v2\x13.mother.v1.ToolSpecR\x05tools\x12\x1c\n" +
+	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x1a\n" +
+	"\brestarts\x18\x06 \x01(\x05R\brestarts\x120\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12=\n" +
+	"\fnext_attempt\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextAttempt\"H\n" +
 	"\x11ListToolsResponse\x123\n" +
 	"\aservers\x18\x01 \x03(\v2\x19.mother.v1.ToolServerInfoR\aservers*\xd4\x01\n" +
 	"\n" +
@@ -1373,24 +1418,26 @@ var file_mother_v1_admin_proto_depIdxs = []int32{
 	19, // 12: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
 	13, // 13: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
 	20, // 14: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
-	17, // 15: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
-	2,  // 16: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
-	4,  // 17: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
-	6,  // 18: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
-	8,  // 19: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
-	14, // 20: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
-	16, // 21: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
-	3,  // 22: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
-	5,  // 23: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
-	7,  // 24: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
-	12, // 25: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
-	15, // 26: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
-	18, // 27: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	19, // 15: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
+	19, // 16: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
+	17, // 17: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
+	2,  // 18: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
+	4,  // 19: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
+	6,  // 20: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
+	8,  // 21: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
+	14, // 22: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
+	16, // 23: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
+	3,  // 24: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
+	5,  // 25: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
+	7,  // 26: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
+	12, // 27: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
+	15, // 28: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
+	18, // 29: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_admin_proto_init() }
