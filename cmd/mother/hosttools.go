@@ -33,9 +33,11 @@ type hostSide struct {
 // most startWait) for them, so the first prompt already lists their tools;
 // a server still starting after that joins when it is ready.
 func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger) *hostSide {
+	// logger is the base logger: the packages scope it themselves; this
+	// file's own lines are the host tools'.
 	h := &hostSide{
 		tools:  hosttools.New(hosttools.Options{Dir: dataDir, Logger: logger, Version: version}),
-		logger: logger,
+		logger: logger.With("component", "hosttools"),
 	}
 	h.chicks = hosttools.NewChickInvoker(h.tools, cfg.Chicks.HostTools, logger)
 	h.tools.Apply(cfg.MCPServers)
@@ -43,7 +45,7 @@ func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger) *hos
 	ctx, cancel := context.WithTimeout(context.Background(), startWait)
 	defer cancel()
 	if err := h.tools.WaitStarted(ctx); err != nil {
-		logger.Warn("host tool servers still starting; they join when ready", "after", startWait)
+		h.logger.Warn("host tool servers still starting; they join when ready", "after", startWait)
 	}
 	h.watcher = confwatch.New(confwatch.Options{
 		Dir: dataDir, Current: cfg, Logger: logger,

@@ -30,6 +30,7 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/migrate"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
@@ -109,13 +110,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *logLevel != "" {
 		level = *logLevel
 	}
-	logger, err := newLogger(stderr, cfg.Log.Format, level)
+	// base carries no component; each subsystem scopes it with its own
+	// (component=store, mother, events, nest, ...), so every line has
+	// exactly one. logger is this command's own.
+	base, err := newLogger(stderr, cfg.Log.Format, level)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitUsage
 	}
+	logger := base.With("component", "daemon")
 
-	st, err := store.Open(dataDir, store.Options{Logger: logger})
+	st, err := store.Open(dataDir, store.Options{Logger: base})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -153,14 +158,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Host tools: the MCP servers of config.json, called through
 	// invoke_tool, listed in the prompt, and offered to chicks as far as
 	// chicks.hostTools allows.
-	host := startHostSide(cfg, st.DataDir(), logger)
+	host := startHostSide(cfg, st.DataDir(), base)
 	// Every return stops the servers; shutdown does it first, in order.
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = host.close(cctx)
 	}()
-	ch, err := startChicks(cfg, st, host, logger)
+	mx := metrics.New(metrics.Options{Version: version, Prices: tierPrices(cfg)})
+	ch, err := startChicks(cfg, st, host, base, mx)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -177,8 +183,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		StateDir: filepath.Join(st.DataDir(), "state", "events"),
 		Resolve:  events.AdapterResolver(adapterNames),
 		Clock:    clock.Real{},
-		Logger:   logger,
+		Logger:   base,
 		Grace:    cfg.Events.OneShotGrace.Duration,
+		Metrics:  mx,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -188,13 +195,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
 	motherTools = append(motherTools, host.tools.InvokeTool())
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, Chicks: ch.hatchery,
-		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools})
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
+		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
 	ch.hatchery.SetObserver(m.ChickObserver())
+	ch.nest.SetAdapters(m)
+	mx.Watch(m, ch.hatchery, ch.broker)
+	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	defer stopMetrics()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -202,7 +217,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *cliMode {
 		return runCLI(ctx, m, watcher, ch, host, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, watcher, ch, host, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, ch, host, cfg, st, stderr, base)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
@@ -239,7 +254,8 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, cfg *config.Config, st *store.Store, stderr io.Writer, base *slog.Logger) int {
+	logger := base.With("component", "daemon")
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -248,7 +264,8 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 		a, err := chat.New(chat.Env{
 			Name:   name,
 			Config: cfg.Adapters[name],
-			Logger: logger.With("component", "adapter", "adapter", name),
+			// Adapters scope it themselves (component=<type>, adapter=<name>).
+			Logger: base,
 			ChannelDir: func(channelID string) (string, error) {
 				ch, err := st.Channel(name, channelID)
 				if err != nil {
@@ -295,7 +312,7 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 		return exitFailure
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
-	stopping := notifySystemd(ctx, m, logger, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
+	stopping := notifySystemd(ctx, m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
 	<-ctx.Done()
 	logger.Info("shutting down")
 	stopping()

@@ -153,6 +153,15 @@ type Tier struct {
 	Model    string `json:"model"`
 	// Description tells Mother's model when to pick this tier.
 	Description string `json:"description"`
+	// Price, if set, is what the model costs; the metrics then count the
+	// tier's cost (mother_chick_model_cost_usd_total).
+	Price *Price `json:"price"`
+}
+
+// Price is a model's price in US dollars per million tokens.
+type Price struct {
+	InputPerMTok  float64 `json:"inputPerMTok"`
+	OutputPerMTok float64 `json:"outputPerMTok"`
 }
 
 // DockerHost is one Docker engine.

@@ -55,6 +55,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"negative duration", `{"chicks": {"keepFor": "-1m"}}`, []string{"chicks.keepFor: must not be negative"}},
 		{"default tier missing", `{"chicks": {"defaultTier": "big"}}`, []string{`chicks.defaultTier: "big" is not in chicks.tiers`}},
 		{"tier without model", `{"chicks": {"tiers": {"local": {"provider": "ollama"}}}}`, []string{"chicks.tiers.local.model: missing"}},
+		{"negative price", `{"chicks": {"tiers": {"local": {"model": "m", "price": {"inputPerMTok": -1}}}}}`, []string{"chicks.tiers.local.price: must not be negative"}},
 		{"network", `{"chicks": {"network": "overlay"}}`, []string{"chicks.network: must be"}},
 		{"plain tcp docker", `{"chicks": {"hosts": [{"address": "tcp://10.0.0.2:2375"}]}}`, []string{"chicks.hosts[0].address: tcp:// Docker hosts need TLS client certificates"}},
 		{"docker scheme", `{"chicks": {"hosts": [{"address": "http://x"}]}}`, []string{"chicks.hosts[0].address: scheme must be"}},

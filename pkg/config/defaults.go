@@ -344,6 +344,9 @@ func (c *Config) Validate() error {
 		if t.Model == "" {
 			bad(f+".model", "missing")
 		}
+		if p := t.Price; p != nil && (p.InputPerMTok < 0 || p.OutputPerMTok < 0) {
+			bad(f+".price", "must not be negative")
+		}
 		checkProvider(f+".provider", t.Provider)
 	}
 	if _, ok := ch.Tiers[ch.DefaultTier]; !ok {

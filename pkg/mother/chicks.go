@@ -129,6 +129,8 @@ func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 			if err := up.Upload(ctx, v.channel, f.Path, title); err != nil {
 				m.logger.Error("cannot post chick file", "chick", v.id, "file", f.RelPath, "err", err)
 				m.post(ctx, v.adapter, v.channel, fmt.Sprintf("Chick %s attached %s but I could not post it; it is stored at `%s`.", v.id, title, f.RelPath))
+			} else {
+				m.metrics.MessageOut(v.adapter.Name())
 			}
 			return
 		}
@@ -173,6 +175,8 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 		id, err := v.replyFor(m, ctx).Finish(ctx, text)
 		if err != nil {
 			m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
+		} else {
+			m.metrics.MessageOut(v.adapter.Name())
 		}
 		m.logChickResult(v, in, id, text)
 	})

@@ -39,6 +39,8 @@ type Options struct {
 	// Chicks, if set, gives Mother the spawn_chick, list_chicks and
 	// cancel_chick tools; set the hatchery's observer to ChickObserver.
 	Chicks Hatchery
+	// Metrics hears countable facts (nil: none).
+	Metrics Metrics
 	// HostTools lists the host tools (MCP servers) for the prompt of each
 	// run; they are called through invoke_tool, one of Tools (nil: none).
 	HostTools func() []prompt.HostTool
@@ -55,6 +57,7 @@ type Mother struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	agent    *agent.Agent
+	metrics  Metrics
 	// canceller serves "stop all" (nil: no chicks).
 	canceller ChickCanceller
 	hostTools func() []prompt.HostTool
@@ -106,6 +109,9 @@ func New(opts Options) (*Mother, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mother{
 		cfg:              opts.Config,
@@ -113,6 +119,7 @@ func New(opts Options) (*Mother, error) {
 		provider:         opts.Provider,
 		logger:           opts.Logger.With("component", "mother"),
 		now:              opts.Now,
+		metrics:          opts.Metrics,
 		ctx:              ctx,
 		cancel:           cancel,
 		adapters:         map[string]chat.Adapter{},

@@ -9,6 +9,11 @@
 // heartbeats and its result one way, acks and the cancellation the other.
 // Generate is the broker's door. UploadFile brings files back.
 //
+// ChickService is served over TLS only (see LoadTLS): Mother keeps a
+// private CA under <data>/chicks/tls and each chick receives its
+// certificate and trusts nothing else, so a token crossing the LAN is
+// encrypted and reaches only the Mother that started the chick.
+//
 // AdminService listens on a unix socket (mode 0600) for momctl.
 package nest
 
@@ -26,11 +31,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
@@ -60,6 +67,11 @@ type Chicks interface {
 // Events lists the scheduled events (the events watcher), for momctl.
 type Events interface {
 	List(channel string) []events.Info
+}
+
+// Adapters reports the chat adapters' connections (Mother), for momctl.
+type Adapters interface {
+	AdapterReports() []chat.AdapterReport
 }
 
 // HostTools runs host tools for chicks within config's chicks.hostTools
@@ -92,6 +104,11 @@ type Options struct {
 	StartedAt time.Time
 	// KillGrace is the default time between cancel and kill.
 	KillGrace time.Duration
+	// ChickImage is the image chicks start from (for momctl status).
+	ChickImage string
+	// TLS secures ChickService (see LoadTLS); ServeChicks refuses to
+	// serve without it.
+	TLS credentials.TransportCredentials
 	// HostTools serves InvokeHostTool (nil: chicks get no host tools).
 	HostTools HostTools
 	// ToolServers serves ListTools (nil: no servers to list).
@@ -106,11 +123,15 @@ type Server struct {
 	version   string
 	startedAt time.Time
 	killGrace time.Duration
+	image     string
+	tls       credentials.TransportCredentials
 	hostTools HostTools
 	servers   ToolServers
 
 	mu       sync.Mutex
 	events   Events
+	adapters Adapters
+	versions map[string]string // chick id -> the version it joined with
 	sessions map[string]*sessionSlot
 	grpcs    []*grpc.Server
 	stopped  bool
@@ -137,8 +158,53 @@ func New(opts Options) *Server {
 	return &Server{
 		chicks: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
 		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
+		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
 		hostTools: opts.HostTools, servers: opts.ToolServers,
 	}
+}
+
+// SetAdapters lets momctl see the adapters' connections.
+func (s *Server) SetAdapters(a Adapters) {
+	s.mu.Lock()
+	s.adapters = a
+	s.mu.Unlock()
+}
+
+func (s *Server) adapterReports() []chat.AdapterReport {
+	s.mu.Lock()
+	a := s.adapters
+	s.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.AdapterReports()
+}
+
+// rememberVersion keeps what a chick said it runs; versions of chicks that
+// have ended are forgotten once there are many.
+func (s *Server) rememberVersion(id, v string) {
+	s.mu.Lock()
+	s.versions[id] = v
+	var ids []string
+	if len(s.versions) > 256 {
+		for k := range s.versions {
+			ids = append(ids, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range ids {
+		if in, err := s.chicks.Get(k); err != nil || in.State.Final() {
+			s.mu.Lock()
+			delete(s.versions, k)
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *Server) chickVersion(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions[id]
 }
 
 // SetEvents lets momctl list the scheduled events.
@@ -158,9 +224,19 @@ func (s *Server) eventList() []events.Info {
 	return e.List("")
 }
 
-// ServeChicks serves ChickService on lis until Stop.
+// ErrNoTLS: ChickService is served over TLS only (Options.TLS).
+var ErrNoTLS = errors.New("nest: ChickService needs TLS credentials (see LoadTLS)")
+
+// ServeChicks serves ChickService on lis, over TLS only, until Stop. A
+// client speaking plaintext, or one that does not accept the nest's
+// certificate, fails its handshake before any call is read.
 func (s *Server) ServeChicks(lis net.Listener) error {
+	if s.tls == nil {
+		lis.Close()
+		return ErrNoTLS
+	}
 	g := grpc.NewServer(
+		grpc.Creds(s.tls),
 		grpc.UnaryInterceptor(s.authUnary),
 		grpc.StreamInterceptor(s.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -323,6 +399,7 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion())
+	c.s.rememberVersion(id, req.GetVersion())
 	var hostTools []*pb.ToolSpec
 	if c.s.hostTools != nil {
 		for _, t := range c.s.hostTools.Specs() {
