@@ -440,7 +440,7 @@ func TestHTTPServerComesAndGoes(t *testing.T) {
 			return err == nil
 		})
 		srv := mcp.NewServer(&mcp.Implementation{Name: "later", Version: "1"}, nil)
-		testTools(srv, false)
+		testTools(srv, releasedAtEnd(t))
 		hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
 		go hs.Serve(l)
 		return hs
@@ -503,9 +503,11 @@ func TestStdioEnvironmentAndDirectory(t *testing.T) {
 func TestToolListChanged(t *testing.T) {
 	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "growing", Version: "1"}, nil)
-	testTools(srv, false)
+	release := make(chan struct{})
+	testTools(srv, release)
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(hs.Close) // after the manager's cleanup has closed its session
+	t.Cleanup(func() { close(release) })
 	m := newManager(t, Options{})
 	start(t, m, map[string]config.MCPServer{"g": {URL: hs.URL, Timeout: dur(5 * time.Second)}})
 	if _, err := m.Call(t.Context(), "g.shout", nil); !errors.Is(err, ErrUnknownTool) {

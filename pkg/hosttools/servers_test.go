@@ -81,11 +81,13 @@ type countArgs struct {
 //   - echo(text) says it back;
 //   - pid says which process serves it (to tell a restart from a kept server);
 //   - crash writes a line to stderr and exits in the middle of the call;
-//   - hang never answers: in a process it ignores cancellation like a stuck
-//     server; in process (HTTP) it ends when the call is cancelled, so the
-//     test's server can shut down;
+//   - hang never answers: in a process (release == nil) it ignores
+//     cancellation like a stuck server; in process (HTTP) it ends when the
+//     call is cancelled or release is closed at the end of the test (the
+//     client's cancellation notice may never reach the server, and
+//     httptest.Server.Close waits for every handler);
 //   - count(n: 1..10) has a schema with bounds.
-func testTools(s *mcp.Server, stuck bool) {
+func testTools(s *mcp.Server, release <-chan struct{}) {
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Say the text back."},
 		func(_ context.Context, _ *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
 			return textResult("echo: " + a.Text), nil, nil
@@ -102,11 +104,15 @@ func testTools(s *mcp.Server, stuck bool) {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "hang", Description: "Never answer."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-			if stuck {
+			if release == nil {
 				select {}
 			}
-			<-ctx.Done()
-			return nil, nil, ctx.Err()
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-release:
+				return nil, nil, errors.New("test over")
+			}
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "picture", Description: "A picture and a caption."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -139,7 +145,7 @@ func textResult(s string) *mcp.CallToolResult {
 
 func runTestServer() {
 	s := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	testTools(s, true)
+	testTools(s, nil)
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "test server:", err)
 	}
@@ -159,7 +165,8 @@ func newHTTPServer(t *testing.T) *httpServer {
 	t.Helper()
 	hs := &httpServer{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "http-test", Version: "1"}, nil)
-	testTools(srv, false)
+	release := make(chan struct{})
+	testTools(srv, release)
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
@@ -176,7 +183,15 @@ func newHTTPServer(t *testing.T) *httpServer {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(release) }) // runs first: frees hung handlers
 	return hs
+}
+
+// releasedAtEnd returns a channel closed when the test's cleanups run.
+func releasedAtEnd(t *testing.T) <-chan struct{} {
+	c := make(chan struct{})
+	t.Cleanup(func() { close(c) })
+	return c
 }
 
 func (h *httpServer) Calls() []string {
