@@ -1,8 +1,9 @@
 // Command bench measures Mother and prints figures and ratios: resident
-// memory, per-message overhead, store scale and start-up time. It never
-// asserts timings; it reports them.
+// memory, per-message overhead, store scale, start-up time, and the
+// chicks: spawn latency against `docker run`, event-to-render overhead and
+// relay throughput. It never asserts timings; it reports them.
 //
-//	go run ./bench [-only footprint,platforms,overhead,store,startup] [-quick]
+//	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks] [-quick]
 package main
 
 import (
@@ -28,7 +29,7 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup")
+	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup,chicks")
 	quick := flag.Bool("quick", false, "smaller sizes (for a smoke run)")
 	flag.Parse()
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
@@ -57,6 +58,9 @@ func main() {
 	if want("startup") {
 		startup(bin, tmp, *quick)
 	}
+	if want("chicks") {
+		chicks(bin, tmp, *quick)
+	}
 }
 
 func check(err error) {
@@ -77,14 +81,20 @@ type daemon struct {
 // startDaemon starts Mother as the systemd unit would (Type=notify) and
 // waits for READY=1.
 func startDaemon(bin, data, ollamaURL string) *daemon {
-	check(os.WriteFile(filepath.Join(data, "config.json"), []byte(`{"adapters": {"cli": {"type": "cli"}}}`), 0o600))
+	return startDaemonWith(bin, data, []byte(`{"adapters": {"cli": {"type": "cli"}}}`), "MOTHER_OLLAMA_URL="+ollamaURL)
+}
+
+// startDaemonWith starts Mother on data with config.json cfg and extra
+// environment, and waits for READY=1.
+func startDaemonWith(bin, data string, cfg []byte, env ...string) *daemon {
+	check(os.WriteFile(filepath.Join(data, "config.json"), cfg, 0o600))
 	sock := filepath.Join(data, "notify.sock")
 	os.Remove(sock)
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	check(err)
 	defer conn.Close()
 	cmd := exec.Command(bin, data)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NOTIFY_SOCKET=" + sock, "MOTHER_OLLAMA_URL=" + ollamaURL, "USER=bench"}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "NOTIFY_SOCKET=" + sock, "USER=bench", "MOTHER_GRPC_LISTEN=127.0.0.1:0"}, env...)
 	stdin, err := cmd.StdinPipe()
 	check(err)
 	out, err := cmd.StdoutPipe()
