@@ -114,6 +114,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	if addr := os.Getenv(debugEnv); addr != "" {
+		stopDebug, err := startDebug(addr, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "mother: %v\n", err)
+			return exitUsage
+		}
+		defer stopDebug()
+	}
+
 	st, err := store.Open(dataDir, store.Options{Logger: logger})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
