@@ -116,7 +116,8 @@ type chick struct {
 	stopped bool
 	reason  Reason
 	outcome string
-	// lastSeen is the last time the chick said anything.
+	// lastSeen is the last time the chick said anything (in the future
+	// while a startup or reconnect grace runs).
 	lastSeen time.Time
 	lastSeq  uint64
 	events   *store.JSONL
@@ -937,7 +938,7 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 	if !ok {
 		return Assignment{}, ErrUnknownChick
 	}
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	left := time.Duration(0)
 	if t := h.cfg.Timeout.Duration; t > 0 {
 		left = t - h.clock.Now().Sub(c.rec.StartedAt)
@@ -952,11 +953,11 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 	}, nil
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+// heardLocked records that c said something. The first word ends the
+// startup (or reconnect) grace: from then on three missed heartbeats mean
+// hung, however early in its life the chick stops. Callers hold h.mu.
+func (h *Hatchery) heardLocked(c *chick) {
+	c.lastSeen = h.clock.Now()
 }
 
 // Touch records that chick id is alive (any message counts).
@@ -964,7 +965,7 @@ func (h *Hatchery) Touch(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c, ok := h.chicks[id]; ok {
-		c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+		h.heardLocked(c)
 	}
 }
 
@@ -1046,7 +1047,7 @@ func (h *Hatchery) RecordEvent(id string, seq uint64, ev agent.Event) (uint64, e
 		h.mu.Unlock()
 		return 0, ErrChickEnded
 	}
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	if err := h.openEventsLocked(c); err != nil {
 		h.mu.Unlock()
 		return 0, err
@@ -1085,7 +1086,7 @@ func (h *Hatchery) Finish(id string, r Result) error {
 	if c.rec.Result != nil || c.rec.State.Final() {
 		return nil // a resend after a reconnect
 	}
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	c.rec.Result = &r
 	h.persist(c)
 	grace := h.cfg.KillGrace.Duration
@@ -1115,7 +1116,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 	}
 	chDir := c.rec.ChannelDir
 	used := c.files
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	h.mu.Unlock()
 	if chDir == "" {
 		return File{}, errors.New("store file: the chick has no channel directory")

@@ -1,0 +1,58 @@
+package hatchery_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+)
+
+// fakeClock adapts clock.Fake to the hatchery's Clock.
+type fakeClock struct{ *clock.Fake }
+
+func (c fakeClock) AfterFunc(d time.Duration, f func()) hatchery.Timer { return c.Fake.AfterFunc(d, f) }
+
+// TestHangSoonAfterFirstContact: the startup grace covers a chick that has
+// not spoken yet; once it has, three missed heartbeats mean hung, even
+// inside what would have been the grace (found by the soak: a chick that
+// froze in its first 30 s was killed only after the grace ran out).
+func TestHangSoonAfterFirstContact(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	api := hatcherytest.Docker(t)
+	cfg := testConfig(image) // heartbeat every 200ms
+	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
+	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hatchery.New(hatchery.Options{
+		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute, Clock: fc, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	must(t, h.Reconcile(t.Context())) // starts the watchdog
+	e := &env{h: h, rec: rec, api: api}
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+
+	fc.Advance(2 * time.Second) // silent, but within the startup grace
+	if st := h.State(in.ID); st != hatchery.StateRunning {
+		t.Fatalf("a chick that has not spoken yet was stopped within its startup grace: %s", st)
+	}
+	h.Touch(in.ID)              // it speaks (joins, sends a heartbeat) ...
+	fc.Advance(2 * time.Second) // ... then goes silent for ten intervals
+	end := rec.wait(t, in.ID, time.Minute)
+	if end.Reason != hatchery.ReasonHung {
+		t.Errorf("ended %s (%s), want hung: silent for 10 heartbeat intervals after it spoke", end.Reason, end.Outcome)
+	}
+}
