@@ -1226,7 +1226,9 @@ func (h *Hatchery) checkHeartbeats(limit time.Duration) {
 	var hung []string
 	h.mu.Lock()
 	for id, c := range h.chicks {
-		if c.rec.State == StateRunning && !c.stopped && now.Sub(c.lastSeen) > limit {
+		// A chick whose result is stored has nothing left to say: it is
+		// exiting (Finish armed the kill), not hung.
+		if c.rec.State == StateRunning && !c.stopped && c.rec.Result == nil && now.Sub(c.lastSeen) > limit {
 			hung = append(hung, id)
 		}
 	}

@@ -56,3 +56,40 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 		t.Errorf("ended %s (%s), want hung: silent for 10 heartbeat intervals after it spoke", end.Reason, end.Outcome)
 	}
 }
+
+// TestResultStoredIsNotHung: a chick that has delivered its result and
+// falls silent while it exits is not hung: it ends done (its container
+// killed after the kill grace if it lingers).
+func TestResultStoredIsNotHung(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	api := hatcherytest.Docker(t)
+	cfg := testConfig(image) // heartbeat every 200ms, kill grace 1s
+	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
+	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hatchery.New(hatchery.Options{
+		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute, Clock: fc, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	must(t, h.Reconcile(t.Context()))
+	e := &env{h: h, rec: rec, api: api}
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+	h.Touch(in.ID)
+	must(t, h.Finish(in.ID, hatchery.Result{Text: "all done", StopReason: "done"}))
+	fc.Advance(2 * time.Second) // silent for ten intervals; the kill grace passes
+	end := rec.wait(t, in.ID, time.Minute)
+	if end.Reason != hatchery.ReasonDone {
+		t.Errorf("ended %s (%s), want done: its result was stored", end.Reason, end.Outcome)
+	}
+}
