@@ -180,21 +180,15 @@ func TestSoakDockerEngine(t *testing.T) {
 	figure(t, "engine started (%s): the next chick ran to the end on it", up.Round(time.Millisecond))
 
 	// 3. The engine restarts mid-run.
+	from := p.mark()
 	p.say(t, "please do docker-3")
-	p.waitOut(t, "→ step 2 of docker-3", 2*time.Minute)
+	p.waitFrom(t, from, "→ step 2 of docker-3", 2*time.Minute)
 	down := e.stop(t)
-	p.waitOut(t, "(chick ", 0) // at least one summary exists already
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(p.stdout.String(), "docker-3") || strings.Count(p.stdout.String(), "(chick ") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the chick cut off by the engine restart was never reported:\n%s", p.stdout.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	reported := p.stdout.String()[strings.LastIndex(p.stdout.String(), "docker-3")-200:]
+	p.waitFrom(t, from, "(chick ", 2*time.Minute)
+	reported := p.stdout.String()[from:]
 	upAgain := e.start(t)
 	// Nothing of Mother's is left on the engine once it is back.
-	deadline = time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for len(containers(t, api, data)) != 0 {
 		if time.Now().After(deadline) {
 			var names []string

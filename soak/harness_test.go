@@ -175,11 +175,20 @@ func (p *proc) say(t *testing.T, text string) {
 	}
 }
 
-// waitOut waits until stdout contains s (counting from byte from).
+// waitOut waits until stdout contains s.
 func (p *proc) waitOut(t *testing.T, s string, d time.Duration) time.Duration {
 	t.Helper()
+	return p.waitFrom(t, 0, s, d)
+}
+
+// mark is the current length of stdout, for waitFrom.
+func (p *proc) mark() int { return len(p.stdout.String()) }
+
+// waitFrom waits until stdout after byte from contains s.
+func (p *proc) waitFrom(t *testing.T, from int, s string, d time.Duration) time.Duration {
+	t.Helper()
 	start := time.Now()
-	for !strings.Contains(p.stdout.String(), s) {
+	for !strings.Contains(p.stdout.String()[from:], s) {
 		if time.Since(start) > d {
 			t.Fatalf("mother's stdout never showed %q within %s", s, d)
 		}
