@@ -231,7 +231,8 @@ func ModelErrorFromStatus(err error) (mapped error, ok bool) {
 	case codeUpstream:
 		return model.Wrap(model.ErrUnreachable, "%s", msg), true
 	case codeTransient:
-		return &model.TransientError{Err: errors.New(msg)}, true
+		// The message already reads "transient: ..." from Mother's side.
+		return &model.TransientError{Err: errors.New(strings.TrimPrefix(msg, "transient: "))}, true
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return err, false
 	}
