@@ -302,6 +302,7 @@ func (h *Hatchery) loadRecords() error {
 		h.logger.Warn("repaired torn last line of chicks.jsonl", "bytes", torn)
 	}
 	h.records = j
+	h.pruneLocked()
 	return nil
 }
 
@@ -709,6 +710,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 	h.persist(c)
 	info := h.info(c)
 	h.dequeueLocked()
+	h.pruneLocked()
 	h.mu.Unlock()
 	// Ended means cleaned up: the container is gone (or kept, stopped).
 	defer close(c.ended)
@@ -765,8 +767,39 @@ func (h *Hatchery) expire(id string) {
 	c.rec.Removed = true
 	h.persist(c)
 	hs, cid := c.host, c.rec.ContainerID
+	h.pruneLocked()
 	h.mu.Unlock()
 	h.removeContainer(hs, cid)
+}
+
+// MaxRemembered is how many ended chicks (their containers gone) the
+// hatchery keeps in memory, for momctl chicks ls --all and list_chicks.
+// Older ones are forgotten, so a Mother that runs for months does not grow
+// with every chick; their records stay in chicks.jsonl until the weekly
+// compaction at start.
+const MaxRemembered = 200
+
+// pruneLocked forgets the oldest ended chicks beyond MaxRemembered.
+// Callers hold h.mu.
+func (h *Hatchery) pruneLocked() {
+	var ended []*chick
+	for _, c := range h.chicks {
+		if c.rec.State.Final() && (c.rec.Removed || c.rec.ContainerID == "") {
+			ended = append(ended, c)
+		}
+	}
+	if len(ended) <= MaxRemembered {
+		return
+	}
+	sort.Slice(ended, func(i, j int) bool {
+		if !ended[i].rec.EndedAt.Equal(ended[j].rec.EndedAt) {
+			return ended[i].rec.EndedAt.Before(ended[j].rec.EndedAt)
+		}
+		return ended[i].rec.ID < ended[j].rec.ID
+	})
+	for _, c := range ended[:len(ended)-MaxRemembered] {
+		delete(h.chicks, c.rec.ID)
+	}
 }
 
 func (h *Hatchery) removeContainer(hs *host, cid string) {

@@ -1,6 +1,8 @@
 package hatchery_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +93,61 @@ func TestResultStoredIsNotHung(t *testing.T) {
 	end := rec.wait(t, in.ID, time.Minute)
 	if end.Reason != hatchery.ReasonDone {
 		t.Errorf("ended %s (%s), want done: its result was stored", end.Reason, end.Outcome)
+	}
+}
+
+// TestEndedChicksAreForgotten: a Mother that runs for months must not grow
+// with every chick (found by the soak: each ended chick's record, system
+// prompt included, stayed in memory). The hatchery remembers the newest
+// MaxRemembered ended chicks; older ones are forgotten. The chicks here
+// fail to start (their Docker host does not answer), which ends them at
+// once.
+func TestEndedChicksAreForgotten(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig("mother-chick:none")
+	cfg.Chicks.MaxConcurrent, cfg.Chicks.MaxPerChannel = 4, 4
+	down, err := hatchery.Dial(config.DockerHost{Name: "down", Address: "unix://" + t.TempDir() + "/no.sock"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "down", API: down, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var ids []string
+	for i := range hatchery.MaxRemembered + 50 {
+		in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "g", System: strings.Repeat("a long system prompt ", 200)})
+		if err != nil {
+			t.Fatalf("spawn %d: %v", i, err)
+		}
+		ended, err := h.Ended(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-ended
+		ids = append(ids, in.ID)
+	}
+	if n := len(h.List(true)); n != hatchery.MaxRemembered {
+		t.Errorf("%d chicks remembered after %d ended, want %d", n, len(ids), hatchery.MaxRemembered)
+	}
+	if _, err := h.Get(ids[0]); !errors.Is(err, hatchery.ErrUnknownChick) {
+		t.Errorf("the oldest ended chick is still remembered: %v", err)
+	}
+	if got, err := h.Get(ids[len(ids)-1]); err != nil || got.Reason != hatchery.ReasonNoStart {
+		t.Errorf("the newest ended chick: %+v, %v", got, err)
+	}
+	// A restart loads what was kept on disk, and remembers as many.
+	h.Close()
+	h2, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "down", API: down, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	if n := len(h2.List(true)); n != hatchery.MaxRemembered {
+		t.Errorf("%d chicks remembered after a restart, want %d", n, hatchery.MaxRemembered)
 	}
 }

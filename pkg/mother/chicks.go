@@ -50,6 +50,9 @@ func (v *chickView) do(f func()) {
 	}
 }
 
+// maxEndedViews bounds the ended chicks Mother remembers (see endedOrder).
+const maxEndedViews = 1024
+
 // ChickObserver is what the hatchery reports chicks to.
 func (m *Mother) ChickObserver() hatchery.Observer { return chickObserver{m} }
 
@@ -154,6 +157,11 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 	v := m.viewLocked(in)
 	if v != nil {
 		m.chicksEnded[in.ID] = true
+		m.endedOrder = append(m.endedOrder, in.ID)
+		if len(m.endedOrder) > maxEndedViews {
+			delete(m.chicksEnded, m.endedOrder[0])
+			m.endedOrder = m.endedOrder[1:]
+		}
 	}
 	m.mu.Unlock()
 	if v == nil {
