@@ -66,7 +66,7 @@ func platforms(bin, tmp string, quick bool) {
 	}
 	waitUntil("both platforms connected", 30*time.Second, func() bool { return dfake.Connected() == 1 && sfake.Opens() >= 1 })
 	time.Sleep(3 * time.Second)
-	idle, _ := rss(cmd.Process.Pid)
+	idle := memOf(cmd.Process.Pid)
 
 	n := 1000
 	if quick {
@@ -82,14 +82,14 @@ func platforms(bin, tmp string, quick bool) {
 	}
 	waitUntil("every answer", 10*time.Minute, func() bool { return answered(dfake, sfake, dch, sch) >= n })
 	elapsed := time.Since(start)
-	after, peak := rss(cmd.Process.Pid)
+	after := memOf(cmd.Process.Pid)
 	time.Sleep(4 * time.Second)
-	idleAgain, _ := rss(cmd.Process.Pid)
+	idleAgain := memOf(cmd.Process.Pid)
 	fmt.Printf("## Footprint with Discord and Slack connected (local fakes, real client libraries)\n\n")
-	fmt.Printf("| state | RSS |\n|---|---|\n")
-	fmt.Printf("| idle, both adapters connected | %.1f MB |\n", mb(idle))
-	fmt.Printf("| right after %d messages answered across 100 channels (%.1f s) | %.1f MB (peak %.1f MB) |\n", n, elapsed.Seconds(), mb(after), mb(peak))
-	fmt.Printf("| idle again, 4 s later | %.1f MB |\n\n", mb(idleAgain))
+	fmt.Printf("| state | RSS | of which anonymous |\n|---|---|---|\n")
+	fmt.Printf("| idle, both adapters connected | %s |\n", idle)
+	fmt.Printf("| right after %d messages answered across 100 channels in %.1f s (peak RSS %.1f MB) | %s |\n", n, elapsed.Seconds(), mb(after.peak), after)
+	fmt.Printf("| idle again, 4 s later | %s |\n\n", idleAgain)
 }
 
 // answered counts Mother's final answers in every channel.

@@ -113,7 +113,7 @@ type proc struct {
 	stdin          io.WriteCloser
 	stdout, stderr *syncBuf
 	done           chan error
-	debug          string
+	metrics        string // metrics.listen of the data directory's config
 	exited         bool
 }
 
@@ -131,13 +131,19 @@ func freeAddr(t *testing.T) string {
 // channel (stdin lines are messages).
 func startMother(t *testing.T, data string, cli bool, env ...string) *proc {
 	t.Helper()
-	p := &proc{stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan error, 1), debug: freeAddr(t)}
+	p := &proc{stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan error, 1)}
+	var cfg struct {
+		Metrics struct{ Listen string } `json:"metrics"`
+	}
+	b, _ := os.ReadFile(filepath.Join(data, "config.json"))
+	json.Unmarshal(b, &cfg)
+	p.metrics = cfg.Metrics.Listen
 	args := []string{"--log-level", "info", data}
 	if cli {
 		args = append([]string{"--cli"}, args...)
 	}
 	p.cmd = exec.Command(motherBin, args...)
-	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario", "MOTHER_DEBUG_LISTEN=" + p.debug}, env...)
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario"}, env...)
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -253,43 +259,44 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	return -1
 }
 
-// goroutines reads Mother's goroutine count from her debug listener.
+// goroutines reads Mother's goroutine count from her metrics listener
+// (go_goroutines).
 func (p *proc) goroutines(t *testing.T) int {
 	t.Helper()
-	body := p.debugGet(t, "/debug/pprof/goroutine?debug=1")
-	m := regexp.MustCompile(`^goroutine profile: total (\d+)`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("goroutine profile: %.200q", body)
-	}
-	n, _ := strconv.Atoi(m[1])
-	return n
+	return int(p.metric(t, "go_goroutines"))
 }
 
-// heapInuse reads runtime.MemStats.HeapInuse from the heap profile, after
-// asking for a garbage collection (gc=1).
+// heapInuse reads go_memstats_heap_inuse_bytes (after a few idle seconds,
+// when Mother has collected and returned what she freed).
 func (p *proc) heapInuse(t *testing.T) uint64 {
 	t.Helper()
-	body := p.debugGet(t, "/debug/pprof/heap?debug=1&gc=1")
-	m := regexp.MustCompile(`(?m)^# HeapInuse = (\d+)`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("heap profile without HeapInuse")
-	}
-	n, _ := strconv.ParseUint(m[1], 10, 64)
-	return n
+	return uint64(p.metric(t, "go_memstats_heap_inuse_bytes"))
 }
 
-func (p *proc) debugGet(t *testing.T, path string) string {
+// metric reads one unlabelled series from Mother's /metrics.
+func (p *proc) metric(t *testing.T, name string) float64 {
 	t.Helper()
+	if p.metrics == "" {
+		t.Fatal("no metrics.listen in the config: newData sets one")
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get("http://" + p.debug + path)
+		resp, err := http.Get("http://" + p.metrics + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			return string(b)
+			m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(string(b))
+			if m == nil {
+				t.Fatalf("/metrics has no %s", name)
+			}
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return v
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("debug listener: %v", err)
+			t.Fatalf("metrics listener: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -347,11 +354,16 @@ func chicksConfig(t *testing.T, model string, extra map[string]any) map[string]a
 	}
 }
 
-// newData makes a data directory with cfg as config.json; the containers
-// of its Mother are force-removed when the test ends.
+// newData makes a data directory with cfg as config.json (with a metrics
+// listener on a free port, where the harness reads goroutine and heap
+// figures); the containers of its Mother are force-removed when the test
+// ends.
 func newData(t *testing.T, api *client.Client, cfg map[string]any) string {
 	t.Helper()
 	data := t.TempDir()
+	if _, ok := cfg["metrics"]; !ok {
+		cfg["metrics"] = map[string]any{"listen": freeAddr(t)}
+	}
 	writeConfig(t, data, cfg)
 	if api != nil {
 		hatcherytest.RemoveOnCleanup(t, api, func() string { return hatcherytest.InstanceFile(filepath.Join(data, "chicks")) })

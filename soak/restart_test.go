@@ -76,8 +76,8 @@ func TestSoakMotherSIGKILL(t *testing.T) {
 	defer fake.Close()
 	data := newData(t, api, chicksConfig(t, fake.URL, nil))
 
-	atKill := map[string]int{}   // what the chick was doing when Mother died
-	outcome := map[string]int{}  // how it ended
+	atKill := map[string]int{}  // what the chick was doing when Mother died
+	outcome := map[string]int{} // how it ended
 	var told, repaired, resumedRuns, duplicates, goalsDone int
 	var minKill, maxKill time.Duration = time.Hour, 0
 	var storeLines int

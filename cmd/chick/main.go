@@ -1,5 +1,6 @@
 // Command chick is the worker that runs inside a chick container: it dials
-// Mother at MOTHER_ADDR with its id (MOTHER_CHICK_ID) and single-use token
+// Mother at MOTHER_ADDR over TLS, trusting only the CA certificate in
+// MOTHER_CA_PEM, with its id (MOTHER_CHICK_ID) and single-use token
 // (MOTHER_TOKEN), receives its goal, runs the agent loop with its tools in
 // /workspace, streams what it does, and exits when done or cancelled.
 package main
@@ -29,16 +30,18 @@ func main() {
 		return
 	}
 	hideToken()
-	addr, token, id := os.Getenv("MOTHER_ADDR"), readToken(), os.Getenv("MOTHER_CHICK_ID")
-	if addr == "" || token == "" || id == "" {
-		fmt.Fprintln(os.Stderr, "chick: MOTHER_ADDR, MOTHER_TOKEN and MOTHER_CHICK_ID must be set; chicks are started by Mother")
+	addr, token, id, ca := os.Getenv("MOTHER_ADDR"), readToken(), os.Getenv("MOTHER_CHICK_ID"), os.Getenv("MOTHER_CA_PEM")
+	if addr == "" || token == "" || id == "" || ca == "" {
+		fmt.Fprintln(os.Stderr, "chick: MOTHER_ADDR, MOTHER_TOKEN, MOTHER_CHICK_ID and MOTHER_CA_PEM must be set; chicks are started by Mother")
 		os.Exit(2)
 	}
+	// Public, but of no use to the tools.
+	os.Unsetenv("MOTHER_CA_PEM")
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err := chick.Run(ctx, chick.Options{
-		Addr: addr, Token: token, ChickID: id, Workspace: *workspace, Version: version, Logger: logger,
+		Addr: addr, Token: token, ChickID: id, CAPEM: []byte(ca), Workspace: *workspace, Version: version, Logger: logger,
 		Tools: chickTools,
 	})
 	if err != nil {

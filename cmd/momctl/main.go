@@ -4,8 +4,9 @@
 //	momctl [--socket PATH] chicks ls [--all] [--json]
 //	momctl [--socket PATH] chicks kill [--grace 10s] ID...
 //	momctl [--socket PATH] chicks logs [-f] ID
-//	momctl [--socket PATH] events [--json]
+//	momctl [--socket PATH] events ls [--json]   (also: momctl events)
 //	momctl [--socket PATH] status [--json]
+//	momctl [--socket PATH] tools ls [--json]
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -48,8 +50,9 @@ const usage = `usage: momctl [--socket PATH] COMMAND
   chicks ls [--all] [--json]      running and queued chicks (--all: ended ones too)
   chicks kill [--grace D] ID...   cancel, then kill after the grace period
   chicks logs [-f] ID             a chick's container output (-f: follow)
-  events [--json]                 scheduled events, soonest first
-  status [--json]                 version, uptime, chicks, hosts, budgets, next events
+  events ls [--json]              scheduled events, soonest first ("events" alone too)
+  status [--json]                 versions, adapters, chicks, Docker hosts, budgets today, next events
+  tools ls [--json]               host tool servers (mcpServers), their state and tools
 
 The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
 `
@@ -84,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	switch {
 	case rest[0] == "status":
 		err = c.status(ctx, rest[1:])
+	case rest[0] == "events" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
+		err = c.events(ctx, rest[2:])
 	case rest[0] == "events":
 		err = c.events(ctx, rest[1:])
 	case rest[0] == "chicks" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
@@ -92,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		err = c.kill(ctx, rest[2:])
 	case rest[0] == "chicks" && len(rest) >= 2 && rest[1] == "logs":
 		err = c.logs(ctx, rest[2:])
+	case rest[0] == "tools" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
+		err = c.tools(ctx, rest[2:])
 	default:
 		fmt.Fprintf(stderr, "momctl: unknown command %q\n\n", strings.Join(rest, " "))
 		fs.Usage()
@@ -139,7 +146,12 @@ func (c *cli) connect() (pb.AdminServiceClient, func(), error) {
 	if errors.Is(err, os.ErrPermission) {
 		return nil, nil, fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
 	}
-	conn, err := grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// unix:// needs an absolute path; a relative one would read as a host.
+	abs, err := filepath.Abs(c.socket)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
+	}
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin socket %s: %w", c.socket, err)
 	}
@@ -197,6 +209,8 @@ type chickJSON struct {
 	Container  string    `json:"container,omitempty"`
 	Goal       string    `json:"goal"`
 	Outcome    string    `json:"outcome,omitempty"`
+	// Version is the chick binary's, as it reported when it joined.
+	Version string `json:"version,omitempty"`
 }
 
 func toJSON(ci *pb.ChickInfo, now time.Time) chickJSON {
@@ -204,7 +218,7 @@ func toJSON(ci *pb.ChickInfo, now time.Time) chickJSON {
 	return chickJSON{
 		ID: ci.GetId(), Channel: ci.GetChannel(), Tier: ci.GetTier(), State: stateName(ci.GetState()), CreatedAt: created,
 		AgeSeconds: int64(now.Sub(created).Seconds()), Tokens: ci.GetTokensUsed(), Host: ci.GetHost(), Container: ci.GetContainerId(),
-		Goal: ci.GetGoal(), Outcome: ci.GetOutcome(),
+		Goal: ci.GetGoal(), Outcome: ci.GetOutcome(), Version: ci.GetVersion(),
 	}
 }
 
@@ -322,11 +336,73 @@ func (c *cli) logs(ctx context.Context, args []string) error {
 	}
 }
 
+// statusJSON is the --json form of momctl status.
+type statusJSON struct {
+	Version    string        `json:"version"`
+	Momctl     string        `json:"momctl"`
+	ChickImage string        `json:"chickImage,omitempty"`
+	StartedAt  time.Time     `json:"startedAt"`
+	Adapters   []adapterJSON `json:"adapters"`
+	Chicks     []chickJSON   `json:"chicks"`
+	Queued     int32         `json:"queued"`
+	Hosts      []hostJSON    `json:"hosts"`
+	Budgets    []budgetJSON  `json:"budgets"`
+	NextEvents []eventJSON   `json:"nextEvents"`
+}
+
+type adapterJSON struct {
+	Name       string     `json:"name"`
+	Type       string     `json:"type"`
+	State      string     `json:"state"`
+	Reconnects int64      `json:"reconnects"`
+	Since      *time.Time `json:"since,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+type hostJSON struct {
+	Name          string     `json:"name"`
+	Up            bool       `json:"up"`
+	Running       int32      `json:"running"`
+	Capacity      int32      `json:"capacity"`
+	Tiers         []string   `json:"tiers,omitempty"`
+	EngineVersion string     `json:"engineVersion,omitempty"`
+	Since         *time.Time `json:"since,omitempty"`
+	Error         string     `json:"error,omitempty"`
+}
+
+type budgetJSON struct {
+	Scope string `json:"scope"`
+	Used  int64  `json:"used"`
+	Limit int64  `json:"limit"`
+}
+
+type eventJSON struct {
+	File     string     `json:"file"`
+	Type     string     `json:"type,omitempty"`
+	Channel  string     `json:"channel,omitempty"`
+	Schedule string     `json:"schedule,omitempty"`
+	Next     *time.Time `json:"next,omitempty"`
+	Text     string     `json:"text,omitempty"`
+}
+
+func optTime(ts interface{ AsTime() time.Time }, valid bool) *time.Time {
+	if !valid {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
+}
+
+func toEventJSON(e *pb.EventInfo) eventJSON {
+	return eventJSON{File: e.GetFile(), Type: e.GetType(), Channel: e.GetChannel(), Schedule: e.GetSchedule(), Text: e.GetText(),
+		Next: optTime(e.GetNextRun(), e.GetNextRun() != nil)}
+}
+
 func (c *cli) status(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return usageError{"status [--json]"}
 	}
 	api, done, err := c.connect()
@@ -341,67 +417,125 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		return c.explain(err)
 	}
 	now := time.Now()
+	out := statusJSON{
+		Version: st.GetVersion(), Momctl: version, ChickImage: st.GetChickImage(), StartedAt: st.GetStartedAt().AsTime(), Queued: st.GetQueued(),
+		Adapters: []adapterJSON{}, Chicks: []chickJSON{}, Hosts: []hostJSON{}, Budgets: []budgetJSON{}, NextEvents: []eventJSON{},
+	}
+	for _, a := range st.GetAdapters() {
+		out.Adapters = append(out.Adapters, adapterJSON{Name: a.GetName(), Type: a.GetType(), State: a.GetState(), Reconnects: a.GetReconnects(),
+			Since: optTime(a.GetSince(), a.GetSince() != nil), Error: a.GetError()})
+	}
+	for _, ci := range st.GetChicks() {
+		out.Chicks = append(out.Chicks, toJSON(ci, now))
+	}
+	for _, h := range st.GetHosts() {
+		out.Hosts = append(out.Hosts, hostJSON{Name: h.GetName(), Up: h.GetUp(), Running: h.GetRunning(), Capacity: h.GetCapacity(), Tiers: h.GetTiers(),
+			EngineVersion: h.GetEngineVersion(), Since: optTime(h.GetSince(), h.GetSince() != nil), Error: h.GetError()})
+	}
+	for _, b := range st.GetBudgets() {
+		out.Budgets = append(out.Budgets, budgetJSON{b.GetScope(), b.GetUsedTokens(), b.GetLimitTokens()})
+	}
+	for _, e := range st.GetNextEvents() {
+		out.NextEvents = append(out.NextEvents, toEventJSON(e))
+	}
 	if *asJSON {
-		type host struct {
-			Name     string `json:"name"`
-			Up       bool   `json:"up"`
-			Running  int32  `json:"running"`
-			Capacity int32  `json:"capacity"`
-			Error    string `json:"error,omitempty"`
-		}
-		type budget struct {
-			Scope string `json:"scope"`
-			Used  int64  `json:"used"`
-			Limit int64  `json:"limit"`
-		}
-		out := struct {
-			Version   string      `json:"version"`
-			StartedAt time.Time   `json:"startedAt"`
-			Chicks    []chickJSON `json:"chicks"`
-			Hosts     []host      `json:"hosts"`
-			Budgets   []budget    `json:"budgets"`
-		}{Version: st.GetVersion(), StartedAt: st.GetStartedAt().AsTime(), Chicks: []chickJSON{}, Hosts: []host{}, Budgets: []budget{}}
-		for _, ci := range st.GetChicks() {
-			out.Chicks = append(out.Chicks, toJSON(ci, now))
-		}
-		for _, h := range st.GetHosts() {
-			out.Hosts = append(out.Hosts, host{h.GetName(), h.GetUp(), h.GetRunning(), h.GetCapacity(), h.GetError()})
-		}
-		for _, b := range st.GetBudgets() {
-			out.Budgets = append(out.Budgets, budget{b.GetScope(), b.GetUsedTokens(), b.GetLimitTokens()})
-		}
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	fmt.Fprintf(c.stdout, "Mother %s, up %s\n", st.GetVersion(), age(now.Sub(st.GetStartedAt().AsTime())))
-	fmt.Fprintf(c.stdout, "chicks: %d running or queued\n", len(st.GetChicks()))
-	for _, h := range st.GetHosts() {
+	w := c.stdout
+	fmt.Fprintf(w, "Mother %s, up %s (momctl %s", out.Version, age(now.Sub(out.StartedAt)), version)
+	if out.ChickImage != "" {
+		fmt.Fprintf(w, ", chick image %s", out.ChickImage)
+	}
+	fmt.Fprintln(w, ")")
+
+	fmt.Fprintln(w, "\nADAPTERS")
+	if len(out.Adapters) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, a := range out.Adapters {
+		state := a.State
+		if a.Since != nil && !a.Since.IsZero() {
+			state += " for " + age(now.Sub(*a.Since))
+		}
+		line := fmt.Sprintf("  %s\t%s\t%s\t%d reconnects", a.Name, a.Type, state, a.Reconnects)
+		if a.Error != "" && a.State != "connected" {
+			line += "\t" + a.Error
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nCHICKS  %d alive, %d queued\n", len(out.Chicks), out.Queued)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, ci := range out.Chicks {
+		host := ci.Host
+		if host == "" {
+			host = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\ton %s\t%s\t%d tokens\n", ci.ID, ci.Channel, ci.Tier, ci.State, host, age(time.Duration(ci.AgeSeconds)*time.Second), ci.Tokens)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nDOCKER HOSTS")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, h := range out.Hosts {
 		state := "up"
-		if !h.GetUp() {
-			state = "DOWN: " + h.GetError()
+		if !h.Up {
+			state = "DOWN"
 		}
-		fmt.Fprintf(c.stdout, "host %s: %s, %d/%d chicks\n", h.GetName(), state, h.GetRunning(), h.GetCapacity())
+		if h.Since != nil && !h.Since.IsZero() {
+			state += " for " + age(now.Sub(*h.Since))
+		}
+		tiers := "all tiers"
+		if len(h.Tiers) > 0 {
+			tiers = "tiers " + strings.Join(h.Tiers, ",")
+		}
+		line := fmt.Sprintf("  %s\t%s\t%d/%d chicks\t%s", h.Name, state, h.Running, h.Capacity, tiers)
+		if h.EngineVersion != "" {
+			line += "\tDocker " + h.EngineVersion
+		}
+		if !h.Up && h.Error != "" {
+			line += "\t" + h.Error
+		}
+		fmt.Fprintln(tw, line)
 	}
-	for _, e := range st.GetNextEvents() {
-		fmt.Fprintf(c.stdout, "next event %s (%s, %s): %s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetNextRun().AsTime().Local().Format("2006-01-02 15:04"))
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nBUDGETS TODAY")
+	if len(out.Budgets) == 0 {
+		fmt.Fprintln(w, "  none used")
 	}
-	for _, b := range st.GetBudgets() {
+	for _, b := range out.Budgets {
 		lim := "no cap"
-		if b.GetLimitTokens() > 0 {
-			lim = fmt.Sprintf("of %d", b.GetLimitTokens())
+		if b.Limit > 0 {
+			lim = fmt.Sprintf("of %d, %d left", b.Limit, max(0, b.Limit-b.Used))
 		}
-		fmt.Fprintf(c.stdout, "budget %s: %d tokens (%s)\n", b.GetScope(), b.GetUsedTokens(), lim)
+		fmt.Fprintf(w, "  %s: %d tokens (%s)\n", b.Scope, b.Used, lim)
+	}
+
+	fmt.Fprintln(w, "\nNEXT EVENTS")
+	if len(out.NextEvents) == 0 {
+		fmt.Fprintln(w, "  none scheduled")
+	}
+	for _, e := range out.NextEvents {
+		next := "-"
+		if e.Next != nil {
+			next = e.Next.Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(w, "  %s  %s (%s, %s)\n", next, e.File, e.Type, e.Channel)
 	}
 	return nil
 }
 
 func (c *cli) events(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs := flag.NewFlagSet("events ls", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return usageError{"events [--json]"}
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return usageError{"events ls [--json]"}
 	}
 	api, done, err := c.connect()
 	if err != nil {
@@ -414,23 +548,10 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	if err != nil {
 		return c.explain(err)
 	}
-	type eventJSON struct {
-		File     string     `json:"file"`
-		Type     string     `json:"type,omitempty"`
-		Channel  string     `json:"channel,omitempty"`
-		Schedule string     `json:"schedule,omitempty"`
-		Next     *time.Time `json:"next,omitempty"`
-		Text     string     `json:"text,omitempty"`
-	}
 	if *asJSON {
 		out := []eventJSON{}
 		for _, e := range resp.GetEvents() {
-			ej := eventJSON{File: e.GetFile(), Type: e.GetType(), Channel: e.GetChannel(), Schedule: e.GetSchedule(), Text: e.GetText()}
-			if e.GetNextRun() != nil {
-				t := e.GetNextRun().AsTime()
-				ej.Next = &t
-			}
-			out = append(out, ej)
+			out = append(out, toEventJSON(e))
 		}
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")

@@ -12,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/nest"
@@ -25,14 +26,17 @@ type chicks struct {
 	hatchery *hatchery.Hatchery
 	nest     *nest.Server
 	lis      net.Listener
-	logger   *slog.Logger
+	// logger is scoped component=hatchery, nestLog component=nest.
+	logger  *slog.Logger
+	nestLog *slog.Logger
 }
 
 // startChicks opens the broker and the hatchery under <data>/chicks and
-// starts the nest: ChickService on grpc.listen, AdminService on the admin
+// starts the nest: ChickService on grpc.listen (TLS with Mother's own CA;
+// with the host tools chicks.hostTools allows), AdminService on the admin
 // socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger, mx *metrics.Metrics) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -44,14 +48,22 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		cfg.GRPC.Advertise = net.JoinHostPort(host, real)
 	}
 	br, err := broker.New(broker.Options{
-		Config: cfg, Dir: dir, Logger: logger,
+		Config: cfg, Dir: dir, Logger: logger, Metrics: mx,
 		Providers: func(name string) (model.Provider, error) { return providers.New(cfg.Providers, name, nil) },
 	})
 	if err != nil {
 		lis.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br})
+	// The nest speaks TLS to chicks with a CA of this Mother's own; each
+	// chick gets the CA certificate and trusts nothing else.
+	tl, err := nest.LoadTLS(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		lis.Close()
+		br.Close()
+		return nil, err
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br, CAPEM: tl.CAPEM, Metrics: mx})
 	if err != nil {
 		lis.Close()
 		br.Close()
@@ -64,14 +76,18 @@ func startChicks(cfg *config.Config, st *store.Store, logger *slog.Logger) (*chi
 		br.Close()
 		return nil, err
 	}
-	n := nest.New(nest.Options{Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration})
+	nlog := logger.With("component", "nest")
+	n := nest.New(nest.Options{
+		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration,
+		ChickImage: cfg.Chicks.Image, TLS: tl.Creds, HostTools: host.chicks, ToolServers: host.tools,
+	})
 	go func() {
 		if err := n.ServeAdmin(admin); err != nil {
-			logger.Error("admin socket stopped", "component", "nest", "err", err)
+			nlog.Error("admin socket stopped", "err", err)
 		}
 	}()
-	logger.Info("nest listening", "component", "nest", "grpc", lis.Addr().String(), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
-	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger}, nil
+	nlog.Info("nest listening", "grpc", lis.Addr().String(), "tls", "mother's CA", "cert_expires", tl.NotAfter.Format(time.DateOnly), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
+	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
 }
 
 // reconcile takes over the chicks a previous Mother left running, then
@@ -82,17 +98,17 @@ func (c *chicks) reconcile(ctx context.Context) {
 	defer func() {
 		go func() {
 			if err := c.nest.ServeChicks(c.lis); err != nil {
-				c.logger.Error("chick listener stopped", "component", "nest", "err", err)
+				c.nestLog.Error("chick listener stopped", "err", err)
 			}
 		}()
 	}()
 	if err := c.hatchery.Reconcile(ctx); err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "did not answer") {
-			c.logger.Warn("chicks unavailable until the Docker host answers", "component", "hatchery", "err", err)
+			c.logger.Warn("chicks unavailable until the Docker host answers", "err", err)
 			return
 		}
-		c.logger.Error("reconcile chicks", "component", "hatchery", "err", err)
+		c.logger.Error("reconcile chicks", "err", err)
 	}
 }
 

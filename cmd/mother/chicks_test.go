@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -477,9 +478,15 @@ func TestMomctlKillsChickMidRun(t *testing.T) {
 	if code != 0 || !strings.Contains(evs, "standup.json") || !strings.Contains(evs, "periodic") {
 		t.Errorf("momctl events (exit %d):\n%s", code, evs)
 	}
+	evls, code := momctl(t, data, "events", "ls")
+	if code != 0 || evls != evs {
+		t.Errorf("momctl events ls (exit %d) differs from momctl events:\n%s", code, evls)
+	}
 	st, code := momctl(t, data, "status")
-	if code != 0 || !strings.Contains(st, "host local: up, 1/") || !strings.Contains(st, "next event standup.json") {
-		t.Errorf("momctl status (exit %d):\n%s", code, st)
+	for _, re := range []string{`(?m)^  cli\s+cli\s+connected`, `(?m)^  local\s+up for \S+\s+1/\d+ chicks\s+all tiers\s+Docker \d`, `(?m)^  ` + c.ID + `\s+cli/local\s+local\s+running\s+on local`, `standup\.json \(periodic, cli/local\)`, `chick image ` + hatcherytest.Image} {
+		if code != 0 || !regexp.MustCompile(re).MatchString(st) {
+			t.Errorf("momctl status (exit %d) does not match %s:\n%s", code, re, st)
+		}
 	}
 	fi, err := os.Stat(filepath.Join(data, "mother.sock"))
 	if err != nil || fi.Mode().Perm() != 0o600 {

@@ -30,7 +30,9 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/migrate"
+	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/prompt"
@@ -97,7 +99,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "mother: invalid configuration:\n%s\n", indent(es.Error()))
 			return exitUsage
 		}
-		fmt.Fprintf(stdout, "configuration OK: %d adapter(s), model %s/%s, %d chick tier(s)\n", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers))
+		fmt.Fprintf(stdout, "configuration OK: %d adapter(s), model %s/%s, %d chick tier(s), %d host tool server(s)\n", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers), len(cfg.MCPServers))
 		return exitOK
 	}
 
@@ -108,22 +110,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *logLevel != "" {
 		level = *logLevel
 	}
-	logger, err := newLogger(stderr, cfg.Log.Format, level)
+	// base carries no component; each subsystem scopes it with its own
+	// (component=store, mother, events, nest, ...), so every line has
+	// exactly one. logger is this command's own.
+	base, err := newLogger(stderr, cfg.Log.Format, level)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitUsage
 	}
+	logger := base.With("component", "daemon")
 
-	if addr := os.Getenv(debugEnv); addr != "" {
-		stopDebug, err := startDebug(addr, logger)
-		if err != nil {
-			fmt.Fprintf(stderr, "mother: %v\n", err)
-			return exitUsage
-		}
-		defer stopDebug()
-	}
-
-	st, err := store.Open(dataDir, store.Options{Logger: logger})
+	st, err := store.Open(dataDir, store.Options{Logger: base})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -151,11 +148,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	provider, err := providers.New(cfg.Providers, cfg.Model.Provider, nil)
+	// A burst across many channels queues here rather than opening a
+	// stream per channel (see model.Limit).
+	provider = model.Limit(provider, cfg.Model.MaxParallel)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: model.provider: %v\n", err)
 		return exitUsage
 	}
-	ch, err := startChicks(cfg, st, logger)
+	// Host tools: the MCP servers of config.json, called through
+	// invoke_tool, listed in the prompt, and offered to chicks as far as
+	// chicks.hostTools allows.
+	host := startHostSide(cfg, st.DataDir(), base)
+	// Every return stops the servers; shutdown does it first, in order.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = host.close(cctx)
+	}()
+	mx := metrics.New(metrics.Options{Version: version, Prices: tierPrices(cfg)})
+	ch, err := startChicks(cfg, st, host, base, mx)
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
@@ -172,8 +183,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		StateDir: filepath.Join(st.DataDir(), "state", "events"),
 		Resolve:  events.AdapterResolver(adapterNames),
 		Clock:    clock.Real{},
-		Logger:   logger,
+		Logger:   base,
 		Grace:    cfg.Events.OneShotGrace.Duration,
+		Metrics:  mx,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -182,25 +194,35 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ch.nest.SetEvents(watcher)
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
-	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: logger, Tools: motherTools, Chicks: ch.hatchery})
+	motherTools = append(motherTools, host.tools.InvokeTool())
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
+		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
 	ch.hatchery.SetObserver(m.ChickObserver())
+	ch.nest.SetAdapters(m)
+	mx.Watch(m, ch.hatchery, ch.broker)
+	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure
+	}
+	defer stopMetrics()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	if *cliMode {
-		return runCLI(ctx, m, watcher, ch, stdin, stdout, stderr, logger)
+		return runCLI(ctx, m, watcher, ch, host, stdin, stdout, stderr, logger)
 	}
-	return runDaemon(ctx, m, watcher, ch, cfg, st, stderr, logger)
+	return runDaemon(ctx, m, watcher, ch, host, cfg, st, stderr, base)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
-func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
 	term := cli.New("cli", stdin, stdout)
 	if err := m.AddAdapter(term); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
@@ -213,7 +235,12 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks
 	ch.reconcile(ctx)
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, stderr)
+		shutdown(m, w, host, stderr)
+		return exitFailure
+	}
+	if err := host.watch(ctx); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, host, stderr)
 		return exitFailure
 	}
 	select {
@@ -223,11 +250,12 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks
 		}
 	case <-ctx.Done():
 	}
-	return shutdown(m, w, stderr)
+	return shutdown(m, w, host, stderr)
 }
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT.
-func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, cfg *config.Config, st *store.Store, stderr io.Writer, logger *slog.Logger) int {
+func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, cfg *config.Config, st *store.Store, stderr io.Writer, base *slog.Logger) int {
+	logger := base.With("component", "daemon")
 	if len(cfg.Adapters) == 0 {
 		fmt.Fprintf(stderr, "mother: no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n", st.DataDir())
 		return exitUsage
@@ -236,7 +264,8 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 		a, err := chat.New(chat.Env{
 			Name:   name,
 			Config: cfg.Adapters[name],
-			Logger: logger.With("component", "adapter", "adapter", name),
+			// Adapters scope it themselves (component=<type>, adapter=<name>).
+			Logger: base,
 			ChannelDir: func(channelID string) (string, error) {
 				ch, err := st.Channel(name, channelID)
 				if err != nil {
@@ -274,28 +303,39 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 	ch.reconcile(ctx)
 	if err := w.Start(ctx, m); err != nil {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, stderr)
+		shutdown(m, w, host, stderr)
+		return exitFailure
+	}
+	if err := host.watch(ctx); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		shutdown(m, w, host, stderr)
 		return exitFailure
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
-	stopping := notifySystemd(ctx, m, logger, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
+	stopping := notifySystemd(ctx, m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
 	<-ctx.Done()
 	logger.Info("shutting down")
 	stopping()
-	return shutdown(m, w, stderr)
+	return shutdown(m, w, host, stderr)
 }
 
 // shutdown stops the events watcher first (no new runs), then Mother: runs
-// in flight are interrupted and kept for the next start.
-func shutdown(m *mother.Mother, w *events.Watcher, stderr io.Writer) int {
+// in flight are interrupted and kept for the next start; then the host
+// tool servers.
+func shutdown(m *mother.Mother, w *events.Watcher, host *hostSide, stderr io.Writer) int {
 	w.Stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	code := exitOK
 	if err := m.Shutdown(sctx); err != nil {
 		fmt.Fprintf(stderr, "mother: shutdown: %v\n", err)
-		return exitFailure
+		code = exitFailure
 	}
-	return exitOK
+	if err := host.close(sctx); err != nil {
+		fmt.Fprintf(stderr, "mother: shutdown: %v\n", err)
+		code = exitFailure
+	}
+	return code
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

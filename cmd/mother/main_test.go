@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -298,34 +296,4 @@ func TestVersion(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "mother ") {
 		t.Errorf("--version: exit %d, stdout %q", r.code, r.stdout)
 	}
-}
-
-// TestDebugListener: MOTHER_DEBUG_LISTEN serves the runtime profiles on a
-// loopback address (the soak harness reads goroutine counts there), and
-// refuses any other address.
-func TestDebugListener(t *testing.T) {
-	t.Parallel()
-	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn { return ollamatest.Turn{Text: "ok", Delay: time.Second} })
-	defer fake.Close()
-	r := runMother(t, "", []string{"MOTHER_DEBUG_LISTEN=0.0.0.0:0"}, "--cli", t.TempDir())
-	if r.code != exitUsage || !strings.Contains(r.stderr, "must be a loopback address") {
-		t.Errorf("non-loopback debug address: exit %d, %q", r.code, r.stderr)
-	}
-	addr := freePort(t)
-	p := startMother(t, []string{"MOTHER_OLLAMA_URL=" + fake.URL, "MOTHER_DEBUG_LISTEN=" + addr}, "--cli", t.TempDir())
-	var body string
-	waitFor(t, "the goroutine profile", func() bool {
-		resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return resp.StatusCode == 200
-	})
-	if !regexp.MustCompile(`^goroutine profile: total \d+`).MatchString(body) {
-		t.Errorf("goroutine profile: %.200q", body)
-	}
-	p.stdin.Close()
 }

@@ -51,7 +51,20 @@ type Options struct {
 	// LookbackDays of ledger are read at start to rebuild each chick's
 	// total (default 2: a chick may span midnight).
 	LookbackDays int
+	// Metrics hears every metered call (nil: nothing is counted).
+	Metrics Metrics
 }
+
+// Metrics hears what the broker can count; pkg/metrics implements it.
+type Metrics interface {
+	// ModelCall: a chick's call through tier ended; usage is what it
+	// cost (zero for a failed call), err its error (nil: success).
+	ModelCall(tier string, usage model.Usage, err error)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) ModelCall(string, model.Usage, error) {}
 
 // Broker is safe for concurrent use.
 type Broker struct {
@@ -59,6 +72,7 @@ type Broker struct {
 	budgets  config.Budgets
 	dir      string
 	mkProv   ProviderFunc
+	metrics  Metrics
 	logger   *slog.Logger
 	now      func() time.Time
 	lookback int
@@ -98,9 +112,12 @@ func New(opts Options) (*Broker, error) {
 	if opts.LookbackDays <= 0 {
 		opts.LookbackDays = 2
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
+	}
 	b := &Broker{
 		tiers: opts.Config.Chicks.Tiers, budgets: opts.Config.Budgets, dir: filepath.Join(opts.Dir, "usage"),
-		mkProv: opts.Providers, logger: opts.Logger.With("component", "broker"), now: opts.Now, lookback: opts.LookbackDays,
+		mkProv: opts.Providers, metrics: opts.Metrics, logger: opts.Logger.With("component", "broker"), now: opts.Now, lookback: opts.LookbackDays,
 		providers: map[string]model.Provider{}, chick: map[string]model.Usage{}, calls: map[string]int{},
 	}
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
@@ -214,6 +231,7 @@ func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDe
 	if err := b.check(c); err != nil {
 		b.mu.Unlock()
 		b.logger.Warn("call refused", "chick", c.ChickID, "channel", c.Channel, "tier", c.Tier, "err", err)
+		b.metrics.ModelCall(c.Tier, model.Usage{}, err)
 		return model.Response{}, err
 	}
 	p, ok := b.providers[t.Provider]
@@ -230,6 +248,7 @@ func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDe
 
 	req.Model = t.Model
 	resp, err := p.Chat(ctx, req, onDelta)
+	b.metrics.ModelCall(c.Tier, resp.Usage, err)
 	if err != nil {
 		return resp, err
 	}
@@ -271,8 +290,12 @@ func (b *Broker) ChickCalls(id string) int {
 
 // Budget is one budget's state.
 type Budget struct {
+	// Scope says it in words: "tier local today".
 	Scope string
-	Used  int64
+	// Kind is "tier" or "channel"; Name the tier or the qualified channel.
+	Kind, Name string
+	Used       int64
+	// Limit is 0 when there is no cap.
 	Limit int64
 }
 
@@ -283,10 +306,10 @@ func (b *Broker) Budgets() []Budget {
 	_ = b.rollLocked(b.now())
 	var out []Budget
 	for _, t := range slices.Sorted(keys(b.tiers)) {
-		out = append(out, Budget{Scope: "tier " + t + " today", Used: b.tier[t], Limit: b.budgets.TierDailyTokens[t]})
+		out = append(out, Budget{Scope: "tier " + t + " today", Kind: "tier", Name: t, Used: b.tier[t], Limit: b.budgets.TierDailyTokens[t]})
 	}
 	for _, ch := range slices.Sorted(keys(b.channel)) {
-		out = append(out, Budget{Scope: "channel " + ch + " today", Used: b.channel[ch], Limit: b.budgets.ChannelDailyTokens})
+		out = append(out, Budget{Scope: "channel " + ch + " today", Kind: "channel", Name: ch, Used: b.channel[ch], Limit: b.budgets.ChannelDailyTokens})
 	}
 	return out
 }

@@ -1,10 +1,12 @@
 // Package chick is the runtime inside a chick container: it dials Mother's
-// nest with its id and single-use token, joins (receiving its goal, tier
+// nest over TLS (trusting only Mother's CA) with its id and single-use
+// token, joins (receiving its goal, tier
 // and limits), runs the agent loop with its tools in the workspace, streams
 // every event over the Session stream (buffered until Mother acknowledges
 // it, resent after a reconnect), sends heartbeats, makes every model call
-// through Mother's broker, uploads attached and output files, sends its
-// result, and returns. A cancellation from Mother aborts the run.
+// through Mother's broker, asks Mother to run the host tools she offers it
+// (host_tool, within config's chicks.hostTools), uploads attached and
+// output files, sends its result, and returns. A cancellation from Mother aborts the run.
 //
 // It links no chat platform and no Docker client, and holds no secret but
 // its own token.
@@ -25,7 +27,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -48,6 +49,9 @@ type Options struct {
 	Token string
 	// ChickID is the chick's id (MOTHER_CHICK_ID).
 	ChickID string
+	// CAPEM is the certificate of Mother's nest CA (MOTHER_CA_PEM): the
+	// chick speaks TLS to Mother and trusts only certificates it signed.
+	CAPEM []byte
 	// Workspace is the working directory (default /workspace).
 	Workspace string
 	Version   string
@@ -76,6 +80,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Addr == "" || opts.Token == "" || opts.ChickID == "" {
 		return errors.New("chick: address, token and chick id are required")
 	}
+	creds, err := wire.ClientTLS(opts.CAPEM)
+	if err != nil {
+		return fmt.Errorf("chick: Mother's CA certificate (MOTHER_CA_PEM): %w", err)
+	}
 	if opts.Workspace == "" {
 		opts.Workspace = "/workspace"
 	}
@@ -92,7 +100,7 @@ func Run(ctx context.Context, opts Options) error {
 		opts.ReconnectFor = 10 * time.Minute
 	}
 	dial := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 	}, opts.DialOptions...)
@@ -223,6 +231,7 @@ func (r *runner) run(ctx context.Context) error {
 			return r.waitStored(ctx, sessDone)
 		}
 	}
+	tools = append(tools, r.hostTools(join)...)
 	ag, err := agent.New(agent.Config{
 		Provider: &brokerProvider{r: r},
 		Model:    join.GetTier(),

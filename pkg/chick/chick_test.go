@@ -31,6 +31,7 @@ type mother struct {
 	b   *broker.Broker
 	srv *nest.Server
 	obs *events
+	ca  []byte
 }
 
 type events struct {
@@ -68,7 +69,11 @@ func startMother(t *testing.T, cfg *config.Config, dir, addr string, fake *ollam
 	if err := h.Reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv := nest.New(nest.Options{Chicks: h, Models: b, KillGrace: time.Second})
+	tl, err := nest.LoadTLS(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := nest.New(nest.Options{Chicks: h, Models: b, KillGrace: time.Second, TLS: tl.Creds})
 	var lis net.Listener
 	for i := 0; ; i++ { // the old listener's port may take a moment to free
 		lis, err = net.Listen("tcp", addr)
@@ -81,7 +86,7 @@ func startMother(t *testing.T, cfg *config.Config, dir, addr string, fake *ollam
 		t.Fatal(err)
 	}
 	go srv.ServeChicks(lis)
-	return &mother{h: h, b: b, srv: srv, obs: obs}
+	return &mother{h: h, b: b, srv: srv, obs: obs, ca: tl.CAPEM}
 }
 
 func (m *mother) stop() {
@@ -158,7 +163,7 @@ func TestChickRidesOutAMotherRestart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- chick.Run(context.Background(), chick.Options{
-			Addr: addr, Token: token, ChickID: in.ID, Workspace: ws,
+			Addr: addr, Token: token, ChickID: in.ID, Workspace: ws, CAPEM: m1.ca,
 			MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, ReconnectFor: time.Minute,
 			Tools: func(root string, attach func(string, string) error) ([]agent.Tool, error) {
 				return tools.Chick(root, attach)
@@ -292,7 +297,7 @@ func TestUndeliveredOutputIsNamed(t *testing.T) {
 	}
 	big.Truncate(hatchery.MaxFileBytes + 1) // sparse: cheap to make, real to send
 	big.Close()
-	if err := chick.Run(t.Context(), chick.Options{Addr: addr, Token: token, ChickID: in.ID, Workspace: ws}); err != nil {
+	if err := chick.Run(t.Context(), chick.Options{Addr: addr, Token: token, ChickID: in.ID, Workspace: ws, CAPEM: m.ca}); err != nil {
 		t.Fatalf("chick.Run: %v", err)
 	}
 	var end hatchery.Info

@@ -82,6 +82,9 @@ type Model struct {
 	Provider string `json:"provider"`
 	// ID is the provider's model id.
 	ID string `json:"id"`
+	// MaxParallel caps Mother's own model calls in flight at once (across
+	// channels); further runs wait for a slot. 0 means the default.
+	MaxParallel int `json:"maxParallel"`
 }
 
 // Providers holds provider endpoints and keys.
@@ -150,6 +153,15 @@ type Tier struct {
 	Model    string `json:"model"`
 	// Description tells Mother's model when to pick this tier.
 	Description string `json:"description"`
+	// Price, if set, is what the model costs; the metrics then count the
+	// tier's cost (mother_chick_model_cost_usd_total).
+	Price *Price `json:"price"`
+}
+
+// Price is a model's price in US dollars per million tokens.
+type Price struct {
+	InputPerMTok  float64 `json:"inputPerMTok"`
+	OutputPerMTok float64 `json:"outputPerMTok"`
 }
 
 // DockerHost is one Docker engine.
@@ -170,6 +182,11 @@ type DockerHost struct {
 	// MotherAddress is the gRPC address chicks on this host dial; empty:
 	// grpc.advertise.
 	MotherAddress string `json:"motherAddress"`
+	// SSHIdentityFile and SSHKnownHostsFile, for ssh:// hosts: the private
+	// key to log in with and the known_hosts file that must hold the host's
+	// key (checked strictly). Empty: ssh's defaults for Mother's user.
+	SSHIdentityFile   string `json:"sshIdentityFile"`
+	SSHKnownHostsFile string `json:"sshKnownHostsFile"`
 }
 
 // Resources are container limits.
@@ -246,16 +263,24 @@ type Dispatch struct {
 }
 
 // MCPServer is a host-side tool server: a command (stdio) or a URL
-// (streamable HTTP).
+// (streamable HTTP). Its tools are called "<server name>.<tool>".
 type MCPServer struct {
-	Command string            `json:"command"`
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	URL     string            `json:"url"`
+	// Command starts a stdio server; it runs in the data directory, and a
+	// relative path with a slash is relative to it.
+	Command string `json:"command"`
+	// Args are the command's arguments.
+	Args []string `json:"args"`
+	// Env is added to the server's environment, which otherwise holds only
+	// PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LC_ALL, LC_CTYPE, TZ and
+	// TMPDIR (never Mother's tokens or keys).
+	Env map[string]string `json:"env"`
+	// URL is a streamable HTTP server's endpoint.
+	URL string `json:"url"`
+	// Headers are sent with every HTTP request (an API key, say).
 	Headers map[string]Secret `json:"headers"`
-	// Timeout per tool call.
+	// Timeout per tool call (default 60s).
 	Timeout Duration `json:"timeout"`
-	// Disabled skips the server.
+	// Disabled keeps the server in the configuration without running it.
 	Disabled bool `json:"disabled"`
 }
 

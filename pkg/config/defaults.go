@@ -15,6 +15,7 @@ import (
 const (
 	DefaultModelProvider      = "ollama"
 	DefaultModelID            = "qwen3:30b-a3b"
+	DefaultModelParallel      = 4
 	DefaultOllamaURL          = "http://127.0.0.1:11434"
 	DefaultChickImage         = "mother-chick:dev"
 	DefaultChickModel         = "qwen3:14b"
@@ -135,6 +136,9 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if c.Model.ID == "" {
 		c.Model.ID = DefaultModelID
+	}
+	if c.Model.MaxParallel == 0 {
+		c.Model.MaxParallel = DefaultModelParallel
 	}
 	if c.Providers.Ollama.URL == "" {
 		c.Providers.Ollama.URL = DefaultOllamaURL
@@ -320,6 +324,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	checkProvider("model.provider", c.Model.Provider)
+	if c.Model.MaxParallel < 0 {
+		bad("model.maxParallel", "must be positive")
+	}
 	if u, err := url.Parse(strings.TrimSpace(c.Providers.Ollama.URL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("providers.ollama.url", "must be an http(s) URL such as http://127.0.0.1:11434, got %q", c.Providers.Ollama.URL)
 	}
@@ -336,6 +343,9 @@ func (c *Config) Validate() error {
 		}
 		if t.Model == "" {
 			bad(f+".model", "missing")
+		}
+		if p := t.Price; p != nil && (p.InputPerMTok < 0 || p.OutputPerMTok < 0) {
+			bad(f+".price", "must not be negative")
 		}
 		checkProvider(f+".provider", t.Provider)
 	}
@@ -382,6 +392,9 @@ func (c *Config) Validate() error {
 			default:
 				bad(f+".address", "scheme must be unix://, tcp:// (with TLS) or ssh://, got %q", h.Address)
 			}
+		}
+		if (h.SSHIdentityFile != "" || h.SSHKnownHostsFile != "") && !strings.HasPrefix(h.Address, "ssh://") {
+			bad(f+".sshIdentityFile", "sshIdentityFile and sshKnownHostsFile apply to ssh:// addresses only")
 		}
 		for j, t := range h.Tiers {
 			if _, ok := ch.Tiers[t]; !ok {

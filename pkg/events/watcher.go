@@ -97,10 +97,22 @@ type Options struct {
 	// Retries are the waits before re-reading a file that did not parse.
 	// Default 100ms, 200ms, 400ms.
 	Retries []time.Duration
+	// Metrics hears fired events (nil: nothing is counted).
+	Metrics Metrics
 	// MaxWait caps one timer wait, so a wall-clock jump (NTP setting the
 	// clock after boot) is noticed within it. Default 1m.
 	MaxWait time.Duration
 }
+
+// Metrics hears what the watcher can count; pkg/metrics implements it.
+type Metrics interface {
+	// EventFired: an occurrence of an event was accepted to run.
+	EventFired(t Type, late bool)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) EventFired(Type, bool) {}
 
 // Watcher watches the events directory and fires events. Create with New,
 // then Start.
@@ -171,6 +183,9 @@ func New(opts Options) (*Watcher, error) {
 	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = time.Minute
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
 	}
 	for _, d := range []string{opts.Dir, filepath.Join(opts.StateDir, acceptedDir), filepath.Join(opts.StateDir, rejectedDir), filepath.Join(opts.StateDir, expiredDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -579,6 +594,7 @@ func (w *Watcher) fire(e *entry, due time.Time, late bool, note string) {
 	q := s.Qualified()
 	w.pending[q] = append(w.pending[q], f)
 	lg.Info("event fired", "type", s.Type, "due", due, "late", late)
+	w.o.Metrics.EventFired(s.Type, late)
 	w.pump(q)
 }
 

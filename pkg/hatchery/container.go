@@ -24,6 +24,9 @@ const (
 	EnvAddr    = "MOTHER_ADDR"
 	EnvToken   = "MOTHER_TOKEN"
 	EnvChickID = "MOTHER_CHICK_ID"
+	// EnvCA is the nest's CA certificate (PEM, public): the chick trusts
+	// only it when dialling Mother over TLS.
+	EnvCA = "MOTHER_CA_PEM"
 )
 
 func on(b *bool) bool { return b == nil || *b }

@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -33,6 +35,7 @@ type dockerAPI interface {
 	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error)
+	ServerVersion(ctx context.Context) (types.Version, error)
 	Close() error
 }
 
@@ -80,7 +83,7 @@ func Dial(h config.DockerHost, getenv func(string) string) (*client.Client, erro
 		}
 		opts = append(opts, client.WithHost(addr), client.WithTLSClientConfig(h.TLSCA, h.TLSCert, h.TLSKey))
 	case "ssh":
-		d, err := sshDialer(u)
+		d, err := sshDialer(u, h)
 		if err != nil {
 			return nil, fmt.Errorf("docker host %s: %w", h.Name, err)
 		}
@@ -102,8 +105,11 @@ func newClient(name string, opts []client.Opt) (*client.Client, error) {
 }
 
 // sshDialer connects through `ssh [-p port] [user@]host -- docker system
-// dial-stdio`, the remote Docker CLI's stdio bridge to its engine.
-func sshDialer(u *url.URL) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+// dial-stdio`, the remote Docker CLI's stdio bridge to its engine. ssh runs
+// in batch mode (a daemon has no one to type a password), with the host's
+// identity and known-hosts files when configured, and what it says on
+// stderr becomes the connection's error.
+func sshDialer(u *url.URL, h config.DockerHost) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("ssh address %q has no host", u.String())
 	}
@@ -117,7 +123,13 @@ func sshDialer(u *url.URL) (func(ctx context.Context, network, addr string) (net
 		}
 		target = u.User.Username() + "@" + target
 	}
-	args := []string{"-o", "ConnectTimeout=30", "-T"}
+	args := []string{"-o", "ConnectTimeout=30", "-o", "BatchMode=yes", "-T"}
+	if h.SSHIdentityFile != "" {
+		args = append(args, "-i", h.SSHIdentityFile, "-o", "IdentitiesOnly=yes")
+	}
+	if h.SSHKnownHostsFile != "" {
+		args = append(args, "-o", "UserKnownHostsFile="+h.SSHKnownHostsFile, "-o", "StrictHostKeyChecking=yes")
+	}
 	if p := u.Port(); p != "" {
 		if _, err := strconv.Atoi(p); err != nil {
 			return nil, fmt.Errorf("ssh port %q: %w", p, err)
@@ -136,29 +148,55 @@ func sshDialer(u *url.URL) (func(ctx context.Context, network, addr string) (net
 		if err != nil {
 			return nil, err
 		}
-		cmd.Stderr = io.Discard
+		stderr := &tailBuffer{max: 2048}
+		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start ssh: %w", err)
 		}
-		return &cmdConn{cmd: cmd, w: stdin, r: stdout}, nil
+		return &cmdConn{cmd: cmd, w: stdin, r: stdout, stderr: stderr}, nil
 	}, nil
 }
 
 // cmdConn is a net.Conn over a command's stdin and stdout.
 type cmdConn struct {
-	cmd *exec.Cmd
-	w   io.WriteCloser
-	r   io.ReadCloser
+	cmd    *exec.Cmd
+	w      io.WriteCloser
+	r      io.ReadCloser
+	stderr *tailBuffer
+
+	waitOnce sync.Once
+	waitErr  error
 }
 
-func (c *cmdConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
+// wait reaps ssh once; after it, everything ssh wrote to stderr is in
+// c.stderr (exec copies it in a goroutine that Wait joins).
+func (c *cmdConn) wait() error {
+	c.waitOnce.Do(func() { c.waitErr = c.cmd.Wait() })
+	return c.waitErr
+}
+
+// Read passes stdout through; when it ends because ssh failed (refused
+// key, unknown host, no docker on the far side), the error says why.
+func (c *cmdConn) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	if errors.Is(err, io.EOF) {
+		if werr := c.wait(); werr != nil {
+			msg := strings.TrimSpace(c.stderr.String())
+			if msg == "" {
+				msg = werr.Error()
+			}
+			return n, fmt.Errorf("ssh: %s", msg)
+		}
+	}
+	return n, err
+}
 func (c *cmdConn) Write(b []byte) (int, error) { return c.w.Write(b) }
 func (c *cmdConn) Close() error {
 	c.w.Close()
 	if c.cmd.Process != nil {
 		_ = c.cmd.Process.Kill()
 	}
-	_ = c.cmd.Wait()
+	_ = c.wait()
 	return nil
 }
 func (c *cmdConn) LocalAddr() net.Addr              { return sshAddr{} }
@@ -171,3 +209,26 @@ type sshAddr struct{}
 
 func (sshAddr) Network() string { return "ssh" }
 func (sshAddr) String() string  { return "ssh" }
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -74,7 +73,34 @@ type Options struct {
 	StartupGrace time.Duration
 	// DockerTimeout bounds each Docker call (default 60s).
 	DockerTimeout time.Duration
+	// ProbeInterval is how often every host is asked whether it answers
+	// (default 30s); ProbeTimeout bounds one such check (default 10s).
+	ProbeInterval, ProbeTimeout time.Duration
+	// Metrics hears countable facts (nil: none).
+	Metrics Metrics
+	// CAPEM is the nest's CA certificate, given to every chick so it can
+	// verify Mother (MOTHER_CA_PEM). Empty: chicks cannot dial Mother.
+	CAPEM []byte
 }
+
+// Metrics hears what the hatchery can count; pkg/metrics implements it.
+// Calls must be quick and must not call back into the hatchery.
+type Metrics interface {
+	// ChickSpawned: a chick was accepted (started or queued).
+	ChickSpawned(tier string)
+	// ChickJoined: a chick dialled Mother for the first time, latency after
+	// its container was asked for (create, copy, start, dial).
+	ChickJoined(tier, host string, latency time.Duration)
+	// ChickEnded: a chick ended; ran is its time since it got a slot (0
+	// if it never did).
+	ChickEnded(tier string, state State, reason Reason, ran time.Duration)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) ChickSpawned(string)                             {}
+func (nopMetrics) ChickJoined(string, string, time.Duration)       {}
+func (nopMetrics) ChickEnded(string, State, Reason, time.Duration) {}
 
 // Hatchery manages every chick of one Mother instance.
 type Hatchery struct {
@@ -90,6 +116,11 @@ type Hatchery struct {
 	grace    time.Duration
 	dockerTO time.Duration
 	obs      observerSlot
+	metrics  Metrics
+	caPEM    string
+
+	probeEvery time.Duration
+	probeTO    time.Duration
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -101,12 +132,14 @@ type Hatchery struct {
 	records *store.JSONL
 	closed  bool
 	watch   Timer
+	probe   Timer
 	keeps   []Timer
 }
 
 type host struct {
 	Host
 	running int
+	health  hostHealth
 }
 
 type chick struct {
@@ -128,6 +161,11 @@ type chick struct {
 	// restored marks a chick loaded from disk at start, which Reconcile
 	// decides about; chicks spawned by this process are not its business.
 	restored bool
+	// detached: its host stopped answering and nothing watches its
+	// container; reconcileHost decides when the host is back.
+	detached bool
+	// joined: it has dialled Mother (spawn latency is measured once).
+	joined bool
 }
 
 // New opens the hatchery's state under opts.Dir. Call Reconcile next, then
@@ -148,6 +186,15 @@ func New(opts Options) (*Hatchery, error) {
 	if opts.DockerTimeout <= 0 {
 		opts.DockerTimeout = 60 * time.Second
 	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = 30 * time.Second
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = 10 * time.Second
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
+	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("hatchery: %w", err)
 	}
@@ -160,7 +207,8 @@ func New(opts Options) (*Hatchery, error) {
 		cfg: cfg.Chicks, budgets: cfg.Budgets, dir: opts.Dir, instance: inst,
 		logger: opts.Logger.With("component", "hatchery"), clock: opts.Clock, meter: opts.Meter,
 		command: opts.Command, grace: opts.StartupGrace, dockerTO: opts.DockerTimeout,
-		chicks: map[string]*chick{},
+		chicks: map[string]*chick{}, metrics: opts.Metrics, caPEM: string(opts.CAPEM),
+		probeEvery: opts.ProbeInterval, probeTO: opts.ProbeTimeout,
 	}
 	hosts := opts.Hosts
 	if len(hosts) == 0 {
@@ -378,6 +426,7 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 		return Info{}, fmt.Errorf("spawn chick: %w (%d waiting)", ErrQueueFull, len(h.queue))
 	}
 	h.chicks[id] = c
+	h.metrics.ChickSpawned(tier)
 	if hs == nil {
 		h.queue = append(h.queue, c)
 		h.persist(c)
@@ -436,7 +485,7 @@ func (h *Hatchery) freeHost(c *chick) *host {
 		if len(hs.Tiers) > 0 && !slices.Contains(hs.Tiers, c.rec.Tier) {
 			continue
 		}
-		if hs.running >= hs.Capacity {
+		if hs.running >= hs.Capacity || hs.health.down {
 			continue
 		}
 		// Most free capacity first (decision 10).
@@ -481,6 +530,10 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		LabelTier:     c.rec.Tier,
 	}
 	env := []string{EnvAddr + "=" + hs.MotherAddress, EnvToken + "=" + tok, EnvChickID + "=" + id, "HOME=" + Workspace, "TMPDIR=/tmp"}
+	if h.caPEM != "" {
+		// Public: how the chick recognises Mother (not a secret).
+		env = append(env, EnvCA+"="+h.caPEM)
+	}
 	cc, hc, err := containerSpec(h.cfg, h.cfg.Image, h.command, labels, env)
 	if err != nil {
 		h.failStart(c, "", err)
@@ -490,6 +543,10 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	resp, err := hs.API.ContainerCreate(ctx, cc, hc, nil, nil, "mother-chick-"+id+"-"+h.instance)
 	cancel()
 	if err != nil {
+		if unreachable(err) {
+			h.requeue(c, hs, err)
+			return
+		}
 		if client.IsErrNotFound(err) {
 			err = fmt.Errorf("the image %s is not on Docker host %s: build it with `make image` there, or set chicks.image (%w)", h.cfg.Image, hs.Name, err)
 		}
@@ -514,6 +571,10 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	err = hs.API.CopyToContainer(ctx, cid, Workspace, pr, container.CopyToContainerOptions{})
 	cancel()
 	pr.CloseWithError(errors.New("copy ended"))
+	if unreachable(err) {
+		h.requeue(c, hs, err)
+		return
+	}
 	if err != nil {
 		h.failStart(c, cid, fmt.Errorf("copy the channel's files into the chick: %w", err))
 		return
@@ -526,6 +587,10 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	cancel()
 	if err != nil {
 		wcancel()
+		if unreachable(err) {
+			h.requeue(c, hs, err)
+			return
+		}
 		h.failStart(c, cid, fmt.Errorf("start chick container: %w", err))
 		return
 	}
@@ -598,6 +663,15 @@ func (h *Hatchery) waitExit(c *chick, waitCh <-chan container.WaitResponse, errC
 		ctx, cancel := h.dctx()
 		insp, ierr := c.host.API.ContainerInspect(ctx, c.rec.ContainerID)
 		cancel()
+		if unreachable(ierr) {
+			// The chick may well live on (it talks to Mother, not to
+			// Docker); its host is looked at again when it answers.
+			h.mu.Lock()
+			h.markDownLocked(c.host, ierr)
+			c.detached = true
+			h.mu.Unlock()
+			return
+		}
 		if ierr == nil && insp.State != nil && insp.State.Running {
 			// Still running: wait again.
 			wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
@@ -669,6 +743,10 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 		return
 	}
 	wasActive := c.rec.State == StateStarting || c.rec.State == StateRunning || c.rec.State == StateStopping
+	var ran time.Duration
+	if !c.rec.StartedAt.IsZero() {
+		ran = h.clock.Now().Sub(c.rec.StartedAt)
+	}
 	switch reason {
 	case ReasonDone:
 		c.rec.State = StateDone
@@ -699,7 +777,9 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 	}
 	cid, hs := c.rec.ContainerID, c.host
 	keep := h.cfg.KeepFor.Duration
-	needRemove := cid != "" && hs != nil && !c.rec.Removed
+	// On a host that is down the container stays recorded as not removed:
+	// reconcileHost reaps it when the host is back.
+	needRemove := cid != "" && hs != nil && !c.rec.Removed && !hs.health.down
 	if needRemove {
 		if keep > 0 {
 			c.rec.KeepUntil = c.rec.EndedAt.Add(keep)
@@ -709,6 +789,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 	}
 	h.persist(c)
 	info := h.info(c)
+	h.metrics.ChickEnded(c.rec.Tier, c.rec.State, reason, ran)
 	h.dequeueLocked()
 	h.pruneLocked()
 	h.mu.Unlock()
@@ -840,8 +921,16 @@ func (h *Hatchery) killContainer(c *chick) {
 		return
 	}
 	ctx, cancel := h.dctx()
-	defer cancel()
-	if err := hs.API.ContainerKill(ctx, cid, "KILL"); err != nil && !client.IsErrNotFound(err) && !errdefs.IsConflict(err) {
+	err := hs.API.ContainerKill(ctx, cid, "KILL")
+	cancel()
+	if unreachable(err) {
+		h.mu.Lock()
+		h.markDownLocked(hs, err)
+		h.mu.Unlock()
+		h.hostGone(c)
+		return
+	}
+	if err != nil && !client.IsErrNotFound(err) && !errdefs.IsConflict(err) {
 		h.logger.Warn("cannot kill chick container", "container", short(cid), "err", err)
 	}
 }
@@ -972,6 +1061,12 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 		return Assignment{}, ErrUnknownChick
 	}
 	h.heardLocked(c)
+	if !c.joined {
+		c.joined = true
+		if !c.rec.StartedAt.IsZero() {
+			h.metrics.ChickJoined(c.rec.Tier, c.rec.Host, h.clock.Now().Sub(c.rec.StartedAt))
+		}
+	}
 	left := time.Duration(0)
 	if t := h.cfg.Timeout.Duration; t > 0 {
 		left = t - h.clock.Now().Sub(c.rec.StartedAt)
@@ -1303,33 +1398,6 @@ func (h *Hatchery) Logs(ctx context.Context, id string, follow bool, w io.Writer
 	return nil
 }
 
-// HostStatus is one engine's health.
-type HostStatus struct {
-	Name     string
-	Up       bool
-	Running  int
-	Capacity int
-	Err      string
-}
-
-// Hosts reports each engine's health and load.
-func (h *Hatchery) Hosts(ctx context.Context) []HostStatus {
-	var out []HostStatus
-	for _, hs := range h.hosts {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := hs.API.ContainerList(cctx, container.ListOptions{Limit: 1, Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+h.instance))})
-		cancel()
-		h.mu.Lock()
-		st := HostStatus{Name: hs.Name, Up: err == nil, Running: hs.running, Capacity: hs.Capacity}
-		h.mu.Unlock()
-		if err != nil {
-			st.Err = err.Error()
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
 // QueueLen is how many chicks wait for a slot.
 func (h *Hatchery) QueueLen() int {
 	h.mu.Lock()
@@ -1348,6 +1416,9 @@ func (h *Hatchery) Close() error {
 	h.closed = true
 	if h.watch != nil {
 		h.watch.Stop()
+	}
+	if h.probe != nil {
+		h.probe.Stop()
 	}
 	for _, t := range h.keeps {
 		t.Stop()

@@ -99,23 +99,27 @@ func TestResultStoredIsNotHung(t *testing.T) {
 // TestEndedChicksAreForgotten: a Mother that runs for months must not grow
 // with every chick (found by the soak: each ended chick's record, system
 // prompt included, stayed in memory). The hatchery remembers the newest
-// MaxRemembered ended chicks; older ones are forgotten. The chicks here
-// fail to start (their Docker host does not answer), which ends them at
-// once.
+// MaxRemembered ended chicks; older ones are forgotten. The chicks here ask
+// for an image the engine does not have, which ends them at once.
 func TestEndedChicksAreForgotten(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig("mother-chick:none")
+	hatcherytest.Docker(t)
+	cfg := testConfig("mother-chick:absent-from-this-engine")
 	cfg.Chicks.MaxConcurrent, cfg.Chicks.MaxPerChannel = 4, 4
-	down, err := hatchery.Dial(config.DockerHost{Name: "down", Address: "unix://" + t.TempDir() + "/no.sock"}, nil)
+	local, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
-		Hosts: []hatchery.Host{{Name: "down", API: down, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
-	if err != nil {
-		t.Fatal(err)
+	newH := func() *hatchery.Hatchery {
+		h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
+			Hosts: []hatchery.Host{{Name: "local", API: local, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
 	}
+	h := newH()
 	defer h.Close()
 	var ids []string
 	for i := range hatchery.MaxRemembered + 50 {
@@ -141,11 +145,8 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 	}
 	// A restart loads what was kept on disk, and remembers as many.
 	h.Close()
-	h2, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
-		Hosts: []hatchery.Host{{Name: "down", API: down, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	local, _ = hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	h2 := newH()
 	defer h2.Close()
 	if n := len(h2.List(true)); n != hatchery.MaxRemembered {
 		t.Errorf("%d chicks remembered after a restart, want %d", n, hatchery.MaxRemembered)

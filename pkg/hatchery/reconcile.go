@@ -31,8 +31,14 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 		if err != nil {
 			h.logger.Error("cannot list chick containers; leaving that host's chicks as they are", "host", hs.Name, "err", err)
 			failed[hs.Name] = true
+			h.mu.Lock()
+			h.markDownLocked(hs, err)
+			h.mu.Unlock()
 			continue
 		}
+		h.mu.Lock()
+		h.markUpLocked(hs, "")
+		h.mu.Unlock()
 		for _, c := range list {
 			id := c.Labels[LabelChickID]
 			if _, dup := byChick[id]; id == "" || dup {
@@ -116,6 +122,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 				c.host = hs
 				hs.running++
 				c.lastSeen = now.Add(h.grace)
+				c.detached = true // decided when the host answers again
 			}
 			continue
 		}
@@ -158,6 +165,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	h.dequeueLocked()
 	h.mu.Unlock()
 	h.StartWatchdog()
+	h.startProbes()
 	if len(failed) > 0 {
 		return fmt.Errorf("reconcile: %d Docker host(s) did not answer", len(failed))
 	}

@@ -132,6 +132,8 @@ func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 			if err := up.Upload(ctx, v.channel, f.Path, title); err != nil {
 				m.logger.Error("cannot post chick file", "chick", v.id, "file", f.RelPath, "err", err)
 				m.post(ctx, v.adapter, v.channel, fmt.Sprintf("Chick %s attached %s but I could not post it; it is stored at `%s`.", v.id, title, f.RelPath))
+			} else {
+				m.metrics.MessageOut(v.adapter.Name())
 			}
 			return
 		}
@@ -181,6 +183,8 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 		id, err := v.replyFor(m, ctx).Finish(ctx, text)
 		if err != nil {
 			m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
+		} else {
+			m.metrics.MessageOut(v.adapter.Name())
 		}
 		m.logChickResult(v, in, id, text)
 	})
@@ -334,6 +338,14 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; its progress and result will be posted to the channel when it ends. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where)}, nil
 }
 
+// chickHostTools are the host tools chicks may ask Mother to run.
+func (m *Mother) chickHostTools() []prompt.HostTool {
+	if m.chickHostToolsFn == nil {
+		return nil
+	}
+	return m.chickHostToolsFn()
+}
+
 // chickPrompt is the chick's system prompt, built on Mother's side from
 // what the chick receives (pkg/prompt, chick flavour).
 func (m *Mother) chickPrompt(ri chat.RunInfo, a chat.Adapter) string {
@@ -346,6 +358,7 @@ func (m *Mother) chickPrompt(ri chat.RunInfo, a chat.Adapter) string {
 		Users:      a.Users(),
 		Channels:   a.Channels(),
 		Now:        m.now(),
+		HostTools:  m.chickHostTools(),
 		Extra: []prompt.Section{{Title: "Outputs", Body: "Files you write under " + hatchery.Workspace + "/" + chick.OutputsDir +
 			"/ are sent back to Mother when you end; attached files are posted to the channel. Everything else ends with your container."}},
 	})

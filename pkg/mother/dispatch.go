@@ -128,7 +128,7 @@ func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 // (Metadata[chat.MetaThreadStarter] == the adapter's SelfID). Her own
 // messages and other bots' messages are logged and never answered.
 func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.ChannelMessage, late bool) {
-	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg", msg.ID)
+	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg_id", msg.ID)
 	a, cs, err := m.state(adapterName, msg.ChannelID)
 	if err != nil {
 		lg.Error("message not logged", "err", err)
@@ -160,11 +160,17 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		lg.Error("cannot log message", "err", err)
 		if _, perr := a.Post(ctx, msg.ChannelID, "I could not store your message (disk problem?), so I am not answering it. The operator has the details in my log."); perr != nil {
 			lg.Error("cannot post notice", "err", perr)
+		} else {
+			m.metrics.MessageOut(adapterName)
 		}
 		return
 	}
 	lg.Debug("message logged", "mention", msg.IsMention, "dm", msg.IsDM, "late", late)
-	if msg.Sender.ID == a.SelfID() || msg.Sender.IsBot {
+	if msg.Sender.ID == a.SelfID() {
+		return
+	}
+	m.metrics.MessageIn(adapterName)
+	if msg.Sender.IsBot {
 		return
 	}
 	if msg.IsDM && !m.mayDM(adapterName, msg.Sender.ID) {
@@ -199,6 +205,8 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		lg.Warn("message not queued", "err", err)
 		if _, perr := a.Post(ctx, msg.ChannelID, notice); perr != nil {
 			lg.Error("cannot post notice", "err", perr)
+		} else {
+			m.metrics.MessageOut(adapterName)
 		}
 	}
 }
@@ -249,6 +257,7 @@ func (m *Mother) refuseDM(ctx context.Context, a chat.Adapter, ch *store.Channel
 		lg.Error("cannot post refusal", "err", err)
 		return
 	}
+	m.metrics.MessageOut(a.Name())
 	if id == "" {
 		id = m.newID()
 	}
@@ -334,7 +343,7 @@ func (m *Mother) enqueueOrdered(cs *channelState, job Job) error {
 		if !merged {
 			return ErrQueueFull
 		}
-		m.logger.Info("late message folded into an earlier queued late message", "channel", cs.qid(), "msg", job.Trigger.ID)
+		m.logger.Info("late message folded into an earlier queued late message", "channel", cs.qid(), "msg_id", job.Trigger.ID)
 		m.persist(cs)
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
@@ -38,6 +39,14 @@ type Options struct {
 	// Chicks, if set, gives Mother the spawn_chick, list_chicks and
 	// cancel_chick tools; set the hatchery's observer to ChickObserver.
 	Chicks Hatchery
+	// Metrics hears countable facts (nil: none).
+	Metrics Metrics
+	// HostTools lists the host tools (MCP servers) for the prompt of each
+	// run; they are called through invoke_tool, one of Tools (nil: none).
+	HostTools func() []prompt.HostTool
+	// ChickHostTools lists the host tools chicks may ask for (their
+	// host_tool tool), for the chick's prompt (nil: none).
+	ChickHostTools func() []prompt.HostTool
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -48,8 +57,12 @@ type Mother struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	agent    *agent.Agent
+	metrics  Metrics
 	// canceller serves "stop all" (nil: no chicks).
 	canceller ChickCanceller
+	hostTools func() []prompt.HostTool
+	// chickHostToolsFn lists the host tools for chick prompts.
+	chickHostToolsFn func() []prompt.HostTool
 
 	// ready is closed when Start has finished: runners wait for it, so
 	// restart notices come before any answer.
@@ -100,22 +113,28 @@ func New(opts Options) (*Mother, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mother{
-		cfg:         opts.Config,
-		store:       opts.Store,
-		provider:    opts.Provider,
-		logger:      opts.Logger.With("component", "mother"),
-		now:         opts.Now,
-		ctx:         ctx,
-		cancel:      cancel,
-		adapters:    map[string]chat.Adapter{},
-		channels:    map[string]*channelState{},
-		chicks:      opts.Chicks,
-		chickViews:  map[string]*chickView{},
-		chicksEnded: map[string]bool{},
-		canceller:   opts.Canceller,
-		ready:       make(chan struct{}),
+		cfg:              opts.Config,
+		store:            opts.Store,
+		provider:         opts.Provider,
+		logger:           opts.Logger.With("component", "mother"),
+		now:              opts.Now,
+		metrics:          opts.Metrics,
+		ctx:              ctx,
+		cancel:           cancel,
+		adapters:         map[string]chat.Adapter{},
+		channels:         map[string]*channelState{},
+		chicks:           opts.Chicks,
+		chickViews:       map[string]*chickView{},
+		chicksEnded:      map[string]bool{},
+		canceller:        opts.Canceller,
+		hostTools:        opts.HostTools,
+		chickHostToolsFn: opts.ChickHostTools,
+		ready:            make(chan struct{}),
 	}
 	if m.canceller == nil && opts.Chicks != nil {
 		m.canceller = chickCanceller{m}

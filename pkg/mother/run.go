@@ -19,11 +19,19 @@ import (
 // SilentMarker in a final answer suppresses the reply.
 const SilentMarker = "[SILENT]"
 
+// promptHostTools are the host tools for this run's prompt.
+func (m *Mother) promptHostTools() []prompt.HostTool {
+	if m.hostTools == nil {
+		return nil
+	}
+	return m.hostTools()
+}
+
 // run answers one job in one channel.
 func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	a, channelID := cs.adapter, cs.id
 	qid := chat.QualifiedID(a.Name(), channelID)
-	lg := m.logger.With("channel", qid, "msg", job.Trigger.ID, "kind", job.kind())
+	lg := m.logger.With("channel", qid, "msg_id", job.Trigger.ID, "kind", job.kind())
 	ch, err := m.store.Channel(a.Name(), channelID)
 	if err != nil {
 		lg.Error("cannot open channel store", "err", err)
@@ -61,6 +69,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Channels:   a.Channels(),
 		Now:        m.now(),
 		Location:   time.Local,
+		HostTools:  m.promptHostTools(),
 	})
 	info := chat.RunInfo{Adapter: a.Name(), ChannelID: channelID, ChannelDir: ch.Dir()}
 	var trigger *chat.ChannelMessage
@@ -73,6 +82,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	ctx = chat.WithRunInfo(ctx, info)
 	reply := a.NewReply(ctx, channelID, trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
+	began := m.now()
 	out := m.agent.Run(ctx, agent.Input{
 		System:    system,
 		History:   sess.History(),
@@ -81,6 +91,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Emit:      func(ev agent.Event) { reply.Event(ctx, ev) },
 	})
 	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens, "compactions", out.Compactions)
+	m.metrics.RunEnded(a.Name(), job.kind(), string(out.StopReason), m.now().Sub(began), out.Usage)
 
 	// From here on a stop is too late: the answer is being posted.
 	m.mu.Lock()
@@ -130,6 +141,8 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	platformID, err := reply.Finish(fctx, final)
 	if err != nil {
 		lg.Error("cannot post reply", "err", err)
+	} else if final != "" {
+		m.metrics.MessageOut(a.Name())
 	}
 	if final != "" {
 		id := platformID
@@ -199,7 +212,9 @@ func resumeContext(sess *session.Session, lg *slog.Logger) bool {
 func (m *Mother) post(ctx context.Context, a chat.Adapter, channelID, text string) {
 	if _, err := a.Post(context.WithoutCancel(ctx), channelID, text); err != nil {
 		m.logger.Error("cannot post notice", "channel", chat.QualifiedID(a.Name(), channelID), "err", err)
+		return
 	}
+	m.metrics.MessageOut(a.Name())
 }
 
 func (m *Mother) isAdmin(adapterName, userID string) bool {

@@ -29,17 +29,25 @@ var states = map[hatchery.State]pb.ChickState{
 	hatchery.StateKilled:   pb.ChickState_CHICK_STATE_KILLED,
 }
 
-func chickInfo(in hatchery.Info) *pb.ChickInfo {
+func (s *Server) chickInfo(in hatchery.Info) *pb.ChickInfo {
 	return &pb.ChickInfo{
 		Id: in.ID, Channel: in.Channel, Tier: in.Tier, State: states[in.State], CreatedAt: timestamppb.New(in.CreatedAt),
 		TokensUsed: in.Usage.Total(), Host: in.Host, Goal: in.Goal, ContainerId: in.ContainerID, Outcome: in.Outcome,
+		Version: s.chickVersion(in.ID),
 	}
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }
 
 func (a *adminService) ListChicks(_ context.Context, req *pb.ListChicksRequest) (*pb.ListChicksResponse, error) {
 	out := &pb.ListChicksResponse{}
 	for _, in := range a.s.chicks.List(req.GetAll()) {
-		out.Chicks = append(out.Chicks, chickInfo(in))
+		out.Chicks = append(out.Chicks, a.s.chickInfo(in))
 	}
 	return out, nil
 }
@@ -110,9 +118,18 @@ func (a *adminService) ChickLogs(req *pb.ChickLogsRequest, stream pb.AdminServic
 }
 
 func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*pb.GetStatusResponse, error) {
-	out := &pb.GetStatusResponse{Version: a.s.version, StartedAt: timestamppb.New(a.s.startedAt)}
+	out := &pb.GetStatusResponse{Version: a.s.version, StartedAt: timestamppb.New(a.s.startedAt), ChickImage: a.s.image}
+	for _, r := range a.s.adapterReports() {
+		out.Adapters = append(out.Adapters, &pb.AdapterStatus{
+			Name: r.Name, Type: r.Type, State: string(r.Status.State), Reconnects: r.Status.Reconnects,
+			Since: timestamp(r.Status.Since), Error: r.Status.LastError,
+		})
+	}
 	for _, in := range a.s.chicks.List(false) {
-		out.Chicks = append(out.Chicks, chickInfo(in))
+		out.Chicks = append(out.Chicks, a.s.chickInfo(in))
+		if in.State == hatchery.StateQueued {
+			out.Queued++
+		}
 	}
 	for _, b := range a.s.models.Budgets() {
 		out.Budgets = append(out.Budgets, &pb.BudgetStatus{Scope: b.Scope, UsedTokens: b.Used, LimitTokens: b.Limit})
@@ -126,7 +143,10 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 		}
 	}
 	for _, h := range a.s.chicks.Hosts(ctx) {
-		out.Hosts = append(out.Hosts, &pb.HostStatus{Name: h.Name, Up: h.Up, Running: int32(h.Running), Capacity: int32(h.Capacity), Error: h.Err})
+		out.Hosts = append(out.Hosts, &pb.HostStatus{
+			Name: h.Name, Up: h.Up, Running: int32(h.Running), Capacity: int32(h.Capacity), Error: h.Err,
+			Tiers: h.Tiers, EngineVersion: h.EngineVersion, Since: timestamp(h.Since),
+		})
 	}
 	return out, nil
 }
@@ -143,6 +163,26 @@ func (a *adminService) ListEvents(context.Context, *pb.ListEventsRequest) (*pb.L
 	out := &pb.ListEventsResponse{}
 	for _, e := range a.s.eventList() {
 		out.Events = append(out.Events, eventInfo(e))
+	}
+	return out, nil
+}
+
+// ListTools lists the host tool servers, their state and their tools.
+func (a *adminService) ListTools(context.Context, *pb.ListToolsRequest) (*pb.ListToolsResponse, error) {
+	out := &pb.ListToolsResponse{}
+	if a.s.servers == nil {
+		return out, nil
+	}
+	for _, st := range a.s.servers.Status() {
+		info := &pb.ToolServerInfo{Name: st.Name, State: string(st.State), Error: st.Error, Transport: st.Transport,
+			Restarts: int32(st.Restarts), Since: timestamppb.New(st.Since)}
+		if !st.NextAttempt.IsZero() {
+			info.NextAttempt = timestamppb.New(st.NextAttempt)
+		}
+		for _, t := range st.Tools {
+			info.Tools = append(info.Tools, &pb.ToolSpec{Name: t.Qualified, Description: t.Description, ParametersJson: string(t.Schema)})
+		}
+		out.Servers = append(out.Servers, info)
 	}
 	return out, nil
 }

@@ -9,6 +9,11 @@
 // heartbeats and its result one way, acks and the cancellation the other.
 // Generate is the broker's door. UploadFile brings files back.
 //
+// ChickService is served over TLS only (see LoadTLS): Mother keeps a
+// private CA under <data>/chicks/tls and each chick receives its
+// certificate and trusts nothing else, so a token crossing the LAN is
+// encrypted and reaches only the Mother that started the chick.
+//
 // AdminService listens on a unix socket (mode 0600) for momctl.
 package nest
 
@@ -26,13 +31,16 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
@@ -61,6 +69,26 @@ type Events interface {
 	List(channel string) []events.Info
 }
 
+// Adapters reports the chat adapters' connections (Mother), for momctl.
+type Adapters interface {
+	AdapterReports() []chat.AdapterReport
+}
+
+// HostTools runs host tools for chicks within config's chicks.hostTools
+// (hosttools.ChickInvoker).
+type HostTools interface {
+	// Specs are the host tools chicks may call now.
+	Specs() []model.ToolSpec
+	// InvokeForChick runs one; a forbidden tool is hosttools.ErrNotAllowed.
+	InvokeForChick(ctx context.Context, chickChannel, tool, argsJSON string) (result string, isError bool, err error)
+}
+
+// ToolServers lists the host tool servers for momctl tools ls
+// (hosttools.Manager).
+type ToolServers interface {
+	Status() []hosttools.ServerStatus
+}
+
 // Models is the broker.
 type Models interface {
 	Generate(ctx context.Context, c broker.Caller, req model.Request, onDelta func(string)) (model.Response, error)
@@ -76,6 +104,15 @@ type Options struct {
 	StartedAt time.Time
 	// KillGrace is the default time between cancel and kill.
 	KillGrace time.Duration
+	// ChickImage is the image chicks start from (for momctl status).
+	ChickImage string
+	// TLS secures ChickService (see LoadTLS); ServeChicks refuses to
+	// serve without it.
+	TLS credentials.TransportCredentials
+	// HostTools serves InvokeHostTool (nil: chicks get no host tools).
+	HostTools HostTools
+	// ToolServers serves ListTools (nil: no servers to list).
+	ToolServers ToolServers
 }
 
 // Server serves both services.
@@ -86,9 +123,15 @@ type Server struct {
 	version   string
 	startedAt time.Time
 	killGrace time.Duration
+	image     string
+	tls       credentials.TransportCredentials
+	hostTools HostTools
+	servers   ToolServers
 
 	mu       sync.Mutex
 	events   Events
+	adapters Adapters
+	versions map[string]string // chick id -> the version it joined with
 	sessions map[string]*sessionSlot
 	grpcs    []*grpc.Server
 	stopped  bool
@@ -115,7 +158,53 @@ func New(opts Options) *Server {
 	return &Server{
 		chicks: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
 		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
+		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
+		hostTools: opts.HostTools, servers: opts.ToolServers,
 	}
+}
+
+// SetAdapters lets momctl see the adapters' connections.
+func (s *Server) SetAdapters(a Adapters) {
+	s.mu.Lock()
+	s.adapters = a
+	s.mu.Unlock()
+}
+
+func (s *Server) adapterReports() []chat.AdapterReport {
+	s.mu.Lock()
+	a := s.adapters
+	s.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.AdapterReports()
+}
+
+// rememberVersion keeps what a chick said it runs; versions of chicks that
+// have ended are forgotten once there are many.
+func (s *Server) rememberVersion(id, v string) {
+	s.mu.Lock()
+	s.versions[id] = v
+	var ids []string
+	if len(s.versions) > 256 {
+		for k := range s.versions {
+			ids = append(ids, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range ids {
+		if in, err := s.chicks.Get(k); err != nil || in.State.Final() {
+			s.mu.Lock()
+			delete(s.versions, k)
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *Server) chickVersion(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions[id]
 }
 
 // SetEvents lets momctl list the scheduled events.
@@ -135,9 +224,19 @@ func (s *Server) eventList() []events.Info {
 	return e.List("")
 }
 
-// ServeChicks serves ChickService on lis until Stop.
+// ErrNoTLS: ChickService is served over TLS only (Options.TLS).
+var ErrNoTLS = errors.New("nest: ChickService needs TLS credentials (see LoadTLS)")
+
+// ServeChicks serves ChickService on lis, over TLS only, until Stop. A
+// client speaking plaintext, or one that does not accept the nest's
+// certificate, fails its handshake before any call is read.
 func (s *Server) ServeChicks(lis net.Listener) error {
+	if s.tls == nil {
+		lis.Close()
+		return ErrNoTLS
+	}
 	g := grpc.NewServer(
+		grpc.Creds(s.tls),
 		grpc.UnaryInterceptor(s.authUnary),
 		grpc.StreamInterceptor(s.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -300,8 +399,16 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
 	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion())
+	c.s.rememberVersion(id, req.GetVersion())
+	var hostTools []*pb.ToolSpec
+	if c.s.hostTools != nil {
+		for _, t := range c.s.hostTools.Specs() {
+			hostTools = append(hostTools, &pb.ToolSpec{Name: t.Name, Description: t.Description, ParametersJson: string(t.Parameters)})
+		}
+	}
 	return &pb.JoinResponse{
-		ChickId: a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
+		HostTools: hostTools,
+		ChickId:   a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
 		Limits: &pb.ChickLimits{
 			MaxTurns: int32(a.MaxTurns), WallTimeoutSeconds: int64(a.WallTimeout / time.Second),
 			TokenBudget: a.TokenBudget, HeartbeatIntervalMs: a.HeartbeatInterval.Milliseconds(),
@@ -493,6 +600,26 @@ func (c *chickService) UploadFile(stream pb.ChickService_UploadFileServer) error
 	return stream.SendAndClose(&pb.UploadFileResponse{StoredPath: f.RelPath})
 }
 
+// InvokeHostTool runs a host tool for the calling chick, if
+// chicks.hostTools allows it: a forbidden tool is PermissionDenied (the
+// tool's server never hears of it); the tool's own failures are results
+// with is_error.
 func (c *chickService) InvokeHostTool(ctx context.Context, req *pb.InvokeHostToolRequest) (*pb.InvokeHostToolResponse, error) {
-	return nil, status.Errorf(codes.PermissionDenied, "host tool %q is not available to chicks", req.GetTool())
+	id := chickOf(ctx)
+	if c.s.hostTools == nil {
+		return nil, status.Errorf(codes.PermissionDenied, "host tool %q is not available to chicks: Mother offers them none", req.GetTool())
+	}
+	a, err := c.s.chicks.Assignment(id)
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	text, isErr, err := c.s.hostTools.InvokeForChick(ctx, a.Channel, req.GetTool(), req.GetArgsJson())
+	switch {
+	case errors.Is(err, hosttools.ErrNotAllowed):
+		c.s.logger.Warn("chick refused a host tool", "chick", id, "tool", req.GetTool())
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.InvokeHostToolResponse{Result: text, IsError: isErr}, nil
 }

@@ -37,6 +37,7 @@ type fixture struct {
 	dir    string
 	chDir  string
 	fake   *ollamatest.Server
+	ca     []byte
 }
 
 // newFixture runs a hatchery whose chicks sleep (they never dial), the
@@ -65,14 +66,18 @@ func newFixture(t testing.TB, budget int64) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { br.Close() })
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Command: []string{"sleep", "3600"}, Meter: br,
+	tl, err := nest.LoadTLS(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Command: []string{"sleep", "3600"}, Meter: br, CAPEM: tl.CAPEM,
 		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 6, MotherAddress: "127.0.0.1:1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
-	srv := nest.New(nest.Options{Chicks: h, Models: br, KillGrace: time.Second, Version: "test"})
+	srv := nest.New(nest.Options{Chicks: h, Models: br, KillGrace: time.Second, Version: "test", TLS: tl.Creds})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +90,11 @@ func newFixture(t testing.TB, budget int64) *fixture {
 	}
 	go srv.ServeAdmin(alis)
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := wire.ClientTLS(tl.CAPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +106,7 @@ func newFixture(t testing.TB, budget int64) *fixture {
 	t.Cleanup(func() { aconn.Close() })
 	chDir := filepath.Join(t.TempDir(), "chan")
 	os.MkdirAll(chDir, 0o700)
-	return &fixture{h: h, client: pb.NewChickServiceClient(conn), admin: pb.NewAdminServiceClient(aconn), dir: dir, chDir: chDir, fake: fake}
+	return &fixture{h: h, client: pb.NewChickServiceClient(conn), admin: pb.NewAdminServiceClient(aconn), dir: dir, chDir: chDir, fake: fake, ca: tl.CAPEM}
 }
 
 // spawn starts a chick and returns its id and token (read from its
@@ -121,13 +130,22 @@ func (f *fixture) spawn(t testing.TB) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var tok, ca string
 	for _, e := range insp.Config.Env {
-		if tok, ok := strings.CutPrefix(e, hatchery.EnvToken+"="); ok {
-			return in.ID, tok
+		if v, ok := strings.CutPrefix(e, hatchery.EnvToken+"="); ok {
+			tok = v
+		}
+		if v, ok := strings.CutPrefix(e, hatchery.EnvCA+"="); ok {
+			ca = v
 		}
 	}
-	t.Fatal("no token in the chick's environment")
-	return "", ""
+	if tok == "" {
+		t.Fatal("no token in the chick's environment")
+	}
+	if ca != string(f.ca) {
+		t.Fatalf("the chick's %s is not the nest's CA certificate: %q", hatchery.EnvCA, ca)
+	}
+	return in.ID, tok
 }
 
 func TestTokensAreBoundToTheirChick(t *testing.T) {

@@ -8,7 +8,8 @@
 // demand, not injected.
 //
 // Two flavours share the parts: Mother's (chat and routing, safe tools)
-// and the chick's (one goal, full tools, in /workspace).
+// and the chick's (one goal, full tools, in /workspace). Both list the host
+// tools (MCP servers on Mother's host) they may call, within a budget.
 package prompt
 
 import (
@@ -32,9 +33,13 @@ const (
 	BudgetDirectory     = 1500 // users and channels of the adapter
 	BudgetSkills        = 400
 	BudgetFileTree      = 600
+	// BudgetHostTools covers the host tools (MCP servers) section, present
+	// only when config.json declares servers: names, descriptions and a
+	// compact parameter summary.
+	BudgetHostTools = 1500
 	// BudgetTotal is the sum: about 2550 tokens at 4 characters a token,
-	// the table's upper total.
-	BudgetTotal = BudgetStatic + BudgetMotherMD + BudgetGlobalMemory + BudgetChannelMemory + BudgetDirectory + BudgetSkills + BudgetFileTree
+	// the table's upper total, plus about 375 tokens of host tools.
+	BudgetTotal = BudgetStatic + BudgetMotherMD + BudgetGlobalMemory + BudgetChannelMemory + BudgetDirectory + BudgetSkills + BudgetFileTree + BudgetHostTools
 )
 
 // Flavour selects whose prompt is built.
@@ -65,7 +70,11 @@ type Input struct {
 	Now      time.Time
 	// Location is the harness time zone for events (default time.Local).
 	Location *time.Location
-	// Extra sections (host tools, chick tiers, ...) appended after the
+	// HostTools are the host-side tools the model may call (through
+	// invoke_tool for Mother, host_tool for a chick), listed within
+	// BudgetHostTools.
+	HostTools []HostTool
+	// Extra sections (chick tiers, ...) appended after the
 	// built-in ones, each under its own heading. They count as static.
 	Extra []Section
 }
@@ -150,6 +159,7 @@ func Sections(in Input) []Section {
 		add("Events", events(in), 0)
 	}
 	add("Files", fileTree(in), BudgetFileTree)
+	add("Host tools", hostTools(in), BudgetHostTools)
 	secs = append(secs, in.Extra...)
 	return secs
 }

@@ -43,9 +43,20 @@ func worstCase(t *testing.T) Input {
 		users = append(users, chat.UserInfo{ID: fmt.Sprintf("U%05d", i), Username: fmt.Sprintf("user%03d", i), DisplayName: fmt.Sprintf("User Number %d", i)})
 		chans = append(chans, chat.ChannelInfo{ID: fmt.Sprintf("C%05d", i), Name: fmt.Sprintf("channel-%03d", i)})
 	}
+	var tools []HostTool
+	for i := range 60 {
+		tools = append(tools, HostTool{
+			Name:        fmt.Sprintf("server%02d.tool", i),
+			Description: strings.Repeat("A host tool with a long description. ", 20),
+			Params: []HostToolParam{
+				{Name: "query", Type: "string", Required: true, Description: strings.Repeat("what to look for ", 10)},
+				{Name: "limit", Type: "integer", Description: "at most this many"},
+			},
+		})
+	}
 	loc, _ := time.LoadLocation("Europe/Vienna")
 	return Input{Workspace: ws, ChannelDir: ch, Channel: "slack-acme/C0A34FL8PMH", Users: users, Channels: chans,
-		Now: time.Date(2025, 12, 14, 9, 30, 0, 0, loc), Location: loc}
+		Now: time.Date(2025, 12, 14, 9, 30, 0, 0, loc), Location: loc, HostTools: tools}
 }
 
 // TestSectionBudgets prints the size of every part and checks each stays

@@ -45,9 +45,30 @@ type Adapter struct {
 	done    chan struct{}
 	started atomic.Bool
 	seq     atomic.Uint64
+	// state is the chat.ConnState: connected while stdin is open.
+	state atomic.Value
+	since atomic.Int64
 }
 
-var _ chat.Adapter = (*Adapter)(nil)
+var (
+	_ chat.Adapter        = (*Adapter)(nil)
+	_ chat.StatusReporter = (*Adapter)(nil)
+)
+
+func (a *Adapter) setState(s chat.ConnState) {
+	a.state.Store(s)
+	a.since.Store(a.now().UnixNano())
+}
+
+// Status implements chat.StatusReporter: connected while stdin is open,
+// down before Start and after it ends.
+func (a *Adapter) Status() chat.AdapterStatus {
+	s, _ := a.state.Load().(chat.ConnState)
+	if s == "" {
+		return chat.AdapterStatus{State: chat.ConnDown}
+	}
+	return chat.AdapterStatus{State: s, Since: time.Unix(0, a.since.Load())}
+}
 
 // New returns a terminal adapter named name.
 func New(name string, in io.Reader, out io.Writer) *Adapter {
@@ -83,8 +104,10 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 	if !a.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("cli adapter %s: already started", a.name)
 	}
+	a.setState(chat.ConnConnected)
 	go func() {
 		defer close(a.done)
+		defer a.setState(chat.ConnDown)
 		sc := bufio.NewScanner(a.in)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {

@@ -114,6 +114,7 @@ type Adapter struct {
 
 	queue *feed.Queue
 	seen  *feed.Seen
+	conn  feed.Conn
 
 	mu       sync.Mutex
 	inbox    chat.Inbox
@@ -139,8 +140,9 @@ type channelInfo struct {
 }
 
 var (
-	_ chat.Adapter  = (*Adapter)(nil)
-	_ chat.Uploader = (*Adapter)(nil)
+	_ chat.Adapter        = (*Adapter)(nil)
+	_ chat.Uploader       = (*Adapter)(nil)
+	_ chat.StatusReporter = (*Adapter)(nil)
 )
 
 // New builds a Discord adapter from its configuration.
@@ -266,8 +268,10 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 	a.mu.Unlock()
 
 	if err := a.s.Open(); err != nil {
+		a.conn.Down(err)
 		return fmt.Errorf("discord: connect to gateway: %w", err)
 	}
+	a.conn.Connected()
 	a.lg.Info("connected to the Discord gateway", "user", a.SelfID())
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.mu.Lock()
@@ -308,6 +312,7 @@ func (a *Adapter) Stop(ctx context.Context) error {
 		cancel()
 	}
 	err := a.s.Close()
+	a.conn.Down(nil)
 	done := make(chan struct{})
 	go func() { a.wg.Wait(); close(done) }()
 	select {
@@ -354,9 +359,11 @@ func (a *Adapter) supervise(ctx context.Context) {
 		if a.isStopping() {
 			return
 		}
+		a.conn.Lost(nil)
 		for attempt := 1; ; attempt++ {
 			err := a.s.Open()
 			if errors.Is(err, discordgo.ErrWSAlreadyOpen) && attempt == 1 {
+				a.conn.Connected()
 				break // a stale signal: the connection is up
 			}
 			if err == nil && a.isStopping() {
@@ -365,12 +372,14 @@ func (a *Adapter) supervise(ctx context.Context) {
 			}
 			if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
 				a.lg.Warn("gateway connection was lost; reconnected", "attempts", attempt)
+				a.conn.Reconnected()
 				bo.Reset()
 				until := time.Now()
 				a.queue.Push(func(ctx context.Context) { a.backfillSeen(ctx, until) })
 				break
 			}
 			wait := bo.Next()
+			a.conn.Lost(err)
 			a.lg.Warn("gateway connection lost; reconnect failed", "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "err", err)
 			if !feed.Sleep(ctx, wait) || a.isStopping() {
 				return
@@ -386,6 +395,9 @@ func (a *Adapter) heartbeatAge() (time.Duration, bool) {
 	defer a.s.RUnlock()
 	return time.Since(a.s.LastHeartbeatAck), a.s.DataReady
 }
+
+// Status implements chat.StatusReporter.
+func (a *Adapter) Status() chat.AdapterStatus { return a.conn.Status() }
 
 func (a *Adapter) connected() bool {
 	a.s.RLock()

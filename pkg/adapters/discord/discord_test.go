@@ -438,6 +438,9 @@ func TestReconnectsAfterDrop(t *testing.T) {
 	fake := newFake(t, 0)
 	f := newFixture(t, fake, Options{BackoffMin: 50 * time.Millisecond})
 	f.start()
+	if st := f.a.Status(); st.State != chat.ConnConnected || st.Reconnects != 0 {
+		t.Errorf("Status after start = %+v, want connected, 0 reconnects", st)
+	}
 	fake.Say(general, mario, "before")
 	f.in.waitMsgs(t, 1)
 	fake.DropConnections()
@@ -453,6 +456,15 @@ func TestReconnectsAfterDrop(t *testing.T) {
 			t.Fatalf("reconnect not logged:\n%s", f.logs.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if st := f.a.Status(); st.State != chat.ConnConnected || st.Reconnects != 1 {
+		t.Errorf("Status after a drop = %+v, want connected, 1 reconnect", st)
+	}
+	if err := f.a.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.a.Status(); st.State != chat.ConnDown || st.Reconnects != 1 {
+		t.Errorf("Status after Stop = %+v, want down, 1 reconnect", st)
 	}
 }
 

@@ -106,6 +106,7 @@ type Adapter struct {
 
 	queue *feed.Queue
 	seen  *feed.Seen
+	conn  feed.Conn
 
 	mu       sync.Mutex
 	inbox    chat.Inbox
@@ -121,8 +122,9 @@ type Adapter struct {
 }
 
 var (
-	_ chat.Adapter  = (*Adapter)(nil)
-	_ chat.Uploader = (*Adapter)(nil)
+	_ chat.Adapter        = (*Adapter)(nil)
+	_ chat.Uploader       = (*Adapter)(nil)
+	_ chat.StatusReporter = (*Adapter)(nil)
 )
 
 // New builds a Slack adapter.
@@ -186,6 +188,7 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 
 	auth, err := a.api.AuthTestContext(ctx)
 	if err != nil {
+		a.conn.Down(err)
 		return fmt.Errorf("slack: auth.test with the bot token: %w", err)
 	}
 	a.mu.Lock()
@@ -210,14 +213,17 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 			cancel()
 			a.wg.Done()
 			a.wg.Wait()
+			a.conn.Down(err)
 			return fmt.Errorf("slack: open socket: %w", err)
 		}
 	case <-time.After(a.opts.ConnectTimeout):
 		cancel()
 		a.wg.Done()
 		a.wg.Wait()
+		a.conn.Down(errors.New("no socket connection in time"))
 		return fmt.Errorf("slack: no socket connection within %v", a.opts.ConnectTimeout)
 	}
+	a.conn.Connected()
 	a.lg.Info("connected to Slack in Socket Mode", "user", a.SelfID())
 	go func() {
 		defer a.wg.Done()
@@ -245,6 +251,7 @@ func (a *Adapter) Stop(ctx context.Context) error {
 	cancel := a.cancel
 	a.mu.Unlock()
 	cancel()
+	a.conn.Down(nil)
 	done := make(chan struct{})
 	go func() { a.wg.Wait(); close(done) }()
 	select {
@@ -280,6 +287,7 @@ func (a *Adapter) runSocket(ctx context.Context, connected chan<- error) {
 			return
 		}
 		wait := bo.Next()
+		a.conn.Lost(err)
 		a.lg.Warn("Slack socket client stopped; restarting", "err", err, "retry_in", wait.Round(time.Millisecond))
 		if !feed.Sleep(ctx, wait) {
 			return
@@ -300,8 +308,14 @@ func (a *Adapter) events(ctx context.Context, sm *socketmode.Client, first *bool
 		switch evt.Type {
 		case socketmode.EventTypeConnecting:
 			a.lg.Debug("opening Slack socket")
+			if !*first {
+				a.conn.Lost(nil)
+			}
 		case socketmode.EventTypeConnectionError:
 			if ce, ok := evt.Data.(*slack.ConnectionErrorEvent); ok {
+				if !*first {
+					a.conn.Lost(ce.ErrorObj)
+				}
 				a.lg.Warn("Slack socket connection failed; retrying", "attempt", ce.Attempt, "retry_in", ce.Backoff, "err", ce.ErrorObj)
 			}
 		case socketmode.EventTypeInvalidAuth:
@@ -312,6 +326,7 @@ func (a *Adapter) events(ctx context.Context, sm *socketmode.Client, first *bool
 				connected <- nil
 			} else {
 				a.lg.Warn("Slack socket was lost; reconnected")
+				a.conn.Reconnected()
 				until := time.Now()
 				a.queue.Push(func(ctx context.Context) { a.backfillSeen(ctx, until) })
 			}
@@ -367,6 +382,9 @@ func (a *Adapter) badMessage(ctx context.Context, sm *socketmode.Client, evt soc
 		a.ack(ctx, sm, &socketmode.Request{EnvelopeID: env.EnvelopeID})
 	}
 }
+
+// Status implements chat.StatusReporter.
+func (a *Adapter) Status() chat.AdapterStatus { return a.conn.Status() }
 
 func (a *Adapter) isStopping() bool {
 	a.mu.Lock()

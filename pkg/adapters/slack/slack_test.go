@@ -402,6 +402,9 @@ func TestReconnectsAfterDrop(t *testing.T) {
 	fake := newFake(t, 0)
 	f := newFixture(t, fake, Options{})
 	f.start()
+	if st := f.a.Status(); st.State != chat.ConnConnected || st.Reconnects != 0 {
+		t.Errorf("Status after start = %+v, want connected, 0 reconnects", st)
+	}
 	fake.Post(general, mario.ID, "before")
 	f.in.waitMsgs(t, 1)
 	fake.DropConnections()
@@ -416,6 +419,15 @@ func TestReconnectsAfterDrop(t *testing.T) {
 	fake.Post(general, mario.ID, "after")
 	if got := f.in.waitMsgs(t, 2); got[1].msg.Text != "after" {
 		t.Errorf("after reconnect: %+v", got[1].msg)
+	}
+	if st := f.a.Status(); st.State != chat.ConnConnected || st.Reconnects != 1 {
+		t.Errorf("Status after a drop = %+v, want connected, 1 reconnect", st)
+	}
+	if err := f.a.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.a.Status(); st.State != chat.ConnDown {
+		t.Errorf("Status after Stop = %+v, want down", st)
 	}
 }
 

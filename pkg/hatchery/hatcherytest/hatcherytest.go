@@ -6,6 +6,8 @@ package hatcherytest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +20,20 @@ import (
 	"github.com/docker/docker/client"
 )
 
-// Image is the tag tests build the offline chick image as.
-const Image = "mother-chick:test"
+// Image is the tag tests build the offline chick image as:
+// mother-chick:test-<hash of this checkout's path>. The engine is shared by
+// every checkout on the machine (git worktrees tested in parallel), so a
+// fixed tag would let one checkout's tests run another's chick.
+var Image = "mother-chick:test-" + checkoutID()
+
+func checkoutID() string {
+	root, err := moduleRoot()
+	if err != nil {
+		return "unknown"
+	}
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:6])
+}
 
 // Docker returns a client for the local engine. Without an engine the test
 // is skipped, except under CI=true, where that is a failure.

@@ -87,17 +87,19 @@ func (ChickState) EnumDescriptor() ([]byte, []int) {
 }
 
 type ChickInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Channel       string                 `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
-	Tier          string                 `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
-	State         ChickState             `protobuf:"varint,4,opt,name=state,proto3,enum=mother.v1.ChickState" json:"state,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	TokensUsed    int64                  `protobuf:"varint,6,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
-	Host          string                 `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
-	Goal          string                 `protobuf:"bytes,8,opt,name=goal,proto3" json:"goal,omitempty"`
-	ContainerId   string                 `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
-	Outcome       string                 `protobuf:"bytes,10,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Channel     string                 `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	Tier        string                 `protobuf:"bytes,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	State       ChickState             `protobuf:"varint,4,opt,name=state,proto3,enum=mother.v1.ChickState" json:"state,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	TokensUsed  int64                  `protobuf:"varint,6,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
+	Host        string                 `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	Goal        string                 `protobuf:"bytes,8,opt,name=goal,proto3" json:"goal,omitempty"`
+	ContainerId string                 `protobuf:"bytes,9,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Outcome     string                 `protobuf:"bytes,10,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// version is what the chick binary reported when it joined.
+	Version       string `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +200,13 @@ func (x *ChickInfo) GetContainerId() string {
 func (x *ChickInfo) GetOutcome() string {
 	if x != nil {
 		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ChickInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
 	}
 	return ""
 }
@@ -528,11 +537,17 @@ func (*GetStatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type AdapterStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	Reconnects    int64                  `protobuf:"varint,4,opt,name=reconnects,proto3" json:"reconnects,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type  string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// state is "connected", "reconnecting" or "down".
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// reconnects counts connections re-established after a loss.
+	Reconnects int64 `protobuf:"varint,4,opt,name=reconnects,proto3" json:"reconnects,omitempty"`
+	// since is when the state last changed.
+	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	// error is the last connection error, if any.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +608,20 @@ func (x *AdapterStatus) GetReconnects() int64 {
 		return x.Reconnects
 	}
 	return 0
+}
+
+func (x *AdapterStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *AdapterStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 type BudgetStatus struct {
@@ -656,12 +685,18 @@ func (x *BudgetStatus) GetLimitTokens() int64 {
 }
 
 type HostStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Up            bool                   `protobuf:"varint,2,opt,name=up,proto3" json:"up,omitempty"`
-	Running       int32                  `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
-	Capacity      int32                  `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Up       bool                   `protobuf:"varint,2,opt,name=up,proto3" json:"up,omitempty"`
+	Running  int32                  `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	Capacity int32                  `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Error    string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// tiers the host serves; empty: all.
+	Tiers []string `protobuf:"bytes,6,rep,name=tiers,proto3" json:"tiers,omitempty"`
+	// engine_version is the Docker engine's version (when up).
+	EngineVersion string `protobuf:"bytes,7,opt,name=engine_version,json=engineVersion,proto3" json:"engine_version,omitempty"`
+	// since is when the host last went up or down.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=since,proto3" json:"since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,15 +766,40 @@ func (x *HostStatus) GetError() string {
 	return ""
 }
 
+func (x *HostStatus) GetTiers() []string {
+	if x != nil {
+		return x.Tiers
+	}
+	return nil
+}
+
+func (x *HostStatus) GetEngineVersion() string {
+	if x != nil {
+		return x.EngineVersion
+	}
+	return ""
+}
+
+func (x *HostStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 type GetStatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	Adapters      []*AdapterStatus       `protobuf:"bytes,3,rep,name=adapters,proto3" json:"adapters,omitempty"`
-	Chicks        []*ChickInfo           `protobuf:"bytes,4,rep,name=chicks,proto3" json:"chicks,omitempty"`
-	Budgets       []*BudgetStatus        `protobuf:"bytes,5,rep,name=budgets,proto3" json:"budgets,omitempty"`
-	NextEvents    []*EventInfo           `protobuf:"bytes,6,rep,name=next_events,json=nextEvents,proto3" json:"next_events,omitempty"`
-	Hosts         []*HostStatus          `protobuf:"bytes,7,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Version    string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	Adapters   []*AdapterStatus       `protobuf:"bytes,3,rep,name=adapters,proto3" json:"adapters,omitempty"`
+	Chicks     []*ChickInfo           `protobuf:"bytes,4,rep,name=chicks,proto3" json:"chicks,omitempty"`
+	Budgets    []*BudgetStatus        `protobuf:"bytes,5,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	NextEvents []*EventInfo           `protobuf:"bytes,6,rep,name=next_events,json=nextEvents,proto3" json:"next_events,omitempty"`
+	Hosts      []*HostStatus          `protobuf:"bytes,7,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// chick_image is the image chicks are started from.
+	ChickImage string `protobuf:"bytes,8,opt,name=chick_image,json=chickImage,proto3" json:"chick_image,omitempty"`
+	// queued is how many chicks wait for a free slot.
+	Queued        int32 `protobuf:"varint,9,opt,name=queued,proto3" json:"queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -821,6 +881,20 @@ func (x *GetStatusResponse) GetHosts() []*HostStatus {
 		return x.Hosts
 	}
 	return nil
+}
+
+func (x *GetStatusResponse) GetChickImage() string {
+	if x != nil {
+		return x.ChickImage
+	}
+	return ""
+}
+
+func (x *GetStatusResponse) GetQueued() int32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
 }
 
 type EventInfo struct {
@@ -1023,12 +1097,25 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 	return file_mother_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
+// ToolServerInfo is one MCP server of config.json's mcpServers.
 type ToolServerInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	Tools         []*ToolSpec            `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// State is starting, running, retrying, stopped or disabled.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// Error is the last failure, if any.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Tools have qualified names ("server.tool"); the last known ones while
+	// the server is retrying.
+	Tools []*ToolSpec `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Transport is "stdio" or "http".
+	Transport string `protobuf:"bytes,5,opt,name=transport,proto3" json:"transport,omitempty"`
+	// Restarts counts attempts after the first.
+	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// Since is when the server entered its state.
+	Since *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=since,proto3" json:"since,omitempty"`
+	// NextAttempt is when a retrying server tries again.
+	NextAttempt   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_attempt,json=nextAttempt,proto3" json:"next_attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1091,6 +1178,34 @@ func (x *ToolServerInfo) GetTools() []*ToolSpec {
 	return nil
 }
 
+func (x *ToolServerInfo) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *ToolServerInfo) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *ToolServerInfo) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ToolServerInfo) GetNextAttempt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttempt
+	}
+	return nil
+}
+
 type ListToolsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Servers       []*ToolServerInfo      `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
@@ -1139,7 +1254,7 @@ var File_mother_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mother_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15mother/v1/admin.proto\x12\tmother.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/chick.proto\"\xb7\x02\n" +
+	"\x15mother/v1/admin.proto\x12\tmother.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/chick.proto\"\xd1\x02\n" +
 	"\tChickInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x12\n" +
@@ -1153,7 +1268,8 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x04goal\x18\b \x01(\tR\x04goal\x12!\n" +
 	"\fcontainer_id\x18\t \x01(\tR\vcontainerId\x12\x18\n" +
 	"\aoutcome\x18\n" +
-	" \x01(\tR\aoutcome\"%\n" +
+	" \x01(\tR\aoutcome\x12\x18\n" +
+	"\aversion\x18\v \x01(\tR\aversion\"%\n" +
 	"\x11ListChicksRequest\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\"B\n" +
 	"\x12ListChicksResponse\x12,\n" +
@@ -1169,26 +1285,31 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\"'\n" +
 	"\x11ChickLogsResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x12\n" +
-	"\x10GetStatusRequest\"m\n" +
+	"\x10GetStatusRequest\"\xb5\x01\n" +
 	"\rAdapterStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1e\n" +
 	"\n" +
 	"reconnects\x18\x04 \x01(\x03R\n" +
-	"reconnects\"h\n" +
+	"reconnects\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"h\n" +
 	"\fBudgetStatus\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x1f\n" +
 	"\vused_tokens\x18\x02 \x01(\x03R\n" +
 	"usedTokens\x12!\n" +
-	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\"|\n" +
+	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\"\xeb\x01\n" +
 	"\n" +
 	"HostStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02up\x18\x02 \x01(\bR\x02up\x12\x18\n" +
 	"\arunning\x18\x03 \x01(\x05R\arunning\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x05R\bcapacity\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xe3\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
+	"\x05tiers\x18\x06 \x03(\tR\x05tiers\x12%\n" +
+	"\x0eengine_version\x18\a \x01(\tR\rengineVersion\x120\n" +
+	"\x05since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x9c\x03\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -1198,7 +1319,10 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\abudgets\x18\x05 \x03(\v2\x17.mother.v1.BudgetStatusR\abudgets\x125\n" +
 	"\vnext_events\x18\x06 \x03(\v2\x14.mother.v1.EventInfoR\n" +
 	"nextEvents\x12+\n" +
-	"\x05hosts\x18\a \x03(\v2\x15.mother.v1.HostStatusR\x05hosts\"\xb4\x01\n" +
+	"\x05hosts\x18\a \x03(\v2\x15.mother.v1.HostStatusR\x05hosts\x12\x1f\n" +
+	"\vchick_image\x18\b \x01(\tR\n" +
+	"chickImage\x12\x16\n" +
+	"\x06queued\x18\t \x01(\x05R\x06queued\"\xb4\x01\n" +
 	"\tEventInfo\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
@@ -1209,12 +1333,16 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x11ListEventsRequest\"B\n" +
 	"\x12ListEventsResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.mother.v1.EventInfoR\x06events\"\x12\n" +
-	"\x10ListToolsRequest\"{\n" +
+	"\x10ListToolsRequest\"\xa6\x02\n" +
 	"\x0eToolServerInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12)\n" +
-	"\x05tools\x18\x04 \x03(\v2\x13.mother.v1.ToolSpecR\x05tools\"H\n" +
+	"\x05tools\x18\x04 \x03(\v2\x13.mother.v1.ToolSpecR\x05tools\x12\x1c\n" +
+	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x1a\n" +
+	"\brestarts\x18\x06 \x01(\x05R\brestarts\x120\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12=\n" +
+	"\fnext_attempt\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextAttempt\"H\n" +
 	"\x11ListToolsResponse\x123\n" +
 	"\aservers\x18\x01 \x03(\v2\x19.mother.v1.ToolServerInfoR\aservers*\xd4\x01\n" +
 	"\n" +
@@ -1279,33 +1407,37 @@ var file_mother_v1_admin_proto_depIdxs = []int32{
 	19, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 2: mother.v1.ListChicksResponse.chicks:type_name -> mother.v1.ChickInfo
 	0,  // 3: mother.v1.KillChickResponse.state:type_name -> mother.v1.ChickState
-	19, // 4: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
-	1,  // 6: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
-	10, // 7: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
-	13, // 8: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
-	11, // 9: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
-	19, // 10: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
-	13, // 11: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
-	20, // 12: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
-	17, // 13: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
-	2,  // 14: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
-	4,  // 15: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
-	6,  // 16: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
-	8,  // 17: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
-	14, // 18: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
-	16, // 19: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
-	3,  // 20: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
-	5,  // 21: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
-	7,  // 22: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
-	12, // 23: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
-	15, // 24: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
-	18, // 25: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	19, // 4: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
+	19, // 5: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
+	19, // 6: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 7: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
+	1,  // 8: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
+	10, // 9: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
+	13, // 10: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
+	11, // 11: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
+	19, // 12: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
+	13, // 13: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
+	20, // 14: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
+	19, // 15: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
+	19, // 16: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
+	17, // 17: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
+	2,  // 18: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
+	4,  // 19: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
+	6,  // 20: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
+	8,  // 21: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
+	14, // 22: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
+	16, // 23: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
+	3,  // 24: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
+	5,  // 25: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
+	7,  // 26: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
+	12, // 27: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
+	15, // 28: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
+	18, // 29: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_admin_proto_init() }

@@ -2,8 +2,8 @@
 // inbound side: a queue that hands platform events to Mother's inbox in
 // arrival order from one goroutine (so a slow attachment download never
 // stalls the platform connection), a bounded set of already delivered
-// message ids (gateway replays and backfill overlap), and reconnect
-// backoff.
+// message ids (gateway replays and backfill overlap), reconnect backoff,
+// and the connection state reported to momctl and the metrics.
 package feed
 
 import (
@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
 )
 
 // Queue runs pushed jobs one at a time, in push order. It never blocks the
@@ -139,4 +141,73 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// Conn tracks an adapter's connection state for chat.StatusReporter. The
+// zero value is down; it is safe for concurrent use.
+type Conn struct {
+	mu         sync.Mutex
+	state      chat.ConnState
+	since      time.Time
+	reconnects int64
+	lastErr    string
+	now        func() time.Time
+}
+
+func (c *Conn) setLocked(s chat.ConnState) {
+	if c.state != s {
+		c.state = s
+		if c.now == nil {
+			c.now = time.Now
+		}
+		c.since = c.now()
+	}
+}
+
+// Connected records a (first) connection.
+func (c *Conn) Connected() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setLocked(chat.ConnConnected)
+}
+
+// Lost records a lost connection the adapter is re-establishing; err may
+// be nil.
+func (c *Conn) Lost(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.lastErr = err.Error()
+	}
+	c.setLocked(chat.ConnReconnecting)
+}
+
+// Reconnected records a connection re-established after a loss.
+func (c *Conn) Reconnected() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reconnects++
+	c.setLocked(chat.ConnConnected)
+}
+
+// Down records that the adapter is not connected and not trying; err may
+// be nil.
+func (c *Conn) Down(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.lastErr = err.Error()
+	}
+	c.setLocked(chat.ConnDown)
+}
+
+// Status implements chat.StatusReporter.
+func (c *Conn) Status() chat.AdapterStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state
+	if st == "" {
+		st = chat.ConnDown
+	}
+	return chat.AdapterStatus{State: st, Since: c.since, Reconnects: c.reconnects, LastError: c.lastErr}
 }

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/confwatch"
+	"github.com/mother-chat/mother/pkg/hosttools"
+)
+
+// hostSide is what Mother runs on her host besides the chat: the MCP
+// servers of config.json (host tools), the chicks' allow-listed access to
+// them, and the reloading of config.json on change or SIGHUP.
+type hostSide struct {
+	tools   *hosttools.Manager
+	chicks  *hosttools.ChickInvoker
+	watcher *confwatch.Watcher
+	logger  *slog.Logger
+	hup     chan os.Signal
+	done    chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// startHostSide starts the configured MCP servers. It waits a little (at
+// most startWait) for them, so the first prompt already lists their tools;
+// a server still starting after that joins when it is ready.
+func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger) *hostSide {
+	// logger is the base logger: the packages scope it themselves; this
+	// file's own lines are the host tools'.
+	h := &hostSide{
+		tools:  hosttools.New(hosttools.Options{Dir: dataDir, Logger: logger, Version: version}),
+		logger: logger.With("component", "hosttools"),
+	}
+	h.chicks = hosttools.NewChickInvoker(h.tools, cfg.Chicks.HostTools, logger)
+	h.tools.Apply(cfg.MCPServers)
+	const startWait = 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), startWait)
+	defer cancel()
+	if err := h.tools.WaitStarted(ctx); err != nil {
+		h.logger.Warn("host tool servers still starting; they join when ready", "after", startWait)
+	}
+	h.watcher = confwatch.New(confwatch.Options{
+		Dir: dataDir, Current: cfg, Logger: logger,
+		Apply: func(_ context.Context, _, cur *config.Config) {
+			h.tools.Apply(cur.MCPServers)
+			h.chicks.SetAllowed(cur.Chicks.HostTools)
+		},
+	})
+	return h
+}
+
+// watch reloads config.json when it changes and on SIGHUP, until ctx ends.
+func (h *hostSide) watch(ctx context.Context) error {
+	if err := h.watcher.Start(ctx); err != nil {
+		return err
+	}
+	h.hup = make(chan os.Signal, 1)
+	h.done = make(chan struct{})
+	signal.Notify(h.hup, syscall.SIGHUP)
+	go func() {
+		defer close(h.done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-h.hup:
+				if !ok {
+					return
+				}
+				h.logger.Info("SIGHUP: reloading config.json")
+				_ = h.watcher.Reload()
+			}
+		}
+	}()
+	return nil
+}
+
+// close stops reloading, then every server (after the runs that might use
+// them have ended). Only the first call does anything.
+func (h *hostSide) close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		if h.hup != nil {
+			signal.Stop(h.hup)
+			close(h.hup)
+			<-h.done
+		}
+		h.watcher.Stop()
+		h.closeErr = h.tools.Close(ctx)
+	})
+	return h.closeErr
+}

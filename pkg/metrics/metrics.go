@@ -1,0 +1,345 @@
+// Package metrics exposes Mother's metrics in the Prometheus text format
+// (github.com/prometheus/client_golang) and a health endpoint, on the
+// loopback HTTP listener of config metrics.listen:
+//
+//	GET /metrics   Prometheus exposition
+//	GET /healthz   200 {"status":"ok",...} while Mother's core answers
+//	               its health check, 503 {"status":"unhealthy",...} if not
+//
+// The packages that know the facts declare small hooks (mother.Metrics,
+// hatchery.Metrics, broker.Metrics, events.Metrics) and Metrics implements
+// all of them; gauges (queue depths, chicks by state, hosts, adapters,
+// budgets) are read from their owners at scrape time. Only this package
+// and cmd/mother link the Prometheus client.
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/mother"
+)
+
+// Namespace prefixes every metric.
+const Namespace = "mother"
+
+// MotherState is what the metrics read from Mother's core.
+type MotherState interface {
+	QueueDepths() map[string]int
+	AdapterReports() []chat.AdapterReport
+	Healthy(ctx context.Context) error
+}
+
+// ChickState is what the metrics read from the hatchery.
+type ChickState interface {
+	List(all bool) []hatchery.Info
+	HostStates() []hatchery.HostStatus
+}
+
+// BudgetState is what the metrics read from the broker.
+type BudgetState interface {
+	Budgets() []broker.Budget
+}
+
+// Options build a Metrics.
+type Options struct {
+	// Version is Mother's version (mother_build_info).
+	Version string
+	// Prices are the chick tiers' prices (config chicks.tiers.*.price);
+	// tiers without one count no cost.
+	Prices map[string]config.Price
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Metrics holds every metric. Its hook methods are safe for concurrent
+// use and cheap.
+type Metrics struct {
+	reg     *prometheus.Registry
+	prices  map[string]config.Price
+	version string
+	now     func() time.Time
+	started time.Time
+
+	messagesIn, messagesOut         *prometheus.CounterVec
+	runs                            *prometheus.CounterVec
+	runSeconds                      *prometheus.HistogramVec
+	ownTokens                       *prometheus.CounterVec
+	chicksSpawned, chicksFinished   *prometheus.CounterVec
+	chickSeconds, spawnSeconds      *prometheus.HistogramVec
+	modelCalls, chickTokens, costUS *prometheus.CounterVec
+	eventsFired                     *prometheus.CounterVec
+
+	mu      sync.Mutex
+	mother  MotherState
+	chicks  ChickState
+	budgets BudgetState
+}
+
+var (
+	_ mother.Metrics   = (*Metrics)(nil)
+	_ hatchery.Metrics = (*Metrics)(nil)
+	_ broker.Metrics   = (*Metrics)(nil)
+	_ events.Metrics   = (*Metrics)(nil)
+)
+
+// New creates the metrics and their registry (with the Go runtime and
+// process collectors).
+func New(opts Options) *Metrics {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), prices: opts.Prices, version: opts.Version, now: opts.Now, started: opts.Now()}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+		m.reg.MustRegister(c)
+		return c
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
+		m.reg.MustRegister(h)
+		return h
+	}
+	m.messagesIn = counter("messages_in_total", "Messages received from other users, per adapter.", "adapter")
+	m.messagesOut = counter("messages_out_total", "Messages Mother posted (answers, notices, chick results, files), per adapter.", "adapter")
+	m.runs = counter("runs_total", "Mother's own runs, by adapter, kind (message, event) and stop reason.", "adapter", "kind", "stop")
+	m.runSeconds = histogram("run_duration_seconds", "Duration of Mother's own runs.", []float64{0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, "kind")
+	m.ownTokens = counter("model_tokens_total", "Tokens of Mother's own model, by direction (input, output).", "direction")
+	m.chicksSpawned = counter("chicks_spawned_total", "Chicks accepted (started or queued), by tier.", "tier")
+	m.chicksFinished = counter("chicks_finished_total", "Chicks that ended, by tier and outcome (done, error, killed, hung, timeout, budget, crashed, lost, no_start, shutdown).", "tier", "outcome")
+	m.chickSeconds = histogram("chick_duration_seconds", "Chicks' time from getting a slot to their end.", []float64{5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600}, "tier")
+	m.spawnSeconds = histogram("chick_spawn_seconds", "Spawn latency: from asking the Docker host for a chick's container to the chick dialling Mother.", []float64{0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60}, "host")
+	m.modelCalls = counter("chick_model_calls_total", "Chicks' model calls through the broker, by tier and result (ok, error, refused: a budget).", "tier", "result")
+	m.chickTokens = counter("chick_model_tokens_total", "Chicks' model tokens, by tier and direction (input, output).", "tier", "direction")
+	m.costUS = counter("chick_model_cost_usd_total", "Chicks' model cost in US dollars, for tiers with a configured price.", "tier")
+	m.eventsFired = counter("events_fired_total", "Scheduled events fired, by type (immediate, one-shot, periodic).", "type")
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info", Help: "Mother's version.", ConstLabels: prometheus.Labels{"version": opts.Version}})
+	info.Set(1)
+	m.reg.MustRegister(info, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &stateCollector{m: m})
+	return m
+}
+
+// Watch sets where the gauges are read from; any may be nil.
+func (m *Metrics) Watch(ms MotherState, cs ChickState, bs BudgetState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mother, m.chicks, m.budgets = ms, cs, bs
+}
+
+func (m *Metrics) sources() (MotherState, ChickState, BudgetState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mother, m.chicks, m.budgets
+}
+
+// MessageIn implements mother.Metrics.
+func (m *Metrics) MessageIn(adapter string) { m.messagesIn.WithLabelValues(adapter).Inc() }
+
+// MessageOut implements mother.Metrics.
+func (m *Metrics) MessageOut(adapter string) { m.messagesOut.WithLabelValues(adapter).Inc() }
+
+// RunEnded implements mother.Metrics.
+func (m *Metrics) RunEnded(adapter string, kind mother.JobKind, stop string, d time.Duration, u model.Usage) {
+	m.runs.WithLabelValues(adapter, string(kind), stop).Inc()
+	m.runSeconds.WithLabelValues(string(kind)).Observe(d.Seconds())
+	m.ownTokens.WithLabelValues("input").Add(float64(u.InputTokens))
+	m.ownTokens.WithLabelValues("output").Add(float64(u.OutputTokens))
+}
+
+// ChickSpawned implements hatchery.Metrics.
+func (m *Metrics) ChickSpawned(tier string) { m.chicksSpawned.WithLabelValues(tier).Inc() }
+
+// ChickJoined implements hatchery.Metrics.
+func (m *Metrics) ChickJoined(_, host string, latency time.Duration) {
+	m.spawnSeconds.WithLabelValues(host).Observe(latency.Seconds())
+}
+
+// ChickEnded implements hatchery.Metrics.
+func (m *Metrics) ChickEnded(tier string, _ hatchery.State, reason hatchery.Reason, ran time.Duration) {
+	m.chicksFinished.WithLabelValues(tier, string(reason)).Inc()
+	if ran > 0 {
+		m.chickSeconds.WithLabelValues(tier).Observe(ran.Seconds())
+	}
+}
+
+// ModelCall implements broker.Metrics.
+func (m *Metrics) ModelCall(tier string, u model.Usage, err error) {
+	result := "ok"
+	switch {
+	case err == nil:
+	case isBudget(err):
+		result = "refused"
+	default:
+		result = "error"
+	}
+	m.modelCalls.WithLabelValues(tier, result).Inc()
+	m.chickTokens.WithLabelValues(tier, "input").Add(float64(u.InputTokens))
+	m.chickTokens.WithLabelValues(tier, "output").Add(float64(u.OutputTokens))
+	if p, ok := m.prices[tier]; ok {
+		m.costUS.WithLabelValues(tier).Add((float64(u.InputTokens)*p.InputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6)
+	}
+}
+
+// EventFired implements events.Metrics.
+func (m *Metrics) EventFired(t events.Type, _ bool) { m.eventsFired.WithLabelValues(string(t)).Inc() }
+
+// stateCollector reads the gauges from their owners at scrape time.
+type stateCollector struct{ m *Metrics }
+
+var (
+	descQueue      = prometheus.NewDesc(Namespace+"_queue_depth", "Jobs (messages, events) waiting in Mother's channel queues, per adapter.", []string{"adapter"}, nil)
+	descConnected  = prometheus.NewDesc(Namespace+"_adapter_connected", "1 when the adapter is connected to its platform, else 0.", []string{"adapter", "type", "state"}, nil)
+	descReconnects = prometheus.NewDesc(Namespace+"_adapter_reconnects_total", "Connections re-established after a loss, per adapter.", []string{"adapter"}, nil)
+	descChicks     = prometheus.NewDesc(Namespace+"_chicks", "Chicks alive, by state (queued, starting, running, stopping).", []string{"state"}, nil)
+	descHostUp     = prometheus.NewDesc(Namespace+"_docker_host_up", "1 when the Docker host answers, else 0.", []string{"host"}, nil)
+	descHostRun    = prometheus.NewDesc(Namespace+"_docker_host_chicks", "Chicks placed on the Docker host.", []string{"host"}, nil)
+	descHostCap    = prometheus.NewDesc(Namespace+"_docker_host_capacity", "How many chicks the Docker host runs at once.", []string{"host"}, nil)
+	descBudgetUsed = prometheus.NewDesc(Namespace+"_budget_used_tokens", "Chick tokens used today, per tier (and per channel when channels have a cap).", []string{"kind", "name"}, nil)
+	descBudgetLim  = prometheus.NewDesc(Namespace+"_budget_limit_tokens", "Daily token caps that are set.", []string{"kind", "name"}, nil)
+	descBudgetLeft = prometheus.NewDesc(Namespace+"_budget_remaining_tokens", "Tokens left today under each daily cap that is set.", []string{"kind", "name"}, nil)
+	descHealthy    = prometheus.NewDesc(Namespace+"_healthy", "1 when Mother's core answers its health check (as /healthz), else 0.", nil, nil)
+	descUptime     = prometheus.NewDesc(Namespace+"_uptime_seconds", "Seconds since Mother started.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ms, cs, bs := c.m.sources()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue, c.m.now().Sub(c.m.started).Seconds())
+	if ms != nil {
+		depths := ms.QueueDepths()
+		for _, a := range sortedKeys(depths) {
+			gauge(descQueue, float64(depths[a]), a)
+		}
+		for _, r := range ms.AdapterReports() {
+			gauge(descConnected, b2f(r.Status.State == chat.ConnConnected), r.Name, r.Type, string(r.Status.State))
+			ch <- prometheus.MustNewConstMetric(descReconnects, prometheus.CounterValue, float64(r.Status.Reconnects), r.Name)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		gauge(descHealthy, b2f(ms.Healthy(ctx) == nil))
+		cancel()
+	}
+	if cs != nil {
+		counts := map[hatchery.State]int{hatchery.StateQueued: 0, hatchery.StateStarting: 0, hatchery.StateRunning: 0, hatchery.StateStopping: 0}
+		for _, in := range cs.List(false) {
+			counts[in.State]++
+		}
+		for st, n := range counts {
+			gauge(descChicks, float64(n), string(st))
+		}
+		for _, h := range cs.HostStates() {
+			gauge(descHostUp, b2f(h.Up), h.Name)
+			gauge(descHostRun, float64(h.Running), h.Name)
+			gauge(descHostCap, float64(h.Capacity), h.Name)
+		}
+	}
+	if bs != nil {
+		for _, b := range bs.Budgets() {
+			if b.Kind == "channel" && b.Limit <= 0 {
+				continue // uncapped channels: no series per channel
+			}
+			gauge(descBudgetUsed, float64(b.Used), b.Kind, b.Name)
+			if b.Limit > 0 {
+				gauge(descBudgetLim, float64(b.Limit), b.Kind, b.Name)
+				gauge(descBudgetLeft, float64(max(0, b.Limit-b.Used)), b.Kind, b.Name)
+			}
+		}
+	}
+}
+
+// Handler serves /metrics and /healthz.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Timeout: 10 * time.Second}))
+	mux.HandleFunc("GET /healthz", m.health)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("Mother: /metrics (Prometheus), /healthz\n"))
+	})
+	return mux
+}
+
+// Health is the /healthz body.
+type Health struct {
+	// Status is "ok" or "unhealthy".
+	Status        string  `json:"status"`
+	Error         string  `json:"error,omitempty"`
+	Version       string  `json:"version"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	// AdaptersDown and HostsDown name what is not connected; Mother is
+	// still healthy (degraded) while they come back.
+	AdaptersDown []string `json:"adapters_down,omitempty"`
+	HostsDown    []string `json:"hosts_down,omitempty"`
+}
+
+func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
+	ms, cs, _ := m.sources()
+	h := Health{Status: "ok", Version: m.version, UptimeSeconds: float64(int64(m.now().Sub(m.started).Seconds()))}
+	code := http.StatusOK
+	if ms == nil {
+		h.Status, h.Error, code = "unhealthy", "starting", http.StatusServiceUnavailable
+	} else {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		err := ms.Healthy(ctx)
+		cancel()
+		if err != nil {
+			h.Status, h.Error, code = "unhealthy", err.Error(), http.StatusServiceUnavailable
+		}
+		for _, a := range ms.AdapterReports() {
+			if a.Status.State != chat.ConnConnected {
+				h.AdaptersDown = append(h.AdaptersDown, a.Name)
+			}
+		}
+	}
+	if cs != nil {
+		for _, hs := range cs.HostStates() {
+			if !hs.Up {
+				h.HostsDown = append(h.HostsDown, hs.Name)
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(h)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isBudget(err error) bool { return errors.Is(err, model.ErrBudgetExhausted) }

@@ -1,0 +1,166 @@
+package metrics_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/metrics"
+	"github.com/mother-chat/mother/pkg/metrics/metricstest"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/mother"
+)
+
+// state stands in for Mother, the hatchery and the broker: the gauges are
+// read from whatever owns the facts at scrape time.
+type state struct {
+	healthy error
+	depths  map[string]int
+	reports []chat.AdapterReport
+	chicks  []hatchery.Info
+	hosts   []hatchery.HostStatus
+	budgets []broker.Budget
+}
+
+func (s *state) QueueDepths() map[string]int          { return s.depths }
+func (s *state) AdapterReports() []chat.AdapterReport { return s.reports }
+func (s *state) Healthy(context.Context) error        { return s.healthy }
+func (s *state) List(bool) []hatchery.Info            { return s.chicks }
+func (s *state) HostStates() []hatchery.HostStatus    { return s.hosts }
+func (s *state) Budgets() []broker.Budget             { return s.budgets }
+
+func TestCountersAndGaugesAreScraped(t *testing.T) {
+	t.Parallel()
+	mx := metrics.New(metrics.Options{Version: "v1.2.3", Prices: map[string]config.Price{"claude": {InputPerMTok: 3, OutputPerMTok: 15}}})
+	st := &state{
+		depths:  map[string]int{"discord": 2, "slack": 0},
+		reports: []chat.AdapterReport{{Name: "discord", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected, Reconnects: 3}}, {Name: "slack", Type: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}},
+		chicks:  []hatchery.Info{{Record: hatchery.Record{State: hatchery.StateRunning}}, {Record: hatchery.Record{State: hatchery.StateQueued}}, {Record: hatchery.Record{State: hatchery.StateRunning}}},
+		hosts:   []hatchery.HostStatus{{Name: "p40", Up: true, Running: 2, Capacity: 6}, {Name: "spare", Up: false, Capacity: 2}},
+		budgets: []broker.Budget{{Kind: "tier", Name: "local", Used: 100}, {Kind: "tier", Name: "claude", Used: 700, Limit: 1000}, {Kind: "channel", Name: "slack/C1", Used: 5}},
+	}
+	mx.Watch(st, st, st)
+	for range 3 {
+		mx.MessageIn("discord")
+	}
+	mx.MessageOut("discord")
+	mx.RunEnded("discord", mother.KindMessage, "done", 1500*time.Millisecond, model.Usage{InputTokens: 10, OutputTokens: 4})
+	mx.RunEnded("discord", mother.KindEvent, "error", time.Second, model.Usage{})
+	mx.ChickSpawned("claude")
+	mx.ChickJoined("claude", "p40", 2*time.Second)
+	mx.ChickEnded("claude", hatchery.StateDone, hatchery.ReasonDone, time.Minute)
+	mx.ChickEnded("local", hatchery.StateFailed, hatchery.ReasonNoStart, 0)
+	mx.ModelCall("claude", model.Usage{InputTokens: 1_000_000, OutputTokens: 100_000}, nil)
+	mx.ModelCall("claude", model.Usage{}, fmt.Errorf("broker: %w", model.ErrBudgetExhausted))
+	mx.ModelCall("local", model.Usage{InputTokens: 7}, errors.New("boom"))
+	mx.EventFired(events.Periodic, false)
+
+	srv := httptest.NewServer(mx.Handler())
+	defer srv.Close()
+	s := metricstest.Get(t, srv.URL+"/metrics")
+	want := []struct {
+		name   string
+		labels []string
+		v      float64
+	}{
+		{"mother_messages_in_total", []string{"adapter", "discord"}, 3},
+		{"mother_messages_out_total", []string{"adapter", "discord"}, 1},
+		{"mother_runs_total", []string{"kind", "message", "stop", "done"}, 1},
+		{"mother_runs_total", []string{"kind", "event", "stop", "error"}, 1},
+		{"mother_run_duration_seconds", []string{"kind", "message"}, 1},
+		{"mother_model_tokens_total", []string{"direction", "input"}, 10},
+		{"mother_chicks_spawned_total", []string{"tier", "claude"}, 1},
+		{"mother_chick_spawn_seconds", []string{"host", "p40"}, 1},
+		{"mother_chicks_finished_total", []string{"tier", "claude", "outcome", "done"}, 1},
+		{"mother_chicks_finished_total", []string{"tier", "local", "outcome", "no_start"}, 1},
+		{"mother_chick_duration_seconds", []string{"tier", "claude"}, 1},
+		{"mother_chick_model_calls_total", []string{"tier", "claude", "result", "ok"}, 1},
+		{"mother_chick_model_calls_total", []string{"tier", "claude", "result", "refused"}, 1},
+		{"mother_chick_model_calls_total", []string{"tier", "local", "result", "error"}, 1},
+		{"mother_chick_model_tokens_total", []string{"tier", "claude", "direction", "output"}, 100_000},
+		{"mother_chick_model_cost_usd_total", []string{"tier", "claude"}, 3 + 1.5},
+		{"mother_events_fired_total", []string{"type", "periodic"}, 1},
+		{"mother_queue_depth", []string{"adapter", "discord"}, 2},
+		{"mother_adapter_connected", []string{"adapter", "discord"}, 1},
+		{"mother_adapter_connected", []string{"adapter", "slack", "state", "reconnecting"}, 0},
+		{"mother_adapter_reconnects_total", []string{"adapter", "discord"}, 3},
+		{"mother_chicks", []string{"state", "running"}, 2},
+		{"mother_chicks", []string{"state", "queued"}, 1},
+		{"mother_chicks", []string{"state", "stopping"}, 0},
+		{"mother_docker_host_up", []string{"host", "spare"}, 0},
+		{"mother_docker_host_chicks", []string{"host", "p40"}, 2},
+		{"mother_docker_host_capacity", []string{"host", "p40"}, 6},
+		{"mother_budget_used_tokens", []string{"kind", "tier", "name", "local"}, 100},
+		{"mother_budget_remaining_tokens", []string{"kind", "tier", "name", "claude"}, 300},
+		{"mother_healthy", nil, 1},
+		{"mother_build_info", []string{"version", "v1.2.3"}, 1},
+	}
+	for _, w := range want {
+		got, ok := s.Value(w.name, w.labels...)
+		if !ok || got != w.v {
+			t.Errorf("%s%v = %v (present %v), want %v\n%s", w.name, w.labels, got, ok, w.v, s.Series(w.name))
+		}
+	}
+	if _, ok := s.Value("mother_chick_model_cost_usd_total", "tier", "local"); ok {
+		t.Error("a cost series for a tier without a price")
+	}
+	if _, ok := s.Value("mother_budget_used_tokens", "kind", "channel"); ok {
+		t.Error("a budget series for an uncapped channel (unbounded label values)")
+	}
+	if _, ok := s.Value("go_goroutines"); !ok {
+		t.Error("no Go runtime metrics")
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	t.Parallel()
+	mx := metrics.New(metrics.Options{Version: "v9"})
+	srv := httptest.NewServer(mx.Handler())
+	defer srv.Close()
+	get := func() (int, metrics.Health) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h metrics.Health
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+			t.Fatalf("healthz body: %v", err)
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			t.Errorf("Content-Type %q", ct)
+		}
+		return resp.StatusCode, h
+	}
+	if code, h := get(); code != 503 || h.Status != "unhealthy" {
+		t.Errorf("before Mother is watched: %d %+v, want 503", code, h)
+	}
+	st := &state{reports: []chat.AdapterReport{{Name: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}}, hosts: []hatchery.HostStatus{{Name: "p40", Up: false}}}
+	mx.Watch(st, st, st)
+	if code, h := get(); code != 200 || h.Status != "ok" || h.Version != "v9" || len(h.AdaptersDown) != 1 || len(h.HostsDown) != 1 {
+		t.Errorf("healthy, degraded: %d %+v, want 200 naming slack and p40", code, h)
+	}
+	st.healthy = errors.New("core lock not available")
+	if code, h := get(); code != 503 || h.Status != "unhealthy" || !strings.Contains(h.Error, "core lock") {
+		t.Errorf("unhealthy: %d %+v, want 503 with the reason", code, h)
+	}
+	resp, err := http.Post(srv.URL+"/healthz", "text/plain", nil)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("POST /healthz: %d, want 405", resp.StatusCode)
+		}
+	}
+}
