@@ -247,7 +247,7 @@ func chicks(bin, tmp string, quick bool) {
 	fmt.Printf("| `docker run --rm %s --version`: to exit | %s | %s |\n\n", benchImage, pct(runExit, 50), pct(runExit, 95))
 	fmt.Printf("Ratio (p50): %.2fx `docker run --rm` to exit, %.2fx to first output. Goal: under 1.5x.\n",
 		float64(pct(spawn, 50))/float64(pct(runExit, 50)), float64(pct(spawn, 50))/float64(pct(runFirst, 50)))
-	fmt.Printf("The spawn includes creating the hardened container, copying the channel's files in, starting it, the chick's re-exec, dialling Mother, joining, its first model call through the broker (answered at once), and rendering.\n\n")
+	fmt.Printf("The spawn includes creating the hardened container, copying the channel's files in, starting it, the chick's re-exec, dialling Mother over TLS, joining, its first model call through the broker (answered at once), and rendering.\n\n")
 
 	// Overhead: a chick's tool_start event (its own timestamp, taken in the
 	// container on the same clock) to the line on the terminal adapter.
@@ -320,7 +320,7 @@ func chicks(bin, tmp string, quick bool) {
 	fmt.Printf("| lost | %d |\n", lost)
 	fmt.Printf("| window (first event rendered to last chick's result) | %s |\n", window.Round(time.Millisecond))
 	fmt.Printf("| events per second | %.0f |\n", float64(storedN)/window.Seconds())
-	fmt.Printf("| Mother's CPU over the window (utime+stime from /proc/%s/stat) | %.2f s = %.0f%% of one core |\n\n", "<pid>",
+	fmt.Printf("| Mother's CPU over the window (utime+stime from /proc/PID/stat) | %.2f s = %.0f%% of one core |\n\n",
 		float64(cpu1-cpu0)/clockTicks, 100*float64(cpu1-cpu0)/clockTicks/t1.Sub(t0).Seconds())
 	fmt.Printf("Each chick ran %d turns of %d tool calls (reads of a small file) with the model answering at once: every model call also went through Mother's broker. Events per second counts every event Mother stored (message start/end, tool start/end, run end).\n\n", turns, batch)
 }
