@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
 
@@ -259,5 +257,3 @@ func TestSoakChickHugeOutput(t *testing.T) {
 	figure(t, "300 MB on stdout, a 150 MB output (over the 100 MB limit), a 1 MB output, a 30 MB attachment: done in %s; the model saw %d bytes of the stdout; events.jsonl %d KB", elapsed.Round(time.Millisecond), len(first), evBytes/1024)
 	figure(t, "Mother's RSS: %.1f MB before, peak %.1f MB; the 1 MB output and the 30 MB attachment stored, the 150 MB file refused and named to the user", mb(idle), mb(peak))
 }
-
-var _ = container.StopOptions{}

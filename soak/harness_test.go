@@ -3,7 +3,6 @@
 package soak
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -575,5 +574,3 @@ func ctx10(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-var _ = bufio.NewReader
