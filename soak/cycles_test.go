@@ -96,15 +96,19 @@ func TestSoakSpawnKillCycles(t *testing.T) {
 		}
 		killTotal += time.Since(start)
 	}
-	settle := func() (g int, heap uint64, rss int) {
-		time.Sleep(3 * time.Second) // idle connections close, views end
+	settle := func(word string) (g int, heap uint64, rss int) {
+		// A message of her own, then quiet: 2 s after her last run Mother
+		// collects and returns freed memory, so the heap read after is
+		// what she holds, not garbage waiting for the collector.
+		stillAnswers(t, p, word)
+		time.Sleep(3 * time.Second)
 		g = p.goroutines(t)
 		heap = p.heapInuse(t)
 		rss, _ = p.rss(t)
 		return
 	}
 	round(0) // warm-up: connections, caches, the first chicks
-	g0, h0, r0 := settle()
+	g0, h0, r0 := settle("before the cycles")
 	start := time.Now()
 	rounds := cycles / batch
 	for r := 1; r <= rounds; r++ {
@@ -114,7 +118,7 @@ func TestSoakSpawnKillCycles(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	g1, h1, r1 := settle()
+	g1, h1, r1 := settle("after the cycles")
 	left := len(containers(t, api, data))
 	_, peak := p.rss(t)
 	if left != 0 {

@@ -272,6 +272,10 @@ func (p *proc) heapInuse(t *testing.T) uint64 {
 	return uint64(p.metric(t, "go_memstats_heap_inuse_bytes"))
 }
 
+// scrape reads /metrics without keeping connections open: an idle
+// keep-alive connection is a goroutine in Mother, and would be counted.
+var scrape = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+
 // metric reads one unlabelled series from Mother's /metrics.
 func (p *proc) metric(t *testing.T, name string) float64 {
 	t.Helper()
@@ -280,7 +284,7 @@ func (p *proc) metric(t *testing.T, name string) float64 {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get("http://" + p.metrics + "/metrics")
+		resp, err := scrape.Get("http://" + p.metrics + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
