@@ -217,6 +217,7 @@ func (m *Mother) Start(ctx context.Context) error {
 		}
 	}
 	m.readyOnce.Do(func() { close(m.ready) })
+	m.scheduleTrim() // start-up garbage and start-up code
 	return nil
 }
 
