@@ -111,13 +111,22 @@ func TestSoakSpawnKillCycles(t *testing.T) {
 	g0, h0, r0 := settle("before the cycles")
 	start := time.Now()
 	rounds := cycles / batch
+	var hMid uint64
+	var pause time.Duration
 	for r := 1; r <= rounds; r++ {
 		round(r)
 		if r%10 == 0 {
 			t.Logf("%d chicks spawned and killed; %d goroutines", r*batch, p.goroutines(t))
 		}
+		if r == rounds/2 {
+			// Halfway, long after the bounded records (200 chicks, 1,024
+			// late-event ids) are full: from here the heap must stay flat.
+			s := time.Now()
+			_, hMid, _ = settle("halfway")
+			pause = time.Since(s)
+		}
 	}
-	elapsed := time.Since(start)
+	elapsed := time.Since(start) - pause
 	g1, h1, r1 := settle("after the cycles")
 	left := len(containers(t, api, data))
 	_, peak := p.rss(t)
@@ -130,6 +139,9 @@ func TestSoakSpawnKillCycles(t *testing.T) {
 	if float64(h1) > float64(h0)*1.5+2<<20 {
 		t.Errorf("heap in use grew from %.1f MB to %.1f MB over %d cycles", float64(h0)/(1<<20), float64(h1)/(1<<20), rounds*batch)
 	}
+	if hMid > 0 && h1 > hMid+1<<20 {
+		t.Errorf("heap in use grew from %.1f MB halfway to %.1f MB at the end: something is kept per chick", float64(hMid)/(1<<20), float64(h1)/(1<<20))
+	}
 	if code := p.finish(t, 2*time.Minute); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -138,5 +150,5 @@ func TestSoakSpawnKillCycles(t *testing.T) {
 	figure(t, "%d chicks spawned and killed, %d at a time, in %s (spawn to %d running: %s per round; kill to none alive: %s per round)",
 		n, batch, elapsed.Round(time.Second), batch, (spawnTotal / time.Duration(rounds+1)).Round(time.Millisecond), (killTotal / time.Duration(rounds+1)).Round(time.Millisecond))
 	figure(t, "containers left: %d; goroutines %d after the warm-up, %d after (growth %d)", left, g0, g1, g1-g0)
-	figure(t, "heap in use %.1f MB → %.1f MB; RSS %.1f MB → %.1f MB (peak %.1f MB); %d JSONL lines parse", float64(h0)/(1<<20), float64(h1)/(1<<20), mb(r0), mb(r1), mb(peak), lines)
+	figure(t, "heap in use %.1f MB after the warm-up, %.1f MB halfway, %.1f MB after; RSS %.1f MB → %.1f MB (peak %.1f MB); %d JSONL lines parse", float64(h0)/(1<<20), float64(hMid)/(1<<20), float64(h1)/(1<<20), mb(r0), mb(r1), mb(peak), lines)
 }

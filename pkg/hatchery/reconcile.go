@@ -18,7 +18,8 @@ type found struct {
 // has on its hosts (by label), after a restart: a running chick with a
 // known token is resumed (it reconnects with its token), an ended or
 // unknown container is reaped, a chick whose container is gone is ended
-// and its channel told, queued chicks are queued again. It also starts the
+// and its channel told, queued chicks are queued again, and so is a chick
+// whose container was created but never started. It also starts the
 // heartbeat watchdog.
 func (h *Hatchery) Reconcile(ctx context.Context) error {
 	byChick := map[string]found{}
@@ -95,6 +96,17 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 			c.lastSeen = now.Add(h.grace)
 			h.persist(c)
 			resumed = append(resumed, c)
+		case f.c.State == "created" && c.rec.State == StateStarting && c.rec.Result == nil:
+			// Mother stopped between creating the container and starting
+			// it: it never ran, so nothing was done. Start it afresh (a
+			// new container and token) rather than losing the goal.
+			c.rec.State = StateQueued
+			c.rec.TokenHash = ""
+			c.rec.ContainerID = ""
+			h.persist(c)
+			h.queue = append(h.queue, c)
+			remove = append(remove, f)
+			h.logger.Info("chick created but never started before the restart; starting it again", "chick", id, "container", short(f.c.ID))
 		default:
 			c.host = f.host
 			c.rec.ContainerID = f.c.ID
