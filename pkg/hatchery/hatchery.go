@@ -787,6 +787,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 			c.rec.Removed = true
 		}
 	}
+	c.rec.Unreported = true
 	h.persist(c)
 	info := h.info(c)
 	h.metrics.ChickEnded(c.rec.Tier, c.rec.State, reason, ran)
@@ -810,6 +811,20 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 		}
 	}
 	h.obs.get().ChickEnded(info)
+}
+
+// Reported records that the end of chick id has been told to its channel
+// (see Record.Unreported).
+func (h *Hatchery) Reported(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.chicks[id]
+	if !ok || !c.rec.Unreported {
+		return
+	}
+	c.rec.Unreported = false
+	h.persist(c)
+	h.pruneLocked()
 }
 
 // dequeueLocked starts queued chicks while slots are free. Callers hold
@@ -865,7 +880,7 @@ const MaxRemembered = 200
 func (h *Hatchery) pruneLocked() {
 	var ended []*chick
 	for _, c := range h.chicks {
-		if c.rec.State.Final() && (c.rec.Removed || c.rec.ContainerID == "") {
+		if c.rec.State.Final() && (c.rec.Removed || c.rec.ContainerID == "") && !c.rec.Unreported {
 			ended = append(ended, c)
 		}
 	}

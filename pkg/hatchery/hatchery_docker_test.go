@@ -630,6 +630,47 @@ func TestReconcileStartsNeverStartedChick(t *testing.T) {
 	}
 }
 
+// TestUnreportedEndIsAnnouncedAgain: a chick whose end was stored but
+// never reported (Mother died between the two) is announced again by the
+// next Reconcile, and only until Reported is called.
+func TestUnreportedEndIsAnnouncedAgain(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	dir := t.TempDir()
+	e := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, e.h, in.ID, hatchery.StateRunning, 60*time.Second)
+	_, _ = e.h.Stop(in.ID, hatchery.ReasonKilled, "killed by the test", 0)
+	end := e.rec.wait(t, in.ID, 30*time.Second)
+	if !end.Unreported {
+		t.Errorf("ended chick not marked unreported")
+	}
+	must(t, e.h.Close()) // the observer never called Reported: as if Mother died
+
+	e2 := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	must(t, e2.h.Reconcile(t.Context()))
+	again := e2.rec.wait(t, in.ID, 10*time.Second)
+	if again.State != hatchery.StateKilled || again.Outcome != "killed by the test" {
+		t.Errorf("announced again as %s (%s), want killed (killed by the test)", again.State, again.Outcome)
+	}
+	e2.h.Reported(in.ID)
+	must(t, e2.h.Close())
+
+	e3 := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	must(t, e3.h.Reconcile(t.Context()))
+	time.Sleep(200 * time.Millisecond) // announcements are synchronous in Reconcile; allow stragglers
+	e3.rec.mu.Lock()
+	_, announced := e3.rec.ended[in.ID]
+	e3.rec.mu.Unlock()
+	if announced {
+		t.Errorf("a reported end was announced again")
+	}
+	if got, _ := e3.h.Get(in.ID); got.Unreported {
+		t.Errorf("record still unreported after Reported")
+	}
+}
+
 func short(id string) string {
 	if len(id) > 12 {
 		return id[:12]

@@ -99,8 +99,10 @@ func TestResultStoredIsNotHung(t *testing.T) {
 // TestEndedChicksAreForgotten: a Mother that runs for months must not grow
 // with every chick (found by the soak: each ended chick's record, system
 // prompt included, stayed in memory). The hatchery remembers the newest
-// MaxRemembered ended chicks; older ones are forgotten. The chicks here ask
-// for an image the engine does not have, which ends them at once.
+// MaxRemembered ended chicks whose end was reported; older ones are
+// forgotten, but never one whose end Mother has not reported yet. The
+// chicks here ask for an image the engine does not have, which ends them at
+// once.
 func TestEndedChicksAreForgotten(t *testing.T) {
 	t.Parallel()
 	hatcherytest.Docker(t)
@@ -132,13 +134,19 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-ended
+		if i > 0 { // as Mother does once she has told the channel; not for the first
+			h.Reported(in.ID)
+		}
 		ids = append(ids, in.ID)
 	}
-	if n := len(h.List(true)); n != hatchery.MaxRemembered {
-		t.Errorf("%d chicks remembered after %d ended, want %d", n, len(ids), hatchery.MaxRemembered)
+	if n := len(h.List(true)); n != hatchery.MaxRemembered+1 {
+		t.Errorf("%d chicks remembered after %d ended, want %d and the unreported one", n, len(ids), hatchery.MaxRemembered)
 	}
-	if _, err := h.Get(ids[0]); !errors.Is(err, hatchery.ErrUnknownChick) {
-		t.Errorf("the oldest ended chick is still remembered: %v", err)
+	if got, err := h.Get(ids[0]); err != nil || !got.Unreported {
+		t.Errorf("the unreported chick was forgotten: %+v, %v", got, err)
+	}
+	if _, err := h.Get(ids[1]); !errors.Is(err, hatchery.ErrUnknownChick) {
+		t.Errorf("the oldest reported chick is still remembered: %v", err)
 	}
 	if got, err := h.Get(ids[len(ids)-1]); err != nil || got.Reason != hatchery.ReasonNoStart {
 		t.Errorf("the newest ended chick: %+v, %v", got, err)
@@ -148,7 +156,7 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 	local, _ = hatchery.Dial(config.DockerHost{Name: "local"}, nil)
 	h2 := newH()
 	defer h2.Close()
-	if n := len(h2.List(true)); n != hatchery.MaxRemembered {
-		t.Errorf("%d chicks remembered after a restart, want %d", n, hatchery.MaxRemembered)
+	if n := len(h2.List(true)); n != hatchery.MaxRemembered+1 {
+		t.Errorf("%d chicks remembered after a restart, want %d and the unreported one", n, hatchery.MaxRemembered)
 	}
 }

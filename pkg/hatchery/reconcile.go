@@ -3,6 +3,7 @@ package hatchery
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -19,7 +20,8 @@ type found struct {
 // known token is resumed (it reconnects with its token), an ended or
 // unknown container is reaped, a chick whose container is gone is ended
 // and its channel told, queued chicks are queued again, and so is a chick
-// whose container was created but never started. It also starts the
+// whose container was created but never started. A chick that ended before
+// the restart without Mother reporting it is announced to the observer again. It also starts the
 // heartbeat watchdog.
 func (h *Hatchery) Reconcile(ctx context.Context) error {
 	byChick := map[string]found{}
@@ -150,10 +152,17 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 		}
 		ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: its container disappeared while Mother was down"})
 	}
+	// Chicks that ended before the restart but whose end Mother never
+	// reported: announce them again.
+	var unreported []Info
 	for _, c := range h.chicks {
+		if c.restored && c.rec.State.Final() && c.rec.Unreported {
+			unreported = append(unreported, h.info(c))
+		}
 		c.restored = false
 	}
 	h.mu.Unlock()
+	sort.Slice(unreported, func(i, j int) bool { return unreported[i].EndedAt.Before(unreported[j].EndedAt) })
 
 	for _, k := range keeps {
 		h.keepTimer(k.d, k.id)
@@ -172,6 +181,10 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	}
 	for _, c := range resumed {
 		h.resume(c)
+	}
+	for _, in := range unreported {
+		h.logger.Info("chick ended before the restart without its end being reported; reporting it now", "chick", in.ID, "state", in.State)
+		h.obs.get().ChickEnded(in)
 	}
 	h.mu.Lock()
 	h.dequeueLocked()
