@@ -220,6 +220,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return runDaemon(ctx, m, watcher, ch, host, cfg, st, stderr, base)
 }
 
+// startCore starts Mother's core (the adapters already added), then
+// reconciles the chicks, then starts the events watcher and the watch on
+// config.json for host tools. If a step fails it shuts down what started and
+// returns the exit status with ok false.
+func startCore(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, stderr io.Writer) (code int, ok bool) {
+	if err := m.Start(ctx); err != nil {
+		fmt.Fprintf(stderr, "mother: %v\n", err)
+		return exitFailure, false
+	}
+	ch.reconcile(ctx)
+	for _, start := range []func() error{func() error { return w.Start(ctx, m) }, func() error { return host.watch(ctx) }} {
+		if err := start(); err != nil {
+			fmt.Fprintf(stderr, "mother: %v\n", err)
+			shutdown(m, w, host, stderr)
+			return exitFailure, false
+		}
+	}
+	return exitOK, true
+}
+
 // runCLI makes the terminal a channel. When stdin ends, it finishes the
 // work in flight and returns 0.
 func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks, host *hostSide, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
@@ -228,20 +248,8 @@ func runCLI(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chicks
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
-	if err := m.Start(ctx); err != nil {
-		fmt.Fprintf(stderr, "mother: %v\n", err)
-		return exitFailure
-	}
-	ch.reconcile(ctx)
-	if err := w.Start(ctx, m); err != nil {
-		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, host, stderr)
-		return exitFailure
-	}
-	if err := host.watch(ctx); err != nil {
-		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, host, stderr)
-		return exitFailure
+	if code, ok := startCore(ctx, m, w, ch, host, stderr); !ok {
+		return code
 	}
 	select {
 	case <-term.Done():
@@ -296,20 +304,8 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 			return exitUsage
 		}
 	}
-	if err := m.Start(ctx); err != nil {
-		fmt.Fprintf(stderr, "mother: %v\n", err)
-		return exitFailure
-	}
-	ch.reconcile(ctx)
-	if err := w.Start(ctx, m); err != nil {
-		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, host, stderr)
-		return exitFailure
-	}
-	if err := host.watch(ctx); err != nil {
-		fmt.Fprintf(stderr, "mother: %v\n", err)
-		shutdown(m, w, host, stderr)
-		return exitFailure
+	if code, ok := startCore(ctx, m, w, ch, host, stderr); !ok {
+		return code
 	}
 	logger.Info("mother running", "version", version, "data", st.DataDir())
 	stopping := notifySystemd(ctx, m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)))
