@@ -3,12 +3,7 @@ package discord
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,38 +12,11 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/mother-chat/mother/pkg/adapters/discord/discordtest"
+	"github.com/mother-chat/mother/pkg/adapters/internal/loopback"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/store"
 )
-
-// loopbackOnly sends every request that is not for a loopback address to
-// files instead: fuzzed payloads carry attachment URLs, and nothing may
-// leave the machine (but the download still happens, so hostile file
-// names reach the code that saves them).
-type loopbackOnly struct {
-	base  http.RoundTripper
-	files *url.URL
-}
-
-func (l loopbackOnly) RoundTrip(r *http.Request) (*http.Response, error) {
-	if ip := net.ParseIP(r.URL.Hostname()); ip == nil || !ip.IsLoopback() {
-		r = r.Clone(r.Context())
-		r.URL.Scheme, r.URL.Host, r.Host = l.files.Scheme, l.files.Host, l.files.Host
-	}
-	return l.base.RoundTrip(r)
-}
-
-// fileServer answers every path with a few bytes.
-func fileServer(tb testing.TB) *url.URL {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintf(w, "content of %s", r.URL.Path)
-	}))
-	tb.Cleanup(srv.Close)
-	u, _ := url.Parse(srv.URL)
-	return u
-}
 
 // FuzzMessageCreate feeds arbitrary MESSAGE_CREATE payloads (the JSON of a
 // gateway dispatch's "d") through the real adapter, connected to the fake
@@ -93,7 +61,7 @@ func FuzzMessageCreate(f *testing.F) {
 			return ch.Dir(), nil
 		},
 		LoggedChannels: func() ([]string, error) { return nil, nil },
-	}, Options{Transport: loopbackOnly{http.DefaultTransport, fileServer(f)}, MaxAttachment: 1 << 20})
+	}, Options{Transport: loopback.Transport(f, nil), MaxAttachment: 1 << 20})
 	if err != nil {
 		f.Fatal(err)
 	}

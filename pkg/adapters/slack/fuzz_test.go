@@ -3,12 +3,8 @@ package slack
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,28 +12,12 @@ import (
 
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/mother-chat/mother/pkg/adapters/internal/loopback"
 	"github.com/mother-chat/mother/pkg/adapters/slack/slacktest"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/store"
 )
-
-// loopbackOnly sends every request that is not for a loopback address to
-// a local file server: fuzzed payloads carry file URLs, and nothing may
-// leave the machine (the download still happens, so hostile file names
-// reach the code that saves them).
-type loopbackOnly struct {
-	base  http.RoundTripper
-	files *url.URL
-}
-
-func (l loopbackOnly) RoundTrip(r *http.Request) (*http.Response, error) {
-	if ip := net.ParseIP(r.URL.Hostname()); ip == nil || !ip.IsLoopback() {
-		r = r.Clone(r.Context())
-		r.URL.Scheme, r.URL.Host, r.Host = l.files.Scheme, l.files.Host, l.files.Host
-	}
-	return l.base.RoundTrip(r)
-}
 
 // FuzzEventsAPI feeds arbitrary Events API payloads (the "payload" of a
 // Socket Mode events_api envelope), parsed as slack-go's socket client
@@ -71,11 +51,6 @@ func FuzzEventsAPI(f *testing.F) {
 		},
 	})
 	f.Cleanup(fake.Close)
-	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "content of %s", r.URL.Path)
-	}))
-	f.Cleanup(files.Close)
-	filesURL, _ := url.Parse(files.URL)
 	st, err := store.Open(f.TempDir(), store.Options{})
 	if err != nil {
 		f.Fatal(err)
@@ -94,7 +69,7 @@ func FuzzEventsAPI(f *testing.F) {
 			return ch.Dir(), nil
 		},
 		LoggedChannels: func() ([]string, error) { return nil, nil },
-	}, Options{HTTPClient: &http.Client{Transport: loopbackOnly{http.DefaultTransport, filesURL}, Timeout: 10 * time.Second}, MaxAttachment: 1 << 20})
+	}, Options{HTTPClient: &http.Client{Transport: loopback.Transport(f, nil), Timeout: 10 * time.Second}, MaxAttachment: 1 << 20})
 	if err != nil {
 		f.Fatal(err)
 	}
