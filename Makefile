@@ -43,7 +43,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 3000 executions each; e.g. 
 
 SOAKFLAGS ?=
 .PHONY: soak
-soak: ## fault injection, long (about 20 min): Mother SIGKILLed, chicks crashed/hung/flooding, engine restarts, model and platform faults, 1,000 spawn/kill cycles
+soak: ## fault injection, long (about 11 min): Mother SIGKILLed, chicks crashed/hung/flooding, engine restarts, model and platform faults, 1,000 spawn/kill cycles
 	@bash .ci/ensure-docker
 	$(GO) test -tags soak -count=1 -v -timeout 90m $(SOAKFLAGS) ./soak/
 
