@@ -102,9 +102,9 @@ func TestSoakSpawnKillCycles(t *testing.T) {
 		// what she holds, not garbage waiting for the collector.
 		stillAnswers(t, p, word)
 		time.Sleep(3 * time.Second)
+		rss, _ = p.rss(t) // first: reading /metrics runs code she otherwise does not
 		g = p.goroutines(t)
 		heap = p.heapInuse(t)
-		rss, _ = p.rss(t)
 		return
 	}
 	round(0) // warm-up: connections, caches, the first chicks
