@@ -41,12 +41,19 @@ FUZZTIME ?= 3000x
 fuzz: ## run every fuzz target for FUZZTIME (default 3000 executions each; e.g. make fuzz FUZZTIME=5m)
 	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
 
+SOAKFLAGS ?=
+.PHONY: soak
+soak: ## fault injection, long (about 11 min): Mother SIGKILLed, chicks crashed/hung/flooding, engine restarts, model and platform faults, 1,000 spawn/kill cycles
+	@bash .ci/ensure-docker
+	$(GO) test -tags soak -count=1 -v -timeout 90m $(SOAKFLAGS) ./soak/
+
 .PHONY: check
 check: vet fmt-check tidy-check proto-check deps-check ## vet, gofmt, go mod tidy, generated code, dependency rules
 
 .PHONY: vet
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags soak ./soak/
 
 .PHONY: fmt-check
 fmt-check:
@@ -92,7 +99,8 @@ deps-check: ## dependency direction: chick and agent stay free of chat platforms
 	@bash .ci/check-deps
 
 .PHONY: bench
-bench: ## print performance figures (footprint, overhead, store scale, start-up, ...)
+bench: ## print performance figures (footprint, overhead, store scale, start-up, chick spawn vs docker run, relay, ...)
+	@bash .ci/ensure-docker
 	$(GO) run ./bench
 
 .PHONY: cross

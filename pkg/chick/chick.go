@@ -266,7 +266,12 @@ func (r *runner) run(ctx context.Context) error {
 	// Output files travel even after a cancellation: they may be what the
 	// user needs to see of a stopped chick.
 	upCtx := context.WithoutCancel(ctx)
-	res.OutputFiles = r.uploadOutputs(upCtx)
+	var failed []string
+	res.OutputFiles, failed = r.uploadOutputs(upCtx)
+	if len(failed) > 0 {
+		// Mother refused or never got them: the user must learn which.
+		res.Text = strings.TrimSpace(res.Text + "\n\nNot delivered: " + strings.Join(failed, "; ") + ".")
+	}
 	r.out.setResult(res)
 	return r.waitStored(ctx, sessDone)
 }
@@ -322,10 +327,11 @@ func (r *runner) coalescer() func(agent.Event) {
 	}
 }
 
-// uploadOutputs sends every regular file under outputs/ back to Mother.
-func (r *runner) uploadOutputs(ctx context.Context) []string {
+// uploadOutputs sends every regular file under outputs/ back to Mother. It
+// returns where Mother stored them, and the files that did not arrive
+// with the reason.
+func (r *runner) uploadOutputs(ctx context.Context) (stored, failed []string) {
 	root := filepath.Join(r.opts.Workspace, OutputsDir)
-	var stored []string
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
@@ -334,12 +340,17 @@ func (r *runner) uploadOutputs(ctx context.Context) []string {
 		s, err := r.upload(ctx, rel, false, "")
 		if err != nil {
 			r.logger.Warn("output file not sent", "path", rel, "err", err)
+			msg := err.Error()
+			if st, ok := status.FromError(err); ok {
+				msg = st.Message()
+			}
+			failed = append(failed, filepath.ToSlash(rel)+" ("+msg+")")
 			return nil
 		}
 		stored = append(stored, s)
 		return nil
 	})
-	return stored
+	return stored, failed
 }
 
 // upload sends one workspace file to Mother and returns where she stored

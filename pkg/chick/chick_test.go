@@ -246,3 +246,71 @@ func lastTool(r ollamatest.Request) string {
 	}
 	return ""
 }
+
+// TestUndeliveredOutputIsNamed: an output file Mother refuses (over the
+// size limit) does not vanish silently: the chick's result names it and
+// says why, beside the files that did arrive (found by the soak).
+func TestUndeliveredOutputIsNamed(t *testing.T) {
+	t.Parallel()
+	dockerAPI := hatcherytest.Docker(t)
+	image := hatcherytest.BuildImage(t)
+	cfg := &config.Config{}
+	cfg.SetDefaults("")
+	cfg.Chicks.Image = image
+	cfg.Chicks.Tiers["local"] = config.Tier{Provider: "ollama", Model: "chick-m"}
+	cfg.Chicks.KillGrace = config.Dur(time.Second) // the container only sleeps: end it soon after the result
+	cfg.Chicks.Resources.Memory = "128m"
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	fake := ollamatest.New(ollamatest.Turn{Text: "Here are the files."})
+	defer fake.Close()
+	m := startMother(t, cfg, t.TempDir(), addr, fake)
+	defer m.stop()
+	hatcherytest.RemoveOnCleanup(t, dockerAPI, m.h.Instance)
+	chDir := filepath.Join(t.TempDir(), "chan")
+	os.MkdirAll(chDir, 0o700)
+	in, err := m.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "make files", Files: hatchery.Files{ChannelDir: chDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m.h.State(in.ID) != hatchery.StateRunning {
+		time.Sleep(20 * time.Millisecond)
+	}
+	got, _ := m.h.Get(in.ID)
+	insp, err := dockerAPI.ContainerInspect(t.Context(), got.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, e := range insp.Config.Env {
+		if v, ok := strings.CutPrefix(e, hatchery.EnvToken+"="); ok {
+			token = v
+		}
+	}
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, chick.OutputsDir), 0o700)
+	os.WriteFile(filepath.Join(ws, chick.OutputsDir, "small.txt"), []byte("small"), 0o600)
+	big, err := os.Create(filepath.Join(ws, chick.OutputsDir, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.Truncate(hatchery.MaxFileBytes + 1) // sparse: cheap to make, real to send
+	big.Close()
+	if err := chick.Run(t.Context(), chick.Options{Addr: addr, Token: token, ChickID: in.ID, Workspace: ws, CAPEM: m.ca}); err != nil {
+		t.Fatalf("chick.Run: %v", err)
+	}
+	var end hatchery.Info
+	select {
+	case end = <-m.obs.ended:
+	case <-time.After(time.Minute):
+		t.Fatal("Mother did not end the chick")
+	}
+	if end.Result == nil || !strings.Contains(end.Result.Text, "Here are the files.") ||
+		!strings.Contains(end.Result.Text, "Not delivered: outputs/big.bin (") || !strings.Contains(end.Result.Text, "larger than") {
+		t.Errorf("result %+v: want the answer and outputs/big.bin named as not delivered, with the reason", end.Result)
+	}
+	if len(end.Result.OutputFiles) != 1 || !strings.HasSuffix(end.Result.OutputFiles[0], "outputs/small.txt") {
+		t.Errorf("output files %v, want the small one stored", end.Result.OutputFiles)
+	}
+}

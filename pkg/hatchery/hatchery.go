@@ -149,7 +149,8 @@ type chick struct {
 	stopped bool
 	reason  Reason
 	outcome string
-	// lastSeen is the last time the chick said anything.
+	// lastSeen is the last time the chick said anything (in the future
+	// while a startup or reconnect grace runs).
 	lastSeen time.Time
 	lastSeq  uint64
 	events   *store.JSONL
@@ -349,6 +350,7 @@ func (h *Hatchery) loadRecords() error {
 		h.logger.Warn("repaired torn last line of chicks.jsonl", "bytes", torn)
 	}
 	h.records = j
+	h.pruneLocked()
 	return nil
 }
 
@@ -785,10 +787,12 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 			c.rec.Removed = true
 		}
 	}
+	c.rec.Unreported = true
 	h.persist(c)
 	info := h.info(c)
 	h.metrics.ChickEnded(c.rec.Tier, c.rec.State, reason, ran)
 	h.dequeueLocked()
+	h.pruneLocked()
 	h.mu.Unlock()
 	// Ended means cleaned up: the container is gone (or kept, stopped).
 	defer close(c.ended)
@@ -807,6 +811,20 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 		}
 	}
 	h.obs.get().ChickEnded(info)
+}
+
+// Reported records that the end of chick id has been told to its channel
+// (see Record.Unreported).
+func (h *Hatchery) Reported(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.chicks[id]
+	if !ok || !c.rec.Unreported {
+		return
+	}
+	c.rec.Unreported = false
+	h.persist(c)
+	h.pruneLocked()
 }
 
 // dequeueLocked starts queued chicks while slots are free. Callers hold
@@ -845,8 +863,39 @@ func (h *Hatchery) expire(id string) {
 	c.rec.Removed = true
 	h.persist(c)
 	hs, cid := c.host, c.rec.ContainerID
+	h.pruneLocked()
 	h.mu.Unlock()
 	h.removeContainer(hs, cid)
+}
+
+// MaxRemembered is how many ended chicks (their containers gone) the
+// hatchery keeps in memory, for momctl chicks ls --all and list_chicks.
+// Older ones are forgotten, so a Mother that runs for months does not grow
+// with every chick; their records stay in chicks.jsonl until the weekly
+// compaction at start.
+const MaxRemembered = 200
+
+// pruneLocked forgets the oldest ended chicks beyond MaxRemembered.
+// Callers hold h.mu.
+func (h *Hatchery) pruneLocked() {
+	var ended []*chick
+	for _, c := range h.chicks {
+		if c.rec.State.Final() && (c.rec.Removed || c.rec.ContainerID == "") && !c.rec.Unreported {
+			ended = append(ended, c)
+		}
+	}
+	if len(ended) <= MaxRemembered {
+		return
+	}
+	sort.Slice(ended, func(i, j int) bool {
+		if !ended[i].rec.EndedAt.Equal(ended[j].rec.EndedAt) {
+			return ended[i].rec.EndedAt.Before(ended[j].rec.EndedAt)
+		}
+		return ended[i].rec.ID < ended[j].rec.ID
+	})
+	for _, c := range ended[:len(ended)-MaxRemembered] {
+		delete(h.chicks, c.rec.ID)
+	}
 }
 
 func (h *Hatchery) removeContainer(hs *host, cid string) {
@@ -1026,7 +1075,7 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 	if !ok {
 		return Assignment{}, ErrUnknownChick
 	}
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	if !c.joined {
 		c.joined = true
 		if !c.rec.StartedAt.IsZero() {
@@ -1047,11 +1096,11 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 	}, nil
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+// heardLocked records that c said something. The first word ends the
+// startup (or reconnect) grace: from then on three missed heartbeats mean
+// hung, however early in its life the chick stops. Callers hold h.mu.
+func (h *Hatchery) heardLocked(c *chick) {
+	c.lastSeen = h.clock.Now()
 }
 
 // Touch records that chick id is alive (any message counts).
@@ -1059,7 +1108,7 @@ func (h *Hatchery) Touch(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c, ok := h.chicks[id]; ok {
-		c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+		h.heardLocked(c)
 	}
 }
 
@@ -1141,7 +1190,7 @@ func (h *Hatchery) RecordEvent(id string, seq uint64, ev agent.Event) (uint64, e
 		h.mu.Unlock()
 		return 0, ErrChickEnded
 	}
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	if err := h.openEventsLocked(c); err != nil {
 		h.mu.Unlock()
 		return 0, err
@@ -1180,7 +1229,7 @@ func (h *Hatchery) Finish(id string, r Result) error {
 	if c.rec.Result != nil || c.rec.State.Final() {
 		return nil // a resend after a reconnect
 	}
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	c.rec.Result = &r
 	h.persist(c)
 	grace := h.cfg.KillGrace.Duration
@@ -1210,7 +1259,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 	}
 	chDir := c.rec.ChannelDir
 	used := c.files
-	c.lastSeen = maxTime(c.lastSeen, h.clock.Now())
+	h.heardLocked(c)
 	h.mu.Unlock()
 	if chDir == "" {
 		return File{}, errors.New("store file: the chick has no channel directory")
@@ -1320,7 +1369,9 @@ func (h *Hatchery) checkHeartbeats(limit time.Duration) {
 	var hung []string
 	h.mu.Lock()
 	for id, c := range h.chicks {
-		if c.rec.State == StateRunning && !c.stopped && now.Sub(c.lastSeen) > limit {
+		// A chick whose result is stored has nothing left to say: it is
+		// exiting (Finish armed the kill), not hung.
+		if c.rec.State == StateRunning && !c.stopped && c.rec.Result == nil && now.Sub(c.lastSeen) > limit {
 			hung = append(hung, id)
 		}
 	}

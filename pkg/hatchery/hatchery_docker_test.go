@@ -3,6 +3,7 @@ package hatchery_test
 import (
 	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -571,6 +572,110 @@ func TestReconcileAfterRestart(t *testing.T) {
 	if left := hatcherytest.Containers(t, e2.api, hatchery.LabelInstance, e2.h.Instance()); len(left) != 0 {
 		t.Errorf("%d containers left", len(left))
 	}
+}
+
+// TestReconcileStartsNeverStartedChick: Mother SIGKILLed between creating
+// a chick's container and starting it leaves a "created" container and a
+// record in starting. The container never ran, so after the restart the
+// chick is started afresh instead of being reported lost.
+func TestReconcileStartsNeverStartedChick(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	dir := t.TempDir()
+	e := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, e.h, in.ID, hatchery.StateRunning, 60*time.Second)
+	rec, _ := e.h.Get(in.ID)
+	must(t, e.h.Close())
+
+	// What the kill leaves: a container created and never started, under
+	// the chick's name and labels, and a record still in starting.
+	must(t, e.api.ContainerRemove(t.Context(), rec.ContainerID, container.RemoveOptions{Force: true}))
+	created, err := e.api.ContainerCreate(t.Context(), &container.Config{
+		Image: image, Cmd: []string{"sleep", "60"}, Entrypoint: []string{},
+		Labels: map[string]string{hatchery.LabelInstance: e.h.Instance(), hatchery.LabelChickID: in.ID},
+	}, nil, nil, nil, "mother-chick-"+in.ID+"-"+e.h.Instance())
+	must(t, err)
+	r := rec.Record
+	r.State, r.ContainerID = hatchery.StateStarting, created.ID
+	line, err := json.Marshal(r)
+	must(t, err)
+	f, err := os.OpenFile(filepath.Join(dir, "chicks.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.Write(append(line, '\n'))
+	must(t, err)
+	must(t, f.Close())
+
+	e2 := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	must(t, e2.h.Reconcile(t.Context()))
+	waitState(t, e2.h, in.ID, hatchery.StateRunning, 60*time.Second)
+	now, _ := e2.h.Get(in.ID)
+	if now.ContainerID == "" || now.ContainerID == created.ID {
+		t.Errorf("chick runs in container %q, want a new one (the created one was %s)", now.ContainerID, short(created.ID))
+	}
+	if _, err := e2.api.ContainerInspect(t.Context(), created.ID); !client.IsErrNotFound(err) {
+		t.Errorf("the never-started container was not removed: %v", err)
+	}
+	e2.rec.mu.Lock()
+	_, ended := e2.rec.ended[in.ID]
+	e2.rec.mu.Unlock()
+	if ended {
+		t.Errorf("chick reported ended after the restart, want it started again")
+	}
+	_, _ = e2.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
+	e2.rec.wait(t, in.ID, 30*time.Second)
+	if left := hatcherytest.Containers(t, e2.api, hatchery.LabelInstance, e2.h.Instance()); len(left) != 0 {
+		t.Errorf("%d containers left", len(left))
+	}
+}
+
+// TestUnreportedEndIsAnnouncedAgain: a chick whose end was stored but
+// never reported (Mother died between the two) is announced again by the
+// next Reconcile, and only until Reported is called.
+func TestUnreportedEndIsAnnouncedAgain(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	dir := t.TempDir()
+	e := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, e.h, in.ID, hatchery.StateRunning, 60*time.Second)
+	_, _ = e.h.Stop(in.ID, hatchery.ReasonKilled, "killed by the test", 0)
+	end := e.rec.wait(t, in.ID, 30*time.Second)
+	if !end.Unreported {
+		t.Errorf("ended chick not marked unreported")
+	}
+	must(t, e.h.Close()) // the observer never called Reported: as if Mother died
+
+	e2 := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	must(t, e2.h.Reconcile(t.Context()))
+	again := e2.rec.wait(t, in.ID, 10*time.Second)
+	if again.State != hatchery.StateKilled || again.Outcome != "killed by the test" {
+		t.Errorf("announced again as %s (%s), want killed (killed by the test)", again.State, again.Outcome)
+	}
+	e2.h.Reported(in.ID)
+	must(t, e2.h.Close())
+
+	e3 := newEnv(t, cfg, []string{"sleep", "60"}, dir)
+	must(t, e3.h.Reconcile(t.Context()))
+	time.Sleep(200 * time.Millisecond) // announcements are synchronous in Reconcile; allow stragglers
+	e3.rec.mu.Lock()
+	_, announced := e3.rec.ended[in.ID]
+	e3.rec.mu.Unlock()
+	if announced {
+		t.Errorf("a reported end was announced again")
+	}
+	if got, _ := e3.h.Get(in.ID); got.Unreported {
+		t.Errorf("record still unreported after Reported")
+	}
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func TestWallClockTimeout(t *testing.T) {

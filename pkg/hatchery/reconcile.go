@@ -3,6 +3,7 @@ package hatchery
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -18,7 +19,9 @@ type found struct {
 // has on its hosts (by label), after a restart: a running chick with a
 // known token is resumed (it reconnects with its token), an ended or
 // unknown container is reaped, a chick whose container is gone is ended
-// and its channel told, queued chicks are queued again. It also starts the
+// and its channel told, queued chicks are queued again, and so is a chick
+// whose container was created but never started. A chick that ended before
+// the restart without Mother reporting it is announced to the observer again. It also starts the
 // heartbeat watchdog.
 func (h *Hatchery) Reconcile(ctx context.Context) error {
 	byChick := map[string]found{}
@@ -95,6 +98,17 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 			c.lastSeen = now.Add(h.grace)
 			h.persist(c)
 			resumed = append(resumed, c)
+		case f.c.State == "created" && c.rec.State == StateStarting && c.rec.Result == nil:
+			// Mother stopped between creating the container and starting
+			// it: it never ran, so nothing was done. Start it afresh (a
+			// new container and token) rather than losing the goal.
+			c.rec.State = StateQueued
+			c.rec.TokenHash = ""
+			c.rec.ContainerID = ""
+			h.persist(c)
+			h.queue = append(h.queue, c)
+			remove = append(remove, f)
+			h.logger.Info("chick created but never started before the restart; starting it again", "chick", id, "container", short(f.c.ID))
 		default:
 			c.host = f.host
 			c.rec.ContainerID = f.c.ID
@@ -138,10 +152,17 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 		}
 		ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: its container disappeared while Mother was down"})
 	}
+	// Chicks that ended before the restart but whose end Mother never
+	// reported: announce them again.
+	var unreported []Info
 	for _, c := range h.chicks {
+		if c.restored && c.rec.State.Final() && c.rec.Unreported {
+			unreported = append(unreported, h.info(c))
+		}
 		c.restored = false
 	}
 	h.mu.Unlock()
+	sort.Slice(unreported, func(i, j int) bool { return unreported[i].EndedAt.Before(unreported[j].EndedAt) })
 
 	for _, k := range keeps {
 		h.keepTimer(k.d, k.id)
@@ -160,6 +181,10 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	}
 	for _, c := range resumed {
 		h.resume(c)
+	}
+	for _, in := range unreported {
+		h.logger.Info("chick ended before the restart without its end being reported; reporting it now", "chick", in.ID, "state", in.State)
+		h.obs.get().ChickEnded(in)
 	}
 	h.mu.Lock()
 	h.dequeueLocked()

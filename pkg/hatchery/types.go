@@ -88,6 +88,11 @@ type Record struct {
 	ExitCode    int64     `json:"exitCode,omitempty"`
 	KeepUntil   time.Time `json:"keepUntil,omitzero"`
 	Removed     bool      `json:"removed,omitempty"`
+	// Unreported is set when the chick's end is stored and cleared by
+	// Reported once Mother has told its channel. A chick still unreported
+	// when Mother starts is announced again by Reconcile, so an end that
+	// came just before a crash is not lost.
+	Unreported bool `json:"unreported,omitempty"`
 }
 
 // Info is a snapshot of one chick for observers and momctl.

@@ -26,6 +26,8 @@ type Hatchery interface {
 	List(all bool) []hatchery.Info
 	Get(id string) (hatchery.Info, error)
 	Config() config.Chicks
+	// Reported records that a chick's end has been told to its channel.
+	Reported(id string)
 }
 
 // chickView renders one chick in its channel: events in order on their own
@@ -49,6 +51,9 @@ func (v *chickView) do(f func()) {
 	case <-v.done:
 	}
 }
+
+// maxEndedViews bounds the ended chicks Mother remembers (see endedOrder).
+const maxEndedViews = 1024
 
 // ChickObserver is what the hatchery reports chicks to.
 func (m *Mother) ChickObserver() hatchery.Observer { return chickObserver{m} }
@@ -154,13 +159,24 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 	m := o.m
 	m.mu.Lock()
 	v := m.viewLocked(in)
+	_, known := m.adapters[in.Adapter]
 	if v != nil {
 		m.chicksEnded[in.ID] = true
+		m.endedOrder = append(m.endedOrder, in.ID)
+		if len(m.endedOrder) > maxEndedViews {
+			delete(m.chicksEnded, m.endedOrder[0])
+			m.endedOrder = m.endedOrder[1:]
+		}
 	}
 	m.mu.Unlock()
 	if v == nil {
-		m.logger.Warn("chick of an adapter that is not configured ended", "chick", in.ID, "adapter", in.Adapter, "outcome", in.Outcome)
-		return
+		if !known {
+			m.logger.Warn("chick of an adapter that is not configured ended", "chick", in.ID, "adapter", in.Adapter, "outcome", in.Outcome)
+			if m.chicks != nil {
+				m.chicks.Reported(in.ID) // nobody to tell, now or after a restart
+			}
+		}
+		return // its end was already posted
 	}
 	v.do(func() {
 		defer func() {
@@ -179,6 +195,9 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			m.metrics.MessageOut(v.adapter.Name())
 		}
 		m.logChickResult(v, in, id, text)
+		if m.chicks != nil {
+			m.chicks.Reported(in.ID)
+		}
 	})
 }
 

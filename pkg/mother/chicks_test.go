@@ -1,6 +1,7 @@
 package mother
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -80,5 +81,27 @@ func TestChickObserverRendersAndAccounts(t *testing.T) {
 	fins = h.ad.of("finish")
 	if got := fins[len(fins)-1].Text; !strings.Contains(got, "Chick c-2 stopped: killed by the operator.") {
 		t.Errorf("kill notice %q", got)
+	}
+}
+
+// TestEndedChicksBounded: Mother remembers only the newest ended chicks
+// (to drop their late events), so a daemon that runs for months does not
+// grow with every chick.
+func TestEndedChicksBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	obs := h.m.ChickObserver()
+	for i := range maxEndedViews + 100 {
+		in := hatchery.Info{Record: hatchery.Record{ID: fmt.Sprintf("c-%d", i), Adapter: "rec", ChannelID: "C1", Tier: "local", Goal: "g",
+			State: hatchery.StateKilled, Reason: hatchery.ReasonKilled, Outcome: "killed"}, Channel: "rec/C1"}
+		obs.ChickEnded(in)
+	}
+	h.idle()
+	h.m.mu.Lock()
+	n, views := len(h.m.chicksEnded), len(h.m.chickViews)
+	newest := h.m.chicksEnded[fmt.Sprintf("c-%d", maxEndedViews+99)]
+	h.m.mu.Unlock()
+	if n != maxEndedViews || views != 0 || !newest {
+		t.Errorf("remembered %d ended chicks (newest %v) and %d views, want %d and none", n, newest, views, maxEndedViews)
 	}
 }

@@ -21,19 +21,29 @@ func (m *Mother) workAdd() {
 // the Pi would carry tens of MB of freed pages between conversations.
 func (m *Mother) workDone() {
 	if m.active.Add(-1) == 0 {
-		m.trimMu.Lock()
-		if m.trim == nil {
-			m.trim = time.AfterFunc(trimDelay, m.trimIfIdle)
-		} else {
-			m.trim.Reset(trimDelay)
-		}
-		m.trimMu.Unlock()
+		m.scheduleTrim()
 	}
 	m.work.Done()
 }
 
+// scheduleTrim arms (or re-arms) the idle trim.
+func (m *Mother) scheduleTrim() {
+	m.trimMu.Lock()
+	defer m.trimMu.Unlock()
+	if m.trim == nil {
+		m.trim = time.AfterFunc(trimDelay, m.trimIfIdle)
+	} else {
+		m.trim.Reset(trimDelay)
+	}
+}
+
+// trimIfIdle returns freed heap to the OS and unmaps the code pages of
+// Mother's binary (see releaseCode) when nothing is in flight.
 func (m *Mother) trimIfIdle() {
 	if m.active.Load() == 0 {
 		debug.FreeOSMemory()
+		if err := releaseCode(); err != nil {
+			m.logger.Debug("code pages not released", "err", err)
+		}
 	}
 }

@@ -91,6 +91,10 @@ type Mother struct {
 	// chicksEnded holds the chicks whose end was posted (late events of
 	// theirs are dropped).
 	chicksEnded map[string]bool
+	// endedOrder is chicksEnded's keys, oldest first: only the newest
+	// maxEndedViews are kept (a late event comes moments after the end,
+	// never after a thousand more chicks).
+	endedOrder []string
 	// chickWork counts chicks in flight, for Idle (not for Shutdown:
 	// chicks outlive a Mother restart).
 	chickWork sync.WaitGroup
@@ -213,6 +217,7 @@ func (m *Mother) Start(ctx context.Context) error {
 		}
 	}
 	m.readyOnce.Do(func() { close(m.ready) })
+	m.scheduleTrim() // start-up garbage and start-up code
 	return nil
 }
 

@@ -43,7 +43,7 @@ type fixture struct {
 // newFixture runs a hatchery whose chicks sleep (they never dial), the
 // nest on loopback and its admin socket, and a broker on a fake Ollama.
 // The test plays the chicks with their real tokens.
-func newFixture(t *testing.T, budget int64) *fixture {
+func newFixture(t testing.TB, budget int64) *fixture {
 	t.Helper()
 	api := hatcherytest.Docker(t)
 	image := hatcherytest.BuildImage(t)
@@ -70,7 +70,7 @@ func newFixture(t *testing.T, budget int64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Command: []string{"sleep", "120"}, Meter: br, CAPEM: tl.CAPEM,
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Command: []string{"sleep", "3600"}, Meter: br, CAPEM: tl.CAPEM,
 		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 6, MotherAddress: "127.0.0.1:1"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func newFixture(t *testing.T, budget int64) *fixture {
 
 // spawn starts a chick and returns its id and token (read from its
 // container's environment, as the chick would).
-func (f *fixture) spawn(t *testing.T) (string, string) {
+func (f *fixture) spawn(t testing.TB) (string, string) {
 	t.Helper()
 	in, err := f.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "test", Files: hatchery.Files{ChannelDir: f.chDir}})
 	if err != nil {

@@ -56,6 +56,7 @@ var eventTypes = map[agent.EventType]pb.AgentEventType{
 	agent.EventCompactionStart: pb.AgentEventType_AGENT_EVENT_TYPE_COMPACTION_START,
 	agent.EventCompactionEnd:   pb.AgentEventType_AGENT_EVENT_TYPE_COMPACTION_END,
 	agent.EventRunEnd:          pb.AgentEventType_AGENT_EVENT_TYPE_RUN_END,
+	agent.EventRetry:           pb.AgentEventType_AGENT_EVENT_TYPE_RETRY,
 }
 
 // EventToProto converts an agent event with its sequence number.
@@ -63,7 +64,7 @@ func EventToProto(seq uint64, ev agent.Event) *pb.AgentEvent {
 	out := &pb.AgentEvent{
 		Seq: seq, Type: eventTypes[ev.Type], Text: ev.Text, ToolCallId: ev.ToolCallID, ToolName: ev.ToolName,
 		Label: ev.Label, ArgsJson: string(ev.Args), Result: ev.Result, IsError: ev.IsError,
-		DurationMs: ev.Duration.Milliseconds(), StopReason: string(ev.StopReason), Error: ev.Err,
+		DurationMs: ev.Duration.Milliseconds(), StopReason: string(ev.StopReason), Error: ev.Err, Attempt: int32(ev.Attempt),
 	}
 	if !ev.Time.IsZero() {
 		out.Time = timestamppb.New(ev.Time)
@@ -74,20 +75,23 @@ func EventToProto(seq uint64, ev agent.Event) *pb.AgentEvent {
 	return out
 }
 
-// EventFromProto converts back.
+// EventFromProto converts back. It comes from a chick, so nothing in it
+// is trusted: an unknown type becomes none, arguments that are not JSON
+// are dropped, and a time outside years 1-9999 (which could not be stored)
+// is left out.
 func EventFromProto(p *pb.AgentEvent) agent.Event {
 	ev := agent.Event{
 		Text: p.GetText(), ToolCallID: p.GetToolCallId(), ToolName: p.GetToolName(), Label: p.GetLabel(),
 		Result: p.GetResult(), IsError: p.GetIsError(), Duration: time.Duration(p.GetDurationMs()) * time.Millisecond,
-		StopReason: agent.StopReason(p.GetStopReason()), Err: p.GetError(),
+		StopReason: agent.StopReason(p.GetStopReason()), Err: p.GetError(), Attempt: int(p.GetAttempt()),
 	}
 	for k, v := range eventTypes {
 		if v == p.GetType() {
 			ev.Type = k
 		}
 	}
-	if p.GetTime() != nil {
-		ev.Time = p.GetTime().AsTime()
+	if t := p.GetTime(); t != nil && t.CheckValid() == nil {
+		ev.Time = t.AsTime()
 	}
 	if a := p.GetArgsJson(); a != "" && json.Valid([]byte(a)) {
 		ev.Args = json.RawMessage(a)
@@ -227,7 +231,8 @@ func ModelErrorFromStatus(err error) (mapped error, ok bool) {
 	case codeUpstream:
 		return model.Wrap(model.ErrUnreachable, "%s", msg), true
 	case codeTransient:
-		return &model.TransientError{Err: errors.New(msg)}, true
+		// The message already reads "transient: ..." from Mother's side.
+		return &model.TransientError{Err: errors.New(strings.TrimPrefix(msg, "transient: "))}, true
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return err, false
 	}

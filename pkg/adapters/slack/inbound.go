@@ -31,14 +31,22 @@ type incoming struct {
 // onEvent turns an Events API callback into queued work. It runs on the
 // socket's event goroutine and never blocks on the network.
 func (a *Adapter) onEvent(ev slackevents.EventsAPIEvent) {
+	if in, ok := a.incomingOf(ev); ok {
+		a.queue.Push(func(ctx context.Context) { a.handle(ctx, in) })
+	}
+}
+
+// incomingOf picks the message out of an Events API callback: a message
+// event or an app_mention; anything else is not for Mother.
+func (a *Adapter) incomingOf(ev slackevents.EventsAPIEvent) (incoming, bool) {
 	if ev.Type != slackevents.CallbackEvent {
-		return
+		return incoming{}, false
 	}
 	switch e := ev.InnerEvent.Data.(type) {
 	case *slackevents.MessageEvent:
 		if e == nil || e.Message == nil {
 			a.lg.Warn("skipping malformed message event")
-			return
+			return incoming{}, false
 		}
 		m := *e.Message
 		if m.Timestamp == "" {
@@ -50,18 +58,17 @@ func (a *Adapter) onEvent(ev slackevents.EventsAPIEvent) {
 		if e.SubType != "" && m.SubType == "" {
 			m.SubType = e.SubType
 		}
-		in := incoming{msg: m, channel: e.Channel, channelType: e.ChannelType}
-		a.queue.Push(func(ctx context.Context) { a.handle(ctx, in) })
+		return incoming{msg: m, channel: e.Channel, channelType: e.ChannelType}, true
 	case *slackevents.AppMentionEvent:
 		if e == nil {
-			return
+			return incoming{}, false
 		}
 		m := slack.Msg{User: e.User, Text: e.Text, Timestamp: e.TimeStamp, ThreadTimestamp: e.ThreadTimeStamp, Channel: e.Channel, BotID: e.BotID, Files: e.Files}
-		in := incoming{msg: m, channel: e.Channel, appMention: true}
-		a.queue.Push(func(ctx context.Context) { a.handle(ctx, in) })
+		return incoming{msg: m, channel: e.Channel, appMention: true}, true
 	default:
 		a.lg.Debug("ignoring Slack event", "type", ev.InnerEvent.Type)
 	}
+	return incoming{}, false
 }
 
 // Message subtypes that are real messages from someone.

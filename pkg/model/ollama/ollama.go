@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/ollama/ollama/api"
 
@@ -241,6 +243,12 @@ func (p *Provider) classify(name string, err error) error {
 			return fmt.Errorf("ollama: %s: %w", msg, model.ErrContextOverflow)
 		}
 		return fmt.Errorf("ollama: HTTP %d: %s", se.StatusCode, msg)
+	}
+	// A connection the server dropped (EOF before an answer, a reset) is
+	// a hiccup worth another attempt; one it refused, or a host that does
+	// not answer, is a server that is down.
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		return &model.TransientError{Err: fmt.Errorf("ollama at %s dropped the connection: %w", p.base, err)}
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) {

@@ -1,6 +1,10 @@
 package ollama_test
 
 import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/mother-chat/mother/pkg/model"
@@ -28,5 +32,37 @@ func TestShowWindowAndVision(t *testing.T) {
 	}
 	if got := fake.Requests()[0].Options["num_ctx"]; got != float64(8192) {
 		t.Errorf("num_ctx sent = %v, want 8192", got)
+	}
+}
+
+// TestDroppedConnectionIsTransient: a server that drops the connection
+// before answering is worth another attempt (transient); one that refuses
+// it is down (unreachable). Found by the soak: a single dropped connection
+// ended a chick's whole run.
+func TestDroppedConnectionIsTransient(t *testing.T) {
+	drop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	defer drop.Close()
+	p, err := ollama.New(drop.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := model.Request{Model: "m", ContextWindow: 8192, Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}
+	_, err = p.Chat(t.Context(), req, nil)
+	if !model.IsTransient(err) || errors.Is(err, model.ErrUnreachable) {
+		t.Errorf("dropped connection: %v (transient %v), want a transient error", err, model.IsTransient(err))
+	}
+
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	p, _ = ollama.New("http://"+addr, nil)
+	_, err = p.Chat(t.Context(), req, nil)
+	if !errors.Is(err, model.ErrUnreachable) || model.IsTransient(err) {
+		t.Errorf("refused connection: %v, want unreachable", err)
 	}
 }

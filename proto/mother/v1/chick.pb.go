@@ -42,6 +42,9 @@ const (
 	AgentEventType_AGENT_EVENT_TYPE_COMPACTION_START AgentEventType = 6
 	AgentEventType_AGENT_EVENT_TYPE_COMPACTION_END   AgentEventType = 7
 	AgentEventType_AGENT_EVENT_TYPE_RUN_END          AgentEventType = 8
+	// The model call failed with a transient error and is tried again
+	// after duration_ms; the partial message streamed so far is void.
+	AgentEventType_AGENT_EVENT_TYPE_RETRY AgentEventType = 9
 )
 
 // Enum value maps for AgentEventType.
@@ -56,6 +59,7 @@ var (
 		6: "AGENT_EVENT_TYPE_COMPACTION_START",
 		7: "AGENT_EVENT_TYPE_COMPACTION_END",
 		8: "AGENT_EVENT_TYPE_RUN_END",
+		9: "AGENT_EVENT_TYPE_RETRY",
 	}
 	AgentEventType_value = map[string]int32{
 		"AGENT_EVENT_TYPE_UNSPECIFIED":      0,
@@ -67,6 +71,7 @@ var (
 		"AGENT_EVENT_TYPE_COMPACTION_START": 6,
 		"AGENT_EVENT_TYPE_COMPACTION_END":   7,
 		"AGENT_EVENT_TYPE_RUN_END":          8,
+		"AGENT_EVENT_TYPE_RETRY":            9,
 	}
 )
 
@@ -685,20 +690,22 @@ func (x *Cancel) GetReason() string {
 type AgentEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Per-chick sequence number, starting at 1, gapless.
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Type          AgentEventType         `protobuf:"varint,2,opt,name=type,proto3,enum=mother.v1.AgentEventType" json:"type,omitempty"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
-	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
-	ToolCallId    string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	ToolName      string                 `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	Label         string                 `protobuf:"bytes,7,opt,name=label,proto3" json:"label,omitempty"`
-	ArgsJson      string                 `protobuf:"bytes,8,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	Result        string                 `protobuf:"bytes,9,opt,name=result,proto3" json:"result,omitempty"`
-	IsError       bool                   `protobuf:"varint,10,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	DurationMs    int64                  `protobuf:"varint,11,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Usage         *Usage                 `protobuf:"bytes,12,opt,name=usage,proto3" json:"usage,omitempty"`
-	StopReason    string                 `protobuf:"bytes,13,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
-	Error         string                 `protobuf:"bytes,14,opt,name=error,proto3" json:"error,omitempty"`
+	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Type       AgentEventType         `protobuf:"varint,2,opt,name=type,proto3,enum=mother.v1.AgentEventType" json:"type,omitempty"`
+	Time       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	Text       string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	ToolCallId string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	ToolName   string                 `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Label      string                 `protobuf:"bytes,7,opt,name=label,proto3" json:"label,omitempty"`
+	ArgsJson   string                 `protobuf:"bytes,8,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	Result     string                 `protobuf:"bytes,9,opt,name=result,proto3" json:"result,omitempty"`
+	IsError    bool                   `protobuf:"varint,10,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	DurationMs int64                  `protobuf:"varint,11,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Usage      *Usage                 `protobuf:"bytes,12,opt,name=usage,proto3" json:"usage,omitempty"`
+	StopReason string                 `protobuf:"bytes,13,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	Error      string                 `protobuf:"bytes,14,opt,name=error,proto3" json:"error,omitempty"`
+	// The number of the attempt about to be made (retry).
+	Attempt       int32 `protobuf:"varint,15,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -829,6 +836,13 @@ func (x *AgentEvent) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *AgentEvent) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 type Usage struct {
@@ -1766,7 +1780,7 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\" \n" +
 	"\x06Cancel\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb6\x03\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd0\x03\n" +
 	"\n" +
 	"AgentEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12-\n" +
@@ -1786,7 +1800,8 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x05usage\x18\f \x01(\v2\x10.mother.v1.UsageR\x05usage\x12\x1f\n" +
 	"\vstop_reason\x18\r \x01(\tR\n" +
 	"stopReason\x12\x14\n" +
-	"\x05error\x18\x0e \x01(\tR\x05error\"O\n" +
+	"\x05error\x18\x0e \x01(\tR\x05error\x12\x18\n" +
+	"\aattempt\x18\x0f \x01(\x05R\aattempt\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"{\n" +
@@ -1850,7 +1865,7 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\targs_json\x18\x02 \x01(\tR\bargsJson\"K\n" +
 	"\x16InvokeHostToolResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12\x19\n" +
-	"\bis_error\x18\x02 \x01(\bR\aisError*\xc6\x02\n" +
+	"\bis_error\x18\x02 \x01(\bR\aisError*\xe2\x02\n" +
 	"\x0eAgentEventType\x12 \n" +
 	"\x1cAGENT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eAGENT_EVENT_TYPE_MESSAGE_START\x10\x01\x12\"\n" +
@@ -1860,7 +1875,8 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x19AGENT_EVENT_TYPE_TOOL_END\x10\x05\x12%\n" +
 	"!AGENT_EVENT_TYPE_COMPACTION_START\x10\x06\x12#\n" +
 	"\x1fAGENT_EVENT_TYPE_COMPACTION_END\x10\a\x12\x1c\n" +
-	"\x18AGENT_EVENT_TYPE_RUN_END\x10\b2\xf8\x02\n" +
+	"\x18AGENT_EVENT_TYPE_RUN_END\x10\b\x12\x1a\n" +
+	"\x16AGENT_EVENT_TYPE_RETRY\x10\t2\xf8\x02\n" +
 	"\fChickService\x127\n" +
 	"\x04Join\x12\x16.mother.v1.JoinRequest\x1a\x17.mother.v1.JoinResponse\x12D\n" +
 	"\aSession\x12\x19.mother.v1.SessionRequest\x1a\x1a.mother.v1.SessionResponse(\x010\x01\x12E\n" +

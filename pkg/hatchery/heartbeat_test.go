@@ -1,0 +1,162 @@
+package hatchery_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+)
+
+// fakeClock adapts clock.Fake to the hatchery's Clock.
+type fakeClock struct{ *clock.Fake }
+
+func (c fakeClock) AfterFunc(d time.Duration, f func()) hatchery.Timer { return c.Fake.AfterFunc(d, f) }
+
+// TestHangSoonAfterFirstContact: the startup grace covers a chick that has
+// not spoken yet; once it has, three missed heartbeats mean hung, even
+// inside what would have been the grace (found by the soak: a chick that
+// froze in its first 30 s was killed only after the grace ran out).
+func TestHangSoonAfterFirstContact(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	api := hatcherytest.Docker(t)
+	cfg := testConfig(image) // heartbeat every 200ms
+	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
+	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hatchery.New(hatchery.Options{
+		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute, Clock: fc, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	must(t, h.Reconcile(t.Context())) // starts the watchdog
+	e := &env{h: h, rec: rec, api: api}
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+
+	fc.Advance(2 * time.Second) // silent, but within the startup grace
+	if st := h.State(in.ID); st != hatchery.StateRunning {
+		t.Fatalf("a chick that has not spoken yet was stopped within its startup grace: %s", st)
+	}
+	h.Touch(in.ID)              // it speaks (joins, sends a heartbeat) ...
+	fc.Advance(2 * time.Second) // ... then goes silent for ten intervals
+	end := rec.wait(t, in.ID, time.Minute)
+	if end.Reason != hatchery.ReasonHung {
+		t.Errorf("ended %s (%s), want hung: silent for 10 heartbeat intervals after it spoke", end.Reason, end.Outcome)
+	}
+}
+
+// TestResultStoredIsNotHung: a chick that has delivered its result and
+// falls silent while it exits is not hung: it ends done (its container
+// killed after the kill grace if it lingers).
+func TestResultStoredIsNotHung(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	api := hatcherytest.Docker(t)
+	cfg := testConfig(image) // heartbeat every 200ms, kill grace 1s
+	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
+	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hatchery.New(hatchery.Options{
+		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute, Clock: fc, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	h.SetObserver(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	must(t, h.Reconcile(t.Context()))
+	e := &env{h: h, rec: rec, api: api}
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+	h.Touch(in.ID)
+	must(t, h.Finish(in.ID, hatchery.Result{Text: "all done", StopReason: "done"}))
+	fc.Advance(2 * time.Second) // silent for ten intervals; the kill grace passes
+	end := rec.wait(t, in.ID, time.Minute)
+	if end.Reason != hatchery.ReasonDone {
+		t.Errorf("ended %s (%s), want done: its result was stored", end.Reason, end.Outcome)
+	}
+}
+
+// TestEndedChicksAreForgotten: a Mother that runs for months must not grow
+// with every chick (found by the soak: each ended chick's record, system
+// prompt included, stayed in memory). The hatchery remembers the newest
+// MaxRemembered ended chicks whose end was reported; older ones are
+// forgotten, but never one whose end Mother has not reported yet. The
+// chicks here ask for an image the engine does not have, which ends them at
+// once.
+func TestEndedChicksAreForgotten(t *testing.T) {
+	t.Parallel()
+	hatcherytest.Docker(t)
+	cfg := testConfig("mother-chick:absent-from-this-engine")
+	cfg.Chicks.MaxConcurrent, cfg.Chicks.MaxPerChannel = 4, 4
+	local, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	newH := func() *hatchery.Hatchery {
+		h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
+			Hosts: []hatchery.Host{{Name: "local", API: local, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := newH()
+	defer h.Close()
+	var ids []string
+	for i := range hatchery.MaxRemembered + 50 {
+		in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "g", System: strings.Repeat("a long system prompt ", 200)})
+		if err != nil {
+			t.Fatalf("spawn %d: %v", i, err)
+		}
+		ended, err := h.Ended(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-ended
+		if i > 0 { // as Mother does once she has told the channel; not for the first
+			h.Reported(in.ID)
+		}
+		ids = append(ids, in.ID)
+	}
+	if n := len(h.List(true)); n != hatchery.MaxRemembered+1 {
+		t.Errorf("%d chicks remembered after %d ended, want %d and the unreported one", n, len(ids), hatchery.MaxRemembered)
+	}
+	if got, err := h.Get(ids[0]); err != nil || !got.Unreported {
+		t.Errorf("the unreported chick was forgotten: %+v, %v", got, err)
+	}
+	if _, err := h.Get(ids[1]); !errors.Is(err, hatchery.ErrUnknownChick) {
+		t.Errorf("the oldest reported chick is still remembered: %v", err)
+	}
+	if got, err := h.Get(ids[len(ids)-1]); err != nil || got.Reason != hatchery.ReasonNoStart {
+		t.Errorf("the newest ended chick: %+v, %v", got, err)
+	}
+	// A restart loads what was kept on disk, and remembers as many.
+	h.Close()
+	local, _ = hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	h2 := newH()
+	defer h2.Close()
+	if n := len(h2.List(true)); n != hatchery.MaxRemembered+1 {
+		t.Errorf("%d chicks remembered after a restart, want %d and the unreported one", n, hatchery.MaxRemembered)
+	}
+}
