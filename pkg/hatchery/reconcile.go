@@ -21,8 +21,8 @@ type found struct {
 // unknown container is reaped, a chick whose container is gone is ended
 // and its channel told, queued chicks are queued again, and so is a chick
 // whose container was created but never started. A chick that ended before
-// the restart without Mother reporting it is announced to the observer again. It also starts the
-// heartbeat watchdog.
+// the restart without Mother reporting it is announced to the observer
+// again. It also starts the heartbeat watchdog.
 func (h *Hatchery) Reconcile(ctx context.Context) error {
 	byChick := map[string]found{}
 	failed := map[string]bool{}

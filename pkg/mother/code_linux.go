@@ -1,11 +1,10 @@
 package mother
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -33,17 +32,14 @@ func releaseCode() error {
 		return err
 	}
 	var first error
-	sc := bufio.NewScanner(bytes.NewReader(maps))
-	for sc.Scan() {
-		start, end, ok := readOnlyMappingOf(sc.Text(), exe)
+	for line := range strings.Lines(string(maps)) {
+		start, end, ok := readOnlyMappingOf(strings.TrimSuffix(line, "\n"), exe)
 		if !ok {
 			continue
 		}
 		_, _, e := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_DONTNEED)
-		if e != 0 {
-			if first == nil {
-				first = fmt.Errorf("madvise %x-%x: %w", start, end, e)
-			}
+		if e != 0 && first == nil {
+			first = fmt.Errorf("madvise %x-%x: %w", start, end, e)
 		}
 	}
 	return first
@@ -53,20 +49,19 @@ func releaseCode() error {
 // offset dev inode path") and reports the range when it maps path without
 // write permission.
 func readOnlyMappingOf(line, path string) (start, end uintptr, ok bool) {
-	f := bytes.Fields([]byte(line))
-	if len(f) < 6 || string(bytes.Join(f[5:], []byte(" "))) != path {
+	f := strings.Fields(line)
+	if len(f) < 6 || strings.Join(f[5:], " ") != path {
 		return 0, 0, false
 	}
-	perms := f[1]
-	if len(perms) < 4 || perms[0] != 'r' || perms[1] != '-' || perms[3] != 'p' {
+	if perms := f[1]; len(perms) < 4 || perms[0] != 'r' || perms[1] != '-' || perms[3] != 'p' {
 		return 0, 0, false // writable, or shared
 	}
-	lo, hi, found := bytes.Cut(f[0], []byte("-"))
+	lo, hi, found := strings.Cut(f[0], "-")
 	if !found {
 		return 0, 0, false
 	}
-	s, err1 := strconv.ParseUint(string(lo), 16, 64)
-	e, err2 := strconv.ParseUint(string(hi), 16, 64)
+	s, err1 := strconv.ParseUint(lo, 16, 64)
+	e, err2 := strconv.ParseUint(hi, 16, 64)
 	if err1 != nil || err2 != nil || e <= s {
 		return 0, 0, false
 	}
