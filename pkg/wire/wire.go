@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"time"
 
@@ -78,11 +79,11 @@ func EventToProto(seq uint64, ev agent.Event) *pb.AgentEvent {
 // EventFromProto converts back. It comes from a chick, so nothing in it
 // is trusted: an unknown type becomes none, arguments that are not JSON
 // are dropped, and a time outside years 1-9999 (which could not be stored)
-// is left out.
+// and a duration too long for time.Duration are left out.
 func EventFromProto(p *pb.AgentEvent) agent.Event {
 	ev := agent.Event{
 		Text: p.GetText(), ToolCallID: p.GetToolCallId(), ToolName: p.GetToolName(), Label: p.GetLabel(),
-		Result: p.GetResult(), IsError: p.GetIsError(), Duration: time.Duration(p.GetDurationMs()) * time.Millisecond,
+		Result: p.GetResult(), IsError: p.GetIsError(), Duration: durationFromMs(p.GetDurationMs()),
 		StopReason: agent.StopReason(p.GetStopReason()), Err: p.GetError(), Attempt: int(p.GetAttempt()),
 	}
 	for k, v := range eventTypes {
@@ -100,6 +101,16 @@ func EventFromProto(p *pb.AgentEvent) agent.Event {
 		ev.Usage = model.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens()}
 	}
 	return ev
+}
+
+// durationFromMs converts milliseconds from the wire; a value that would
+// overflow time.Duration (about 292 years) becomes 0.
+func durationFromMs(ms int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	if ms > limit || ms < -limit {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // MessageToProto converts a model message.
