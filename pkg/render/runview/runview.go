@@ -303,7 +303,9 @@ func (v *View) loop() {
 				break
 			}
 			v.mu.Lock()
-			v.dirty = false
+			if v.status == status { // an event since the read keeps it dirty
+				v.dirty = false
+			}
 			v.mu.Unlock()
 			if err := v.s.EditMain(ctx, mainID, v.mainText(status), true); err != nil {
 				var rl *RateLimitError
