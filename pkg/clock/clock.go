@@ -6,6 +6,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -25,6 +26,36 @@ type Timer interface {
 	// whether it did so.
 	Stop() bool
 }
+
+// Sleep waits until d has elapsed on c or ctx is done, whichever comes
+// first, and returns ctx.Err() in the second case. A non-positive d returns
+// at once (nil unless ctx is already done).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	done := make(chan struct{})
+	t := c.AfterFunc(d, func() { close(done) })
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	}
+}
+
+// After returns a channel that receives the time once d has elapsed on c,
+// like time.After; the timer is not released early, so prefer Sleep or
+// AfterFunc where a Stop is needed.
+func After(c Clock, d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	c.AfterFunc(d, func() { ch <- c.Now() })
+	return ch
+}
+
+// Since is c.Now().Sub(t).
+func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // Real is the wall clock.
 type Real struct{}
