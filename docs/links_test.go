@@ -14,7 +14,8 @@ import (
 // repoRoot is the repository, seen from this package's directory.
 const repoRoot = ".."
 
-// pages returns README.md and every docs/*.md, relative to the repository.
+// pages returns README.md, every docs/*.md and the other READMEs that link
+// into docs/, relative to the repository.
 func pages(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
@@ -24,7 +25,7 @@ func pages(t *testing.T) []string {
 	if len(docs) == 0 {
 		t.Fatal("no docs/*.md found")
 	}
-	out := []string{"README.md"}
+	out := []string{"README.md", "deploy/README.md", "bench/README.md", "images/README.md"}
 	for _, d := range docs {
 		rel, err := filepath.Rel(repoRoot, d)
 		if err != nil {
@@ -44,7 +45,7 @@ func read(t *testing.T, page string) string {
 	return string(b)
 }
 
-// TestLinksResolve checks every link in README.md and docs/*.md: a relative
+// TestLinksResolve checks every link in the pages: a relative
 // link names a file or directory inside the repository, and its #anchor, if
 // any, a heading of that page.
 func TestLinksResolve(t *testing.T) {
