@@ -1,6 +1,6 @@
 // Package config loads and validates <data>/config.json, applies the
 // environment overrides the operator of today's Mother uses, and fills
-// defaults. Every field is documented here and in the README.
+// defaults. Every field is documented here and in docs/configuration.md.
 //
 // Errors name the field ("adapters.slack-acme.dm: ...") and never contain a
 // token's value.

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Defaults, as documented in the README.
+// Defaults, as documented in docs/configuration.md.
 const (
 	DefaultModelProvider      = "ollama"
 	DefaultModelID            = "qwen3:30b-a3b"
