@@ -22,8 +22,9 @@ import (
 )
 
 // Engine is a second, real Docker engine (dockerd) on this machine, with
-// its own data root, exec root and pid file under a temp directory, no
-// bridge and no iptables, listening only on tcp://127.0.0.1:<port> with
+// its own data root, exec root and pid file under a temp directory, a
+// bridge of its own (never docker0: a dockerd started with --bridge=none
+// deletes the machine's docker0 at start) and no iptables, listening only on tcp://127.0.0.1:<port> with
 // --tlsverify and certificates made by deploy/inference/gen-docker-tls.sh:
 // what the inference server runs, reached the way Mother reaches it.
 type Engine struct {
@@ -36,6 +37,9 @@ type Engine struct {
 	dir     string
 	port    string
 	dockerd string
+	// bridge is the engine's own bridge interface, made before the first
+	// start and deleted at cleanup.
+	bridge string
 	// killed: Kill left it down; cleanup starts it once so it reaps (or,
 	// with live-restore, adopts) what the dead daemon left.
 	killed bool
@@ -90,6 +94,13 @@ func SecondEngine(t testing.TB, image string, opts ...EngineOption) *Engine {
 		t.Fatal(err)
 	}
 	e := &Engine{t: t, dir: dir, dockerd: dockerd}
+	// The machine's own default bridge must outlive the second engine.
+	hadDocker0 := exec.Command("ip", "link", "show", "docker0").Run() == nil
+	t.Cleanup(func() {
+		if hadDocker0 && exec.Command("ip", "link", "show", "docker0").Run() != nil {
+			t.Errorf("the machine's docker0 bridge is gone after the second engine ran")
+		}
+	})
 	t.Cleanup(e.cleanup)
 	tls := filepath.Join(dir, "tls")
 	out, err := exec.Command("bash", filepath.Join(root, "deploy/inference/gen-docker-tls.sh"), "-d", tls, "-days", "2", "localhost", "127.0.0.1").CombinedOutput()
@@ -112,6 +123,9 @@ func SecondEngine(t testing.TB, image string, opts ...EngineOption) *Engine {
 		t.Fatal(err)
 	}
 	if e.log, err = os.Create(filepath.Join(dir, "dockerd.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.makeBridge(); err != nil {
 		t.Fatal(err)
 	}
 	e.Start()
@@ -165,7 +179,7 @@ func (e *Engine) Start() {
 		"--data-root", filepath.Join(e.dir, "data"),
 		"--exec-root", filepath.Join(e.dir, "x"),
 		"--pidfile", filepath.Join(e.dir, "dockerd.pid"),
-		"--bridge", "none", "--iptables=false", "--ip-masq=false", "--ip6tables=false",
+		"--bridge", e.bridge, "--iptables=false", "--ip-masq=false", "--ip6tables=false",
 		"--shutdown-timeout", "2",
 		"-H", e.Address,
 		"--tlsverify", "--tlscacert", filepath.Join(tls, "ca.pem"),
@@ -299,6 +313,11 @@ func (e *Engine) cleanup() {
 		e.Stop()
 	}
 	e.killStragglers(syscall.SIGKILL, 5*time.Second)
+	if e.bridge != "" {
+		if out, err := exec.Command("ip", "link", "del", e.bridge).CombinedOutput(); err != nil {
+			e.t.Logf("delete bridge %s: %v: %s", e.bridge, err, out)
+		}
+	}
 	unmountUnder(e.dir)
 	if e.log != nil {
 		e.log.Close()
@@ -306,6 +325,43 @@ func (e *Engine) cleanup() {
 	if err := os.RemoveAll(e.dir); err != nil {
 		e.t.Logf("remove %s: %v", e.dir, err)
 	}
+}
+
+// makeBridge creates the engine's own bridge: a name derived from its
+// directory and a /24 in 10.223.0.0/16 that no route on this machine uses
+// yet (the bridge never carries traffic off the machine: the second
+// engine runs with --iptables=false, so nothing is forwarded or masqueraded).
+func (e *Engine) makeBridge() error {
+	name := "d2br" + strings.TrimPrefix(filepath.Base(e.dir), "d2-")
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	routes, err := exec.Command("ip", "-4", "route", "show").Output()
+	if err != nil {
+		return fmt.Errorf("list routes: %w", err)
+	}
+	subnet := ""
+	for n := 1; n < 255; n++ {
+		if !strings.Contains(string(routes), fmt.Sprintf("10.223.%d.", n)) {
+			subnet = fmt.Sprintf("10.223.%d.1/24", n)
+			break
+		}
+	}
+	if subnet == "" {
+		return fmt.Errorf("no free /24 in 10.223.0.0/16 for the second engine's bridge")
+	}
+	for _, args := range [][]string{
+		{"link", "add", "name", name, "type", "bridge"},
+		{"addr", "add", subnet, "dev", name},
+		{"link", "set", name, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			exec.Command("ip", "link", "del", name).Run()
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	e.bridge = name
+	return nil
 }
 
 // killStragglers signals the processes whose command line names the
