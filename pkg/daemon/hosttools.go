@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -32,7 +32,7 @@ type hostSide struct {
 // startHostSide starts the configured MCP servers. It waits a little (at
 // most startWait) for them, so the first prompt already lists their tools;
 // a server still starting after that joins when it is ready.
-func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger) *hostSide {
+func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger, version string) *hostSide {
 	// logger is the base logger: the packages scope it themselves; this
 	// file's own lines are the host tools'.
 	h := &hostSide{

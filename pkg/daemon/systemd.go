@@ -1,10 +1,10 @@
-package main
+package daemon
 
 import (
 	"context"
 	"log/slog"
-	"time"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/sdnotify"
 )
@@ -12,7 +12,7 @@ import (
 // notifySystemd reports readiness to systemd (Type=notify) and, when the
 // unit sets WatchdogSec, pings the watchdog for as long as Mother's core
 // answers a health check. It returns a func to call when stopping.
-func notifySystemd(ctx context.Context, m *mother.Mother, logger *slog.Logger, status string) (stopping func()) {
+func notifySystemd(ctx context.Context, m *mother.Mother, logger *slog.Logger, status string, clk clock.Clock) (stopping func()) {
 	n := sdnotify.FromEnv(nil)
 	if !n.Enabled() {
 		return func() {}
@@ -23,24 +23,26 @@ func notifySystemd(ctx context.Context, m *mother.Mother, logger *slog.Logger, s
 	}
 	if every := n.WatchdogInterval(); every > 0 {
 		go func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
+			// A tick every interval from now, like a ticker: a check
+			// that runs late skips the ticks it missed.
+			next := clk.Now().Add(every)
 			for {
-				select {
-				case <-ctx.Done():
+				if clock.Sleep(ctx, clk, next.Sub(clk.Now())) != nil {
 					return
-				case <-t.C:
-					hctx, cancel := context.WithTimeout(ctx, every/2)
-					err := m.Healthy(hctx)
-					cancel()
-					if err != nil {
-						// No ping: systemd restarts a Mother that is stuck.
-						lg.Error("health check failed; not pinging the watchdog", "err", err)
-						continue
-					}
-					if err := n.Watchdog(); err != nil {
-						lg.Warn("watchdog ping failed", "err", err)
-					}
+				}
+				for now := clk.Now(); !next.After(now); {
+					next = next.Add(every)
+				}
+				hctx, cancel := context.WithTimeout(ctx, every/2)
+				err := m.Healthy(hctx)
+				cancel()
+				if err != nil {
+					// No ping: systemd restarts a Mother that is stuck.
+					lg.Error("health check failed; not pinging the watchdog", "err", err)
+					continue
+				}
+				if err := n.Watchdog(); err != nil {
+					lg.Warn("watchdog ping failed", "err", err)
 				}
 			}
 		}()
