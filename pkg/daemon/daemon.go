@@ -60,8 +60,8 @@ type Options struct {
 	// Stderr receives the log and, as "mother: <what>", every failure
 	// when it happens.
 	Stderr io.Writer
-	// Getenv reads the environment overrides of config.json (nil:
-	// os.Getenv).
+	// Getenv reads the environment: config.json's overrides and
+	// systemd's NOTIFY_SOCKET and WATCHDOG_USEC (nil: os.Getenv).
 	Getenv func(string) string
 	// Clock schedules the events, the watchdog pings and the start time
 	// (nil: clock.Real).
@@ -251,7 +251,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.CLI {
 		return runCLI(ctx, p, opts.Stdin, opts.Stdout, logger)
 	}
-	return runDaemon(ctx, p, cfg, st, base, opts.Version, opts.Clock)
+	return runDaemon(ctx, p, cfg, st, base, opts)
 }
 
 // reporter writes each failure to stderr when it happens and keeps them
@@ -320,7 +320,7 @@ func runCLI(ctx context.Context, p *parts, stdin io.Reader, stdout io.Writer, lo
 
 // runDaemon runs the configured adapters until SIGTERM or SIGINT (or ctx
 // ends).
-func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Store, base *slog.Logger, version string, clk clock.Clock) error {
+func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Store, base *slog.Logger, opts Options) error {
 	logger := base.With("component", "daemon")
 	if len(cfg.Adapters) == 0 {
 		return p.r.fail(usageErr(fmt.Errorf("no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal", st.DataDir())))
@@ -362,8 +362,8 @@ func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Stor
 	if err := startCore(ctx, p); err != nil {
 		return err
 	}
-	logger.Info("mother running", "version", version, "data", st.DataDir())
-	stopping := notifySystemd(ctx, p.m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)), clk)
+	logger.Info("mother running", "version", opts.Version, "data", st.DataDir())
+	stopping := notifySystemd(ctx, p.m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)), opts.Clock, opts.Getenv)
 	<-ctx.Done()
 	logger.Info("shutting down")
 	stopping()

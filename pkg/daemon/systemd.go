@@ -5,15 +5,20 @@ import (
 	"log/slog"
 
 	"github.com/mother-chat/mother/pkg/clock"
-	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/sdnotify"
 )
 
-// notifySystemd reports readiness to systemd (Type=notify) and, when the
-// unit sets WatchdogSec, pings the watchdog for as long as Mother's core
-// answers a health check. It returns a func to call when stopping.
-func notifySystemd(ctx context.Context, m *mother.Mother, logger *slog.Logger, status string, clk clock.Clock) (stopping func()) {
-	n := sdnotify.FromEnv(nil)
+// healthChecker is Mother's core health check (mother.Mother).
+type healthChecker interface {
+	Healthy(ctx context.Context) error
+}
+
+// notifySystemd reports readiness to systemd (Type=notify, NOTIFY_SOCKET
+// read through getenv) and, when the unit sets WatchdogSec, pings the
+// watchdog for as long as Mother's core answers a health check. It returns
+// a func to call when stopping.
+func notifySystemd(ctx context.Context, m healthChecker, logger *slog.Logger, status string, clk clock.Clock, getenv func(string) string) (stopping func()) {
+	n := sdnotify.FromEnv(getenv)
 	if !n.Enabled() {
 		return func() {}
 	}
