@@ -55,8 +55,10 @@ type Options struct {
 	LogLevel string
 	// Version is reported in logs, momctl status and metrics.
 	Version string
-	Stdin   io.Reader
-	Stdout  io.Writer
+	// Stdin and Stdout are the terminal of CLI mode (nil: empty, and
+	// discarded).
+	Stdin  io.Reader
+	Stdout io.Writer
 	// Stderr receives the log and, as "mother: <what>", every failure
 	// when it happens.
 	Stderr io.Writer
@@ -133,6 +135,12 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
+	}
+	if opts.Stdin == nil {
+		opts.Stdin = strings.NewReader("")
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
 	}
 	stderr := opts.Stderr
 	if stderr == nil {
