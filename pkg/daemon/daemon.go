@@ -65,8 +65,9 @@ type Options struct {
 	// Getenv reads the environment: config.json's overrides and
 	// systemd's NOTIFY_SOCKET and WATCHDOG_USEC (nil: os.Getenv).
 	Getenv func(string) string
-	// Clock schedules the events, the watchdog pings and the start time
-	// (nil: clock.Real).
+	// Clock schedules the events and the watchdog pings, bounds the wait
+	// for host tool servers at start and gives the start time (nil:
+	// clock.Real).
 	Clock clock.Clock
 }
 
@@ -203,7 +204,7 @@ func Run(ctx context.Context, opts Options) error {
 	// Host tools: the MCP servers of config.json, called through
 	// invoke_tool, listed in the prompt, and offered to chicks as far as
 	// chicks.hostTools allows.
-	host := startHostSide(cfg, st.DataDir(), base, opts.Version)
+	host := startHostSide(cfg, st.DataDir(), base, opts.Version, opts.Clock)
 	// Every return stops the servers; shutdown does it first, in order.
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
