@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
@@ -40,7 +41,7 @@ const DefaultSocket = "data/mother.sock"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, os.Args[1:], &cli{stdout: os.Stdout, stderr: os.Stderr, clock: clock.Real{}, loc: time.Local, version: version}, os.Getenv)
 	stop()
 	os.Exit(code)
 }
@@ -57,7 +58,10 @@ const usage = `usage: momctl [--socket PATH] COMMAND
 The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+// run runs one command with c's outputs, clock and version; c.socket is
+// set here from --socket, $MOTHER_SOCKET or DefaultSocket.
+func run(ctx context.Context, args []string, c *cli, getenv func(string) string) int {
+	stdout, stderr := c.stdout, c.stderr
 	fs := flag.NewFlagSet("momctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", "", "Mother's admin socket")
@@ -67,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintf(stdout, "momctl %s\n", version)
+		fmt.Fprintf(stdout, "momctl %s\n", c.version)
 		return 0
 	}
 	rest := fs.Args()
@@ -82,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if path == "" {
 		path = DefaultSocket
 	}
-	c := &cli{socket: path, stdout: stdout, stderr: stderr}
+	c.socket = path
 	var err error
 	switch {
 	case rest[0] == "status":
@@ -120,10 +124,47 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// cli runs momctl's commands against one admin socket.
 type cli struct {
 	socket         string
 	stdout, stderr io.Writer
+	// clock gives the ages and countdowns; loc the zone of printed times.
+	clock   clock.Clock
+	loc     *time.Location
+	version string
 }
+
+// do connects to the admin socket, runs f with ctx bounded by timeout (0:
+// ctx alone), and turns a gRPC error f returns into one line.
+func (c *cli) do(ctx context.Context, timeout time.Duration, f func(context.Context, pb.AdminServiceClient) error) error {
+	api, done, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return c.explain(f(ctx, api))
+}
+
+// print writes v as indented JSON with --json, else text's rendering.
+func (c *cli) print(asJSON bool, v any, text func(w io.Writer) error) error {
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return text(c.stdout)
+}
+
+// table is a tabwriter on w with momctl's column layout.
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// localTime formats t for a person, in c's zone.
+func (c *cli) localTime(t time.Time) string { return t.In(c.loc).Format("2006-01-02 15:04") }
 
 // connect checks the socket first, so a missing socket or a permission
 // problem reads as such, not as a gRPC error.
@@ -158,8 +199,12 @@ func (c *cli) connect() (pb.AdminServiceClient, func(), error) {
 	return pb.NewAdminServiceClient(conn), func() { conn.Close() }, nil
 }
 
-// explain turns a gRPC error into one line.
+// explain turns a gRPC error into one line; other errors (nil too) pass
+// as they are.
 func (c *cli) explain(err error) error {
+	if err == nil {
+		return nil
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
@@ -230,37 +275,31 @@ func (c *cli) ls(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{"chicks ls [--all] [--json]"}
 	}
-	api, done, err := c.connect()
+	var resp *pb.ListChicksResponse
+	err := c.do(ctx, 10*time.Second, func(ctx context.Context, api pb.AdminServiceClient) (err error) {
+		resp, err = api.ListChicks(ctx, &pb.ListChicksRequest{All: *all})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer done()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := api.ListChicks(cctx, &pb.ListChicksRequest{All: *all})
-	if err != nil {
-		return c.explain(err)
-	}
-	now := time.Now()
-	if *asJSON {
-		out := []chickJSON{}
-		for _, ci := range resp.GetChicks() {
-			out = append(out, toJSON(ci, now))
-		}
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	if len(resp.GetChicks()) == 0 {
-		fmt.Fprintln(c.stdout, "no chicks")
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCHANNEL\tTIER\tSTATE\tAGE\tTOKENS")
+	now := c.clock.Now()
+	out := []chickJSON{}
 	for _, ci := range resp.GetChicks() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", ci.GetId(), ci.GetChannel(), ci.GetTier(), stateName(ci.GetState()), age(now.Sub(ci.GetCreatedAt().AsTime())), ci.GetTokensUsed())
+		out = append(out, toJSON(ci, now))
 	}
-	return tw.Flush()
+	return c.print(*asJSON, out, func(w io.Writer) error {
+		if len(resp.GetChicks()) == 0 {
+			fmt.Fprintln(w, "no chicks")
+			return nil
+		}
+		tw := table(w)
+		fmt.Fprintln(tw, "ID\tCHANNEL\tTIER\tSTATE\tAGE\tTOKENS")
+		for _, ci := range resp.GetChicks() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", ci.GetId(), ci.GetChannel(), ci.GetTier(), stateName(ci.GetState()), age(now.Sub(ci.GetCreatedAt().AsTime())), ci.GetTokensUsed())
+		}
+		return tw.Flush()
+	})
 }
 
 func age(d time.Duration) string {
@@ -282,25 +321,23 @@ func (c *cli) kill(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		return usageError{"chicks kill [--grace D] ID..."}
 	}
-	api, done, err := c.connect()
-	if err != nil {
-		return err
-	}
-	defer done()
-	var errs []error
-	for _, id := range fs.Args() {
-		gs := int64(0)
-		if *grace > 0 {
-			gs = max(1, int64(grace.Seconds()))
+	// No timeout: each call answers once its chick has ended.
+	return c.do(ctx, 0, func(ctx context.Context, api pb.AdminServiceClient) error {
+		var errs []error
+		for _, id := range fs.Args() {
+			gs := int64(0)
+			if *grace > 0 {
+				gs = max(1, int64(grace.Seconds()))
+			}
+			resp, err := api.KillChick(ctx, &pb.KillChickRequest{Id: id, GraceSeconds: gs})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, c.explain(err)))
+				continue
+			}
+			fmt.Fprintf(c.stdout, "%s %s: %s\n", id, stateName(resp.GetState()), resp.GetMessage())
 		}
-		resp, err := api.KillChick(ctx, &pb.KillChickRequest{Id: id, GraceSeconds: gs})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", id, c.explain(err)))
-			continue
-		}
-		fmt.Fprintf(c.stdout, "%s %s: %s\n", id, stateName(resp.GetState()), resp.GetMessage())
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 func (c *cli) logs(ctx context.Context, args []string) error {
@@ -310,30 +347,28 @@ func (c *cli) logs(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		return usageError{"chicks logs [-f] ID"}
 	}
-	api, done, err := c.connect()
-	if err != nil {
-		return err
-	}
-	defer done()
-	stream, err := api.ChickLogs(ctx, &pb.ChickLogsRequest{Id: fs.Arg(0), Follow: *follow})
-	if err != nil {
-		return c.explain(err)
-	}
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
+	// No timeout: -f streams until interrupted.
+	return c.do(ctx, 0, func(ctx context.Context, api pb.AdminServiceClient) error {
+		stream, err := api.ChickLogs(ctx, &pb.ChickLogsRequest{Id: fs.Arg(0), Follow: *follow})
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return c.explain(err)
-		}
-		if _, err := c.stdout.Write(m.GetData()); err != nil {
 			return err
 		}
-	}
+		for {
+			m, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if _, err := c.stdout.Write(m.GetData()); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // statusJSON is the --json form of momctl status.
@@ -405,20 +440,17 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return usageError{"status [--json]"}
 	}
-	api, done, err := c.connect()
+	var st *pb.GetStatusResponse
+	err := c.do(ctx, 15*time.Second, func(ctx context.Context, api pb.AdminServiceClient) (err error) {
+		st, err = api.GetStatus(ctx, &pb.GetStatusRequest{})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer done()
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	st, err := api.GetStatus(cctx, &pb.GetStatusRequest{})
-	if err != nil {
-		return c.explain(err)
-	}
-	now := time.Now()
+	now := c.clock.Now()
 	out := statusJSON{
-		Version: st.GetVersion(), Momctl: version, ChickImage: st.GetChickImage(), StartedAt: st.GetStartedAt().AsTime(), Queued: st.GetQueued(),
+		Version: st.GetVersion(), Momctl: c.version, ChickImage: st.GetChickImage(), StartedAt: st.GetStartedAt().AsTime(), Queued: st.GetQueued(),
 		Adapters: []adapterJSON{}, Chicks: []chickJSON{}, Hosts: []hostJSON{}, Budgets: []budgetJSON{}, NextEvents: []eventJSON{},
 	}
 	for _, a := range st.GetAdapters() {
@@ -438,13 +470,12 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	for _, e := range st.GetNextEvents() {
 		out.NextEvents = append(out.NextEvents, toEventJSON(e))
 	}
-	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	w := c.stdout
-	fmt.Fprintf(w, "Mother %s, up %s (momctl %s", out.Version, age(now.Sub(out.StartedAt)), version)
+	return c.print(*asJSON, out, func(w io.Writer) error { return c.statusText(w, out, now) })
+}
+
+// statusText is momctl status for a person.
+func (c *cli) statusText(w io.Writer, out statusJSON, now time.Time) error {
+	fmt.Fprintf(w, "Mother %s, up %s (momctl %s", out.Version, age(now.Sub(out.StartedAt)), c.version)
 	if out.ChickImage != "" {
 		fmt.Fprintf(w, ", chick image %s", out.ChickImage)
 	}
@@ -454,7 +485,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	if len(out.Adapters) == 0 {
 		fmt.Fprintln(w, "  none")
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := table(w)
 	for _, a := range out.Adapters {
 		state := a.State
 		if a.Since != nil && !a.Since.IsZero() {
@@ -469,7 +500,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	tw.Flush()
 
 	fmt.Fprintf(w, "\nCHICKS  %d alive, %d queued\n", len(out.Chicks), out.Queued)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw = table(w)
 	for _, ci := range out.Chicks {
 		host := ci.Host
 		if host == "" {
@@ -480,7 +511,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	tw.Flush()
 
 	fmt.Fprintln(w, "\nDOCKER HOSTS")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw = table(w)
 	for _, h := range out.Hosts {
 		state := "up"
 		if !h.Up {
@@ -523,7 +554,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	for _, e := range out.NextEvents {
 		next := "-"
 		if e.Next != nil {
-			next = e.Next.Local().Format("2006-01-02 15:04")
+			next = c.localTime(*e.Next)
 		}
 		fmt.Fprintf(w, "  %s  %s (%s, %s)\n", next, e.File, e.Type, e.Channel)
 	}
@@ -537,38 +568,32 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return usageError{"events ls [--json]"}
 	}
-	api, done, err := c.connect()
+	var resp *pb.ListEventsResponse
+	err := c.do(ctx, 10*time.Second, func(ctx context.Context, api pb.AdminServiceClient) (err error) {
+		resp, err = api.ListEvents(ctx, &pb.ListEventsRequest{})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer done()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := api.ListEvents(cctx, &pb.ListEventsRequest{})
-	if err != nil {
-		return c.explain(err)
-	}
-	if *asJSON {
-		out := []eventJSON{}
-		for _, e := range resp.GetEvents() {
-			out = append(out, toEventJSON(e))
-		}
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	if len(resp.GetEvents()) == 0 {
-		fmt.Fprintln(c.stdout, "no events")
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FILE\tTYPE\tCHANNEL\tSCHEDULE\tNEXT")
+	out := []eventJSON{}
 	for _, e := range resp.GetEvents() {
-		next := "-"
-		if e.GetNextRun() != nil {
-			next = e.GetNextRun().AsTime().Local().Format("2006-01-02 15:04")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetSchedule(), next)
+		out = append(out, toEventJSON(e))
 	}
-	return tw.Flush()
+	return c.print(*asJSON, out, func(w io.Writer) error {
+		if len(resp.GetEvents()) == 0 {
+			fmt.Fprintln(w, "no events")
+			return nil
+		}
+		tw := table(w)
+		fmt.Fprintln(tw, "FILE\tTYPE\tCHANNEL\tSCHEDULE\tNEXT")
+		for _, e := range resp.GetEvents() {
+			next := "-"
+			if e.GetNextRun() != nil {
+				next = c.localTime(e.GetNextRun().AsTime())
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetSchedule(), next)
+		}
+		return tw.Flush()
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -39,41 +40,40 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{"tools ls [--json]"}
 	}
-	api, done, err := c.connect()
+	var resp *pb.ListToolsResponse
+	err := c.do(ctx, 10*time.Second, func(ctx context.Context, api pb.AdminServiceClient) (err error) {
+		resp, err = api.ListTools(ctx, &pb.ListToolsRequest{})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer done()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := api.ListTools(cctx, &pb.ListToolsRequest{})
-	if err != nil {
-		return c.explain(err)
-	}
-	now := time.Now()
-	if *asJSON {
-		out := []toolServerJSON{}
-		for _, s := range resp.GetServers() {
-			js := toolServerJSON{Name: s.GetName(), Transport: s.GetTransport(), State: s.GetState(), Error: s.GetError(),
-				Restarts: s.GetRestarts(), Since: s.GetSince().AsTime(), Tools: []toolJSON{}}
-			if s.GetNextAttempt() != nil {
-				t := s.GetNextAttempt().AsTime()
-				js.NextAttempt = &t
-			}
-			for _, t := range s.GetTools() {
-				js.Tools = append(js.Tools, toolJSON{Name: t.GetName(), Description: t.GetDescription(), Parameters: rawOrNil(t.GetParametersJson())})
-			}
-			out = append(out, js)
+	now := c.clock.Now()
+	out := []toolServerJSON{}
+	for _, s := range resp.GetServers() {
+		js := toolServerJSON{Name: s.GetName(), Transport: s.GetTransport(), State: s.GetState(), Error: s.GetError(),
+			Restarts: s.GetRestarts(), Since: s.GetSince().AsTime(), Tools: []toolJSON{}}
+		if s.GetNextAttempt() != nil {
+			t := s.GetNextAttempt().AsTime()
+			js.NextAttempt = &t
 		}
-		return writeJSON(c, out)
+		for _, t := range s.GetTools() {
+			js.Tools = append(js.Tools, toolJSON{Name: t.GetName(), Description: t.GetDescription(), Parameters: rawOrNil(t.GetParametersJson())})
+		}
+		out = append(out, js)
 	}
-	if len(resp.GetServers()) == 0 {
-		fmt.Fprintln(c.stdout, "no host tool servers (config.json has no mcpServers)")
+	return c.print(*asJSON, out, func(w io.Writer) error { return toolsText(w, resp.GetServers(), now) })
+}
+
+// toolsText is momctl tools ls for a person.
+func toolsText(w io.Writer, servers []*pb.ToolServerInfo, now time.Time) error {
+	if len(servers) == 0 {
+		fmt.Fprintln(w, "no host tool servers (config.json has no mcpServers)")
 		return nil
 	}
-	for i, s := range resp.GetServers() {
+	for i, s := range servers {
 		if i > 0 {
-			fmt.Fprintln(c.stdout)
+			fmt.Fprintln(w)
 		}
 		line := fmt.Sprintf("%s (%s): %s for %s", s.GetName(), s.GetTransport(), s.GetState(), age(now.Sub(s.GetSince().AsTime())))
 		if n := s.GetRestarts(); n > 0 {
@@ -82,28 +82,22 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		if s.GetNextAttempt() != nil {
 			line += ", next attempt in " + age(max(0, s.GetNextAttempt().AsTime().Sub(now)))
 		}
-		fmt.Fprintln(c.stdout, line)
+		fmt.Fprintln(w, line)
 		if e := s.GetError(); e != "" {
-			fmt.Fprintf(c.stdout, "  error: %s\n", e)
+			fmt.Fprintf(w, "  error: %s\n", e)
 		}
 		for _, t := range s.GetTools() {
 			desc := firstLine(t.GetDescription())
 			if desc != "" {
 				desc = ": " + desc
 			}
-			fmt.Fprintf(c.stdout, "  %s%s\n", signature(t.GetName(), t.GetParametersJson()), desc)
+			fmt.Fprintf(w, "  %s%s\n", signature(t.GetName(), t.GetParametersJson()), desc)
 		}
 		if len(s.GetTools()) == 0 && s.GetState() != "disabled" {
-			fmt.Fprintln(c.stdout, "  (no tools known)")
+			fmt.Fprintln(w, "  (no tools known)")
 		}
 	}
 	return nil
-}
-
-func writeJSON(c *cli, v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func rawOrNil(s string) json.RawMessage {

@@ -192,7 +192,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	h.StartWatchdog()
 	h.startProbes()
 	if len(failed) > 0 {
-		return fmt.Errorf("reconcile: %d Docker host(s) did not answer", len(failed))
+		return fmt.Errorf("reconcile: %d Docker host(s) %w", len(failed), ErrHostsUnreachable)
 	}
 	return nil
 }

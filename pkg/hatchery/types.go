@@ -52,6 +52,9 @@ var (
 	ErrUnknownTier  = errors.New("unknown tier")
 	ErrClosed       = errors.New("hatchery closed")
 	ErrSeqGap       = errors.New("event sequence gap")
+	// ErrHostsUnreachable: Reconcile could not list the chicks of one or
+	// more Docker hosts; their chicks were left as they are.
+	ErrHostsUnreachable = errors.New("did not answer")
 )
 
 // Result is a chick's last word.

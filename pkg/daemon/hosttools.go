@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/confwatch"
 	"github.com/mother-chat/mother/pkg/hosttools"
@@ -32,7 +33,7 @@ type hostSide struct {
 // startHostSide starts the configured MCP servers. It waits a little (at
 // most startWait) for them, so the first prompt already lists their tools;
 // a server still starting after that joins when it is ready.
-func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger) *hostSide {
+func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger, version string, clk clock.Clock) *hostSide {
 	// logger is the base logger: the packages scope it themselves; this
 	// file's own lines are the host tools'.
 	h := &hostSide{
@@ -42,8 +43,9 @@ func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger) *hos
 	h.chicks = hosttools.NewChickInvoker(h.tools, cfg.Chicks.HostTools, logger)
 	h.tools.Apply(cfg.MCPServers)
 	const startWait = 10 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), startWait)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer clk.AfterFunc(startWait, cancel).Stop()
 	if err := h.tools.WaitStarted(ctx); err != nil {
 		h.logger.Warn("host tool servers still starting; they join when ready", "after", startWait)
 	}

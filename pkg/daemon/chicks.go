@@ -1,12 +1,12 @@
-package main
+package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/broker"
@@ -36,7 +36,7 @@ type chicks struct {
 // with the host tools chicks.hostTools allows), AdminService on the admin
 // socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger, mx *metrics.Metrics) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger, mx *metrics.Metrics, version string, startedAt time.Time) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -78,7 +78,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 	}
 	nlog := logger.With("component", "nest")
 	n := nest.New(nest.Options{
-		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: time.Now(), KillGrace: cfg.Chicks.KillGrace.Duration,
+		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: startedAt, KillGrace: cfg.Chicks.KillGrace.Duration,
 		ChickImage: cfg.Chicks.Image, TLS: tl.Creds, HostTools: host.chicks, ToolServers: host.tools,
 	})
 	go func() {
@@ -103,8 +103,7 @@ func (c *chicks) reconcile(ctx context.Context) {
 		}()
 	}()
 	if err := c.hatchery.Reconcile(ctx); err != nil {
-		msg := err.Error()
-		if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "did not answer") {
+		if errors.Is(err, hatchery.ErrHostsUnreachable) {
 			c.logger.Warn("chicks unavailable until the Docker host answers", "err", err)
 			return
 		}

@@ -1,0 +1,415 @@
+// Package daemon runs one Mother process: it builds the object graph from
+// <data>/config.json, starts it in order, serves until its context ends or
+// a signal arrives, and stops it in order.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/adapters/cli"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/metrics"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/providers"
+	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/prompt"
+	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/tools"
+)
+
+// Errors Run and CheckConfig return that callers branch on (the mother
+// command exits 2 on them, 1 on any other error).
+var (
+	// ErrConfig: the configuration cannot run (config.json or the
+	// environment; a model provider or an adapter it names).
+	ErrConfig = errors.New("invalid configuration")
+	// ErrUsage: the way Mother was started cannot work (a log level or
+	// format that does not exist; no adapter outside terminal mode).
+	ErrUsage = errors.New("usage")
+)
+
+// Options configure Run.
+type Options struct {
+	// DataDir holds config.json and everything Mother keeps.
+	DataDir string
+	// CLI makes the terminal a channel: lines on Stdin are messages,
+	// replies go to Stdout; Run returns once Stdin ends and the work in
+	// flight is done. Without it Run serves the configured adapters.
+	CLI bool
+	// LogLevel overrides the configuration's log.level (and the default
+	// warn of terminal mode) when not empty.
+	LogLevel string
+	// Version is reported in logs, momctl status and metrics.
+	Version string
+	// Stdin and Stdout are the terminal of CLI mode (nil: empty, and
+	// discarded).
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Stderr receives the log and, as "mother: <what>", every failure
+	// when it happens.
+	Stderr io.Writer
+	// Getenv reads the environment: config.json's overrides and
+	// systemd's NOTIFY_SOCKET and WATCHDOG_USEC (nil: os.Getenv).
+	Getenv func(string) string
+	// Clock schedules the events and the watchdog pings, bounds the wait
+	// for host tool servers at start and gives the start time (nil:
+	// clock.Real).
+	Clock clock.Clock
+}
+
+// kindError gives err the kind of a sentinel (errors.Is) without changing
+// its text.
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string        { return e.err.Error() }
+func (e *kindError) Unwrap() error        { return e.err }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+
+func configErr(err error) error { return &kindError{kind: ErrConfig, err: err} }
+func usageErr(err error) error  { return &kindError{kind: ErrUsage, err: err} }
+
+// loadConfig loads <data>/config.json with the environment overrides.
+func loadConfig(dataDir string, getenv func(string) string) (*config.Config, error) {
+	cfg, err := config.Load(dataDir, getenv)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	return cfg, nil
+}
+
+// invalid is an ErrConfig that lists every problem of err, one per line.
+func invalid(err error) error {
+	return fmt.Errorf("%w:\n%s", ErrConfig, indent(err.Error()))
+}
+
+// CheckConfig validates <data>/config.json, including that every adapter
+// type is one this binary knows, and returns a one-line summary. Its error
+// (ErrConfig) lists every problem.
+func CheckConfig(dataDir string, getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg, err := loadConfig(dataDir, getenv)
+	if err != nil {
+		return "", err
+	}
+	// Adapter types must also be ones this binary knows.
+	var es config.Errors
+	known := chat.Types()
+	for _, name := range cfg.SortedAdapterNames() {
+		if !slices.Contains(known, cfg.Adapters[name].Type) {
+			es = append(es, config.FieldError{Field: "adapters." + name + ".type", Msg: fmt.Sprintf("this build has no %q adapter (has: %s)", cfg.Adapters[name].Type, strings.Join(known, ", "))})
+		}
+	}
+	if len(es) > 0 {
+		return "", invalid(es)
+	}
+	return fmt.Sprintf("configuration OK: %d adapter(s), model %s/%s, %d chick tier(s), %d host tool server(s)", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers), len(cfg.MCPServers)), nil
+}
+
+// Run runs Mother on opts.DataDir until ctx ends, SIGINT or SIGTERM
+// arrives (SIGHUP reloads config.json) or, in terminal mode, stdin ends.
+// Each failure is written to opts.Stderr when it happens, so it reads in
+// order with the log; the returned error holds them all (nil after a
+// clean stop). errors.Is(err, ErrConfig) and errors.Is(err, ErrUsage) tell
+// a configuration or usage problem from a failure.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Stdin == nil {
+		opts.Stdin = strings.NewReader("")
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	r := &reporter{w: stderr}
+	dataDir := opts.DataDir
+
+	cfg, err := loadConfig(dataDir, opts.Getenv)
+	if err != nil {
+		return r.fail(err)
+	}
+
+	level := cfg.Log.Level
+	if opts.CLI {
+		level = "warn"
+	}
+	if opts.LogLevel != "" {
+		level = opts.LogLevel
+	}
+	// base carries no component; each subsystem scopes it with its own
+	// (component=store, mother, events, nest, ...), so every line has
+	// exactly one. logger is this package's own.
+	base, err := newLogger(stderr, cfg.Log.Format, level)
+	if err != nil {
+		return r.fail(usageErr(err))
+	}
+	logger := base.With("component", "daemon")
+
+	st, err := store.Open(dataDir, store.Options{Logger: base})
+	if err != nil {
+		return r.fail(err)
+	}
+	defer st.Close()
+
+	// MOTHER.md, MEMORY.md and SYSTEM.md are created on first start;
+	// REFERENCE.md is regenerated at every start.
+	if created, err := prompt.Scaffold(st.Workspace()); err != nil {
+		return r.fail(err)
+	} else if len(created) > 0 {
+		logger.Info("workspace files created", "files", strings.Join(created, ", "))
+	}
+	if err := prompt.WriteReference(st.Workspace(), time.Local); err != nil {
+		return r.fail(err)
+	}
+	// Mother's own file tool: read, confined to the workspace and to the
+	// channel of the run. She never gets bash, write or edit.
+	motherTools, err := tools.ReadOnly(st.Workspace(), mother.ReadPolicy(st.Workspace()))
+	if err != nil {
+		return r.fail(err)
+	}
+
+	provider, err := providers.New(cfg.Providers, cfg.Model.Provider, nil)
+	// A burst across many channels queues here rather than opening a
+	// stream per channel (see model.Limit).
+	provider = model.Limit(provider, cfg.Model.MaxParallel)
+	if err != nil {
+		return r.fail(configErr(fmt.Errorf("model.provider: %w", err)))
+	}
+	// Host tools: the MCP servers of config.json, called through
+	// invoke_tool, listed in the prompt, and offered to chicks as far as
+	// chicks.hostTools allows.
+	host := startHostSide(cfg, st.DataDir(), base, opts.Version, opts.Clock)
+	// Every return stops the servers; shutdown does it first, in order.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = host.close(cctx)
+	}()
+	mx := metrics.New(metrics.Options{Version: opts.Version, Prices: tierPrices(cfg)})
+	ch, err := startChicks(cfg, st, host, base, mx, opts.Version, opts.Clock.Now())
+	if err != nil {
+		return r.fail(err)
+	}
+	defer ch.close()
+	// Events target "<adapter>/<channel>"; in terminal mode the one
+	// adapter is "cli", so "local" alone also works.
+	adapterNames := cfg.SortedAdapterNames()
+	if opts.CLI {
+		adapterNames = []string{"cli"}
+	}
+	watcher, err := events.New(events.Options{
+		Dir:      st.EventsDir(),
+		StateDir: filepath.Join(st.DataDir(), "state", "events"),
+		Resolve:  events.AdapterResolver(adapterNames),
+		Clock:    opts.Clock,
+		Logger:   base,
+		Grace:    cfg.Events.OneShotGrace.Duration,
+		Metrics:  mx,
+	})
+	if err != nil {
+		return r.fail(err)
+	}
+	ch.nest.SetEvents(watcher)
+	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
+	motherTools = append(motherTools, events.Tools(watcher)...)
+	motherTools = append(motherTools, host.tools.InvokeTool())
+	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
+		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx})
+	if err != nil {
+		return r.fail(err)
+	}
+	ch.hatchery.SetObserver(m.ChickObserver())
+	ch.nest.SetAdapters(m)
+	mx.Watch(m, ch.hatchery, ch.broker)
+	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)
+	if err != nil {
+		return r.fail(err)
+	}
+	defer stopMetrics()
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	p := &parts{m: m, w: watcher, ch: ch, host: host, r: r}
+	if opts.CLI {
+		return runCLI(ctx, p, opts.Stdin, opts.Stdout, logger)
+	}
+	return runDaemon(ctx, p, cfg, st, base, opts)
+}
+
+// reporter writes each failure to stderr when it happens and keeps them
+// all for Run's result.
+type reporter struct {
+	w    io.Writer
+	errs []error
+}
+
+// fail reports err as "mother: <err>" and returns everything reported.
+func (r *reporter) fail(err error) error {
+	fmt.Fprintf(r.w, "mother: %v\n", err)
+	r.errs = append(r.errs, err)
+	return r.err()
+}
+
+// err is everything reported so far (nil: nothing).
+func (r *reporter) err() error { return errors.Join(r.errs...) }
+
+// parts are what start and stop in order once the graph is built.
+type parts struct {
+	m    *mother.Mother
+	w    *events.Watcher
+	ch   *chicks
+	host *hostSide
+	r    *reporter
+}
+
+// startCore starts Mother's core (the adapters already added), then
+// reconciles the chicks, then starts the events watcher and the watch on
+// config.json for host tools. If a step fails it shuts down what started
+// and returns what was reported.
+func startCore(ctx context.Context, p *parts) error {
+	if err := p.m.Start(ctx); err != nil {
+		return p.r.fail(err)
+	}
+	p.ch.reconcile(ctx)
+	for _, start := range []func() error{func() error { return p.w.Start(ctx, p.m) }, func() error { return p.host.watch(ctx) }} {
+		if err := start(); err != nil {
+			p.r.fail(err)
+			return shutdown(p)
+		}
+	}
+	return nil
+}
+
+// runCLI makes the terminal a channel. When stdin ends, it finishes the
+// work in flight and returns nil.
+func runCLI(ctx context.Context, p *parts, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+	term := cli.New("cli", stdin, stdout)
+	if err := p.m.AddAdapter(term); err != nil {
+		return p.r.fail(err)
+	}
+	if err := startCore(ctx, p); err != nil {
+		return err
+	}
+	select {
+	case <-term.Done():
+		if err := p.m.Idle(ctx); err != nil {
+			logger.Warn("interrupted before the work in flight finished")
+		}
+	case <-ctx.Done():
+	}
+	return shutdown(p)
+}
+
+// runDaemon runs the configured adapters until SIGTERM or SIGINT (or ctx
+// ends).
+func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Store, base *slog.Logger, opts Options) error {
+	logger := base.With("component", "daemon")
+	if len(cfg.Adapters) == 0 {
+		return p.r.fail(usageErr(fmt.Errorf("no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal", st.DataDir())))
+	}
+	for _, name := range cfg.SortedAdapterNames() {
+		a, err := chat.New(chat.Env{
+			Name:   name,
+			Config: cfg.Adapters[name],
+			// Adapters scope it themselves (component=<type>, adapter=<name>).
+			Logger: base,
+			ChannelDir: func(channelID string) (string, error) {
+				ch, err := st.Channel(name, channelID)
+				if err != nil {
+					return "", err
+				}
+				return ch.Dir(), nil
+			},
+			LoggedChannels: func() ([]string, error) {
+				refs, err := st.ListChannels()
+				if err != nil {
+					return nil, err
+				}
+				var ids []string
+				for _, r := range refs {
+					if r.Adapter == name {
+						ids = append(ids, r.ID)
+					}
+				}
+				return ids, nil
+			},
+		})
+		if err != nil {
+			return p.r.fail(configErr(fmt.Errorf("adapters.%s: %w", name, err)))
+		}
+		if err := p.m.AddAdapter(a); err != nil {
+			return p.r.fail(configErr(err))
+		}
+	}
+	if err := startCore(ctx, p); err != nil {
+		return err
+	}
+	logger.Info("mother running", "version", opts.Version, "data", st.DataDir())
+	stopping := notifySystemd(ctx, p.m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)), opts.Clock, opts.Getenv)
+	<-ctx.Done()
+	logger.Info("shutting down")
+	stopping()
+	return shutdown(p)
+}
+
+// shutdown stops the events watcher first (no new runs), then Mother: runs
+// in flight are interrupted and kept for the next start; then the host
+// tool servers. It returns what was reported, before and during it.
+func shutdown(p *parts) error {
+	p.w.Stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.m.Shutdown(sctx); err != nil {
+		p.r.fail(fmt.Errorf("shutdown: %w", err))
+	}
+	if err := p.host.close(sctx); err != nil {
+		p.r.fail(fmt.Errorf("shutdown: %w", err))
+	}
+	return p.r.err()
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, errors.New("log format must be text or json")
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ")
+}
