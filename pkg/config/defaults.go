@@ -45,28 +45,18 @@ const (
 	DefaultChannelDailyTokens = 0
 )
 
-// ApplyEnv applies the environment overrides: DISCORD_BOT_TOKEN,
-// DISCORD_GUILD_ID, SLACK_BOT_TOKEN, SLACK_APP_TOKEN, MOTHER_MODEL_PROVIDER,
-// MOTHER_MODEL_ID, MOTHER_OLLAMA_URL, MOTHER_CHICK_MODEL, MOTHER_CHICK_IMAGE,
-// MOTHER_GRPC_LISTEN, ANTHROPIC_API_KEY. A Discord or Slack token creates an adapter named
-// "discord" or "slack" when config.json has no adapter of that type, and
-// overrides the token of the only one when it has exactly one.
+// ApplyEnv applies the environment overrides: those the registered adapter
+// types declare (DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN, ...; see EnvOverride),
+// then MOTHER_MODEL_PROVIDER, MOTHER_MODEL_ID, MOTHER_OLLAMA_URL,
+// MOTHER_CHICK_MODEL, MOTHER_CHICK_IMAGE, MOTHER_GRPC_LISTEN,
+// ANTHROPIC_API_KEY. An adapter variable creates an adapter named after its
+// type ("discord", "slack") when config.json has no adapter of that type,
+// and overrides the field of the only one when it has exactly one.
 func (c *Config) ApplyEnv(getenv func(string) string) {
 	if c.Adapters == nil {
 		c.Adapters = map[string]Adapter{}
 	}
-	if tok := getenv("DISCORD_BOT_TOKEN"); tok != "" {
-		c.overrideAdapter("discord", func(a *Adapter) { a.BotToken = Secret(tok) })
-	}
-	if g := getenv("DISCORD_GUILD_ID"); g != "" {
-		c.overrideAdapter("discord", func(a *Adapter) { a.GuildID = g })
-	}
-	if tok := getenv("SLACK_BOT_TOKEN"); tok != "" {
-		c.overrideAdapter("slack", func(a *Adapter) { a.BotToken = Secret(tok) })
-	}
-	if tok := getenv("SLACK_APP_TOKEN"); tok != "" {
-		c.overrideAdapter("slack", func(a *Adapter) { a.AppToken = Secret(tok) })
-	}
+	c.applyAdapterEnv(getenv)
 	if v := getenv("MOTHER_MODEL_PROVIDER"); v != "" {
 		c.Model.Provider = v
 	}
@@ -129,6 +119,7 @@ func (c *Config) SetDefaults(dataDir string) {
 	if c.Adapters == nil {
 		c.Adapters = map[string]Adapter{}
 	}
+	c.setAdapterDefaults()
 	if c.Model.Provider == "" {
 		c.Model.Provider = DefaultModelProvider
 	}

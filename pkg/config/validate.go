@@ -35,53 +35,6 @@ func (c *Config) Validate() error {
 	return p.es
 }
 
-func (c *Config) validateAdapters(p *problems) {
-	for _, name := range c.SortedAdapterNames() {
-		a := c.Adapters[name]
-		f := "adapters." + name
-		if err := validName(name); err != "" {
-			p.bad(f, "adapter name %s", err)
-		}
-		switch a.Type {
-		case "":
-			p.bad(f+".type", "missing (\"discord\", \"slack\" or \"cli\")")
-		case "discord":
-			if a.BotToken == "" {
-				p.bad(f+".botToken", "missing (or set DISCORD_BOT_TOKEN)")
-			}
-		case "slack":
-			if a.BotToken == "" {
-				p.bad(f+".botToken", "missing (or set SLACK_BOT_TOKEN)")
-			} else if !strings.HasPrefix(a.BotToken.Value(), "xoxb-") {
-				p.bad(f+".botToken", "a Slack bot token starts with xoxb-")
-			}
-			if a.AppToken == "" {
-				p.bad(f+".appToken", "missing: Socket Mode needs an app-level token (or set SLACK_APP_TOKEN)")
-			} else if !strings.HasPrefix(a.AppToken.Value(), "xapp-") {
-				p.bad(f+".appToken", "a Slack app-level token starts with xapp-")
-			}
-		case "cli":
-		default:
-			p.bad(f+".type", "unknown adapter type %q (\"discord\", \"slack\" or \"cli\")", a.Type)
-		}
-		if a.APIURL != "" {
-			if u, err := url.Parse(a.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				p.bad(f+".apiURL", "must be an http(s) URL, got %q", a.APIURL)
-			}
-		}
-		for i, id := range a.Admins {
-			if strings.TrimSpace(id) == "" {
-				p.bad(fmt.Sprintf("%s.admins[%d]", f, i), "empty user id")
-			}
-		}
-		for i, id := range a.DM.Users {
-			if strings.TrimSpace(id) == "" {
-				p.bad(fmt.Sprintf("%s.dm[%d]", f, i), "empty user id")
-			}
-		}
-	}
-}
-
 // checkProvider reports an unknown provider, or Anthropic without a key,
 // for the field that names provider.
 func (c *Config) checkProvider(p *problems, field, provider string) {

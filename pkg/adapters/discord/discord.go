@@ -25,15 +25,8 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/store"
 )
-
-func init() {
-	chat.Register("discord", func(env chat.Env) (chat.Adapter, error) {
-		return New(env, Options{})
-	})
-}
 
 // Platform limits and defaults.
 const (
@@ -106,7 +99,7 @@ func (o *Options) defaults() {
 // Adapter is one Discord bot account.
 type Adapter struct {
 	name string
-	cfg  config.Adapter
+	cfg  Settings
 	env  chat.Env
 	opts Options
 	lg   *slog.Logger
@@ -147,7 +140,8 @@ var (
 
 // New builds a Discord adapter from its configuration.
 func New(env chat.Env, opts Options) (*Adapter, error) {
-	if env.Config.BotToken.Value() == "" {
+	cfg := settingsOf(env)
+	if cfg.BotToken.Value() == "" {
 		return nil, errors.New("discord: botToken is required")
 	}
 	opts.defaults()
@@ -156,11 +150,11 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	lg = lg.With("component", "discord", "adapter", env.Name)
-	s, err := discordgo.New("Bot " + env.Config.BotToken.Value())
+	s, err := discordgo.New("Bot " + cfg.BotToken.Value())
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
 	}
-	rt, err := apiTransport(env.Config.APIURL, opts.Transport)
+	rt, err := apiTransport(cfg.APIURL, opts.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("discord: apiURL: %w", err)
 	}
@@ -173,7 +167,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	routeLibraryLog(lg)
 	a := &Adapter{
 		name:         env.Name,
-		cfg:          env.Config,
+		cfg:          cfg,
 		env:          env,
 		opts:         opts,
 		lg:           lg,

@@ -148,7 +148,7 @@ func newFixture(t *testing.T, fake *discordtest.Server, opts Options) *fixture {
 	logs := &syncBuffer{}
 	env := chat.Env{
 		Name:   "discord",
-		Config: config.Adapter{Type: "discord", BotToken: "test-token", APIURL: fake.URL, GuildID: fake.GuildID()},
+		Config: config.Adapter{Type: "discord", Settings: &Settings{BotToken: "test-token", APIURL: fake.URL, GuildID: fake.GuildID()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ChannelDir: func(id string) (string, error) {
 			ch, err := st.Channel("discord", id)
@@ -572,7 +572,7 @@ func TestAPIURLWithPathPrefix(t *testing.T) {
 		w.Write([]byte(`{"id":"` + general + `","type":0,"name":"general"}`))
 	}))
 	defer srv.Close()
-	a, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", BotToken: "t", APIURL: srv.URL + "/discord-proxy/"}}, Options{})
+	a, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", Settings: &Settings{BotToken: "t", APIURL: srv.URL + "/discord-proxy/"}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +582,7 @@ func TestAPIURLWithPathPrefix(t *testing.T) {
 	if len(paths) != 1 || paths[0] != "/discord-proxy/api/v9/channels/"+general {
 		t.Errorf("requests went to %q, want /discord-proxy/api/v9/channels/%s", paths, general)
 	}
-	if _, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", BotToken: "t", APIURL: "ftp://x"}}, Options{}); err == nil {
+	if _, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", Settings: &Settings{BotToken: "t", APIURL: "ftp://x"}}}, Options{}); err == nil {
 		t.Errorf("an ftp apiURL was accepted")
 	}
 }

@@ -51,7 +51,7 @@ func FuzzMessageCreate(f *testing.F) {
 	logs := &syncBuffer{}
 	a, err := New(chat.Env{
 		Name:   "discord",
-		Config: config.Adapter{Type: "discord", BotToken: "test-token", APIURL: fake.URL, GuildID: fake.GuildID()},
+		Config: config.Adapter{Type: "discord", Settings: &Settings{BotToken: "test-token", APIURL: fake.URL, GuildID: fake.GuildID()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ChannelDir: func(id string) (string, error) {
 			ch, err := st.Channel("discord", id)

@@ -59,7 +59,7 @@ func FuzzEventsAPI(f *testing.F) {
 	logs := &syncBuffer{}
 	a, err := New(chat.Env{
 		Name:   "slack",
-		Config: config.Adapter{Type: "slack", BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()},
+		Config: config.Adapter{Type: "slack", Settings: &Settings{BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ChannelDir: func(id string) (string, error) {
 			ch, err := st.Channel("slack", id)

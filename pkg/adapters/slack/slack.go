@@ -29,15 +29,8 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/store"
 )
-
-func init() {
-	chat.Register("slack", func(env chat.Env) (chat.Adapter, error) {
-		return New(env, Options{})
-	})
-}
 
 // Limits and identifiers.
 const (
@@ -98,7 +91,6 @@ func (o *Options) defaults() {
 // Adapter is one Slack app installation.
 type Adapter struct {
 	name string
-	cfg  config.Adapter
 	env  chat.Env
 	opts Options
 	lg   *slog.Logger
@@ -129,7 +121,8 @@ var (
 
 // New builds a Slack adapter.
 func New(env chat.Env, opts Options) (*Adapter, error) {
-	bot, app := env.Config.BotToken.Value(), env.Config.AppToken.Value()
+	cfg := settingsOf(env)
+	bot, app := cfg.BotToken.Value(), cfg.AppToken.Value()
 	if bot == "" || app == "" {
 		return nil, errors.New("slack: botToken (xoxb-) and appToken (xapp-) are required")
 	}
@@ -141,7 +134,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	apiURL := env.Config.APIURL
+	apiURL := cfg.APIURL
 	if apiURL == "" {
 		apiURL = DefaultAPIURL
 	}
@@ -150,7 +143,6 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	}
 	a := &Adapter{
 		name:     env.Name,
-		cfg:      env.Config,
 		env:      env,
 		opts:     opts,
 		lg:       lg.With("component", "slack", "adapter", env.Name),

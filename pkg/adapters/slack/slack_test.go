@@ -144,7 +144,7 @@ func newFixture(t *testing.T, fake *slacktest.Server, opts Options) *fixture {
 	logs := &syncBuffer{}
 	env := chat.Env{
 		Name:   "slack",
-		Config: config.Adapter{Type: "slack", BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()},
+		Config: config.Adapter{Type: "slack", Settings: &Settings{BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ChannelDir: func(id string) (string, error) {
 			ch, err := st.Channel("slack", id)
