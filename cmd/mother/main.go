@@ -274,26 +274,7 @@ func runDaemon(ctx context.Context, m *mother.Mother, w *events.Watcher, ch *chi
 			Config: cfg.Adapters[name],
 			// Adapters scope it themselves (component=<type>, adapter=<name>).
 			Logger: base,
-			ChannelDir: func(channelID string) (string, error) {
-				ch, err := st.Channel(name, channelID)
-				if err != nil {
-					return "", err
-				}
-				return ch.Dir(), nil
-			},
-			LoggedChannels: func() ([]string, error) {
-				refs, err := st.ListChannels()
-				if err != nil {
-					return nil, err
-				}
-				var ids []string
-				for _, r := range refs {
-					if r.Adapter == name {
-						ids = append(ids, r.ID)
-					}
-				}
-				return ids, nil
-			},
+			Files:  st.AdapterFiles(name),
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "mother: adapters.%s: %v\n", name, err)

@@ -15,13 +15,10 @@ type Env struct {
 	Name   string
 	Config config.Adapter
 	Logger *slog.Logger
-	// ChannelDir returns (creating it if needed) the directory of one of
-	// this adapter's channels, where attachments are downloaded to.
-	ChannelDir func(channelID string) (string, error)
-	// LoggedChannels lists the ids of this adapter's channels that have a
-	// directory in the store, so an adapter can backfill what it missed
-	// while Mother was down. Nil means none.
-	LoggedChannels func() ([]string, error)
+	// Files is the adapter's access to its channels' directories
+	// (attachments, the log backfill starts from). Nil: attachments are
+	// not saved and nothing is backfilled from a log.
+	Files Files
 }
 
 // Constructor builds an adapter from its configuration.

@@ -25,7 +25,6 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // Platform limits and defaults.
@@ -89,7 +88,7 @@ func (o *Options) defaults() {
 		o.Grace = 1500 * time.Millisecond
 	}
 	if o.MaxAttachment <= 0 {
-		o.MaxAttachment = store.DefaultMaxAttachment
+		o.MaxAttachment = chat.DefaultMaxAttachment
 	}
 	if o.BackfillLimit <= 0 {
 		o.BackfillLimit = 500
@@ -105,9 +104,11 @@ type Adapter struct {
 	lg   *slog.Logger
 	s    *discordgo.Session
 
-	queue *feed.Queue
-	seen  *feed.Seen
-	conn  feed.Conn
+	queue  *feed.Queue
+	seen   *feed.Seen
+	conn   feed.Conn
+	cursor *feed.Cursor
+	intake feed.Intake
 
 	mu       sync.Mutex
 	inbox    chat.Inbox
@@ -115,7 +116,6 @@ type Adapter struct {
 	selfName string
 	users    map[string]chat.UserInfo
 	chans    map[string]*channelInfo
-	lastSeen map[string]string // channel id -> newest message id delivered
 	started  bool
 	stopping bool
 	cancel   context.CancelFunc
@@ -176,8 +176,9 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		seen:         feed.NewSeen(0),
 		users:        map[string]chat.UserInfo{},
 		chans:        map[string]*channelInfo{},
-		lastSeen:     map[string]string{},
 		disconnected: make(chan struct{}, 1),
+		cursor:       &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isSnowflake, LoggedChannel: isSnowflake, Log: lg},
+		intake:       feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
 	}
 	s.AddHandler(a.onReady)
 	s.AddHandler(a.onGuildCreate)

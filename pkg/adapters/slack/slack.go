@@ -29,7 +29,6 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // Limits and identifiers.
@@ -78,7 +77,7 @@ func (o *Options) defaults() {
 		o.Grace = 1500 * time.Millisecond
 	}
 	if o.MaxAttachment <= 0 {
-		o.MaxAttachment = store.DefaultMaxAttachment
+		o.MaxAttachment = chat.DefaultMaxAttachment
 	}
 	if o.BackfillLimit <= 0 {
 		o.BackfillLimit = 500
@@ -96,9 +95,11 @@ type Adapter struct {
 	lg   *slog.Logger
 	api  *slack.Client
 
-	queue *feed.Queue
-	seen  *feed.Seen
-	conn  feed.Conn
+	queue  *feed.Queue
+	seen   *feed.Seen
+	conn   feed.Conn
+	cursor *feed.Cursor
+	intake feed.Intake
 
 	mu       sync.Mutex
 	inbox    chat.Inbox
@@ -106,7 +107,6 @@ type Adapter struct {
 	botID    string
 	users    map[string]chat.UserInfo
 	chans    map[string]chat.ChannelInfo
-	lastSeen map[string]string
 	started  bool
 	stopping bool
 	cancel   context.CancelFunc
@@ -142,17 +142,18 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		apiURL += "/"
 	}
 	a := &Adapter{
-		name:     env.Name,
-		env:      env,
-		opts:     opts,
-		lg:       lg.With("component", "slack", "adapter", env.Name),
-		api:      slack.New(bot, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(app), slack.OptionHTTPClient(opts.HTTPClient)),
-		queue:    feed.NewQueue(),
-		seen:     feed.NewSeen(0),
-		users:    map[string]chat.UserInfo{},
-		chans:    map[string]chat.ChannelInfo{},
-		lastSeen: map[string]string{},
+		name:  env.Name,
+		env:   env,
+		opts:  opts,
+		lg:    lg.With("component", "slack", "adapter", env.Name),
+		api:   slack.New(bot, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(app), slack.OptionHTTPClient(opts.HTTPClient)),
+		queue: feed.NewQueue(),
+		seen:  feed.NewSeen(0),
+		users: map[string]chat.UserInfo{},
+		chans: map[string]chat.ChannelInfo{},
 	}
+	a.cursor = &feed.Cursor{Files: env.Files, Newer: tsAfter, IsPlatformID: isTS, Log: a.lg}
+	a.intake = feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: a.lg}
 	return a, nil
 }
 
