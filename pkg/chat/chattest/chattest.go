@@ -386,7 +386,10 @@ func checkEdits(t *testing.T, h Harness) {
 		t.Errorf("%d edits for %d events in %v: progress edits are not throttled", n, events, events*10*time.Millisecond)
 	}
 	var answers []string
-	eventually(t, func() bool { answers = p.Answers(t, p.Channel()); return strings.Contains(strings.Join(answers, "\n"), "done") })
+	eventually(t, func() bool {
+		answers = p.Answers(t, p.Channel())
+		return strings.Contains(strings.Join(answers, "\n"), "done")
+	})
 	if !strings.Contains(strings.Join(answers, "\n"), "done") {
 		t.Errorf("answers = %q, want the final answer", answers)
 	}
@@ -403,7 +406,10 @@ func checkRateLimit(t *testing.T, h Harness) {
 		t.Errorf("the rate limit was never hit")
 	}
 	var got string
-	eventually(t, func() bool { got = strings.Join(p.Answers(t, p.Channel()), "\n"); return strings.Contains(got, "after the wait") })
+	eventually(t, func() bool {
+		got = strings.Join(p.Answers(t, p.Channel()), "\n")
+		return strings.Contains(got, "after the wait")
+	})
 	if !strings.Contains(got, "after the wait") {
 		t.Errorf("answers = %q, want the rate-limited post to land", got)
 	}
