@@ -382,7 +382,10 @@ func checkEdits(t *testing.T, h Harness) {
 	if _, err := r.Finish(t.Context(), "done"); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
-	if n := counter.EditCount(t, p.Channel()); n >= events/2 {
+	switch n := counter.EditCount(t, p.Channel()); {
+	case n == 0:
+		t.Errorf("no edit: the run's progress and answer did not go to one working message")
+	case n >= events/2:
 		t.Errorf("%d edits for %d events in %v: progress edits are not throttled", n, events, events*10*time.Millisecond)
 	}
 	var answers []string
