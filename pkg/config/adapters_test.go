@@ -7,6 +7,7 @@ package config_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,6 +151,20 @@ func TestAdapterDocsListEveryField(t *testing.T) {
 			if f.Doc == "" || f.Type == "" {
 				t.Errorf("adapter type %q: field %q has no doc or type", d.Type, f.Name)
 			}
+		}
+	}
+}
+
+// TestConfigKnowsNoPlatform: adapters depend on config, never the reverse.
+func TestConfigKnowsNoPlatform(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/mother-chat/mother/pkg/config").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/mother-chat/mother/pkg/adapters") || p == "github.com/mother-chat/mother/pkg/chat" {
+			t.Errorf("pkg/config depends on %s; adapters register with config, not the reverse", p)
 		}
 	}
 }

@@ -2,6 +2,12 @@
 // environment overrides the operator of today's Mother uses, and fills
 // defaults. Every field is documented here and in the README.
 //
+// A chat adapter's own fields (tokens, API URL, ...) are not declared here:
+// each adapter package registers its settings type, validation,
+// environment overrides and field docs with RegisterAdapter (through
+// chat.Register), and config decodes and checks them without knowing any
+// platform. config imports no adapter and not pkg/chat.
+//
 // Errors name the field ("adapters.slack-acme.dm: ...") and never contain a
 // token's value.
 package config
