@@ -15,33 +15,50 @@ type Env struct {
 	Name   string
 	Config config.Adapter
 	Logger *slog.Logger
-	// ChannelDir returns (creating it if needed) the directory of one of
-	// this adapter's channels, where attachments are downloaded to.
-	ChannelDir func(channelID string) (string, error)
-	// LoggedChannels lists the ids of this adapter's channels that have a
-	// directory in the store, so an adapter can backfill what it missed
-	// while Mother was down. Nil means none.
-	LoggedChannels func() ([]string, error)
+	// Files is the adapter's access to its channels' directories
+	// (attachments, the log backfill starts from). Nil: attachments are
+	// not saved and nothing is backfilled from a log.
+	Files Files
 }
 
 // Constructor builds an adapter from its configuration.
 type Constructor func(env Env) (Adapter, error)
+
+// Type is one chat platform as its package registers it: how its
+// configuration reads (settings, validation, environment overrides, field
+// docs) and how an adapter is built.
+type Type struct {
+	// Config declares the platform's own settings; see
+	// config.AdapterSpec. The zero value: no settings beyond the shared
+	// fields.
+	Config config.AdapterSpec
+	// New builds an adapter; env.Config.Settings holds the settings made
+	// by Config.NewSettings.
+	New Constructor
+}
 
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]Constructor{}
 )
 
-// Register makes an adapter type available by name ("discord", "slack").
-// It is called from the adapter package's init; registering a name twice
-// panics, as that is a programming error.
-func Register(typ string, c Constructor) {
+// Register makes an adapter type available by name ("discord", "slack"):
+// its constructor here, its configuration with config.RegisterAdapter (so
+// config.json accepts and checks the type's fields). It is called from the
+// adapter package's init, which is why adding a platform is one package
+// plus one blank import in cmd/mother. Registering a name twice panics, as
+// that is a programming error.
+func Register(typ string, t Type) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	if _, dup := registry[typ]; dup {
 		panic("chat: adapter type registered twice: " + typ)
 	}
-	registry[typ] = c
+	if t.New == nil {
+		panic("chat: adapter type without a constructor: " + typ)
+	}
+	config.RegisterAdapter(typ, t.Config)
+	registry[typ] = t.New
 }
 
 // New builds the adapter named env.Name of type env.Config.Type.

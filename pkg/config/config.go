@@ -2,6 +2,12 @@
 // environment overrides the operator of today's Mother uses, and fills
 // defaults. Every field is documented here and in docs/configuration.md.
 //
+// A chat adapter's own fields (tokens, API URL, ...) are not declared here:
+// each adapter package registers its settings type, validation,
+// environment overrides and field docs with RegisterAdapter (through
+// chat.Register), and config decodes and checks them without knowing any
+// platform. config imports no adapter and not pkg/chat.
+//
 // Errors name the field ("adapters.slack-acme.dm: ...") and never contain a
 // token's value.
 package config
@@ -51,29 +57,6 @@ type Config struct {
 	Log Log `json:"log"`
 	// Metrics is the Prometheus listener.
 	Metrics Metrics `json:"metrics"`
-}
-
-// Adapter is one chat platform account.
-type Adapter struct {
-	// Type is the platform: "discord", "slack" or "cli".
-	Type string `json:"type"`
-	// BotToken is the bot's token (Discord bot token, Slack xoxb-...).
-	BotToken Secret `json:"botToken"`
-	// AppToken is Slack's app-level token (xapp-...) for Socket Mode.
-	AppToken Secret `json:"appToken"`
-	// GuildID limits a Discord adapter to one guild (server).
-	GuildID string `json:"guildId"`
-	// APIURL overrides the platform's API base URL (GovSlack, a REST proxy,
-	// or a local fake in tests). Empty: the platform's own.
-	APIURL string `json:"apiURL"`
-	// Admins are user ids with admin rights; they can always DM Mother.
-	Admins []string `json:"admins"`
-	// DM says who else may DM Mother: "everyone", "none", or a list of ids.
-	DM DMPolicy `json:"dm"`
-	// Quiet hides tool details and usage in this adapter's channels.
-	Quiet bool `json:"quiet"`
-	// QuietChannels hides tool details and usage in the listed channels.
-	QuietChannels []string `json:"quietChannels"`
 }
 
 // Model names a provider and a model id.
@@ -428,7 +411,7 @@ func decodeProblems(v reflect.Value, path string, out *Errors) {
 		return path + "." + k
 	}
 	switch v.Kind() {
-	case reflect.Pointer:
+	case reflect.Pointer, reflect.Interface:
 		if !v.IsNil() {
 			decodeProblems(v.Elem(), path, out)
 		}
@@ -437,6 +420,10 @@ func decodeProblems(v reflect.Value, path string, out *Errors) {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			if !f.IsExported() {
+				continue
+			}
+			if f.Tag.Get("config") == "inline" {
+				decodeProblems(v.Field(i), path, out)
 				continue
 			}
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -574,6 +561,10 @@ func checkShape(raw []byte, t reflect.Type, path string, out *Errors) {
 			}
 			*out = append(*out, FieldError{Field: path, Msg: msg})
 		}
+	}
+	if t == adapterType {
+		checkAdapterShape(raw, path, out)
+		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		leaf()

@@ -123,45 +123,6 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-func TestEnvOverrides(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{
-		"DISCORD_BOT_TOKEN":     "discord-token",
-		"DISCORD_GUILD_ID":      "42",
-		"SLACK_BOT_TOKEN":       "xoxb-1",
-		"SLACK_APP_TOKEN":       "xapp-1",
-		"MOTHER_MODEL_PROVIDER": "ollama",
-		"MOTHER_MODEL_ID":       "glm-4.7-flash",
-		"MOTHER_OLLAMA_URL":     "http://127.0.0.1:11434/v1",
-		"MOTHER_CHICK_MODEL":    "qwen3:32b",
-		"MOTHER_CHICK_IMAGE":    "registry.local/chick:1",
-	}
-	cfg, err := load(t, `{"adapters": {"discord-mybot": {"type": "discord", "botToken": "old", "admins": ["7"]}}}`, env)
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	d := cfg.Adapters["discord-mybot"]
-	if d.BotToken.Value() != "discord-token" || d.GuildID != "42" || len(d.Admins) != 1 {
-		t.Errorf("discord adapter = %+v, want the env token and guild on the configured adapter", d)
-	}
-	if _, extra := cfg.Adapters["discord"]; extra {
-		t.Error("env created a second discord adapter")
-	}
-	s, ok := cfg.Adapters["slack"]
-	if !ok || s.Type != "slack" || s.BotToken.Value() != "xoxb-1" || s.AppToken.Value() != "xapp-1" {
-		t.Errorf("slack adapter from env = %+v (present %v)", s, ok)
-	}
-	if cfg.Model.ID != "glm-4.7-flash" || cfg.Chicks.Image != "registry.local/chick:1" {
-		t.Errorf("model %q image %q", cfg.Model.ID, cfg.Chicks.Image)
-	}
-	if got := cfg.Chicks.Tiers[DefaultTier].Model; got != "qwen3:32b" {
-		t.Errorf("default tier model = %q, want MOTHER_CHICK_MODEL", got)
-	}
-	if cfg.Providers.Ollama.URL != "http://127.0.0.1:11434/v1" {
-		t.Errorf("ollama url = %q (the /v1 is stripped by the provider)", cfg.Providers.Ollama.URL)
-	}
-}
-
 func TestSecretsNeverPrint(t *testing.T) {
 	t.Parallel()
 	s := Secret("xoxb-secret")

@@ -3,8 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"net"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,28 +45,18 @@ const (
 	DefaultChannelDailyTokens = 0
 )
 
-// ApplyEnv applies the environment overrides: DISCORD_BOT_TOKEN,
-// DISCORD_GUILD_ID, SLACK_BOT_TOKEN, SLACK_APP_TOKEN, MOTHER_MODEL_PROVIDER,
-// MOTHER_MODEL_ID, MOTHER_OLLAMA_URL, MOTHER_CHICK_MODEL, MOTHER_CHICK_IMAGE,
-// MOTHER_GRPC_LISTEN, ANTHROPIC_API_KEY. A Discord or Slack token creates an adapter named
-// "discord" or "slack" when config.json has no adapter of that type, and
-// overrides the token of the only one when it has exactly one.
+// ApplyEnv applies the environment overrides: those the registered adapter
+// types declare (DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN, ...; see EnvOverride),
+// then MOTHER_MODEL_PROVIDER, MOTHER_MODEL_ID, MOTHER_OLLAMA_URL,
+// MOTHER_CHICK_MODEL, MOTHER_CHICK_IMAGE, MOTHER_GRPC_LISTEN,
+// ANTHROPIC_API_KEY. An adapter variable creates an adapter named after its
+// type ("discord", "slack") when config.json has no adapter of that type,
+// and overrides the field of the only one when it has exactly one.
 func (c *Config) ApplyEnv(getenv func(string) string) {
 	if c.Adapters == nil {
 		c.Adapters = map[string]Adapter{}
 	}
-	if tok := getenv("DISCORD_BOT_TOKEN"); tok != "" {
-		c.overrideAdapter("discord", func(a *Adapter) { a.BotToken = Secret(tok) })
-	}
-	if g := getenv("DISCORD_GUILD_ID"); g != "" {
-		c.overrideAdapter("discord", func(a *Adapter) { a.GuildID = g })
-	}
-	if tok := getenv("SLACK_BOT_TOKEN"); tok != "" {
-		c.overrideAdapter("slack", func(a *Adapter) { a.BotToken = Secret(tok) })
-	}
-	if tok := getenv("SLACK_APP_TOKEN"); tok != "" {
-		c.overrideAdapter("slack", func(a *Adapter) { a.AppToken = Secret(tok) })
-	}
+	c.applyAdapterEnv(getenv)
 	if v := getenv("MOTHER_MODEL_PROVIDER"); v != "" {
 		c.Model.Provider = v
 	}
@@ -131,6 +119,7 @@ func (c *Config) SetDefaults(dataDir string) {
 	if c.Adapters == nil {
 		c.Adapters = map[string]Adapter{}
 	}
+	c.setAdapterDefaults()
 	if c.Model.Provider == "" {
 		c.Model.Provider = DefaultModelProvider
 	}
@@ -260,244 +249,6 @@ func (c *Config) SetDefaults(dataDir string) {
 	if c.Log.Level == "" {
 		c.Log.Level = DefaultLogLevel
 	}
-}
-
-// Validate checks every field and returns all problems.
-func (c *Config) Validate() error {
-	var es Errors
-	bad := func(field, format string, args ...any) {
-		es = append(es, FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
-	}
-	for _, name := range c.SortedAdapterNames() {
-		a := c.Adapters[name]
-		f := "adapters." + name
-		if err := validName(name); err != "" {
-			bad(f, "adapter name %s", err)
-		}
-		switch a.Type {
-		case "":
-			bad(f+".type", "missing (\"discord\", \"slack\" or \"cli\")")
-		case "discord":
-			if a.BotToken == "" {
-				bad(f+".botToken", "missing (or set DISCORD_BOT_TOKEN)")
-			}
-		case "slack":
-			if a.BotToken == "" {
-				bad(f+".botToken", "missing (or set SLACK_BOT_TOKEN)")
-			} else if !strings.HasPrefix(a.BotToken.Value(), "xoxb-") {
-				bad(f+".botToken", "a Slack bot token starts with xoxb-")
-			}
-			if a.AppToken == "" {
-				bad(f+".appToken", "missing: Socket Mode needs an app-level token (or set SLACK_APP_TOKEN)")
-			} else if !strings.HasPrefix(a.AppToken.Value(), "xapp-") {
-				bad(f+".appToken", "a Slack app-level token starts with xapp-")
-			}
-		case "cli":
-		default:
-			bad(f+".type", "unknown adapter type %q (\"discord\", \"slack\" or \"cli\")", a.Type)
-		}
-		if a.APIURL != "" {
-			if u, err := url.Parse(a.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(f+".apiURL", "must be an http(s) URL, got %q", a.APIURL)
-			}
-		}
-		for i, id := range a.Admins {
-			if strings.TrimSpace(id) == "" {
-				bad(fmt.Sprintf("%s.admins[%d]", f, i), "empty user id")
-			}
-		}
-		for i, id := range a.DM.Users {
-			if strings.TrimSpace(id) == "" {
-				bad(fmt.Sprintf("%s.dm[%d]", f, i), "empty user id")
-			}
-		}
-	}
-	checkProvider := func(field, p string) {
-		switch p {
-		case "ollama":
-		case "anthropic":
-			if c.Providers.Anthropic.APIKey == "" {
-				bad("providers.anthropic.apiKey", "missing, needed by %s (or set ANTHROPIC_API_KEY)", field)
-			}
-		default:
-			bad(field, "unknown provider %q (\"ollama\" or \"anthropic\")", p)
-		}
-	}
-	checkProvider("model.provider", c.Model.Provider)
-	if c.Model.MaxParallel < 0 {
-		bad("model.maxParallel", "must be positive")
-	}
-	if u, err := url.Parse(strings.TrimSpace(c.Providers.Ollama.URL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("providers.ollama.url", "must be an http(s) URL such as http://127.0.0.1:11434, got %q", c.Providers.Ollama.URL)
-	}
-	if u, err := url.Parse(c.Providers.Anthropic.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("providers.anthropic.baseURL", "must be an http(s) URL, got %q", c.Providers.Anthropic.BaseURL)
-	}
-	ch := c.Chicks
-	tierNames := sortedKeys(ch.Tiers)
-	for _, name := range tierNames {
-		t := ch.Tiers[name]
-		f := "chicks.tiers." + name
-		if err := validName(name); err != "" {
-			bad(f, "tier name %s", err)
-		}
-		if t.Model == "" {
-			bad(f+".model", "missing")
-		}
-		if p := t.Price; p != nil && (p.InputPerMTok < 0 || p.OutputPerMTok < 0) {
-			bad(f+".price", "must not be negative")
-		}
-		checkProvider(f+".provider", t.Provider)
-	}
-	if _, ok := ch.Tiers[ch.DefaultTier]; !ok {
-		bad("chicks.defaultTier", "%q is not in chicks.tiers (%s)", ch.DefaultTier, strings.Join(tierNames, ", "))
-	}
-	if ch.MaxConcurrent < 0 {
-		bad("chicks.maxConcurrent", "must be positive")
-	}
-	if ch.MaxPerChannel < 0 {
-		bad("chicks.maxPerChannel", "must be positive")
-	}
-	if ch.QueueSize < 0 {
-		bad("chicks.queueSize", "must be positive")
-	}
-	if ch.MaxTurns < 0 {
-		bad("chicks.maxTurns", "must be positive")
-	}
-	switch ch.Network {
-	case "host", "bridge", "none":
-	default:
-		bad("chicks.network", "must be \"host\", \"bridge\" or \"none\", got %q", ch.Network)
-	}
-	names := map[string]bool{}
-	for i, h := range ch.Hosts {
-		f := fmt.Sprintf("chicks.hosts[%d]", i)
-		if names[h.Name] {
-			bad(f+".name", "duplicate host name %q", h.Name)
-		}
-		names[h.Name] = true
-		if h.Capacity < 0 {
-			bad(f+".capacity", "must be positive")
-		}
-		if h.Address != "" {
-			u, err := url.Parse(h.Address)
-			switch {
-			case err != nil:
-				bad(f+".address", "not a URL: %v", err)
-			case u.Scheme == "unix" || u.Scheme == "ssh":
-			case u.Scheme == "tcp":
-				if h.TLSCA == "" || h.TLSCert == "" || h.TLSKey == "" {
-					bad(f+".address", "tcp:// Docker hosts need TLS client certificates (tlsCA, tlsCert, tlsKey); plain TCP is refused")
-				}
-			default:
-				bad(f+".address", "scheme must be unix://, tcp:// (with TLS) or ssh://, got %q", h.Address)
-			}
-		}
-		if (h.SSHIdentityFile != "" || h.SSHKnownHostsFile != "") && !strings.HasPrefix(h.Address, "ssh://") {
-			bad(f+".sshIdentityFile", "sshIdentityFile and sshKnownHostsFile apply to ssh:// addresses only")
-		}
-		for j, t := range h.Tiers {
-			if _, ok := ch.Tiers[t]; !ok {
-				bad(fmt.Sprintf("%s.tiers[%d]", f, j), "unknown tier %q", t)
-			}
-		}
-	}
-	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
-		bad("chicks.resources.memory", "%v", err)
-	}
-	if _, err := ParseBytes(ch.Resources.Tmpfs); err != nil {
-		bad("chicks.resources.tmpfs", "%v", err)
-	}
-	if ch.Resources.CPUs < 0 {
-		bad("chicks.resources.cpus", "must be positive")
-	}
-	if ch.Resources.Pids < 0 {
-		bad("chicks.resources.pids", "must be positive")
-	}
-	if ch.Hardening.User == "0" || strings.HasPrefix(ch.Hardening.User, "0:") || ch.Hardening.User == "root" {
-		bad("chicks.hardening.user", "chicks must not run as root")
-	}
-	for i, ht := range ch.HostTools {
-		if !strings.Contains(ht, ".") {
-			bad(fmt.Sprintf("chicks.hostTools[%d]", i), "must be \"server.tool\" or \"server.*\", got %q", ht)
-		}
-	}
-	if _, _, err := net.SplitHostPort(c.GRPC.Listen); err != nil {
-		bad("grpc.listen", "must be host:port, got %q", c.GRPC.Listen)
-	}
-	if _, _, err := net.SplitHostPort(c.GRPC.Advertise); err != nil {
-		bad("grpc.advertise", "must be host:port, got %q", c.GRPC.Advertise)
-	}
-	if c.Budgets.ChickTokens < 0 {
-		bad("budgets.chickTokens", "must not be negative")
-	}
-	if c.Budgets.ChannelDailyTokens < 0 {
-		bad("budgets.channelDailyTokens", "must not be negative")
-	}
-	for t, n := range c.Budgets.TierDailyTokens {
-		if _, ok := ch.Tiers[t]; !ok {
-			bad("budgets.tierDailyTokens."+t, "unknown tier %q", t)
-		}
-		if n < 0 {
-			bad("budgets.tierDailyTokens."+t, "must not be negative")
-		}
-	}
-	if c.Events.MaxQueuedPerChannel < 0 {
-		bad("events.maxQueuedPerChannel", "must be positive")
-	}
-	if c.Dispatch.QueueSize < 0 {
-		bad("dispatch.queueSize", "must be positive")
-	}
-	if c.Context.ReserveTokens < 0 {
-		bad("context.reserveTokens", "must be positive")
-	}
-	if c.Context.KeepRecentTokens < 0 {
-		bad("context.keepRecentTokens", "must be positive")
-	}
-	if w := c.Context.WindowTokens; w < 0 {
-		bad("context.windowTokens", "must be positive (0: ask the provider)")
-	} else if w > 0 && c.Context.ReserveTokens+c.Context.KeepRecentTokens >= w {
-		bad("context.windowTokens", "%d leaves no room: reserveTokens (%d) + keepRecentTokens (%d) must be smaller", w, c.Context.ReserveTokens, c.Context.KeepRecentTokens)
-	}
-	for _, name := range sortedKeys(c.MCPServers) {
-		s := c.MCPServers[name]
-		f := "mcpServers." + name
-		if err := validName(name); err != "" {
-			bad(f, "server name %s", err)
-		}
-		switch {
-		case s.Command == "" && s.URL == "":
-			bad(f, "needs \"command\" (stdio) or \"url\" (streamable HTTP)")
-		case s.Command != "" && s.URL != "":
-			bad(f, "has both \"command\" and \"url\"; pick one")
-		case s.URL != "":
-			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(f+".url", "must be an http(s) URL, got %q", s.URL)
-			}
-		}
-	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		bad("log.format", "must be \"text\" or \"json\", got %q", c.Log.Format)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
-	}
-	if c.Metrics.Listen != "" {
-		host, _, err := net.SplitHostPort(c.Metrics.Listen)
-		if err != nil {
-			bad("metrics.listen", "must be host:port, got %q", c.Metrics.Listen)
-		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			bad("metrics.listen", "must be a loopback address (127.0.0.1, ::1, localhost), got %q", c.Metrics.Listen)
-		}
-	}
-	if len(es) == 0 {
-		return nil
-	}
-	return es
 }
 
 func validName(s string) string {

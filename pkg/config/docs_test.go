@@ -22,12 +22,20 @@ const (
 )
 
 // adapterSettings returns the settings type each chat adapter registers for
-// itself, keyed by adapter type, as a value with that adapter's defaults
-// applied. Their fields are documented under adapters.<name> next to the
-// shared ones (type, admins, dm, quiet, quietChannels). config.Adapter still
-// holds the Discord and Slack settings, so there is no registry to read yet;
-// when adapters register their own settings types, return them here.
-var adapterSettings = func() map[string]reflect.Value { return nil }
+// itself, keyed by adapter type, as a fresh value. Their fields are
+// documented under adapters.<name> next to the shared ones (type, admins,
+// dm, quiet, quietChannels). The adapters register themselves: this test
+// binary links them through adapters_test.go.
+func adapterSettings() map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	for _, typ := range AdapterTypes() {
+		spec, _ := LookupAdapter(typ)
+		if spec.NewSettings != nil {
+			out[typ] = reflect.ValueOf(spec.NewSettings())
+		}
+	}
+	return out
+}
 
 // docRow is one row of the field table.
 type docRow struct {
@@ -51,7 +59,11 @@ func TestConfigDocsListEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	fields := configFields()
-	for typ, v := range adapterSettings() {
+	settings := adapterSettings()
+	if len(settings) == 0 {
+		t.Fatal("no adapter with settings is registered in this test binary: the adapter rows cannot be checked")
+	}
+	for typ, v := range settings {
 		for _, f := range walkFields("adapters.<name>", v) {
 			if !slices.ContainsFunc(fields, func(g configField) bool { return g.path == f.path }) {
 				fields = append(fields, f)
@@ -162,6 +174,11 @@ var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 // with its own JSON form (Duration, DMPolicy), a pointer to a scalar, or a
 // list or map of such.
 func isLeaf(t reflect.Type) bool {
+	if t == adapterType {
+		// Its own JSON form only merges the adapter's settings into
+		// the same object: its shared fields are fields like any other.
+		return false
+	}
 	if reflect.PointerTo(t).Implements(unmarshaler) {
 		return true
 	}
@@ -179,7 +196,7 @@ func isObject(t reflect.Type) bool {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	return t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshaler)
+	return t == adapterType || t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshaler)
 }
 
 // walkFields lists the fields of the struct value v under prefix: maps of

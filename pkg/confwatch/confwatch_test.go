@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord" for the configs below
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/store"

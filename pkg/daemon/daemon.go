@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -99,8 +98,8 @@ func invalid(err error) error {
 	return fmt.Errorf("%w:\n%s", ErrConfig, indent(err.Error()))
 }
 
-// CheckConfig validates <data>/config.json, including that every adapter
-// type is one this binary knows, and returns a one-line summary. Its error
+// CheckConfig validates <data>/config.json (config.Load refuses an adapter
+// type this binary does not link) and returns a one-line summary. Its error
 // (ErrConfig) lists every problem.
 func CheckConfig(dataDir string, getenv func(string) string) (string, error) {
 	if getenv == nil {
@@ -109,17 +108,6 @@ func CheckConfig(dataDir string, getenv func(string) string) (string, error) {
 	cfg, err := loadConfig(dataDir, getenv)
 	if err != nil {
 		return "", err
-	}
-	// Adapter types must also be ones this binary knows.
-	var es config.Errors
-	known := chat.Types()
-	for _, name := range cfg.SortedAdapterNames() {
-		if !slices.Contains(known, cfg.Adapters[name].Type) {
-			es = append(es, config.FieldError{Field: "adapters." + name + ".type", Msg: fmt.Sprintf("this build has no %q adapter (has: %s)", cfg.Adapters[name].Type, strings.Join(known, ", "))})
-		}
-	}
-	if len(es) > 0 {
-		return "", invalid(es)
 	}
 	return fmt.Sprintf("configuration OK: %d adapter(s), model %s/%s, %d chick tier(s), %d host tool server(s)", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers), len(cfg.MCPServers)), nil
 }
@@ -332,7 +320,11 @@ func runCLI(ctx context.Context, p *parts, stdin io.Reader, stdout io.Writer, lo
 func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Store, base *slog.Logger, opts Options) error {
 	logger := base.With("component", "daemon")
 	if len(cfg.Adapters) == 0 {
-		return p.r.fail(usageErr(fmt.Errorf("no adapters in %s/config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal", st.DataDir())))
+		or := ""
+		if vars := tokenVars(); len(vars) > 0 {
+			or = " (or " + strings.Join(vars, " / ") + ")"
+		}
+		return p.r.fail(usageErr(fmt.Errorf("no adapters in %s/config.json%s; use --cli for the terminal", st.DataDir(), or)))
 	}
 	for _, name := range cfg.SortedAdapterNames() {
 		a, err := chat.New(chat.Env{
@@ -340,26 +332,7 @@ func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Stor
 			Config: cfg.Adapters[name],
 			// Adapters scope it themselves (component=<type>, adapter=<name>).
 			Logger: base,
-			ChannelDir: func(channelID string) (string, error) {
-				ch, err := st.Channel(name, channelID)
-				if err != nil {
-					return "", err
-				}
-				return ch.Dir(), nil
-			},
-			LoggedChannels: func() ([]string, error) {
-				refs, err := st.ListChannels()
-				if err != nil {
-					return nil, err
-				}
-				var ids []string
-				for _, r := range refs {
-					if r.Adapter == name {
-						ids = append(ids, r.ID)
-					}
-				}
-				return ids, nil
-			},
+			Files:  st.AdapterFiles(name),
 		})
 		if err != nil {
 			return p.r.fail(configErr(fmt.Errorf("adapters.%s: %w", name, err)))
@@ -412,4 +385,19 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ")
+}
+
+// tokenVars are the environment variables that give a linked adapter type
+// its bot token (and so create that adapter), in type order.
+func tokenVars() []string {
+	var vars []string
+	for _, typ := range config.AdapterTypes() {
+		spec, _ := config.LookupAdapter(typ)
+		for _, o := range spec.Env {
+			if o.Field == "botToken" {
+				vars = append(vars, o.Var)
+			}
+		}
+	}
+	return vars
 }

@@ -66,10 +66,11 @@ func TestRunRefusesBadStarts(t *testing.T) {
 		{name: "bad log level", config: `{}`, cli: true, logLevel: "loud", want: ErrUsage,
 			stderr: `mother: log level "loud": want debug, info, warn or error`},
 		// This package's tests link no Discord adapter.
-		{name: "adapter type not in this build", config: `{}`, env: map[string]string{"DISCORD_BOT_TOKEN": "t"}, want: ErrConfig,
-			stderr: "mother: adapters.discord: "},
+		{name: "adapter type not in this build", config: `{"adapters": {"d": {"type": "discord", "botToken": "t"}}}`, want: ErrConfig,
+			stderr: "config.json: adapters.d.type: unknown adapter type \"discord\" (\"cli\")\n"},
+		// Only the terminal is linked, so no variable can make an adapter.
 		{name: "no adapters outside the terminal", config: `{}`, want: ErrUsage,
-			stderr: "config.json (or DISCORD_BOT_TOKEN / SLACK_BOT_TOKEN); use --cli for the terminal\n"},
+			stderr: "config.json; use --cli for the terminal\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +96,8 @@ func TestCheckConfig(t *testing.T) {
 	data := t.TempDir()
 	writeConfig(t, data, `{}`)
 	// This package's tests link no Discord adapter.
-	if _, err := CheckConfig(data, env(map[string]string{"DISCORD_BOT_TOKEN": "t"})); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "invalid configuration:\n  adapters.discord.type: this build has no \"discord\" adapter") {
+	writeConfig(t, data, `{"adapters": {"discord": {"type": "discord", "botToken": "t"}}}`)
+	if _, err := CheckConfig(data, env(nil)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "config.json: adapters.discord.type: unknown adapter type \"discord\" (\"cli\")") {
 		t.Errorf("CheckConfig(discord) = %v, want ErrConfig naming adapters.discord.type", err)
 	}
 	writeConfig(t, data, `{}`)

@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultMaxAttachment is the default size limit of a downloaded file.
-const DefaultMaxAttachment = 25 << 20
+const DefaultMaxAttachment = chat.DefaultMaxAttachment
 
 // ErrAttachmentTooLarge means a file is over the size limit; nothing of it
 // is kept.
@@ -109,17 +109,4 @@ func SaveAttachment(channelDir, prefix, name, mimeType string, r io.Reader, max 
 		return chat.ChannelAttachment{}, fmt.Errorf("save attachment %s: path escapes the channel directory", name)
 	}
 	return chat.ChannelAttachment{Filename: name, LocalPath: filepath.ToSlash(rel), MimeType: mimeType, Size: n}, nil
-}
-
-// FormatSize shows a byte count for people: "512 B", "1.5 MB".
-func FormatSize(n int64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
 }

@@ -21,6 +21,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
 )
 
 // Store is the root of the on-disk layout.
@@ -159,23 +161,6 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// ValidName checks an adapter name or channel id used as a path element:
-// 1 to 128 characters from [A-Za-z0-9._-], not starting with a dot.
-func ValidName(s string) error {
-	if s == "" {
-		return errors.New("empty")
-	}
-	if len(s) > 128 {
-		return fmt.Errorf("%q: longer than 128 characters", s)
-	}
-	if s[0] == '.' {
-		return fmt.Errorf("%q: starts with a dot", s)
-	}
-	for _, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
-		if !ok {
-			return fmt.Errorf("%q: character %q not allowed (use A-Z a-z 0-9 . _ -)", s, r)
-		}
-	}
-	return nil
-}
+// ValidName checks an adapter name or channel id used as a path element;
+// the rule is chat.ValidID's.
+func ValidName(s string) error { return chat.ValidID(s) }

@@ -26,9 +26,14 @@ const ChannelID = "local"
 // SelfID is Mother's sender id in the terminal channel.
 const SelfID = "mother"
 
+// The "cli" type has no settings of its own: config.json gives it only the
+// shared fields (admins, dm, quiet, quietChannels), and any other field is
+// an error naming it.
 func init() {
-	chat.Register("cli", func(env chat.Env) (chat.Adapter, error) {
-		return New(env.Name, os.Stdin, os.Stdout), nil
+	chat.Register("cli", chat.Type{
+		New: func(env chat.Env) (chat.Adapter, error) {
+			return New(env.Name, os.Stdin, os.Stdout), nil
+		},
 	})
 }
 

@@ -25,15 +25,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/config"
-	"github.com/mother-chat/mother/pkg/store"
 )
-
-func init() {
-	chat.Register("discord", func(env chat.Env) (chat.Adapter, error) {
-		return New(env, Options{})
-	})
-}
 
 // Platform limits and defaults.
 const (
@@ -96,7 +88,7 @@ func (o *Options) defaults() {
 		o.Grace = 1500 * time.Millisecond
 	}
 	if o.MaxAttachment <= 0 {
-		o.MaxAttachment = store.DefaultMaxAttachment
+		o.MaxAttachment = chat.DefaultMaxAttachment
 	}
 	if o.BackfillLimit <= 0 {
 		o.BackfillLimit = 500
@@ -106,15 +98,17 @@ func (o *Options) defaults() {
 // Adapter is one Discord bot account.
 type Adapter struct {
 	name string
-	cfg  config.Adapter
+	cfg  Settings
 	env  chat.Env
 	opts Options
 	lg   *slog.Logger
 	s    *discordgo.Session
 
-	queue *feed.Queue
-	seen  *feed.Seen
-	conn  feed.Conn
+	queue  *feed.Queue
+	seen   *feed.Seen
+	conn   feed.Conn
+	cursor *feed.Cursor
+	intake feed.Intake
 
 	mu       sync.Mutex
 	inbox    chat.Inbox
@@ -122,7 +116,6 @@ type Adapter struct {
 	selfName string
 	users    map[string]chat.UserInfo
 	chans    map[string]*channelInfo
-	lastSeen map[string]string // channel id -> newest message id delivered
 	started  bool
 	stopping bool
 	cancel   context.CancelFunc
@@ -147,7 +140,8 @@ var (
 
 // New builds a Discord adapter from its configuration.
 func New(env chat.Env, opts Options) (*Adapter, error) {
-	if env.Config.BotToken.Value() == "" {
+	cfg := settingsOf(env)
+	if cfg.BotToken.Value() == "" {
 		return nil, errors.New("discord: botToken is required")
 	}
 	opts.defaults()
@@ -156,11 +150,11 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	lg = lg.With("component", "discord", "adapter", env.Name)
-	s, err := discordgo.New("Bot " + env.Config.BotToken.Value())
+	s, err := discordgo.New("Bot " + cfg.BotToken.Value())
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
 	}
-	rt, err := apiTransport(env.Config.APIURL, opts.Transport)
+	rt, err := apiTransport(cfg.APIURL, opts.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("discord: apiURL: %w", err)
 	}
@@ -173,7 +167,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	routeLibraryLog(lg)
 	a := &Adapter{
 		name:         env.Name,
-		cfg:          env.Config,
+		cfg:          cfg,
 		env:          env,
 		opts:         opts,
 		lg:           lg,
@@ -182,8 +176,9 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		seen:         feed.NewSeen(0),
 		users:        map[string]chat.UserInfo{},
 		chans:        map[string]*channelInfo{},
-		lastSeen:     map[string]string{},
 		disconnected: make(chan struct{}, 1),
+		cursor:       &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isSnowflake, LoggedChannel: isSnowflake, Log: lg},
+		intake:       feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
 	}
 	s.AddHandler(a.onReady)
 	s.AddHandler(a.onGuildCreate)

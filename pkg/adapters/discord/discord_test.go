@@ -148,23 +148,9 @@ func newFixture(t *testing.T, fake *discordtest.Server, opts Options) *fixture {
 	logs := &syncBuffer{}
 	env := chat.Env{
 		Name:   "discord",
-		Config: config.Adapter{Type: "discord", BotToken: "test-token", APIURL: fake.URL, GuildID: fake.GuildID()},
+		Config: config.Adapter{Type: "discord", Settings: &Settings{BotToken: "test-token", APIURL: fake.URL, GuildID: fake.GuildID()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		ChannelDir: func(id string) (string, error) {
-			ch, err := st.Channel("discord", id)
-			if err != nil {
-				return "", err
-			}
-			return ch.Dir(), nil
-		},
-		LoggedChannels: func() ([]string, error) {
-			refs, err := st.ListChannels()
-			var ids []string
-			for _, r := range refs {
-				ids = append(ids, r.ID)
-			}
-			return ids, err
-		},
+		Files:  st.AdapterFiles("discord"),
 	}
 	if opts.Grace == 0 {
 		opts.Grace = 50 * time.Millisecond
@@ -259,7 +245,7 @@ func TestMessagesBecomeChannelMessages(t *testing.T) {
 	if !strings.HasPrefix(att.LocalPath, "attachments/") || strings.Contains(att.LocalPath, "..") || att.Size != 7 {
 		t.Errorf("attachment = %+v", att)
 	}
-	dir, _ := f.a.env.ChannelDir(general)
+	dir, _ := f.a.env.Files.ChannelDir(general)
 	if b, err := os.ReadFile(filepath.Join(dir, att.LocalPath)); err != nil || string(b) != "numbers" {
 		t.Errorf("attachment content = %q, %v", b, err)
 	}
@@ -572,7 +558,7 @@ func TestAPIURLWithPathPrefix(t *testing.T) {
 		w.Write([]byte(`{"id":"` + general + `","type":0,"name":"general"}`))
 	}))
 	defer srv.Close()
-	a, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", BotToken: "t", APIURL: srv.URL + "/discord-proxy/"}}, Options{})
+	a, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", Settings: &Settings{BotToken: "t", APIURL: srv.URL + "/discord-proxy/"}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +568,7 @@ func TestAPIURLWithPathPrefix(t *testing.T) {
 	if len(paths) != 1 || paths[0] != "/discord-proxy/api/v9/channels/"+general {
 		t.Errorf("requests went to %q, want /discord-proxy/api/v9/channels/%s", paths, general)
 	}
-	if _, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", BotToken: "t", APIURL: "ftp://x"}}, Options{}); err == nil {
+	if _, err := New(chat.Env{Name: "d", Config: config.Adapter{Type: "discord", Settings: &Settings{BotToken: "t", APIURL: "ftp://x"}}}, Options{}); err == nil {
 		t.Errorf("an ftp apiURL was accepted")
 	}
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 func (a *Adapter) onMessageCreate(_ *discordgo.Session, m *discordgo.MessageCreate) {
@@ -52,7 +52,7 @@ func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) 
 	if !a.seen.Add(m.ID) {
 		return // a gateway replay or a backfill overlap
 	}
-	a.noteSeen(m.ChannelID, m.ID)
+	a.cursor.Note(m.ChannelID, m.ID)
 	self := a.SelfID()
 	if m.Author.ID == self {
 		return // Mother logs her own answers herself
@@ -75,7 +75,7 @@ func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) 
 		// back into the thread.
 		channelID, threadID = ci.ParentID, ci.ID
 	}
-	if err := store.ValidName(channelID); err != nil {
+	if err := chat.ValidID(channelID); err != nil {
 		a.lg.Warn("skipping message with an unusable channel id", "err", err)
 		return
 	}
@@ -198,68 +198,39 @@ func (a *Adapter) resolveMentions(m *discordgo.Message) (text, raw string) {
 }
 
 // download fetches a message's attachments into the channel's
-// attachments/ directory. Files over the limit or failing to download are
-// named in the text instead, so the model knows they exist.
+// attachments/ directory; see feed.Intake for the notes left in the text.
 func (a *Adapter) download(ctx context.Context, channelID string, m *discordgo.Message, text string) ([]chat.ChannelAttachment, string) {
-	out := []chat.ChannelAttachment{}
-	if len(m.Attachments) == 0 {
-		return out, text
-	}
-	dir, err := a.env.ChannelDir(channelID)
-	if err != nil {
-		a.lg.Error("cannot open channel directory for attachments", "channel", channelID, "err", err)
-		return out, text + "\n[attachments not saved: " + err.Error() + "]"
-	}
+	var atts []feed.Attachment
 	for _, att := range m.Attachments {
 		if att == nil {
 			continue
 		}
-		if int64(att.Size) > a.opts.MaxAttachment {
-			a.lg.Warn("attachment over the size limit not downloaded", "name", att.Filename, "size", att.Size)
-			text += fmt.Sprintf("\n[attachment %s not downloaded: %s is over the %s limit]", att.Filename, store.FormatSize(int64(att.Size)), store.FormatSize(a.opts.MaxAttachment))
-			continue
-		}
-		saved, err := a.fetch(ctx, dir, m.ID, att)
-		if err != nil {
-			a.lg.Warn("attachment not downloaded", "name", att.Filename, "err", err)
-			text += fmt.Sprintf("\n[attachment %s not downloaded: %v]", att.Filename, err)
-			continue
-		}
-		out = append(out, saved)
+		atts = append(atts, feed.Attachment{Name: att.Filename, Size: int64(att.Size), MimeType: att.ContentType, Fetch: a.fetcher(att.URL)})
 	}
-	return out, text
+	return a.intake.Save(ctx, channelID, m.ID, atts, text)
 }
 
-func (a *Adapter) fetch(ctx context.Context, dir, msgID string, att *discordgo.MessageAttachment) (chat.ChannelAttachment, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, att.URL, nil)
-	if err != nil {
-		return chat.ChannelAttachment{}, err
+// fetcher downloads an attachment URL with the bot's HTTP client.
+func (a *Adapter) fetcher(url string) func(ctx context.Context) (io.ReadCloser, string, error) {
+	return func(ctx context.Context) (io.ReadCloser, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		resp, err := a.s.Client.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		if resp.StatusCode != http.StatusOK {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			return nil, "", fmt.Errorf("download: HTTP %d", resp.StatusCode)
+		}
+		return resp.Body, resp.Header.Get("Content-Type"), nil
 	}
-	resp, err := a.s.Client.Do(req)
-	if err != nil {
-		return chat.ChannelAttachment{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return chat.ChannelAttachment{}, fmt.Errorf("download: HTTP %d", resp.StatusCode)
-	}
-	ct := att.ContentType
-	if ct == "" {
-		ct = resp.Header.Get("Content-Type")
-	}
-	return store.SaveAttachment(dir, msgID, att.Filename, ct, resp.Body, a.opts.MaxAttachment)
 }
 
 // ---- backfill ----
-
-func (a *Adapter) noteSeen(channelID, id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if newer(id, a.lastSeen[channelID]) {
-		a.lastSeen[channelID] = id
-	}
-}
 
 // newer compares snowflakes.
 func newer(a, b string) bool {
@@ -285,56 +256,16 @@ func isSnowflake(id string) bool {
 // the newest one logged: what arrived while Mother was down.
 func (a *Adapter) backfillLogged(ctx context.Context) {
 	until := time.Now()
-	for ch, id := range a.loggedNewest() {
+	for ch, id := range a.cursor.Logged() {
 		a.backfill(ctx, ch, id, until)
 	}
-}
-
-// loggedNewest maps each logged channel to the newest platform message id
-// in its log.
-func (a *Adapter) loggedNewest() map[string]string {
-	out := map[string]string{}
-	if a.env.LoggedChannels == nil || a.env.ChannelDir == nil {
-		return out
-	}
-	ids, err := a.env.LoggedChannels()
-	if err != nil {
-		a.lg.Error("cannot list channels for backfill", "err", err)
-		return out
-	}
-	for _, id := range ids {
-		if !isSnowflake(id) {
-			continue
-		}
-		dir, err := a.env.ChannelDir(id)
-		if err != nil {
-			continue
-		}
-		last, found, err := store.NewestMessage(dir, func(m chat.ChannelMessage) bool { return isSnowflake(m.ID) }, 1000)
-		if err != nil {
-			a.lg.Warn("cannot read channel log for backfill", "channel", id, "err", err)
-			continue
-		}
-		if found {
-			out[id] = last.ID
-		}
-	}
-	return out
 }
 
 // backfillSeen runs after a reconnect at until: it fetches what the
 // channels seen so far (this run, or in the log) received while the
 // gateway was away.
 func (a *Adapter) backfillSeen(ctx context.Context, until time.Time) {
-	from := a.loggedNewest()
-	a.mu.Lock()
-	for k, v := range a.lastSeen {
-		if newer(v, from[k]) {
-			from[k] = v
-		}
-	}
-	a.mu.Unlock()
-	for ch, id := range from {
+	for ch, id := range a.cursor.Resume() {
 		a.backfill(ctx, ch, id, until)
 	}
 }

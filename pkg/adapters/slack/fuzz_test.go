@@ -59,16 +59,9 @@ func FuzzEventsAPI(f *testing.F) {
 	logs := &syncBuffer{}
 	a, err := New(chat.Env{
 		Name:   "slack",
-		Config: config.Adapter{Type: "slack", BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()},
+		Config: config.Adapter{Type: "slack", Settings: &Settings{BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		ChannelDir: func(id string) (string, error) {
-			ch, err := st.Channel("slack", id)
-			if err != nil {
-				return "", err
-			}
-			return ch.Dir(), nil
-		},
-		LoggedChannels: func() ([]string, error) { return nil, nil },
+		Files:  st.AdapterFiles("slack"),
 	}, Options{HTTPClient: &http.Client{Transport: loopback.Transport(f, nil), Timeout: 10 * time.Second}, MaxAttachment: 1 << 20})
 	if err != nil {
 		f.Fatal(err)

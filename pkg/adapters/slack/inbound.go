@@ -14,8 +14,8 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // incoming is one message from any source (message event, app_mention,
@@ -93,14 +93,14 @@ func (a *Adapter) handle(ctx context.Context, in incoming) {
 		a.lg.Warn("skipping message event with a bad ts", "ts", m.Timestamp)
 		return
 	}
-	if err := store.ValidName(in.channel); err != nil {
+	if err := chat.ValidID(in.channel); err != nil {
 		a.lg.Warn("skipping message with an unusable channel id", "err", err)
 		return
 	}
 	if !a.seen.Add(in.channel + "/" + m.Timestamp) {
 		return // the app_mention of a message already delivered, or a replay
 	}
-	a.noteSeen(in.channel, m.Timestamp)
+	a.cursor.Note(in.channel, m.Timestamp)
 	a.mu.Lock()
 	self, botID := a.selfID, a.botID
 	a.mu.Unlock()
@@ -217,59 +217,42 @@ func (a *Adapter) resolve(ctx context.Context, s string) string {
 	return html.UnescapeString(out)
 }
 
-// download saves the files shared with a message into attachments/.
+// download saves the files shared with a message into attachments/; see
+// feed.Intake for the notes left in the text.
 func (a *Adapter) download(ctx context.Context, channelID string, m slack.Msg, text string) ([]chat.ChannelAttachment, string) {
-	out := []chat.ChannelAttachment{}
-	if len(m.Files) == 0 {
-		return out, text
-	}
-	dir, err := a.env.ChannelDir(channelID)
-	if err != nil {
-		a.lg.Error("cannot open channel directory for attachments", "channel", channelID, "err", err)
-		return out, text + "\n[attachments not saved: " + err.Error() + "]"
-	}
+	var atts []feed.Attachment
 	for _, f := range m.Files {
 		name := f.Name
 		if name == "" {
 			name = f.ID
 		}
-		if int64(f.Size) > a.opts.MaxAttachment {
-			text += fmt.Sprintf("\n[attachment %s not downloaded: %s is over the %s limit]", name, store.FormatSize(int64(f.Size)), store.FormatSize(a.opts.MaxAttachment))
-			continue
-		}
 		url := f.URLPrivateDownload
 		if url == "" {
 			url = f.URLPrivate
 		}
+		att := feed.Attachment{Name: name, Size: int64(f.Size), MimeType: f.Mimetype}
 		if url == "" {
-			text += fmt.Sprintf("\n[attachment %s not downloaded: no download URL (scope files:read?)]", name)
-			continue
+			att.Unavailable = "no download URL (scope files:read?)"
+		} else {
+			att.Fetch = a.fetcher(url)
 		}
+		atts = append(atts, att)
+	}
+	return a.intake.Save(ctx, channelID, strings.ReplaceAll(m.Timestamp, ".", ""), atts, text)
+}
+
+// fetcher streams a private file URL with the bot token.
+func (a *Adapter) fetcher(url string) func(ctx context.Context) (io.ReadCloser, string, error) {
+	return func(ctx context.Context) (io.ReadCloser, string, error) {
 		pr, pw := io.Pipe()
 		go func() {
 			pw.CloseWithError(a.api.GetFileContext(ctx, url, pw))
 		}()
-		saved, err := store.SaveAttachment(dir, strings.ReplaceAll(m.Timestamp, ".", ""), name, f.Mimetype, pr, a.opts.MaxAttachment)
-		pr.Close()
-		if err != nil {
-			a.lg.Warn("attachment not downloaded", "name", name, "err", err)
-			text += fmt.Sprintf("\n[attachment %s not downloaded: %v]", name, err)
-			continue
-		}
-		out = append(out, saved)
+		return pr, "", nil
 	}
-	return out, text
 }
 
 // ---- backfill ----
-
-func (a *Adapter) noteSeen(channel, ts string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if tsAfter(ts, a.lastSeen[channel]) {
-		a.lastSeen[channel] = ts
-	}
-}
 
 func tsAfter(x, y string) bool {
 	if y == "" {
@@ -289,53 +272,18 @@ func isTS(id string) bool {
 	return err1 == nil && err2 == nil
 }
 
-func (a *Adapter) loggedNewest() map[string]string {
-	out := map[string]string{}
-	if a.env.LoggedChannels == nil || a.env.ChannelDir == nil {
-		return out
-	}
-	ids, err := a.env.LoggedChannels()
-	if err != nil {
-		a.lg.Error("cannot list channels for backfill", "err", err)
-		return out
-	}
-	for _, id := range ids {
-		dir, err := a.env.ChannelDir(id)
-		if err != nil {
-			continue
-		}
-		last, found, err := store.NewestMessage(dir, func(m chat.ChannelMessage) bool { return isTS(m.ID) }, 1000)
-		if err != nil {
-			a.lg.Warn("cannot read channel log for backfill", "channel", id, "err", err)
-			continue
-		}
-		if found {
-			out[id] = last.ID
-		}
-	}
-	return out
-}
-
 // backfillLogged fetches what each logged channel received after its
 // newest logged message: what arrived while Mother was down.
 func (a *Adapter) backfillLogged(ctx context.Context) {
 	until := time.Now()
-	for ch, ts := range a.loggedNewest() {
+	for ch, ts := range a.cursor.Logged() {
 		a.backfill(ctx, ch, ts, until)
 	}
 }
 
 // backfillSeen runs after a reconnect at until.
 func (a *Adapter) backfillSeen(ctx context.Context, until time.Time) {
-	from := a.loggedNewest()
-	a.mu.Lock()
-	for k, v := range a.lastSeen {
-		if tsAfter(v, from[k]) {
-			from[k] = v
-		}
-	}
-	a.mu.Unlock()
-	for ch, ts := range from {
+	for ch, ts := range a.cursor.Resume() {
 		a.backfill(ctx, ch, ts, until)
 	}
 }

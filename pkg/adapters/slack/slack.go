@@ -29,15 +29,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/config"
-	"github.com/mother-chat/mother/pkg/store"
 )
-
-func init() {
-	chat.Register("slack", func(env chat.Env) (chat.Adapter, error) {
-		return New(env, Options{})
-	})
-}
 
 // Limits and identifiers.
 const (
@@ -85,7 +77,7 @@ func (o *Options) defaults() {
 		o.Grace = 1500 * time.Millisecond
 	}
 	if o.MaxAttachment <= 0 {
-		o.MaxAttachment = store.DefaultMaxAttachment
+		o.MaxAttachment = chat.DefaultMaxAttachment
 	}
 	if o.BackfillLimit <= 0 {
 		o.BackfillLimit = 500
@@ -98,15 +90,16 @@ func (o *Options) defaults() {
 // Adapter is one Slack app installation.
 type Adapter struct {
 	name string
-	cfg  config.Adapter
 	env  chat.Env
 	opts Options
 	lg   *slog.Logger
 	api  *slack.Client
 
-	queue *feed.Queue
-	seen  *feed.Seen
-	conn  feed.Conn
+	queue  *feed.Queue
+	seen   *feed.Seen
+	conn   feed.Conn
+	cursor *feed.Cursor
+	intake feed.Intake
 
 	mu       sync.Mutex
 	inbox    chat.Inbox
@@ -114,7 +107,6 @@ type Adapter struct {
 	botID    string
 	users    map[string]chat.UserInfo
 	chans    map[string]chat.ChannelInfo
-	lastSeen map[string]string
 	started  bool
 	stopping bool
 	cancel   context.CancelFunc
@@ -129,7 +121,8 @@ var (
 
 // New builds a Slack adapter.
 func New(env chat.Env, opts Options) (*Adapter, error) {
-	bot, app := env.Config.BotToken.Value(), env.Config.AppToken.Value()
+	cfg := settingsOf(env)
+	bot, app := cfg.BotToken.Value(), cfg.AppToken.Value()
 	if bot == "" || app == "" {
 		return nil, errors.New("slack: botToken (xoxb-) and appToken (xapp-) are required")
 	}
@@ -141,7 +134,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	apiURL := env.Config.APIURL
+	apiURL := cfg.APIURL
 	if apiURL == "" {
 		apiURL = DefaultAPIURL
 	}
@@ -149,18 +142,18 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		apiURL += "/"
 	}
 	a := &Adapter{
-		name:     env.Name,
-		cfg:      env.Config,
-		env:      env,
-		opts:     opts,
-		lg:       lg.With("component", "slack", "adapter", env.Name),
-		api:      slack.New(bot, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(app), slack.OptionHTTPClient(opts.HTTPClient)),
-		queue:    feed.NewQueue(),
-		seen:     feed.NewSeen(0),
-		users:    map[string]chat.UserInfo{},
-		chans:    map[string]chat.ChannelInfo{},
-		lastSeen: map[string]string{},
+		name:  env.Name,
+		env:   env,
+		opts:  opts,
+		lg:    lg.With("component", "slack", "adapter", env.Name),
+		api:   slack.New(bot, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(app), slack.OptionHTTPClient(opts.HTTPClient)),
+		queue: feed.NewQueue(),
+		seen:  feed.NewSeen(0),
+		users: map[string]chat.UserInfo{},
+		chans: map[string]chat.ChannelInfo{},
 	}
+	a.cursor = &feed.Cursor{Files: env.Files, Newer: tsAfter, IsPlatformID: isTS, Log: a.lg}
+	a.intake = feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: a.lg}
 	return a, nil
 }
 

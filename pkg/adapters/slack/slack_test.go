@@ -144,23 +144,9 @@ func newFixture(t *testing.T, fake *slacktest.Server, opts Options) *fixture {
 	logs := &syncBuffer{}
 	env := chat.Env{
 		Name:   "slack",
-		Config: config.Adapter{Type: "slack", BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()},
+		Config: config.Adapter{Type: "slack", Settings: &Settings{BotToken: slacktest.BotToken, AppToken: slacktest.AppToken, APIURL: fake.APIURL()}},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		ChannelDir: func(id string) (string, error) {
-			ch, err := st.Channel("slack", id)
-			if err != nil {
-				return "", err
-			}
-			return ch.Dir(), nil
-		},
-		LoggedChannels: func() ([]string, error) {
-			refs, err := st.ListChannels()
-			var ids []string
-			for _, r := range refs {
-				ids = append(ids, r.ID)
-			}
-			return ids, err
-		},
+		Files:  st.AdapterFiles("slack"),
 	}
 	if opts.Grace == 0 {
 		opts.Grace = 50 * time.Millisecond
@@ -241,7 +227,7 @@ func TestEventsBecomeChannelMessages(t *testing.T) {
 	if len(mention.Attachments) != 1 {
 		t.Fatalf("attachments = %+v", mention.Attachments)
 	}
-	dir, _ := f.a.env.ChannelDir(general)
+	dir, _ := f.a.env.Files.ChannelDir(general)
 	if b, err := os.ReadFile(filepath.Join(dir, mention.Attachments[0].LocalPath)); err != nil || string(b) != "notes!" || strings.Contains(mention.Attachments[0].LocalPath, "..") {
 		t.Errorf("attachment %+v content %q, %v", mention.Attachments[0], b, err)
 	}

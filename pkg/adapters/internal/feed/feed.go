@@ -3,7 +3,9 @@
 // arrival order from one goroutine (so a slow attachment download never
 // stalls the platform connection), a bounded set of already delivered
 // message ids (gateway replays and backfill overlap), reconnect backoff,
-// and the connection state reported to momctl and the metrics.
+// the connection state reported to momctl and the metrics, the attachment
+// intake with its notes to the user (Intake), and the backfill cursor
+// (Cursor).
 package feed
 
 import (

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"bufio"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/chat/chattest"
+)
+
+// terminal is the terminal adapter on real pipes: the test writes lines to
+// its stdin and reads its stdout.
+type terminal struct {
+	a     *Adapter
+	stdin *os.File
+
+	mu  sync.Mutex
+	out []string
+}
+
+func newTerminal(t *testing.T) chattest.Platform {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := &terminal{a: New("cli", inR, outW), stdin: inW}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			term.mu.Lock()
+			term.out = append(term.out, sc.Text())
+			term.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		outW.Close()
+		<-done
+		inR.Close()
+		outR.Close()
+	})
+	return term
+}
+
+func (p *terminal) Adapter() chat.Adapter { return p.a }
+func (p *terminal) Channel() string       { return ChannelID }
+func (p *terminal) DM() string            { return ChannelID }
+
+func (p *terminal) Send(t *testing.T, in chattest.Incoming) {
+	if _, err := p.stdin.WriteString(in.Text + "\n"); err != nil {
+		t.Fatalf("write to stdin: %v", err)
+	}
+}
+
+// Answers is everything printed so far, as one message: the terminal has
+// no message boundaries.
+func (p *terminal) Answers(t *testing.T, _ string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.out) == 0 {
+		return nil
+	}
+	return []string{strings.Join(p.out, "\n")}
+}
+
+// Uploaded reads the "[attached title: path]" lines.
+func (p *terminal) Uploaded(t *testing.T, _ string) []chattest.File {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var files []chattest.File
+	for _, l := range p.out {
+		rest, ok := strings.CutPrefix(l, "[attached ")
+		if !ok {
+			continue
+		}
+		title, path, _ := strings.Cut(strings.TrimSuffix(rest, "]"), ": ")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("the printed path %q: %v", path, err)
+		}
+		files = append(files, chattest.File{Name: title, Data: data})
+	}
+	return files
+}
+
+func TestConformance(t *testing.T) {
+	chattest.Run(t, chattest.Harness{
+		New: newTerminal,
+		Lacks: map[chattest.Capability]string{
+			chattest.Mentions:      "the terminal is one direct channel: every line is addressed to Mother",
+			chattest.AttachmentsIn: "lines on stdin carry no files",
+			chattest.Edits:         "stdout is append-only: progress is a line per tool, never edited",
+			chattest.RateLimit:     "no platform to limit it",
+			chattest.Reconnect:     "no connection to lose: the channel ends with stdin",
+		},
+	})
+}

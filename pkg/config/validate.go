@@ -1,0 +1,258 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// problems collects the field errors one Validate run finds.
+type problems struct{ es Errors }
+
+func (p *problems) bad(field, format string, args ...any) {
+	p.es = append(p.es, FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks every field and returns all problems, section by section
+// in the order of config.json.
+func (c *Config) Validate() error {
+	var p problems
+	c.validateAdapters(&p)
+	c.validateModel(&p)
+	c.validateProviders(&p)
+	c.validateChicks(&p)
+	c.validateGRPC(&p)
+	c.validateBudgets(&p)
+	c.validateQueues(&p)
+	c.validateContext(&p)
+	c.validateMCPServers(&p)
+	c.validateLog(&p)
+	c.validateMetrics(&p)
+	if len(p.es) == 0 {
+		return nil
+	}
+	return p.es
+}
+
+// checkProvider reports an unknown provider, or Anthropic without a key,
+// for the field that names provider.
+func (c *Config) checkProvider(p *problems, field, provider string) {
+	switch provider {
+	case "ollama":
+	case "anthropic":
+		if c.Providers.Anthropic.APIKey == "" {
+			p.bad("providers.anthropic.apiKey", "missing, needed by %s (or set ANTHROPIC_API_KEY)", field)
+		}
+	default:
+		p.bad(field, "unknown provider %q (\"ollama\" or \"anthropic\")", provider)
+	}
+}
+
+func (c *Config) validateModel(p *problems) {
+	c.checkProvider(p, "model.provider", c.Model.Provider)
+	if c.Model.MaxParallel < 0 {
+		p.bad("model.maxParallel", "must be positive")
+	}
+}
+
+func (c *Config) validateProviders(p *problems) {
+	if u, err := url.Parse(strings.TrimSpace(c.Providers.Ollama.URL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.bad("providers.ollama.url", "must be an http(s) URL such as http://127.0.0.1:11434, got %q", c.Providers.Ollama.URL)
+	}
+	if u, err := url.Parse(c.Providers.Anthropic.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.bad("providers.anthropic.baseURL", "must be an http(s) URL, got %q", c.Providers.Anthropic.BaseURL)
+	}
+}
+
+func (c *Config) validateChicks(p *problems) {
+	ch := c.Chicks
+	tierNames := sortedKeys(ch.Tiers)
+	for _, name := range tierNames {
+		t := ch.Tiers[name]
+		f := "chicks.tiers." + name
+		if err := validName(name); err != "" {
+			p.bad(f, "tier name %s", err)
+		}
+		if t.Model == "" {
+			p.bad(f+".model", "missing")
+		}
+		if pr := t.Price; pr != nil && (pr.InputPerMTok < 0 || pr.OutputPerMTok < 0) {
+			p.bad(f+".price", "must not be negative")
+		}
+		c.checkProvider(p, f+".provider", t.Provider)
+	}
+	if _, ok := ch.Tiers[ch.DefaultTier]; !ok {
+		p.bad("chicks.defaultTier", "%q is not in chicks.tiers (%s)", ch.DefaultTier, strings.Join(tierNames, ", "))
+	}
+	if ch.MaxConcurrent < 0 {
+		p.bad("chicks.maxConcurrent", "must be positive")
+	}
+	if ch.MaxPerChannel < 0 {
+		p.bad("chicks.maxPerChannel", "must be positive")
+	}
+	if ch.QueueSize < 0 {
+		p.bad("chicks.queueSize", "must be positive")
+	}
+	if ch.MaxTurns < 0 {
+		p.bad("chicks.maxTurns", "must be positive")
+	}
+	switch ch.Network {
+	case "host", "bridge", "none":
+	default:
+		p.bad("chicks.network", "must be \"host\", \"bridge\" or \"none\", got %q", ch.Network)
+	}
+	c.validateHosts(p)
+	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
+		p.bad("chicks.resources.memory", "%v", err)
+	}
+	if _, err := ParseBytes(ch.Resources.Tmpfs); err != nil {
+		p.bad("chicks.resources.tmpfs", "%v", err)
+	}
+	if ch.Resources.CPUs < 0 {
+		p.bad("chicks.resources.cpus", "must be positive")
+	}
+	if ch.Resources.Pids < 0 {
+		p.bad("chicks.resources.pids", "must be positive")
+	}
+	if ch.Hardening.User == "0" || strings.HasPrefix(ch.Hardening.User, "0:") || ch.Hardening.User == "root" {
+		p.bad("chicks.hardening.user", "chicks must not run as root")
+	}
+	for i, ht := range ch.HostTools {
+		if !strings.Contains(ht, ".") {
+			p.bad(fmt.Sprintf("chicks.hostTools[%d]", i), "must be \"server.tool\" or \"server.*\", got %q", ht)
+		}
+	}
+}
+
+func (c *Config) validateHosts(p *problems) {
+	ch := c.Chicks
+	names := map[string]bool{}
+	for i, h := range ch.Hosts {
+		f := fmt.Sprintf("chicks.hosts[%d]", i)
+		if names[h.Name] {
+			p.bad(f+".name", "duplicate host name %q", h.Name)
+		}
+		names[h.Name] = true
+		if h.Capacity < 0 {
+			p.bad(f+".capacity", "must be positive")
+		}
+		if h.Address != "" {
+			u, err := url.Parse(h.Address)
+			switch {
+			case err != nil:
+				p.bad(f+".address", "not a URL: %v", err)
+			case u.Scheme == "unix" || u.Scheme == "ssh":
+			case u.Scheme == "tcp":
+				if h.TLSCA == "" || h.TLSCert == "" || h.TLSKey == "" {
+					p.bad(f+".address", "tcp:// Docker hosts need TLS client certificates (tlsCA, tlsCert, tlsKey); plain TCP is refused")
+				}
+			default:
+				p.bad(f+".address", "scheme must be unix://, tcp:// (with TLS) or ssh://, got %q", h.Address)
+			}
+		}
+		if (h.SSHIdentityFile != "" || h.SSHKnownHostsFile != "") && !strings.HasPrefix(h.Address, "ssh://") {
+			p.bad(f+".sshIdentityFile", "sshIdentityFile and sshKnownHostsFile apply to ssh:// addresses only")
+		}
+		for j, t := range h.Tiers {
+			if _, ok := ch.Tiers[t]; !ok {
+				p.bad(fmt.Sprintf("%s.tiers[%d]", f, j), "unknown tier %q", t)
+			}
+		}
+	}
+}
+
+func (c *Config) validateGRPC(p *problems) {
+	if _, _, err := net.SplitHostPort(c.GRPC.Listen); err != nil {
+		p.bad("grpc.listen", "must be host:port, got %q", c.GRPC.Listen)
+	}
+	if _, _, err := net.SplitHostPort(c.GRPC.Advertise); err != nil {
+		p.bad("grpc.advertise", "must be host:port, got %q", c.GRPC.Advertise)
+	}
+}
+
+func (c *Config) validateBudgets(p *problems) {
+	if c.Budgets.ChickTokens < 0 {
+		p.bad("budgets.chickTokens", "must not be negative")
+	}
+	if c.Budgets.ChannelDailyTokens < 0 {
+		p.bad("budgets.channelDailyTokens", "must not be negative")
+	}
+	for t, n := range c.Budgets.TierDailyTokens {
+		if _, ok := c.Chicks.Tiers[t]; !ok {
+			p.bad("budgets.tierDailyTokens."+t, "unknown tier %q", t)
+		}
+		if n < 0 {
+			p.bad("budgets.tierDailyTokens."+t, "must not be negative")
+		}
+	}
+}
+
+// validateQueues checks the events and dispatch queue sizes.
+func (c *Config) validateQueues(p *problems) {
+	if c.Events.MaxQueuedPerChannel < 0 {
+		p.bad("events.maxQueuedPerChannel", "must be positive")
+	}
+	if c.Dispatch.QueueSize < 0 {
+		p.bad("dispatch.queueSize", "must be positive")
+	}
+}
+
+func (c *Config) validateContext(p *problems) {
+	if c.Context.ReserveTokens < 0 {
+		p.bad("context.reserveTokens", "must be positive")
+	}
+	if c.Context.KeepRecentTokens < 0 {
+		p.bad("context.keepRecentTokens", "must be positive")
+	}
+	if w := c.Context.WindowTokens; w < 0 {
+		p.bad("context.windowTokens", "must be positive (0: ask the provider)")
+	} else if w > 0 && c.Context.ReserveTokens+c.Context.KeepRecentTokens >= w {
+		p.bad("context.windowTokens", "%d leaves no room: reserveTokens (%d) + keepRecentTokens (%d) must be smaller", w, c.Context.ReserveTokens, c.Context.KeepRecentTokens)
+	}
+}
+
+func (c *Config) validateMCPServers(p *problems) {
+	for _, name := range sortedKeys(c.MCPServers) {
+		s := c.MCPServers[name]
+		f := "mcpServers." + name
+		if err := validName(name); err != "" {
+			p.bad(f, "server name %s", err)
+		}
+		switch {
+		case s.Command == "" && s.URL == "":
+			p.bad(f, "needs \"command\" (stdio) or \"url\" (streamable HTTP)")
+		case s.Command != "" && s.URL != "":
+			p.bad(f, "has both \"command\" and \"url\"; pick one")
+		case s.URL != "":
+			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.bad(f+".url", "must be an http(s) URL, got %q", s.URL)
+			}
+		}
+	}
+}
+
+func (c *Config) validateLog(p *problems) {
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		p.bad("log.format", "must be \"text\" or \"json\", got %q", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+}
+
+func (c *Config) validateMetrics(p *problems) {
+	if c.Metrics.Listen == "" {
+		return
+	}
+	host, _, err := net.SplitHostPort(c.Metrics.Listen)
+	if err != nil {
+		p.bad("metrics.listen", "must be host:port, got %q", c.Metrics.Listen)
+	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		p.bad("metrics.listen", "must be a loopback address (127.0.0.1, ::1, localhost), got %q", c.Metrics.Listen)
+	}
+}
