@@ -48,7 +48,7 @@ soak: ## fault injection, long (about 11 min): Mother SIGKILLed, chicks crashed/
 	$(GO) test -tags soak -count=1 -v -timeout 90m $(SOAKFLAGS) ./soak/
 
 .PHONY: check
-check: vet fmt-check tidy-check proto-check deps-check ## vet, gofmt, go mod tidy, generated code, dependency rules
+check: vet fmt-check tidy-check proto-check lint-proto proto-breaking deps-check ## vet, gofmt, go mod tidy, generated code, buf lint and breaking, dependency rules
 
 .PHONY: vet
 vet:
@@ -87,12 +87,15 @@ proto-check: tools ## fail if the committed generated code is not what proto/ ge
 	PATH=$(TOOLS):$$PATH protoc -I proto \
 		--go_out=$$tmp --go_opt=module=$(MODULE) \
 		--go-grpc_out=$$tmp --go-grpc_opt=module=$(MODULE) $(PROTO_FILES) && \
-	diff -r $$tmp/proto proto -x '*.proto' -x doc.go && echo "generated code is current"
+	diff -r $$tmp/proto proto -x '*.proto' -x doc.go -x BASELINE && echo "generated code is current"
 
 .PHONY: lint-proto
-lint-proto: ## buf lint (STANDARD) if buf is installed
-	@command -v buf >/dev/null || { echo "buf not installed: go install github.com/bufbuild/buf/cmd/buf@latest"; exit 1; }
-	buf lint
+lint-proto: ## buf lint (STANDARD); installs the pinned buf into bin/tools (.ci/ensure-buf)
+	@buf=$$(bash .ci/ensure-buf) && $$buf lint && echo "buf lint: clean"
+
+.PHONY: proto-breaking
+proto-breaking: ## buf breaking against the previous commit, never one before proto/BASELINE (see .ci/proto-breaking)
+	@bash .ci/proto-breaking
 
 .PHONY: deps-check
 deps-check: ## dependency direction: chick and agent stay free of chat platforms

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
@@ -224,22 +225,7 @@ func (c *cli) explain(err error) error {
 	return errors.New(st.Message())
 }
 
-var stateNames = map[pb.ChickState]string{
-	pb.ChickState_CHICK_STATE_QUEUED:   "queued",
-	pb.ChickState_CHICK_STATE_STARTING: "starting",
-	pb.ChickState_CHICK_STATE_RUNNING:  "running",
-	pb.ChickState_CHICK_STATE_STOPPING: "stopping",
-	pb.ChickState_CHICK_STATE_DONE:     "done",
-	pb.ChickState_CHICK_STATE_FAILED:   "failed",
-	pb.ChickState_CHICK_STATE_KILLED:   "killed",
-}
-
-func stateName(s pb.ChickState) string {
-	if n, ok := stateNames[s]; ok {
-		return n
-	}
-	return "unknown"
-}
+func stateName(s pb.ChickState) string { return wire.ChickStateName(s) }
 
 // chickJSON is the --json form of a chick.
 type chickJSON struct {
@@ -325,11 +311,11 @@ func (c *cli) kill(ctx context.Context, args []string) error {
 	return c.do(ctx, 0, func(ctx context.Context, api pb.AdminServiceClient) error {
 		var errs []error
 		for _, id := range fs.Args() {
-			gs := int64(0)
+			var g time.Duration // zero: Mother's default
 			if *grace > 0 {
-				gs = max(1, int64(grace.Seconds()))
+				g = max(time.Second, grace.Truncate(time.Second)) // whole seconds, as momctl always sent
 			}
-			resp, err := api.KillChick(ctx, &pb.KillChickRequest{Id: id, GraceSeconds: gs})
+			resp, err := api.KillChick(ctx, &pb.KillChickRequest{Id: id, Grace: wire.DurationToProto(g)})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", id, c.explain(err)))
 				continue
@@ -429,7 +415,7 @@ func optTime(ts interface{ AsTime() time.Time }, valid bool) *time.Time {
 }
 
 func toEventJSON(e *pb.EventInfo) eventJSON {
-	return eventJSON{File: e.GetFile(), Type: e.GetType(), Channel: e.GetChannel(), Schedule: e.GetSchedule(), Text: e.GetText(),
+	return eventJSON{File: e.GetFile(), Type: wire.EventTypeName(e.GetType()), Channel: e.GetChannel(), Schedule: e.GetSchedule(), Text: e.GetText(),
 		Next: optTime(e.GetNextRun(), e.GetNextRun() != nil)}
 }
 
@@ -454,7 +440,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		Adapters: []adapterJSON{}, Chicks: []chickJSON{}, Hosts: []hostJSON{}, Budgets: []budgetJSON{}, NextEvents: []eventJSON{},
 	}
 	for _, a := range st.GetAdapters() {
-		out.Adapters = append(out.Adapters, adapterJSON{Name: a.GetName(), Type: a.GetType(), State: a.GetState(), Reconnects: a.GetReconnects(),
+		out.Adapters = append(out.Adapters, adapterJSON{Name: a.GetName(), Type: a.GetType(), State: wire.AdapterStateName(a.GetState()), Reconnects: a.GetReconnects(),
 			Since: optTime(a.GetSince(), a.GetSince() != nil), Error: a.GetError()})
 	}
 	for _, ci := range st.GetChicks() {
@@ -592,7 +578,7 @@ func (c *cli) events(ctx context.Context, args []string) error {
 			if e.GetNextRun() != nil {
 				next = c.localTime(e.GetNextRun().AsTime())
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetFile(), e.GetType(), e.GetChannel(), e.GetSchedule(), next)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetFile(), wire.EventTypeName(e.GetType()), e.GetChannel(), e.GetSchedule(), next)
 		}
 		return tw.Flush()
 	})

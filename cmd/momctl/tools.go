@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
@@ -51,7 +52,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	now := c.clock.Now()
 	out := []toolServerJSON{}
 	for _, s := range resp.GetServers() {
-		js := toolServerJSON{Name: s.GetName(), Transport: s.GetTransport(), State: s.GetState(), Error: s.GetError(),
+		js := toolServerJSON{Name: s.GetName(), Transport: wire.ToolTransportName(s.GetTransport()), State: wire.ToolServerStateName(s.GetState()), Error: s.GetError(),
 			Restarts: s.GetRestarts(), Since: s.GetSince().AsTime(), Tools: []toolJSON{}}
 		if s.GetNextAttempt() != nil {
 			t := s.GetNextAttempt().AsTime()
@@ -75,7 +76,7 @@ func toolsText(w io.Writer, servers []*pb.ToolServerInfo, now time.Time) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		line := fmt.Sprintf("%s (%s): %s for %s", s.GetName(), s.GetTransport(), s.GetState(), age(now.Sub(s.GetSince().AsTime())))
+		line := fmt.Sprintf("%s (%s): %s for %s", s.GetName(), wire.ToolTransportName(s.GetTransport()), wire.ToolServerStateName(s.GetState()), age(now.Sub(s.GetSince().AsTime())))
 		if n := s.GetRestarts(); n > 0 {
 			line += fmt.Sprintf(", %d restart(s)", n)
 		}
@@ -93,7 +94,7 @@ func toolsText(w io.Writer, servers []*pb.ToolServerInfo, now time.Time) error {
 			}
 			fmt.Fprintf(w, "  %s%s\n", signature(t.GetName(), t.GetParametersJson()), desc)
 		}
-		if len(s.GetTools()) == 0 && s.GetState() != "disabled" {
+		if len(s.GetTools()) == 0 && s.GetState() != pb.ToolServerState_TOOL_SERVER_STATE_DISABLED {
 			fmt.Fprintln(w, "  (no tools known)")
 		}
 	}

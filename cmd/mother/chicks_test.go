@@ -150,27 +150,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 func startChickMother(t *testing.T, data string, env []string) *chickProc {
 	t.Helper()
-	p := &chickProc{done: make(chan error, 1)}
-	p.cmd = exec.Command(motherBin, "--cli", "--log-level", "info", data)
-	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "USER=mario"}, env...)
-	var err error
-	p.stdin, err = p.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
-	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return startMotherBinary(t, motherBin, data, env)
 }
 
 func (p *chickProc) out() string {

@@ -197,20 +197,21 @@ func (r *runner) run(ctx context.Context) error {
 		return fmt.Errorf("chick: %w", err)
 	}
 	lim := join.GetLimits()
-	r.logger.Info("joined", "channel", join.GetChannel(), "tier", join.GetTier(), "max_turns", lim.GetMaxTurns(), "wall_s", lim.GetWallTimeoutSeconds())
+	wall := wire.DurationFromProto(lim.GetWallTimeout())
+	r.logger.Info("joined", "channel", join.GetChannel(), "tier", join.GetTier(), "max_turns", lim.GetMaxTurns(), "wall", wall)
 
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	if s := lim.GetWallTimeoutSeconds(); s > 0 {
+	if wall > 0 {
 		var cancelT context.CancelFunc
-		runCtx, cancelT = context.WithTimeoutCause(runCtx, time.Duration(s)*time.Second, errors.New("wall-clock limit reached"))
+		runCtx, cancelT = context.WithTimeoutCause(runCtx, wall, errors.New("wall-clock limit reached"))
 		defer cancelT()
 	}
 	r.cancelMu.Lock()
 	r.cancelRun = cancelRun
 	r.cancelMu.Unlock()
 
-	hb := time.Duration(lim.GetHeartbeatIntervalMs()) * time.Millisecond
+	hb := wire.DurationFromProto(lim.GetHeartbeatInterval())
 	if hb <= 0 {
 		hb = 5 * time.Second
 	}
@@ -227,7 +228,7 @@ func (r *runner) run(ctx context.Context) error {
 		})
 		if err != nil {
 			// Report it as the chick's result: Mother learns why.
-			r.out.setResult(&pb.ChickResult{StopReason: string(agent.StopError), Error: "chick tools: " + err.Error()})
+			r.out.setResult(&pb.ChickResult{StopReason: wire.StopReasonToProto(agent.StopError), Error: "chick tools: " + err.Error()})
 			return r.waitStored(ctx, sessDone)
 		}
 	}
@@ -248,7 +249,7 @@ func (r *runner) run(ctx context.Context) error {
 		Emit:    emit,
 	})
 	emit(agent.Event{}) // flush
-	res := &pb.ChickResult{Text: out.Final, StopReason: string(out.StopReason)}
+	res := &pb.ChickResult{Text: out.Final, StopReason: wire.StopReasonToProto(out.StopReason)}
 	if out.Err != nil {
 		res.Error = out.Err.Error()
 	}
@@ -597,8 +598,8 @@ func (r *runner) session(ctx context.Context, hb time.Duration, cancelRun contex
 			case *pb.SessionResponse_Ack:
 				r.out.ack(k.Ack.GetSeq())
 			case *pb.SessionResponse_Cancel:
-				r.logger.Info("cancelled by Mother", "reason", k.Cancel.GetReason())
-				cancelRun(fmt.Errorf("cancelled by Mother: %s", k.Cancel.GetReason()))
+				r.logger.Info("cancelled by Mother", "reason", k.Cancel.GetMessage())
+				cancelRun(fmt.Errorf("cancelled by Mother: %s", k.Cancel.GetMessage()))
 			}
 		}
 	}()

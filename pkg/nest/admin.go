@@ -11,6 +11,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
@@ -19,19 +20,9 @@ type adminService struct {
 	s *Server
 }
 
-var states = map[hatchery.State]pb.ChickState{
-	hatchery.StateQueued:   pb.ChickState_CHICK_STATE_QUEUED,
-	hatchery.StateStarting: pb.ChickState_CHICK_STATE_STARTING,
-	hatchery.StateRunning:  pb.ChickState_CHICK_STATE_RUNNING,
-	hatchery.StateStopping: pb.ChickState_CHICK_STATE_STOPPING,
-	hatchery.StateDone:     pb.ChickState_CHICK_STATE_DONE,
-	hatchery.StateFailed:   pb.ChickState_CHICK_STATE_FAILED,
-	hatchery.StateKilled:   pb.ChickState_CHICK_STATE_KILLED,
-}
-
 func (s *Server) chickInfo(in hatchery.Info) *pb.ChickInfo {
 	return &pb.ChickInfo{
-		Id: in.ID, Channel: in.Channel, Tier: in.Tier, State: states[in.State], CreatedAt: timestamppb.New(in.CreatedAt),
+		Id: in.ID, Channel: in.Channel, Tier: in.Tier, State: wire.ChickStateToProto(string(in.State)), CreatedAt: timestamppb.New(in.CreatedAt),
 		TokensUsed: in.Usage.Total(), Host: in.Host, Goal: in.Goal, ContainerId: in.ContainerID, Outcome: in.Outcome,
 		Version: s.chickVersion(in.ID),
 	}
@@ -56,8 +47,8 @@ func (a *adminService) ListChicks(_ context.Context, req *pb.ListChicksRequest) 
 // has ended (or the wait runs out, with its state then).
 func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) (*pb.KillChickResponse, error) {
 	grace := a.s.killGrace
-	if req.GetGraceSeconds() > 0 {
-		grace = time.Duration(req.GetGraceSeconds()) * time.Second
+	if g := wire.DurationFromProto(req.GetGrace()); g > 0 {
+		grace = g
 	}
 	before, _ := a.s.chicks.Get(req.GetId())
 	st, err := a.s.chicks.Stop(req.GetId(), hatchery.ReasonKilled, "killed by the operator", grace)
@@ -70,9 +61,9 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 	if st.Final() {
 		in, _ := a.s.chicks.Get(req.GetId())
 		if !before.State.Final() {
-			return &pb.KillChickResponse{State: states[st], Message: in.Outcome + " (it was still queued)"}, nil
+			return &pb.KillChickResponse{State: wire.ChickStateToProto(string(st)), Message: in.Outcome + " (it was still queued)"}, nil
 		}
-		return &pb.KillChickResponse{State: states[st], Message: "already ended: " + in.Outcome}, nil
+		return &pb.KillChickResponse{State: wire.ChickStateToProto(string(st)), Message: "already ended: " + in.Outcome}, nil
 	}
 	a.s.logger.Info("operator kills chick", "chick", req.GetId(), "grace", grace)
 	ended, err := a.s.chicks.Ended(req.GetId())
@@ -92,7 +83,7 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 	if !in.State.Final() {
 		msg = "still " + string(in.State) + " after the grace period; it will be killed"
 	}
-	return &pb.KillChickResponse{State: states[in.State], Message: msg}, nil
+	return &pb.KillChickResponse{State: wire.ChickStateToProto(string(in.State)), Message: msg}, nil
 }
 
 type logWriter struct {
@@ -121,7 +112,7 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 	out := &pb.GetStatusResponse{Version: a.s.version, StartedAt: timestamppb.New(a.s.startedAt), ChickImage: a.s.image}
 	for _, r := range a.s.adapterReports() {
 		out.Adapters = append(out.Adapters, &pb.AdapterStatus{
-			Name: r.Name, Type: r.Type, State: string(r.Status.State), Reconnects: r.Status.Reconnects,
+			Name: r.Name, Type: r.Type, State: wire.AdapterStateToProto(string(r.Status.State)), Reconnects: r.Status.Reconnects,
 			Since: timestamp(r.Status.Since), Error: r.Status.LastError,
 		})
 	}
@@ -152,7 +143,7 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 }
 
 func eventInfo(e events.Info) *pb.EventInfo {
-	out := &pb.EventInfo{File: e.File, Type: string(e.Type), Channel: e.Channel, Schedule: e.Schedule, Text: e.Text}
+	out := &pb.EventInfo{File: e.File, Type: wire.EventTypeToProto(string(e.Type)), Channel: e.Channel, Schedule: e.Schedule, Text: e.Text}
 	if !e.Next.IsZero() {
 		out.NextRun = timestamppb.New(e.Next)
 	}
@@ -174,7 +165,7 @@ func (a *adminService) ListTools(context.Context, *pb.ListToolsRequest) (*pb.Lis
 		return out, nil
 	}
 	for _, st := range a.s.servers.Status() {
-		info := &pb.ToolServerInfo{Name: st.Name, State: string(st.State), Error: st.Error, Transport: st.Transport,
+		info := &pb.ToolServerInfo{Name: st.Name, State: wire.ToolServerStateToProto(string(st.State)), Error: st.Error, Transport: wire.ToolTransportToProto(st.Transport),
 			Restarts: int32(st.Restarts), Since: timestamppb.New(st.Since)}
 		if !st.NextAttempt.IsZero() {
 			info.NextAttempt = timestamppb.New(st.NextAttempt)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mother-chat/mother/pkg/wire"
@@ -38,12 +39,13 @@ func FuzzChickMessages(f *testing.F) {
 		f.Add(kind, b, payload)
 	}
 	ts := timestamppb.New(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	add(0, &pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: &pb.AgentEvent{Type: pb.AgentEventType_AGENT_EVENT_TYPE_TOOL_START, Time: ts, Label: "ls", ArgsJson: `{"command":"ls"}`}}}, nil)
-	add(0, &pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: &pb.AgentEvent{Type: 77, Time: &timestamppb.Timestamp{Seconds: 1 << 62}, ArgsJson: "{", DurationMs: -1 << 62}}}, nil)
+	add(0, &pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: &pb.AgentEvent{Time: ts, Kind: &pb.AgentEvent_ToolStart{ToolStart: &pb.ToolStart{Call: &pb.ToolCall{Label: "ls", ArgsJson: `{"command":"ls"}`}}}}}}, nil)
+	add(0, &pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: &pb.AgentEvent{Time: &timestamppb.Timestamp{Seconds: 1 << 62}, Kind: &pb.AgentEvent_ToolEnd{ToolEnd: &pb.ToolEnd{Call: &pb.ToolCall{ArgsJson: "{"}, Duration: &durationpb.Duration{Seconds: -1 << 62, Nanos: 5}}}}}}, nil)
+	add(0, &pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: &pb.AgentEvent{Kind: &pb.AgentEvent_RunEnd{RunEnd: &pb.RunEnd{StopReason: 77}}}}}, nil)
 	add(0, &pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.Heartbeat{}}}, nil)
 	add(0, &pb.SessionRequest{}, nil)
-	add(1, &pb.GenerateRequest{System: "s", Messages: []*pb.ModelMessage{{Role: "user", Content: "hi"}}}, nil)
-	add(1, &pb.GenerateRequest{MaxOutputTokens: -1, Messages: []*pb.ModelMessage{{Role: "nobody", ToolCalls: []*pb.ModelToolCall{{ArgsJson: "]"}}}}, Tools: []*pb.ToolSpec{{ParametersJson: "x"}}}, nil)
+	add(1, &pb.GenerateRequest{System: "s", Messages: []*pb.ModelMessage{{Role: pb.Role_ROLE_USER, Content: "hi"}}}, nil)
+	add(1, &pb.GenerateRequest{MaxOutputTokens: -1, Messages: []*pb.ModelMessage{{Role: 42, ToolCalls: []*pb.ModelToolCall{{ArgsJson: "]"}}}}, Tools: []*pb.ToolSpec{{ParametersJson: "x"}}}, nil)
 	add(2, &pb.UploadFileHeader{Path: "outputs/report.txt", Size: 5}, []byte("hello"))
 	add(2, &pb.UploadFileHeader{Path: "../../../../etc/passwd"}, []byte("root"))
 	add(2, &pb.UploadFileHeader{Path: "/workspace/../x"}, []byte("x"))

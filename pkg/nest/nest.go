@@ -403,15 +403,15 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 	var hostTools []*pb.ToolSpec
 	if c.s.hostTools != nil {
 		for _, t := range c.s.hostTools.Specs() {
-			hostTools = append(hostTools, &pb.ToolSpec{Name: t.Name, Description: t.Description, ParametersJson: string(t.Parameters)})
+			hostTools = append(hostTools, wire.ToolSpecToProto(t))
 		}
 	}
 	return &pb.JoinResponse{
 		HostTools: hostTools,
 		ChickId:   a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
 		Limits: &pb.ChickLimits{
-			MaxTurns: int32(a.MaxTurns), WallTimeoutSeconds: int64(a.WallTimeout / time.Second),
-			TokenBudget: a.TokenBudget, HeartbeatIntervalMs: a.HeartbeatInterval.Milliseconds(),
+			MaxTurns: int32(a.MaxTurns), WallTimeout: wire.DurationToProto(a.WallTimeout),
+			TokenBudget: a.TokenBudget, HeartbeatInterval: wire.DurationToProto(a.HeartbeatInterval),
 		},
 	}, nil
 }
@@ -497,7 +497,7 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 			stopCh = nil
 			reason := reasonOf()
 			lg.Info("sending cancellation", "reason", reason)
-			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Reason: reason}}}); err != nil {
+			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Message: reason}}}); err != nil {
 				return err
 			}
 		case m := <-msgs:
@@ -520,10 +520,10 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 				}
 			case *pb.SessionRequest_Result:
 				r := k.Result
-				if err := c.s.chicks.Finish(id, hatchery.Result{Text: r.GetText(), StopReason: r.GetStopReason(), Error: r.GetError(), OutputFiles: r.GetOutputFiles()}); err != nil {
+				if err := c.s.chicks.Finish(id, hatchery.Result{Text: r.GetText(), StopReason: string(wire.StopReasonFromProto(r.GetStopReason())), Error: r.GetError(), OutputFiles: r.GetOutputFiles()}); err != nil {
 					return status.Error(codes.Internal, err.Error())
 				}
-				lg.Info("chick result stored", "stop", r.GetStopReason())
+				lg.Info("chick result stored", "stop", wire.StopReasonFromProto(r.GetStopReason()))
 				// Closing the stream tells the chick its result is stored.
 				return nil
 			}

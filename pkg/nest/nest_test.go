@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
@@ -293,18 +294,18 @@ func TestCancelReachesSessionThenResultEndsIt(t *testing.T) {
 	}
 	killed := make(chan *pb.KillChickResponse, 1)
 	go func() {
-		r, err := f.admin.KillChick(context.Background(), &pb.KillChickRequest{Id: id, GraceSeconds: 30})
+		r, err := f.admin.KillChick(context.Background(), &pb.KillChickRequest{Id: id, Grace: durationpb.New(30 * time.Second)})
 		if err != nil {
 			t.Error(err)
 		}
 		killed <- r
 	}()
 	m, err := s.Recv()
-	if err != nil || m.GetCancel() == nil || !strings.Contains(m.GetCancel().GetReason(), "operator") {
+	if err != nil || m.GetCancel() == nil || !strings.Contains(m.GetCancel().GetMessage(), "operator") {
 		t.Fatalf("want a cancellation naming the operator, got %v %v", m, err)
 	}
 	// The chick answers with its result; Mother closes the stream.
-	must(t, s.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Result{Result: &pb.ChickResult{Text: "partial", StopReason: "aborted"}}}))
+	must(t, s.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Result{Result: &pb.ChickResult{Text: "partial", StopReason: pb.StopReason_STOP_REASON_ABORTED}}}))
 	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the result: %v, want EOF", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mother-chat/mother/pkg/agent"
@@ -48,74 +49,138 @@ func FromIncoming(ctx context.Context) (chickID, token string) {
 	return chickID, token
 }
 
-var eventTypes = map[agent.EventType]pb.AgentEventType{
-	agent.EventMessageStart:    pb.AgentEventType_AGENT_EVENT_TYPE_MESSAGE_START,
-	agent.EventMessageDelta:    pb.AgentEventType_AGENT_EVENT_TYPE_MESSAGE_DELTA,
-	agent.EventMessageEnd:      pb.AgentEventType_AGENT_EVENT_TYPE_MESSAGE_END,
-	agent.EventToolStart:       pb.AgentEventType_AGENT_EVENT_TYPE_TOOL_START,
-	agent.EventToolEnd:         pb.AgentEventType_AGENT_EVENT_TYPE_TOOL_END,
-	agent.EventCompactionStart: pb.AgentEventType_AGENT_EVENT_TYPE_COMPACTION_START,
-	agent.EventCompactionEnd:   pb.AgentEventType_AGENT_EVENT_TYPE_COMPACTION_END,
-	agent.EventRunEnd:          pb.AgentEventType_AGENT_EVENT_TYPE_RUN_END,
-	agent.EventRetry:           pb.AgentEventType_AGENT_EVENT_TYPE_RETRY,
-}
-
-// EventToProto converts an agent event with its sequence number.
+// EventToProto converts an agent event with its sequence number. Each kind
+// carries its own payload; fields an event of that kind does not have are
+// not sent. An event without a known type travels without a payload.
 func EventToProto(seq uint64, ev agent.Event) *pb.AgentEvent {
-	out := &pb.AgentEvent{
-		Seq: seq, Type: eventTypes[ev.Type], Text: ev.Text, ToolCallId: ev.ToolCallID, ToolName: ev.ToolName,
-		Label: ev.Label, ArgsJson: string(ev.Args), Result: ev.Result, IsError: ev.IsError,
-		DurationMs: ev.Duration.Milliseconds(), StopReason: string(ev.StopReason), Error: ev.Err, Attempt: int32(ev.Attempt),
-	}
+	out := &pb.AgentEvent{Seq: seq}
 	if !ev.Time.IsZero() {
 		out.Time = timestamppb.New(ev.Time)
 	}
-	if ev.Usage != (model.Usage{}) {
-		out.Usage = &pb.Usage{InputTokens: ev.Usage.InputTokens, OutputTokens: ev.Usage.OutputTokens}
+	switch ev.Type {
+	case agent.EventMessageStart:
+		out.Kind = &pb.AgentEvent_MessageStart{MessageStart: &pb.MessageStart{}}
+	case agent.EventMessageDelta:
+		out.Kind = &pb.AgentEvent_MessageDelta{MessageDelta: &pb.MessageDelta{Text: ev.Text}}
+	case agent.EventMessageEnd:
+		out.Kind = &pb.AgentEvent_MessageEnd{MessageEnd: &pb.MessageEnd{Text: ev.Text, Usage: usageToProto(ev.Usage)}}
+	case agent.EventToolStart:
+		out.Kind = &pb.AgentEvent_ToolStart{ToolStart: &pb.ToolStart{Call: toolCallToProto(ev)}}
+	case agent.EventToolEnd:
+		out.Kind = &pb.AgentEvent_ToolEnd{ToolEnd: &pb.ToolEnd{
+			Call: toolCallToProto(ev), Result: ev.Result, IsError: ev.IsError, Duration: DurationToProto(ev.Duration),
+		}}
+	case agent.EventCompactionStart:
+		out.Kind = &pb.AgentEvent_CompactionStart{CompactionStart: &pb.CompactionStart{Reason: ev.Text}}
+	case agent.EventCompactionEnd:
+		out.Kind = &pb.AgentEvent_CompactionEnd{CompactionEnd: &pb.CompactionEnd{
+			Summary: ev.Text, Result: ev.Result, IsError: ev.IsError, Error: ev.Err,
+		}}
+	case agent.EventRunEnd:
+		out.Kind = &pb.AgentEvent_RunEnd{RunEnd: &pb.RunEnd{
+			StopReason: StopReasonToProto(ev.StopReason), Usage: usageToProto(ev.Usage), Error: ev.Err,
+		}}
+	case agent.EventRetry:
+		out.Kind = &pb.AgentEvent_Retry{Retry: &pb.Retry{
+			Attempt: int32(ev.Attempt), Error: ev.Err, Wait: DurationToProto(ev.Duration),
+		}}
 	}
 	return out
 }
 
+func toolCallToProto(ev agent.Event) *pb.ToolCall {
+	return &pb.ToolCall{Id: ev.ToolCallID, Name: ev.ToolName, Label: ev.Label, ArgsJson: string(ev.Args)}
+}
+
 // EventFromProto converts back. It comes from a chick, so nothing in it
-// is trusted: an unknown type becomes none, arguments that are not JSON
-// are dropped, and a time outside years 1-9999 (which could not be stored)
-// and a duration too long for time.Duration are left out.
+// is trusted: an unknown payload becomes an event without a type,
+// arguments that are not JSON are dropped, and a time outside years
+// 1-9999 (which could not be stored) and a duration that is not valid or
+// too long for time.Duration are left out.
 func EventFromProto(p *pb.AgentEvent) agent.Event {
-	ev := agent.Event{
-		Text: p.GetText(), ToolCallID: p.GetToolCallId(), ToolName: p.GetToolName(), Label: p.GetLabel(),
-		Result: p.GetResult(), IsError: p.GetIsError(), Duration: durationFromMs(p.GetDurationMs()),
-		StopReason: agent.StopReason(p.GetStopReason()), Err: p.GetError(), Attempt: int(p.GetAttempt()),
-	}
-	for k, v := range eventTypes {
-		if v == p.GetType() {
-			ev.Type = k
-		}
-	}
+	var ev agent.Event
 	if t := p.GetTime(); t != nil && t.CheckValid() == nil {
 		ev.Time = t.AsTime()
 	}
-	if a := p.GetArgsJson(); a != "" && json.Valid([]byte(a)) {
-		ev.Args = json.RawMessage(a)
-	}
-	if u := p.GetUsage(); u != nil {
-		ev.Usage = model.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens()}
+	switch k := p.GetKind().(type) {
+	case *pb.AgentEvent_MessageStart:
+		ev.Type = agent.EventMessageStart
+	case *pb.AgentEvent_MessageDelta:
+		ev.Type, ev.Text = agent.EventMessageDelta, k.MessageDelta.GetText()
+	case *pb.AgentEvent_MessageEnd:
+		ev.Type, ev.Text, ev.Usage = agent.EventMessageEnd, k.MessageEnd.GetText(), usageFromProto(k.MessageEnd.GetUsage())
+	case *pb.AgentEvent_ToolStart:
+		ev.Type = agent.EventToolStart
+		toolCallFromProto(&ev, k.ToolStart.GetCall())
+	case *pb.AgentEvent_ToolEnd:
+		e := k.ToolEnd
+		ev.Type, ev.Result, ev.IsError, ev.Duration = agent.EventToolEnd, e.GetResult(), e.GetIsError(), DurationFromProto(e.GetDuration())
+		toolCallFromProto(&ev, e.GetCall())
+	case *pb.AgentEvent_CompactionStart:
+		ev.Type, ev.Text = agent.EventCompactionStart, k.CompactionStart.GetReason()
+	case *pb.AgentEvent_CompactionEnd:
+		e := k.CompactionEnd
+		ev.Type, ev.Text, ev.Result, ev.IsError, ev.Err = agent.EventCompactionEnd, e.GetSummary(), e.GetResult(), e.GetIsError(), e.GetError()
+	case *pb.AgentEvent_RunEnd:
+		e := k.RunEnd
+		ev.Type, ev.StopReason, ev.Usage, ev.Err = agent.EventRunEnd, StopReasonFromProto(e.GetStopReason()), usageFromProto(e.GetUsage()), e.GetError()
+	case *pb.AgentEvent_Retry:
+		e := k.Retry
+		ev.Type, ev.Attempt, ev.Err, ev.Duration = agent.EventRetry, int(e.GetAttempt()), e.GetError(), DurationFromProto(e.GetWait())
 	}
 	return ev
 }
 
-// durationFromMs converts milliseconds from the wire; a value that would
-// overflow time.Duration (about 292 years) becomes 0.
-func durationFromMs(ms int64) time.Duration {
-	const limit = math.MaxInt64 / int64(time.Millisecond)
-	if ms > limit || ms < -limit {
+func toolCallFromProto(ev *agent.Event, c *pb.ToolCall) {
+	ev.ToolCallID, ev.ToolName, ev.Label = c.GetId(), c.GetName(), c.GetLabel()
+	if a := c.GetArgsJson(); a != "" && json.Valid([]byte(a)) {
+		ev.Args = json.RawMessage(a)
+	}
+}
+
+func usageToProto(u model.Usage) *pb.Usage {
+	if u == (model.Usage{}) {
+		return nil
+	}
+	return &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+}
+
+func usageFromProto(u *pb.Usage) model.Usage {
+	return model.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens()}
+}
+
+// DurationToProto converts a duration for the wire; zero is left out.
+func DurationToProto(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// DurationFromProto converts a duration from the wire. Left out, not
+// valid (seconds and nanos of different signs, nanos out of range), or
+// too long for time.Duration (about 292 years): 0.
+func DurationFromProto(p *durationpb.Duration) time.Duration {
+	if p == nil || p.CheckValid() != nil {
 		return 0
 	}
-	return time.Duration(ms) * time.Millisecond
+	// CheckValid keeps seconds and nanos of one sign and nanos below a
+	// second, so the sum overflows only by flipping its sign.
+	const maxSeconds = math.MaxInt64 / int64(time.Second)
+	sec := p.GetSeconds()
+	if sec > maxSeconds || sec < -maxSeconds {
+		return 0
+	}
+	d := time.Duration(sec)*time.Second + time.Duration(p.GetNanos())
+	if (sec > 0 && d < 0) || (sec < 0 && d > 0) {
+		return 0
+	}
+	return d
 }
 
 // MessageToProto converts a model message.
 func MessageToProto(m model.Message) *pb.ModelMessage {
-	out := &pb.ModelMessage{Role: string(m.Role), Content: m.Content, ToolCallId: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError}
+	out := &pb.ModelMessage{Role: roles.toProto(string(m.Role)), Content: m.Content, ToolCallId: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError}
 	for _, img := range m.Images {
 		out.Images = append(out.Images, &pb.ModelImage{MimeType: img.MimeType, Data: img.Data})
 	}
@@ -127,7 +192,7 @@ func MessageToProto(m model.Message) *pb.ModelMessage {
 
 // MessageFromProto converts back.
 func MessageFromProto(p *pb.ModelMessage) model.Message {
-	m := model.Message{Role: model.Role(p.GetRole()), Content: p.GetContent(), ToolCallID: p.GetToolCallId(), ToolName: p.GetToolName(), IsError: p.GetIsError()}
+	m := model.Message{Role: model.Role(roles.name(p.GetRole())), Content: p.GetContent(), ToolCallID: p.GetToolCallId(), ToolName: p.GetToolName(), IsError: p.GetIsError()}
 	for _, img := range p.GetImages() {
 		m.Images = append(m.Images, model.Image{MimeType: img.GetMimeType(), Data: img.GetData()})
 	}
@@ -149,7 +214,7 @@ func RequestToProto(r model.Request) *pb.GenerateRequest {
 		out.Messages = append(out.Messages, MessageToProto(m))
 	}
 	for _, t := range r.Tools {
-		out.Tools = append(out.Tools, &pb.ToolSpec{Name: t.Name, Description: t.Description, ParametersJson: string(t.Parameters)})
+		out.Tools = append(out.Tools, ToolSpecToProto(t))
 	}
 	return out
 }
@@ -170,18 +235,23 @@ func RequestFromProto(p *pb.GenerateRequest) model.Request {
 	return r
 }
 
+// ToolSpecToProto converts a tool's description.
+func ToolSpecToProto(t model.ToolSpec) *pb.ToolSpec {
+	return &pb.ToolSpec{Name: t.Name, Description: t.Description, ParametersJson: string(t.Parameters)}
+}
+
 // DoneToProto converts a model answer.
 func DoneToProto(r model.Response) *pb.GenerateDone {
 	return &pb.GenerateDone{
-		Message:    MessageToProto(r.Message),
-		Usage:      &pb.Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
-		StopReason: r.StopReason,
+		Message:            MessageToProto(r.Message),
+		Usage:              &pb.Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
+		ProviderStopReason: r.StopReason,
 	}
 }
 
 // DoneFromProto converts back.
 func DoneFromProto(p *pb.GenerateDone) model.Response {
-	r := model.Response{StopReason: p.GetStopReason()}
+	r := model.Response{StopReason: p.GetProviderStopReason()}
 	if p.GetMessage() != nil {
 		r.Message = MessageFromProto(p.GetMessage())
 	}

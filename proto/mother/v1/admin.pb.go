@@ -9,6 +9,7 @@ package motherv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -84,6 +85,224 @@ func (x ChickState) Number() protoreflect.EnumNumber {
 // Deprecated: Use ChickState.Descriptor instead.
 func (ChickState) EnumDescriptor() ([]byte, []int) {
 	return file_mother_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+// AdapterState is how an adapter's connection to its platform is.
+type AdapterState int32
+
+const (
+	AdapterState_ADAPTER_STATE_UNSPECIFIED AdapterState = 0
+	// Messages arrive.
+	AdapterState_ADAPTER_STATE_CONNECTED AdapterState = 1
+	// The connection was lost and is being re-established.
+	AdapterState_ADAPTER_STATE_RECONNECTING AdapterState = 2
+	// Not connected and not trying.
+	AdapterState_ADAPTER_STATE_DOWN AdapterState = 3
+)
+
+// Enum value maps for AdapterState.
+var (
+	AdapterState_name = map[int32]string{
+		0: "ADAPTER_STATE_UNSPECIFIED",
+		1: "ADAPTER_STATE_CONNECTED",
+		2: "ADAPTER_STATE_RECONNECTING",
+		3: "ADAPTER_STATE_DOWN",
+	}
+	AdapterState_value = map[string]int32{
+		"ADAPTER_STATE_UNSPECIFIED":  0,
+		"ADAPTER_STATE_CONNECTED":    1,
+		"ADAPTER_STATE_RECONNECTING": 2,
+		"ADAPTER_STATE_DOWN":         3,
+	}
+)
+
+func (x AdapterState) Enum() *AdapterState {
+	p := new(AdapterState)
+	*p = x
+	return p
+}
+
+func (x AdapterState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AdapterState) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (AdapterState) Type() protoreflect.EnumType {
+	return &file_mother_v1_admin_proto_enumTypes[1]
+}
+
+func (x AdapterState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AdapterState.Descriptor instead.
+func (AdapterState) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+// EventType is the kind of a scheduled event.
+type EventType int32
+
+const (
+	EventType_EVENT_TYPE_UNSPECIFIED EventType = 0
+	EventType_EVENT_TYPE_IMMEDIATE   EventType = 1
+	EventType_EVENT_TYPE_ONE_SHOT    EventType = 2
+	EventType_EVENT_TYPE_PERIODIC    EventType = 3
+)
+
+// Enum value maps for EventType.
+var (
+	EventType_name = map[int32]string{
+		0: "EVENT_TYPE_UNSPECIFIED",
+		1: "EVENT_TYPE_IMMEDIATE",
+		2: "EVENT_TYPE_ONE_SHOT",
+		3: "EVENT_TYPE_PERIODIC",
+	}
+	EventType_value = map[string]int32{
+		"EVENT_TYPE_UNSPECIFIED": 0,
+		"EVENT_TYPE_IMMEDIATE":   1,
+		"EVENT_TYPE_ONE_SHOT":    2,
+		"EVENT_TYPE_PERIODIC":    3,
+	}
+)
+
+func (x EventType) Enum() *EventType {
+	p := new(EventType)
+	*p = x
+	return p
+}
+
+func (x EventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_admin_proto_enumTypes[2].Descriptor()
+}
+
+func (EventType) Type() protoreflect.EnumType {
+	return &file_mother_v1_admin_proto_enumTypes[2]
+}
+
+func (x EventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventType.Descriptor instead.
+func (EventType) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+// ToolServerState is where a host tool server is in its life.
+type ToolServerState int32
+
+const (
+	ToolServerState_TOOL_SERVER_STATE_UNSPECIFIED ToolServerState = 0
+	ToolServerState_TOOL_SERVER_STATE_STARTING    ToolServerState = 1
+	ToolServerState_TOOL_SERVER_STATE_RUNNING     ToolServerState = 2
+	ToolServerState_TOOL_SERVER_STATE_RETRYING    ToolServerState = 3
+	ToolServerState_TOOL_SERVER_STATE_STOPPED     ToolServerState = 4
+	ToolServerState_TOOL_SERVER_STATE_DISABLED    ToolServerState = 5
+)
+
+// Enum value maps for ToolServerState.
+var (
+	ToolServerState_name = map[int32]string{
+		0: "TOOL_SERVER_STATE_UNSPECIFIED",
+		1: "TOOL_SERVER_STATE_STARTING",
+		2: "TOOL_SERVER_STATE_RUNNING",
+		3: "TOOL_SERVER_STATE_RETRYING",
+		4: "TOOL_SERVER_STATE_STOPPED",
+		5: "TOOL_SERVER_STATE_DISABLED",
+	}
+	ToolServerState_value = map[string]int32{
+		"TOOL_SERVER_STATE_UNSPECIFIED": 0,
+		"TOOL_SERVER_STATE_STARTING":    1,
+		"TOOL_SERVER_STATE_RUNNING":     2,
+		"TOOL_SERVER_STATE_RETRYING":    3,
+		"TOOL_SERVER_STATE_STOPPED":     4,
+		"TOOL_SERVER_STATE_DISABLED":    5,
+	}
+)
+
+func (x ToolServerState) Enum() *ToolServerState {
+	p := new(ToolServerState)
+	*p = x
+	return p
+}
+
+func (x ToolServerState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolServerState) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_admin_proto_enumTypes[3].Descriptor()
+}
+
+func (ToolServerState) Type() protoreflect.EnumType {
+	return &file_mother_v1_admin_proto_enumTypes[3]
+}
+
+func (x ToolServerState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolServerState.Descriptor instead.
+func (ToolServerState) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+// ToolTransport is how Mother talks to a host tool server.
+type ToolTransport int32
+
+const (
+	ToolTransport_TOOL_TRANSPORT_UNSPECIFIED ToolTransport = 0
+	ToolTransport_TOOL_TRANSPORT_STDIO       ToolTransport = 1
+	ToolTransport_TOOL_TRANSPORT_HTTP        ToolTransport = 2
+)
+
+// Enum value maps for ToolTransport.
+var (
+	ToolTransport_name = map[int32]string{
+		0: "TOOL_TRANSPORT_UNSPECIFIED",
+		1: "TOOL_TRANSPORT_STDIO",
+		2: "TOOL_TRANSPORT_HTTP",
+	}
+	ToolTransport_value = map[string]int32{
+		"TOOL_TRANSPORT_UNSPECIFIED": 0,
+		"TOOL_TRANSPORT_STDIO":       1,
+		"TOOL_TRANSPORT_HTTP":        2,
+	}
+)
+
+func (x ToolTransport) Enum() *ToolTransport {
+	p := new(ToolTransport)
+	*p = x
+	return p
+}
+
+func (x ToolTransport) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolTransport) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_admin_proto_enumTypes[4].Descriptor()
+}
+
+func (ToolTransport) Type() protoreflect.EnumType {
+	return &file_mother_v1_admin_proto_enumTypes[4]
+}
+
+func (x ToolTransport) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolTransport.Descriptor instead.
+func (ToolTransport) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 type ChickInfo struct {
@@ -301,9 +520,10 @@ func (x *ListChicksResponse) GetChicks() []*ChickInfo {
 }
 
 type KillChickRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	GraceSeconds  int64                  `protobuf:"varint,2,opt,name=grace_seconds,json=graceSeconds,proto3" json:"grace_seconds,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Grace is the time between cancel and kill (unset: Mother's default).
+	Grace         *durationpb.Duration `protobuf:"bytes,2,opt,name=grace,proto3" json:"grace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -345,11 +565,11 @@ func (x *KillChickRequest) GetId() string {
 	return ""
 }
 
-func (x *KillChickRequest) GetGraceSeconds() int64 {
+func (x *KillChickRequest) GetGrace() *durationpb.Duration {
 	if x != nil {
-		return x.GraceSeconds
+		return x.Grace
 	}
-	return 0
+	return nil
 }
 
 type KillChickResponse struct {
@@ -539,9 +759,10 @@ func (*GetStatusRequest) Descriptor() ([]byte, []int) {
 type AdapterStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Type  string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// state is "connected", "reconnecting" or "down".
-	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// type is the adapter's kind ("discord", "slack", ...): adapters are
+	// plug-ins, so an open set.
+	Type  string       `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	State AdapterState `protobuf:"varint,3,opt,name=state,proto3,enum=mother.v1.AdapterState" json:"state,omitempty"`
 	// reconnects counts connections re-established after a loss.
 	Reconnects int64 `protobuf:"varint,4,opt,name=reconnects,proto3" json:"reconnects,omitempty"`
 	// since is when the state last changed.
@@ -596,11 +817,11 @@ func (x *AdapterStatus) GetType() string {
 	return ""
 }
 
-func (x *AdapterStatus) GetState() string {
+func (x *AdapterStatus) GetState() AdapterState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return AdapterState_ADAPTER_STATE_UNSPECIFIED
 }
 
 func (x *AdapterStatus) GetReconnects() int64 {
@@ -900,7 +1121,7 @@ func (x *GetStatusResponse) GetQueued() int32 {
 type EventInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	File          string                 `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
-	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Type          EventType              `protobuf:"varint,2,opt,name=type,proto3,enum=mother.v1.EventType" json:"type,omitempty"`
 	Channel       string                 `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
 	Schedule      string                 `protobuf:"bytes,4,opt,name=schedule,proto3" json:"schedule,omitempty"`
 	NextRun       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_run,json=nextRun,proto3" json:"next_run,omitempty"`
@@ -946,11 +1167,11 @@ func (x *EventInfo) GetFile() string {
 	return ""
 }
 
-func (x *EventInfo) GetType() string {
+func (x *EventInfo) GetType() EventType {
 	if x != nil {
 		return x.Type
 	}
-	return ""
+	return EventType_EVENT_TYPE_UNSPECIFIED
 }
 
 func (x *EventInfo) GetChannel() string {
@@ -1101,15 +1322,13 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 type ToolServerInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// State is starting, running, retrying, stopped or disabled.
-	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	State ToolServerState        `protobuf:"varint,2,opt,name=state,proto3,enum=mother.v1.ToolServerState" json:"state,omitempty"`
 	// Error is the last failure, if any.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// Tools have qualified names ("server.tool"); the last known ones while
 	// the server is retrying.
-	Tools []*ToolSpec `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
-	// Transport is "stdio" or "http".
-	Transport string `protobuf:"bytes,5,opt,name=transport,proto3" json:"transport,omitempty"`
+	Tools     []*ToolSpec   `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	Transport ToolTransport `protobuf:"varint,5,opt,name=transport,proto3,enum=mother.v1.ToolTransport" json:"transport,omitempty"`
 	// Restarts counts attempts after the first.
 	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	// Since is when the server entered its state.
@@ -1157,11 +1376,11 @@ func (x *ToolServerInfo) GetName() string {
 	return ""
 }
 
-func (x *ToolServerInfo) GetState() string {
+func (x *ToolServerInfo) GetState() ToolServerState {
 	if x != nil {
 		return x.State
 	}
-	return ""
+	return ToolServerState_TOOL_SERVER_STATE_UNSPECIFIED
 }
 
 func (x *ToolServerInfo) GetError() string {
@@ -1178,11 +1397,11 @@ func (x *ToolServerInfo) GetTools() []*ToolSpec {
 	return nil
 }
 
-func (x *ToolServerInfo) GetTransport() string {
+func (x *ToolServerInfo) GetTransport() ToolTransport {
 	if x != nil {
 		return x.Transport
 	}
-	return ""
+	return ToolTransport_TOOL_TRANSPORT_UNSPECIFIED
 }
 
 func (x *ToolServerInfo) GetRestarts() int32 {
@@ -1254,7 +1473,7 @@ var File_mother_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mother_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15mother/v1/admin.proto\x12\tmother.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/chick.proto\"\xd1\x02\n" +
+	"\x15mother/v1/admin.proto\x12\tmother.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/types.proto\"\xd1\x02\n" +
 	"\tChickInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x12\n" +
@@ -1273,10 +1492,10 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x11ListChicksRequest\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\"B\n" +
 	"\x12ListChicksResponse\x12,\n" +
-	"\x06chicks\x18\x01 \x03(\v2\x14.mother.v1.ChickInfoR\x06chicks\"G\n" +
+	"\x06chicks\x18\x01 \x03(\v2\x14.mother.v1.ChickInfoR\x06chicks\"S\n" +
 	"\x10KillChickRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
-	"\rgrace_seconds\x18\x02 \x01(\x03R\fgraceSeconds\"Z\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
+	"\x05grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"Z\n" +
 	"\x11KillChickResponse\x12+\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x15.mother.v1.ChickStateR\x05state\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\":\n" +
@@ -1285,11 +1504,11 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\"'\n" +
 	"\x11ChickLogsResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x12\n" +
-	"\x10GetStatusRequest\"\xb5\x01\n" +
+	"\x10GetStatusRequest\"\xce\x01\n" +
 	"\rAdapterStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1e\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12-\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x17.mother.v1.AdapterStateR\x05state\x12\x1e\n" +
 	"\n" +
 	"reconnects\x18\x04 \x01(\x03R\n" +
 	"reconnects\x120\n" +
@@ -1322,10 +1541,10 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x05hosts\x18\a \x03(\v2\x15.mother.v1.HostStatusR\x05hosts\x12\x1f\n" +
 	"\vchick_image\x18\b \x01(\tR\n" +
 	"chickImage\x12\x16\n" +
-	"\x06queued\x18\t \x01(\x05R\x06queued\"\xb4\x01\n" +
+	"\x06queued\x18\t \x01(\x05R\x06queued\"\xca\x01\n" +
 	"\tEventInfo\x12\x12\n" +
-	"\x04file\x18\x01 \x01(\tR\x04file\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12(\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x14.mother.v1.EventTypeR\x04type\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12\x1a\n" +
 	"\bschedule\x18\x04 \x01(\tR\bschedule\x125\n" +
 	"\bnext_run\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\anextRun\x12\x12\n" +
@@ -1333,13 +1552,13 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x11ListEventsRequest\"B\n" +
 	"\x12ListEventsResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.mother.v1.EventInfoR\x06events\"\x12\n" +
-	"\x10ListToolsRequest\"\xa6\x02\n" +
+	"\x10ListToolsRequest\"\xdc\x02\n" +
 	"\x0eToolServerInfo\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1a.mother.v1.ToolServerStateR\x05state\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12)\n" +
-	"\x05tools\x18\x04 \x03(\v2\x13.mother.v1.ToolSpecR\x05tools\x12\x1c\n" +
-	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x1a\n" +
+	"\x05tools\x18\x04 \x03(\v2\x13.mother.v1.ToolSpecR\x05tools\x126\n" +
+	"\ttransport\x18\x05 \x01(\x0e2\x18.mother.v1.ToolTransportR\ttransport\x12\x1a\n" +
 	"\brestarts\x18\x06 \x01(\x05R\brestarts\x120\n" +
 	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12=\n" +
 	"\fnext_attempt\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextAttempt\"H\n" +
@@ -1354,7 +1573,28 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x14CHICK_STATE_STOPPING\x10\x04\x12\x14\n" +
 	"\x10CHICK_STATE_DONE\x10\x05\x12\x16\n" +
 	"\x12CHICK_STATE_FAILED\x10\x06\x12\x16\n" +
-	"\x12CHICK_STATE_KILLED\x10\a2\xc6\x03\n" +
+	"\x12CHICK_STATE_KILLED\x10\a*\x82\x01\n" +
+	"\fAdapterState\x12\x1d\n" +
+	"\x19ADAPTER_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ADAPTER_STATE_CONNECTED\x10\x01\x12\x1e\n" +
+	"\x1aADAPTER_STATE_RECONNECTING\x10\x02\x12\x16\n" +
+	"\x12ADAPTER_STATE_DOWN\x10\x03*s\n" +
+	"\tEventType\x12\x1a\n" +
+	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14EVENT_TYPE_IMMEDIATE\x10\x01\x12\x17\n" +
+	"\x13EVENT_TYPE_ONE_SHOT\x10\x02\x12\x17\n" +
+	"\x13EVENT_TYPE_PERIODIC\x10\x03*\xd2\x01\n" +
+	"\x0fToolServerState\x12!\n" +
+	"\x1dTOOL_SERVER_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aTOOL_SERVER_STATE_STARTING\x10\x01\x12\x1d\n" +
+	"\x19TOOL_SERVER_STATE_RUNNING\x10\x02\x12\x1e\n" +
+	"\x1aTOOL_SERVER_STATE_RETRYING\x10\x03\x12\x1d\n" +
+	"\x19TOOL_SERVER_STATE_STOPPED\x10\x04\x12\x1e\n" +
+	"\x1aTOOL_SERVER_STATE_DISABLED\x10\x05*b\n" +
+	"\rToolTransport\x12\x1e\n" +
+	"\x1aTOOL_TRANSPORT_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14TOOL_TRANSPORT_STDIO\x10\x01\x12\x17\n" +
+	"\x13TOOL_TRANSPORT_HTTP\x10\x022\xc6\x03\n" +
 	"\fAdminService\x12I\n" +
 	"\n" +
 	"ListChicks\x12\x1c.mother.v1.ListChicksRequest\x1a\x1d.mother.v1.ListChicksResponse\x12F\n" +
@@ -1377,67 +1617,77 @@ func file_mother_v1_admin_proto_rawDescGZIP() []byte {
 	return file_mother_v1_admin_proto_rawDescData
 }
 
-var file_mother_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_mother_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_mother_v1_admin_proto_goTypes = []any{
 	(ChickState)(0),               // 0: mother.v1.ChickState
-	(*ChickInfo)(nil),             // 1: mother.v1.ChickInfo
-	(*ListChicksRequest)(nil),     // 2: mother.v1.ListChicksRequest
-	(*ListChicksResponse)(nil),    // 3: mother.v1.ListChicksResponse
-	(*KillChickRequest)(nil),      // 4: mother.v1.KillChickRequest
-	(*KillChickResponse)(nil),     // 5: mother.v1.KillChickResponse
-	(*ChickLogsRequest)(nil),      // 6: mother.v1.ChickLogsRequest
-	(*ChickLogsResponse)(nil),     // 7: mother.v1.ChickLogsResponse
-	(*GetStatusRequest)(nil),      // 8: mother.v1.GetStatusRequest
-	(*AdapterStatus)(nil),         // 9: mother.v1.AdapterStatus
-	(*BudgetStatus)(nil),          // 10: mother.v1.BudgetStatus
-	(*HostStatus)(nil),            // 11: mother.v1.HostStatus
-	(*GetStatusResponse)(nil),     // 12: mother.v1.GetStatusResponse
-	(*EventInfo)(nil),             // 13: mother.v1.EventInfo
-	(*ListEventsRequest)(nil),     // 14: mother.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),    // 15: mother.v1.ListEventsResponse
-	(*ListToolsRequest)(nil),      // 16: mother.v1.ListToolsRequest
-	(*ToolServerInfo)(nil),        // 17: mother.v1.ToolServerInfo
-	(*ListToolsResponse)(nil),     // 18: mother.v1.ListToolsResponse
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*ToolSpec)(nil),              // 20: mother.v1.ToolSpec
+	(AdapterState)(0),             // 1: mother.v1.AdapterState
+	(EventType)(0),                // 2: mother.v1.EventType
+	(ToolServerState)(0),          // 3: mother.v1.ToolServerState
+	(ToolTransport)(0),            // 4: mother.v1.ToolTransport
+	(*ChickInfo)(nil),             // 5: mother.v1.ChickInfo
+	(*ListChicksRequest)(nil),     // 6: mother.v1.ListChicksRequest
+	(*ListChicksResponse)(nil),    // 7: mother.v1.ListChicksResponse
+	(*KillChickRequest)(nil),      // 8: mother.v1.KillChickRequest
+	(*KillChickResponse)(nil),     // 9: mother.v1.KillChickResponse
+	(*ChickLogsRequest)(nil),      // 10: mother.v1.ChickLogsRequest
+	(*ChickLogsResponse)(nil),     // 11: mother.v1.ChickLogsResponse
+	(*GetStatusRequest)(nil),      // 12: mother.v1.GetStatusRequest
+	(*AdapterStatus)(nil),         // 13: mother.v1.AdapterStatus
+	(*BudgetStatus)(nil),          // 14: mother.v1.BudgetStatus
+	(*HostStatus)(nil),            // 15: mother.v1.HostStatus
+	(*GetStatusResponse)(nil),     // 16: mother.v1.GetStatusResponse
+	(*EventInfo)(nil),             // 17: mother.v1.EventInfo
+	(*ListEventsRequest)(nil),     // 18: mother.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),    // 19: mother.v1.ListEventsResponse
+	(*ListToolsRequest)(nil),      // 20: mother.v1.ListToolsRequest
+	(*ToolServerInfo)(nil),        // 21: mother.v1.ToolServerInfo
+	(*ListToolsResponse)(nil),     // 22: mother.v1.ListToolsResponse
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*ToolSpec)(nil),              // 25: mother.v1.ToolSpec
 }
 var file_mother_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: mother.v1.ChickInfo.state:type_name -> mother.v1.ChickState
-	19, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 2: mother.v1.ListChicksResponse.chicks:type_name -> mother.v1.ChickInfo
-	0,  // 3: mother.v1.KillChickResponse.state:type_name -> mother.v1.ChickState
-	19, // 4: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
-	19, // 5: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
-	19, // 6: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 7: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
-	1,  // 8: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
-	10, // 9: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
-	13, // 10: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
-	11, // 11: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
-	19, // 12: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
-	13, // 13: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
-	20, // 14: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
-	19, // 15: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
-	19, // 16: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
-	17, // 17: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
-	2,  // 18: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
-	4,  // 19: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
-	6,  // 20: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
-	8,  // 21: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
-	14, // 22: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
-	16, // 23: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
-	3,  // 24: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
-	5,  // 25: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
-	7,  // 26: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
-	12, // 27: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
-	15, // 28: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
-	18, // 29: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	23, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
+	5,  // 2: mother.v1.ListChicksResponse.chicks:type_name -> mother.v1.ChickInfo
+	24, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
+	0,  // 4: mother.v1.KillChickResponse.state:type_name -> mother.v1.ChickState
+	1,  // 5: mother.v1.AdapterStatus.state:type_name -> mother.v1.AdapterState
+	23, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
+	23, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
+	23, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	13, // 9: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
+	5,  // 10: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
+	14, // 11: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
+	17, // 12: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
+	15, // 13: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
+	2,  // 14: mother.v1.EventInfo.type:type_name -> mother.v1.EventType
+	23, // 15: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
+	17, // 16: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
+	3,  // 17: mother.v1.ToolServerInfo.state:type_name -> mother.v1.ToolServerState
+	25, // 18: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
+	4,  // 19: mother.v1.ToolServerInfo.transport:type_name -> mother.v1.ToolTransport
+	23, // 20: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
+	23, // 21: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
+	21, // 22: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
+	6,  // 23: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
+	8,  // 24: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
+	10, // 25: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
+	12, // 26: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
+	18, // 27: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
+	20, // 28: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
+	7,  // 29: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
+	9,  // 30: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
+	11, // 31: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
+	16, // 32: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
+	19, // 33: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
+	22, // 34: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
+	29, // [29:35] is the sub-list for method output_type
+	23, // [23:29] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_admin_proto_init() }
@@ -1445,13 +1695,13 @@ func file_mother_v1_admin_proto_init() {
 	if File_mother_v1_admin_proto != nil {
 		return
 	}
-	file_mother_v1_chick_proto_init()
+	file_mother_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_admin_proto_rawDesc), len(file_mother_v1_admin_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      5,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -16,6 +16,7 @@ package motherv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -29,76 +30,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// AgentEventType mirrors the agent package's event kinds.
-type AgentEventType int32
+// Role is who a message of the model context is from.
+type Role int32
 
 const (
-	AgentEventType_AGENT_EVENT_TYPE_UNSPECIFIED      AgentEventType = 0
-	AgentEventType_AGENT_EVENT_TYPE_MESSAGE_START    AgentEventType = 1
-	AgentEventType_AGENT_EVENT_TYPE_MESSAGE_DELTA    AgentEventType = 2
-	AgentEventType_AGENT_EVENT_TYPE_MESSAGE_END      AgentEventType = 3
-	AgentEventType_AGENT_EVENT_TYPE_TOOL_START       AgentEventType = 4
-	AgentEventType_AGENT_EVENT_TYPE_TOOL_END         AgentEventType = 5
-	AgentEventType_AGENT_EVENT_TYPE_COMPACTION_START AgentEventType = 6
-	AgentEventType_AGENT_EVENT_TYPE_COMPACTION_END   AgentEventType = 7
-	AgentEventType_AGENT_EVENT_TYPE_RUN_END          AgentEventType = 8
-	// The model call failed with a transient error and is tried again
-	// after duration_ms; the partial message streamed so far is void.
-	AgentEventType_AGENT_EVENT_TYPE_RETRY AgentEventType = 9
+	Role_ROLE_UNSPECIFIED Role = 0
+	Role_ROLE_USER        Role = 1
+	Role_ROLE_ASSISTANT   Role = 2
+	// A tool's result.
+	Role_ROLE_TOOL Role = 3
 )
 
-// Enum value maps for AgentEventType.
+// Enum value maps for Role.
 var (
-	AgentEventType_name = map[int32]string{
-		0: "AGENT_EVENT_TYPE_UNSPECIFIED",
-		1: "AGENT_EVENT_TYPE_MESSAGE_START",
-		2: "AGENT_EVENT_TYPE_MESSAGE_DELTA",
-		3: "AGENT_EVENT_TYPE_MESSAGE_END",
-		4: "AGENT_EVENT_TYPE_TOOL_START",
-		5: "AGENT_EVENT_TYPE_TOOL_END",
-		6: "AGENT_EVENT_TYPE_COMPACTION_START",
-		7: "AGENT_EVENT_TYPE_COMPACTION_END",
-		8: "AGENT_EVENT_TYPE_RUN_END",
-		9: "AGENT_EVENT_TYPE_RETRY",
+	Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_USER",
+		2: "ROLE_ASSISTANT",
+		3: "ROLE_TOOL",
 	}
-	AgentEventType_value = map[string]int32{
-		"AGENT_EVENT_TYPE_UNSPECIFIED":      0,
-		"AGENT_EVENT_TYPE_MESSAGE_START":    1,
-		"AGENT_EVENT_TYPE_MESSAGE_DELTA":    2,
-		"AGENT_EVENT_TYPE_MESSAGE_END":      3,
-		"AGENT_EVENT_TYPE_TOOL_START":       4,
-		"AGENT_EVENT_TYPE_TOOL_END":         5,
-		"AGENT_EVENT_TYPE_COMPACTION_START": 6,
-		"AGENT_EVENT_TYPE_COMPACTION_END":   7,
-		"AGENT_EVENT_TYPE_RUN_END":          8,
-		"AGENT_EVENT_TYPE_RETRY":            9,
+	Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_USER":        1,
+		"ROLE_ASSISTANT":   2,
+		"ROLE_TOOL":        3,
 	}
 )
 
-func (x AgentEventType) Enum() *AgentEventType {
-	p := new(AgentEventType)
+func (x Role) Enum() *Role {
+	p := new(Role)
 	*p = x
 	return p
 }
 
-func (x AgentEventType) String() string {
+func (x Role) String() string {
 	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
 }
 
-func (AgentEventType) Descriptor() protoreflect.EnumDescriptor {
+func (Role) Descriptor() protoreflect.EnumDescriptor {
 	return file_mother_v1_chick_proto_enumTypes[0].Descriptor()
 }
 
-func (AgentEventType) Type() protoreflect.EnumType {
+func (Role) Type() protoreflect.EnumType {
 	return &file_mother_v1_chick_proto_enumTypes[0]
 }
 
-func (x AgentEventType) Number() protoreflect.EnumNumber {
+func (x Role) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Use AgentEventType.Descriptor instead.
-func (AgentEventType) EnumDescriptor() ([]byte, []int) {
+// Deprecated: Use Role.Descriptor instead.
+func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_mother_v1_chick_proto_rawDescGZIP(), []int{0}
 }
 
@@ -246,13 +228,16 @@ func (x *JoinResponse) GetHostTools() []*ToolSpec {
 // ChickLimits are the limits Mother enforces; the chick honours them too so
 // it can stop gracefully before Mother has to.
 type ChickLimits struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	MaxTurns            int32                  `protobuf:"varint,1,opt,name=max_turns,json=maxTurns,proto3" json:"max_turns,omitempty"`
-	WallTimeoutSeconds  int64                  `protobuf:"varint,2,opt,name=wall_timeout_seconds,json=wallTimeoutSeconds,proto3" json:"wall_timeout_seconds,omitempty"`
-	TokenBudget         int64                  `protobuf:"varint,3,opt,name=token_budget,json=tokenBudget,proto3" json:"token_budget,omitempty"`
-	HeartbeatIntervalMs int64                  `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MaxTurns int32                  `protobuf:"varint,1,opt,name=max_turns,json=maxTurns,proto3" json:"max_turns,omitempty"`
+	// WallTimeout is how long the run may take (unset: no limit).
+	WallTimeout *durationpb.Duration `protobuf:"bytes,2,opt,name=wall_timeout,json=wallTimeout,proto3" json:"wall_timeout,omitempty"`
+	TokenBudget int64                `protobuf:"varint,3,opt,name=token_budget,json=tokenBudget,proto3" json:"token_budget,omitempty"`
+	// HeartbeatInterval is how often the chick sends a heartbeat (unset:
+	// the chick's default).
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ChickLimits) Reset() {
@@ -292,11 +277,11 @@ func (x *ChickLimits) GetMaxTurns() int32 {
 	return 0
 }
 
-func (x *ChickLimits) GetWallTimeoutSeconds() int64 {
+func (x *ChickLimits) GetWallTimeout() *durationpb.Duration {
 	if x != nil {
-		return x.WallTimeoutSeconds
+		return x.WallTimeout
 	}
-	return 0
+	return nil
 }
 
 func (x *ChickLimits) GetTokenBudget() int64 {
@@ -306,11 +291,11 @@ func (x *ChickLimits) GetTokenBudget() int64 {
 	return 0
 }
 
-func (x *ChickLimits) GetHeartbeatIntervalMs() int64 {
+func (x *ChickLimits) GetHeartbeatInterval() *durationpb.Duration {
 	if x != nil {
-		return x.HeartbeatIntervalMs
+		return x.HeartbeatInterval
 	}
-	return 0
+	return nil
 }
 
 type SessionRequest struct {
@@ -643,9 +628,11 @@ func (x *Ack) GetSeq() uint64 {
 	return 0
 }
 
+// Cancel asks the chick to stop its run and send its result.
 type Cancel struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Message says why, for people ("killed by the operator").
+	Message       string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,32 +667,33 @@ func (*Cancel) Descriptor() ([]byte, []int) {
 	return file_mother_v1_chick_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *Cancel) GetReason() string {
+func (x *Cancel) GetMessage() string {
 	if x != nil {
-		return x.Reason
+		return x.Message
 	}
 	return ""
 }
 
+// AgentEvent is one thing that happened in the chick's run (the agent
+// package's events). Exactly one payload is set; an event whose payload a
+// receiver does not know (a newer peer's) is stored without a kind.
 type AgentEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Per-chick sequence number, starting at 1, gapless.
-	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Type       AgentEventType         `protobuf:"varint,2,opt,name=type,proto3,enum=mother.v1.AgentEventType" json:"type,omitempty"`
-	Time       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
-	Text       string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
-	ToolCallId string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	ToolName   string                 `protobuf:"bytes,6,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	Label      string                 `protobuf:"bytes,7,opt,name=label,proto3" json:"label,omitempty"`
-	ArgsJson   string                 `protobuf:"bytes,8,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
-	Result     string                 `protobuf:"bytes,9,opt,name=result,proto3" json:"result,omitempty"`
-	IsError    bool                   `protobuf:"varint,10,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	DurationMs int64                  `protobuf:"varint,11,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Usage      *Usage                 `protobuf:"bytes,12,opt,name=usage,proto3" json:"usage,omitempty"`
-	StopReason string                 `protobuf:"bytes,13,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
-	Error      string                 `protobuf:"bytes,14,opt,name=error,proto3" json:"error,omitempty"`
-	// The number of the attempt about to be made (retry).
-	Attempt       int32 `protobuf:"varint,15,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Seq  uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*AgentEvent_MessageStart
+	//	*AgentEvent_MessageDelta
+	//	*AgentEvent_MessageEnd
+	//	*AgentEvent_ToolStart
+	//	*AgentEvent_ToolEnd
+	//	*AgentEvent_CompactionStart
+	//	*AgentEvent_CompactionEnd
+	//	*AgentEvent_RunEnd
+	//	*AgentEvent_Retry
+	Kind          isAgentEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -747,13 +735,6 @@ func (x *AgentEvent) GetSeq() uint64 {
 	return 0
 }
 
-func (x *AgentEvent) GetType() AgentEventType {
-	if x != nil {
-		return x.Type
-	}
-	return AgentEventType_AGENT_EVENT_TYPE_UNSPECIFIED
-}
-
 func (x *AgentEvent) GetTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Time
@@ -761,112 +742,173 @@ func (x *AgentEvent) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *AgentEvent) GetText() string {
+func (x *AgentEvent) GetKind() isAgentEvent_Kind {
 	if x != nil {
-		return x.Text
-	}
-	return ""
-}
-
-func (x *AgentEvent) GetToolCallId() string {
-	if x != nil {
-		return x.ToolCallId
-	}
-	return ""
-}
-
-func (x *AgentEvent) GetToolName() string {
-	if x != nil {
-		return x.ToolName
-	}
-	return ""
-}
-
-func (x *AgentEvent) GetLabel() string {
-	if x != nil {
-		return x.Label
-	}
-	return ""
-}
-
-func (x *AgentEvent) GetArgsJson() string {
-	if x != nil {
-		return x.ArgsJson
-	}
-	return ""
-}
-
-func (x *AgentEvent) GetResult() string {
-	if x != nil {
-		return x.Result
-	}
-	return ""
-}
-
-func (x *AgentEvent) GetIsError() bool {
-	if x != nil {
-		return x.IsError
-	}
-	return false
-}
-
-func (x *AgentEvent) GetDurationMs() int64 {
-	if x != nil {
-		return x.DurationMs
-	}
-	return 0
-}
-
-func (x *AgentEvent) GetUsage() *Usage {
-	if x != nil {
-		return x.Usage
+		return x.Kind
 	}
 	return nil
 }
 
-func (x *AgentEvent) GetStopReason() string {
+func (x *AgentEvent) GetMessageStart() *MessageStart {
 	if x != nil {
-		return x.StopReason
+		if x, ok := x.Kind.(*AgentEvent_MessageStart); ok {
+			return x.MessageStart
+		}
 	}
-	return ""
+	return nil
 }
 
-func (x *AgentEvent) GetError() string {
+func (x *AgentEvent) GetMessageDelta() *MessageDelta {
 	if x != nil {
-		return x.Error
+		if x, ok := x.Kind.(*AgentEvent_MessageDelta); ok {
+			return x.MessageDelta
+		}
 	}
-	return ""
+	return nil
 }
 
-func (x *AgentEvent) GetAttempt() int32 {
+func (x *AgentEvent) GetMessageEnd() *MessageEnd {
 	if x != nil {
-		return x.Attempt
+		if x, ok := x.Kind.(*AgentEvent_MessageEnd); ok {
+			return x.MessageEnd
+		}
 	}
-	return 0
+	return nil
 }
 
-type Usage struct {
+func (x *AgentEvent) GetToolStart() *ToolStart {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentEvent_ToolStart); ok {
+			return x.ToolStart
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetToolEnd() *ToolEnd {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentEvent_ToolEnd); ok {
+			return x.ToolEnd
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetCompactionStart() *CompactionStart {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentEvent_CompactionStart); ok {
+			return x.CompactionStart
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetCompactionEnd() *CompactionEnd {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentEvent_CompactionEnd); ok {
+			return x.CompactionEnd
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetRunEnd() *RunEnd {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentEvent_RunEnd); ok {
+			return x.RunEnd
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetRetry() *Retry {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentEvent_Retry); ok {
+			return x.Retry
+		}
+	}
+	return nil
+}
+
+type isAgentEvent_Kind interface {
+	isAgentEvent_Kind()
+}
+
+type AgentEvent_MessageStart struct {
+	MessageStart *MessageStart `protobuf:"bytes,3,opt,name=message_start,json=messageStart,proto3,oneof"`
+}
+
+type AgentEvent_MessageDelta struct {
+	MessageDelta *MessageDelta `protobuf:"bytes,4,opt,name=message_delta,json=messageDelta,proto3,oneof"`
+}
+
+type AgentEvent_MessageEnd struct {
+	MessageEnd *MessageEnd `protobuf:"bytes,5,opt,name=message_end,json=messageEnd,proto3,oneof"`
+}
+
+type AgentEvent_ToolStart struct {
+	ToolStart *ToolStart `protobuf:"bytes,6,opt,name=tool_start,json=toolStart,proto3,oneof"`
+}
+
+type AgentEvent_ToolEnd struct {
+	ToolEnd *ToolEnd `protobuf:"bytes,7,opt,name=tool_end,json=toolEnd,proto3,oneof"`
+}
+
+type AgentEvent_CompactionStart struct {
+	CompactionStart *CompactionStart `protobuf:"bytes,8,opt,name=compaction_start,json=compactionStart,proto3,oneof"`
+}
+
+type AgentEvent_CompactionEnd struct {
+	CompactionEnd *CompactionEnd `protobuf:"bytes,9,opt,name=compaction_end,json=compactionEnd,proto3,oneof"`
+}
+
+type AgentEvent_RunEnd struct {
+	RunEnd *RunEnd `protobuf:"bytes,10,opt,name=run_end,json=runEnd,proto3,oneof"`
+}
+
+type AgentEvent_Retry struct {
+	Retry *Retry `protobuf:"bytes,11,opt,name=retry,proto3,oneof"`
+}
+
+func (*AgentEvent_MessageStart) isAgentEvent_Kind() {}
+
+func (*AgentEvent_MessageDelta) isAgentEvent_Kind() {}
+
+func (*AgentEvent_MessageEnd) isAgentEvent_Kind() {}
+
+func (*AgentEvent_ToolStart) isAgentEvent_Kind() {}
+
+func (*AgentEvent_ToolEnd) isAgentEvent_Kind() {}
+
+func (*AgentEvent_CompactionStart) isAgentEvent_Kind() {}
+
+func (*AgentEvent_CompactionEnd) isAgentEvent_Kind() {}
+
+func (*AgentEvent_RunEnd) isAgentEvent_Kind() {}
+
+func (*AgentEvent_Retry) isAgentEvent_Kind() {}
+
+// MessageStart: the model starts answering.
+type MessageStart struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	InputTokens   int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens  int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Usage) Reset() {
-	*x = Usage{}
+func (x *MessageStart) Reset() {
+	*x = MessageStart{}
 	mi := &file_mother_v1_chick_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Usage) String() string {
+func (x *MessageStart) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Usage) ProtoMessage() {}
+func (*MessageStart) ProtoMessage() {}
 
-func (x *Usage) ProtoReflect() protoreflect.Message {
+func (x *MessageStart) ProtoReflect() protoreflect.Message {
 	mi := &file_mother_v1_chick_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -878,23 +920,536 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
-func (*Usage) Descriptor() ([]byte, []int) {
+// Deprecated: Use MessageStart.ProtoReflect.Descriptor instead.
+func (*MessageStart) Descriptor() ([]byte, []int) {
 	return file_mother_v1_chick_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *Usage) GetInputTokens() int64 {
+// MessageDelta is streamed answer text.
+type MessageDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageDelta) Reset() {
+	*x = MessageDelta{}
+	mi := &file_mother_v1_chick_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageDelta) ProtoMessage() {}
+
+func (x *MessageDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[11]
 	if x != nil {
-		return x.InputTokens
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageDelta.ProtoReflect.Descriptor instead.
+func (*MessageDelta) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *MessageDelta) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// MessageEnd: the model's answer is complete.
+type MessageEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Text is the whole assistant text.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// Usage is that model call's.
+	Usage         *Usage `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageEnd) Reset() {
+	*x = MessageEnd{}
+	mi := &file_mother_v1_chick_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageEnd) ProtoMessage() {}
+
+func (x *MessageEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageEnd.ProtoReflect.Descriptor instead.
+func (*MessageEnd) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MessageEnd) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *MessageEnd) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// ToolCall names one tool call of the model.
+type ToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Label is a short human description ("ls -la").
+	Label string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	// ArgsJson is the call's arguments, a JSON object.
+	ArgsJson      string `protobuf:"bytes,4,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_mother_v1_chick_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArgsJson() string {
+	if x != nil {
+		return x.ArgsJson
+	}
+	return ""
+}
+
+// ToolStart: a tool call starts.
+type ToolStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Call          *ToolCall              `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolStart) Reset() {
+	*x = ToolStart{}
+	mi := &file_mother_v1_chick_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolStart) ProtoMessage() {}
+
+func (x *ToolStart) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolStart.ProtoReflect.Descriptor instead.
+func (*ToolStart) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ToolStart) GetCall() *ToolCall {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+// ToolEnd: a tool call ended.
+type ToolEnd struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Call    *ToolCall              `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	Result  string                 `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	IsError bool                   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// Duration is the tool's run time.
+	Duration      *durationpb.Duration `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolEnd) Reset() {
+	*x = ToolEnd{}
+	mi := &file_mother_v1_chick_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolEnd) ProtoMessage() {}
+
+func (x *ToolEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolEnd.ProtoReflect.Descriptor instead.
+func (*ToolEnd) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ToolEnd) GetCall() *ToolCall {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *ToolEnd) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *ToolEnd) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *ToolEnd) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+// CompactionStart: the context is being summarised.
+type CompactionStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reason says why.
+	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactionStart) Reset() {
+	*x = CompactionStart{}
+	mi := &file_mother_v1_chick_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionStart) ProtoMessage() {}
+
+func (x *CompactionStart) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionStart.ProtoReflect.Descriptor instead.
+func (*CompactionStart) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CompactionStart) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CompactionEnd: the summary is done, or it failed.
+type CompactionEnd struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Summary string                 `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Result says what was summarised and kept.
+	Result        string `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	IsError       bool   `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactionEnd) Reset() {
+	*x = CompactionEnd{}
+	mi := &file_mother_v1_chick_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionEnd) ProtoMessage() {}
+
+func (x *CompactionEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionEnd.ProtoReflect.Descriptor instead.
+func (*CompactionEnd) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CompactionEnd) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *CompactionEnd) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *CompactionEnd) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *CompactionEnd) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// RunEnd: the run is over.
+type RunEnd struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	StopReason StopReason             `protobuf:"varint,1,opt,name=stop_reason,json=stopReason,proto3,enum=mother.v1.StopReason" json:"stop_reason,omitempty"`
+	// Usage is the whole run's.
+	Usage         *Usage `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunEnd) Reset() {
+	*x = RunEnd{}
+	mi := &file_mother_v1_chick_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunEnd) ProtoMessage() {}
+
+func (x *RunEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunEnd.ProtoReflect.Descriptor instead.
+func (*RunEnd) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RunEnd) GetStopReason() StopReason {
+	if x != nil {
+		return x.StopReason
+	}
+	return StopReason_STOP_REASON_UNSPECIFIED
+}
+
+func (x *RunEnd) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *RunEnd) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Retry: the model call failed with a transient error and is tried again
+// after wait; the partial message streamed so far is void.
+type Retry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Attempt is the number of the attempt about to be made.
+	Attempt       int32                `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Error         string               `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Wait          *durationpb.Duration `protobuf:"bytes,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Retry) Reset() {
+	*x = Retry{}
+	mi := &file_mother_v1_chick_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Retry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Retry) ProtoMessage() {}
+
+func (x *Retry) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Retry.ProtoReflect.Descriptor instead.
+func (*Retry) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Retry) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
 	}
 	return 0
 }
 
-func (x *Usage) GetOutputTokens() int64 {
+func (x *Retry) GetError() string {
 	if x != nil {
-		return x.OutputTokens
+		return x.Error
 	}
-	return 0
+	return ""
+}
+
+func (x *Retry) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
 }
 
 // ChickResult is the chick's last word: its final answer and the files it
@@ -902,7 +1457,7 @@ func (x *Usage) GetOutputTokens() int64 {
 type ChickResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	StopReason    string                 `protobuf:"bytes,2,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	StopReason    StopReason             `protobuf:"varint,2,opt,name=stop_reason,json=stopReason,proto3,enum=mother.v1.StopReason" json:"stop_reason,omitempty"`
 	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	OutputFiles   []string               `protobuf:"bytes,4,rep,name=output_files,json=outputFiles,proto3" json:"output_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -911,7 +1466,7 @@ type ChickResult struct {
 
 func (x *ChickResult) Reset() {
 	*x = ChickResult{}
-	mi := &file_mother_v1_chick_proto_msgTypes[11]
+	mi := &file_mother_v1_chick_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1478,7 @@ func (x *ChickResult) String() string {
 func (*ChickResult) ProtoMessage() {}
 
 func (x *ChickResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[11]
+	mi := &file_mother_v1_chick_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1491,7 @@ func (x *ChickResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChickResult.ProtoReflect.Descriptor instead.
 func (*ChickResult) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{11}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChickResult) GetText() string {
@@ -946,11 +1501,11 @@ func (x *ChickResult) GetText() string {
 	return ""
 }
 
-func (x *ChickResult) GetStopReason() string {
+func (x *ChickResult) GetStopReason() StopReason {
 	if x != nil {
 		return x.StopReason
 	}
-	return ""
+	return StopReason_STOP_REASON_UNSPECIFIED
 }
 
 func (x *ChickResult) GetError() string {
@@ -977,7 +1532,7 @@ type ModelImage struct {
 
 func (x *ModelImage) Reset() {
 	*x = ModelImage{}
-	mi := &file_mother_v1_chick_proto_msgTypes[12]
+	mi := &file_mother_v1_chick_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1544,7 @@ func (x *ModelImage) String() string {
 func (*ModelImage) ProtoMessage() {}
 
 func (x *ModelImage) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[12]
+	mi := &file_mother_v1_chick_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1557,7 @@ func (x *ModelImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelImage.ProtoReflect.Descriptor instead.
 func (*ModelImage) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{12}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelImage) GetMimeType() string {
@@ -1030,7 +1585,7 @@ type ModelToolCall struct {
 
 func (x *ModelToolCall) Reset() {
 	*x = ModelToolCall{}
-	mi := &file_mother_v1_chick_proto_msgTypes[13]
+	mi := &file_mother_v1_chick_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1597,7 @@ func (x *ModelToolCall) String() string {
 func (*ModelToolCall) ProtoMessage() {}
 
 func (x *ModelToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[13]
+	mi := &file_mother_v1_chick_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1610,7 @@ func (x *ModelToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelToolCall.ProtoReflect.Descriptor instead.
 func (*ModelToolCall) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{13}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ModelToolCall) GetId() string {
@@ -1081,7 +1636,7 @@ func (x *ModelToolCall) GetArgsJson() string {
 
 type ModelMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Role          Role                   `protobuf:"varint,1,opt,name=role,proto3,enum=mother.v1.Role" json:"role,omitempty"`
 	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	Images        []*ModelImage          `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
 	ToolCalls     []*ModelToolCall       `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
@@ -1094,7 +1649,7 @@ type ModelMessage struct {
 
 func (x *ModelMessage) Reset() {
 	*x = ModelMessage{}
-	mi := &file_mother_v1_chick_proto_msgTypes[14]
+	mi := &file_mother_v1_chick_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1661,7 @@ func (x *ModelMessage) String() string {
 func (*ModelMessage) ProtoMessage() {}
 
 func (x *ModelMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[14]
+	mi := &file_mother_v1_chick_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,14 +1674,14 @@ func (x *ModelMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelMessage.ProtoReflect.Descriptor instead.
 func (*ModelMessage) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{14}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{23}
 }
 
-func (x *ModelMessage) GetRole() string {
+func (x *ModelMessage) GetRole() Role {
 	if x != nil {
 		return x.Role
 	}
-	return ""
+	return Role_ROLE_UNSPECIFIED
 }
 
 func (x *ModelMessage) GetContent() string {
@@ -1171,66 +1726,6 @@ func (x *ModelMessage) GetIsError() bool {
 	return false
 }
 
-type ToolSpec struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Description    string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	ParametersJson string                 `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *ToolSpec) Reset() {
-	*x = ToolSpec{}
-	mi := &file_mother_v1_chick_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ToolSpec) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ToolSpec) ProtoMessage() {}
-
-func (x *ToolSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ToolSpec.ProtoReflect.Descriptor instead.
-func (*ToolSpec) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *ToolSpec) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *ToolSpec) GetDescription() string {
-	if x != nil {
-		return x.Description
-	}
-	return ""
-}
-
-func (x *ToolSpec) GetParametersJson() string {
-	if x != nil {
-		return x.ParametersJson
-	}
-	return ""
-}
-
 type GenerateRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	System          string                 `protobuf:"bytes,1,opt,name=system,proto3" json:"system,omitempty"`
@@ -1243,7 +1738,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[16]
+	mi := &file_mother_v1_chick_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1750,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[16]
+	mi := &file_mother_v1_chick_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1763,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{16}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GenerateRequest) GetSystem() string {
@@ -1312,7 +1807,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[17]
+	mi := &file_mother_v1_chick_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1819,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[17]
+	mi := &file_mother_v1_chick_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1832,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{17}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -1382,17 +1877,19 @@ func (*GenerateResponse_TextDelta) isGenerateResponse_Kind() {}
 func (*GenerateResponse_Done) isGenerateResponse_Kind() {}
 
 type GenerateDone struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       *ModelMessage          `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
-	StopReason    string                 `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *ModelMessage          `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Usage   *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	// ProviderStopReason is the provider's own word for why the call ended
+	// ("end_turn", "stop", "length", ...): an open set, so a string.
+	ProviderStopReason string `protobuf:"bytes,3,opt,name=provider_stop_reason,json=providerStopReason,proto3" json:"provider_stop_reason,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GenerateDone) Reset() {
 	*x = GenerateDone{}
-	mi := &file_mother_v1_chick_proto_msgTypes[18]
+	mi := &file_mother_v1_chick_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1901,7 @@ func (x *GenerateDone) String() string {
 func (*GenerateDone) ProtoMessage() {}
 
 func (x *GenerateDone) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[18]
+	mi := &file_mother_v1_chick_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1914,7 @@ func (x *GenerateDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateDone.ProtoReflect.Descriptor instead.
 func (*GenerateDone) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{18}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GenerateDone) GetMessage() *ModelMessage {
@@ -1434,9 +1931,9 @@ func (x *GenerateDone) GetUsage() *Usage {
 	return nil
 }
 
-func (x *GenerateDone) GetStopReason() string {
+func (x *GenerateDone) GetProviderStopReason() string {
 	if x != nil {
-		return x.StopReason
+		return x.ProviderStopReason
 	}
 	return ""
 }
@@ -1454,7 +1951,7 @@ type UploadFileRequest struct {
 
 func (x *UploadFileRequest) Reset() {
 	*x = UploadFileRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[19]
+	mi := &file_mother_v1_chick_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1963,7 @@ func (x *UploadFileRequest) String() string {
 func (*UploadFileRequest) ProtoMessage() {}
 
 func (x *UploadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[19]
+	mi := &file_mother_v1_chick_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1976,7 @@ func (x *UploadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileRequest.ProtoReflect.Descriptor instead.
 func (*UploadFileRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{19}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UploadFileRequest) GetKind() isUploadFileRequest_Kind {
@@ -1537,7 +2034,7 @@ type UploadFileHeader struct {
 
 func (x *UploadFileHeader) Reset() {
 	*x = UploadFileHeader{}
-	mi := &file_mother_v1_chick_proto_msgTypes[20]
+	mi := &file_mother_v1_chick_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +2046,7 @@ func (x *UploadFileHeader) String() string {
 func (*UploadFileHeader) ProtoMessage() {}
 
 func (x *UploadFileHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[20]
+	mi := &file_mother_v1_chick_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +2059,7 @@ func (x *UploadFileHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileHeader.ProtoReflect.Descriptor instead.
 func (*UploadFileHeader) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{20}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UploadFileHeader) GetPath() string {
@@ -1603,7 +2100,7 @@ type UploadFileResponse struct {
 
 func (x *UploadFileResponse) Reset() {
 	*x = UploadFileResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[21]
+	mi := &file_mother_v1_chick_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +2112,7 @@ func (x *UploadFileResponse) String() string {
 func (*UploadFileResponse) ProtoMessage() {}
 
 func (x *UploadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[21]
+	mi := &file_mother_v1_chick_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +2125,7 @@ func (x *UploadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileResponse.ProtoReflect.Descriptor instead.
 func (*UploadFileResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{21}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UploadFileResponse) GetStoredPath() string {
@@ -1648,7 +2145,7 @@ type InvokeHostToolRequest struct {
 
 func (x *InvokeHostToolRequest) Reset() {
 	*x = InvokeHostToolRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[22]
+	mi := &file_mother_v1_chick_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +2157,7 @@ func (x *InvokeHostToolRequest) String() string {
 func (*InvokeHostToolRequest) ProtoMessage() {}
 
 func (x *InvokeHostToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[22]
+	mi := &file_mother_v1_chick_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +2170,7 @@ func (x *InvokeHostToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeHostToolRequest.ProtoReflect.Descriptor instead.
 func (*InvokeHostToolRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{22}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *InvokeHostToolRequest) GetTool() string {
@@ -1700,7 +2197,7 @@ type InvokeHostToolResponse struct {
 
 func (x *InvokeHostToolResponse) Reset() {
 	*x = InvokeHostToolResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[23]
+	mi := &file_mother_v1_chick_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +2209,7 @@ func (x *InvokeHostToolResponse) String() string {
 func (*InvokeHostToolResponse) ProtoMessage() {}
 
 func (x *InvokeHostToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[23]
+	mi := &file_mother_v1_chick_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +2222,7 @@ func (x *InvokeHostToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeHostToolResponse.ProtoReflect.Descriptor instead.
 func (*InvokeHostToolResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{23}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InvokeHostToolResponse) GetResult() string {
@@ -1746,7 +2243,7 @@ var File_mother_v1_chick_proto protoreflect.FileDescriptor
 
 const file_mother_v1_chick_proto_rawDesc = "" +
 	"\n" +
-	"\x15mother/v1/chick.proto\x12\tmother.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"'\n" +
+	"\x15mother/v1/chick.proto\x12\tmother.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/types.proto\"'\n" +
 	"\vJoinRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\"\xf4\x01\n" +
 	"\fJoinResponse\x12\x19\n" +
@@ -1757,12 +2254,12 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x06limits\x18\x05 \x01(\v2\x16.mother.v1.ChickLimitsR\x06limits\x12#\n" +
 	"\rsystem_prompt\x18\x06 \x01(\tR\fsystemPrompt\x122\n" +
 	"\n" +
-	"host_tools\x18\a \x03(\v2\x13.mother.v1.ToolSpecR\thostTools\"\xb3\x01\n" +
+	"host_tools\x18\a \x03(\v2\x13.mother.v1.ToolSpecR\thostTools\"\xd5\x01\n" +
 	"\vChickLimits\x12\x1b\n" +
-	"\tmax_turns\x18\x01 \x01(\x05R\bmaxTurns\x120\n" +
-	"\x14wall_timeout_seconds\x18\x02 \x01(\x03R\x12wallTimeoutSeconds\x12!\n" +
-	"\ftoken_budget\x18\x03 \x01(\x03R\vtokenBudget\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x04 \x01(\x03R\x13heartbeatIntervalMs\"\xe0\x01\n" +
+	"\tmax_turns\x18\x01 \x01(\x05R\bmaxTurns\x12<\n" +
+	"\fwall_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vwallTimeout\x12!\n" +
+	"\ftoken_budget\x18\x03 \x01(\x03R\vtokenBudget\x12H\n" +
+	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xe0\x01\n" +
 	"\x0eSessionRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.mother.v1.SessionHelloH\x00R\x05hello\x12-\n" +
 	"\x05event\x18\x02 \x01(\v2\x15.mother.v1.AgentEventH\x00R\x05event\x124\n" +
@@ -1778,36 +2275,64 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x06cancel\x18\x02 \x01(\v2\x11.mother.v1.CancelH\x00R\x06cancelB\x06\n" +
 	"\x04kind\"\x17\n" +
 	"\x03Ack\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\" \n" +
-	"\x06Cancel\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xd0\x03\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\"\n" +
+	"\x06Cancel\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xdc\x04\n" +
 	"\n" +
 	"AgentEvent\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12-\n" +
-	"\x04type\x18\x02 \x01(\x0e2\x19.mother.v1.AgentEventTypeR\x04type\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\x12 \n" +
-	"\ftool_call_id\x18\x05 \x01(\tR\n" +
-	"toolCallId\x12\x1b\n" +
-	"\ttool_name\x18\x06 \x01(\tR\btoolName\x12\x14\n" +
-	"\x05label\x18\a \x01(\tR\x05label\x12\x1b\n" +
-	"\targs_json\x18\b \x01(\tR\bargsJson\x12\x16\n" +
-	"\x06result\x18\t \x01(\tR\x06result\x12\x19\n" +
-	"\bis_error\x18\n" +
-	" \x01(\bR\aisError\x12\x1f\n" +
-	"\vduration_ms\x18\v \x01(\x03R\n" +
-	"durationMs\x12&\n" +
-	"\x05usage\x18\f \x01(\v2\x10.mother.v1.UsageR\x05usage\x12\x1f\n" +
-	"\vstop_reason\x18\r \x01(\tR\n" +
-	"stopReason\x12\x14\n" +
-	"\x05error\x18\x0e \x01(\tR\x05error\x12\x18\n" +
-	"\aattempt\x18\x0f \x01(\x05R\aattempt\"O\n" +
-	"\x05Usage\x12!\n" +
-	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"{\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12>\n" +
+	"\rmessage_start\x18\x03 \x01(\v2\x17.mother.v1.MessageStartH\x00R\fmessageStart\x12>\n" +
+	"\rmessage_delta\x18\x04 \x01(\v2\x17.mother.v1.MessageDeltaH\x00R\fmessageDelta\x128\n" +
+	"\vmessage_end\x18\x05 \x01(\v2\x15.mother.v1.MessageEndH\x00R\n" +
+	"messageEnd\x125\n" +
+	"\n" +
+	"tool_start\x18\x06 \x01(\v2\x14.mother.v1.ToolStartH\x00R\ttoolStart\x12/\n" +
+	"\btool_end\x18\a \x01(\v2\x12.mother.v1.ToolEndH\x00R\atoolEnd\x12G\n" +
+	"\x10compaction_start\x18\b \x01(\v2\x1a.mother.v1.CompactionStartH\x00R\x0fcompactionStart\x12A\n" +
+	"\x0ecompaction_end\x18\t \x01(\v2\x18.mother.v1.CompactionEndH\x00R\rcompactionEnd\x12,\n" +
+	"\arun_end\x18\n" +
+	" \x01(\v2\x11.mother.v1.RunEndH\x00R\x06runEnd\x12(\n" +
+	"\x05retry\x18\v \x01(\v2\x10.mother.v1.RetryH\x00R\x05retryB\x06\n" +
+	"\x04kind\"\x0e\n" +
+	"\fMessageStart\"\"\n" +
+	"\fMessageDelta\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"H\n" +
+	"\n" +
+	"MessageEnd\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12&\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.mother.v1.UsageR\x05usage\"a\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12\x1b\n" +
+	"\targs_json\x18\x04 \x01(\tR\bargsJson\"4\n" +
+	"\tToolStart\x12'\n" +
+	"\x04call\x18\x01 \x01(\v2\x13.mother.v1.ToolCallR\x04call\"\x9c\x01\n" +
+	"\aToolEnd\x12'\n" +
+	"\x04call\x18\x01 \x01(\v2\x13.mother.v1.ToolCallR\x04call\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\tR\x06result\x12\x19\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\x125\n" +
+	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\")\n" +
+	"\x0fCompactionStart\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"r\n" +
+	"\rCompactionEnd\x12\x18\n" +
+	"\asummary\x18\x01 \x01(\tR\asummary\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\tR\x06result\x12\x19\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"~\n" +
+	"\x06RunEnd\x126\n" +
+	"\vstop_reason\x18\x01 \x01(\x0e2\x15.mother.v1.StopReasonR\n" +
+	"stopReason\x12&\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.mother.v1.UsageR\x05usage\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"f\n" +
+	"\x05Retry\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12-\n" +
+	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x92\x01\n" +
 	"\vChickResult\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1f\n" +
-	"\vstop_reason\x18\x02 \x01(\tR\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x126\n" +
+	"\vstop_reason\x18\x02 \x01(\x0e2\x15.mother.v1.StopReasonR\n" +
 	"stopReason\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12!\n" +
 	"\foutput_files\x18\x04 \x03(\tR\voutputFiles\"=\n" +
@@ -1818,9 +2343,9 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\rModelToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
-	"\targs_json\x18\x03 \x01(\tR\bargsJson\"\xfe\x01\n" +
-	"\fModelMessage\x12\x12\n" +
-	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\targs_json\x18\x03 \x01(\tR\bargsJson\"\x8f\x02\n" +
+	"\fModelMessage\x12#\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x0f.mother.v1.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12-\n" +
 	"\x06images\x18\x03 \x03(\v2\x15.mother.v1.ModelImageR\x06images\x127\n" +
 	"\n" +
@@ -1828,11 +2353,7 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
 	"\ttool_name\x18\x06 \x01(\tR\btoolName\x12\x19\n" +
-	"\bis_error\x18\a \x01(\bR\aisError\"i\n" +
-	"\bToolSpec\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
-	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\"\xb5\x01\n" +
+	"\bis_error\x18\a \x01(\bR\aisError\"\xb5\x01\n" +
 	"\x0fGenerateRequest\x12\x16\n" +
 	"\x06system\x18\x01 \x01(\tR\x06system\x123\n" +
 	"\bmessages\x18\x02 \x03(\v2\x17.mother.v1.ModelMessageR\bmessages\x12)\n" +
@@ -1842,12 +2363,11 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\n" +
 	"text_delta\x18\x01 \x01(\tH\x00R\ttextDelta\x12-\n" +
 	"\x04done\x18\x02 \x01(\v2\x17.mother.v1.GenerateDoneH\x00R\x04doneB\x06\n" +
-	"\x04kind\"\x8a\x01\n" +
+	"\x04kind\"\x9b\x01\n" +
 	"\fGenerateDone\x121\n" +
 	"\amessage\x18\x01 \x01(\v2\x17.mother.v1.ModelMessageR\amessage\x12&\n" +
-	"\x05usage\x18\x02 \x01(\v2\x10.mother.v1.UsageR\x05usage\x12\x1f\n" +
-	"\vstop_reason\x18\x03 \x01(\tR\n" +
-	"stopReason\"h\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.mother.v1.UsageR\x05usage\x120\n" +
+	"\x14provider_stop_reason\x18\x03 \x01(\tR\x12providerStopReason\"h\n" +
 	"\x11UploadFileRequest\x125\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.mother.v1.UploadFileHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
@@ -1865,18 +2385,12 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\targs_json\x18\x02 \x01(\tR\bargsJson\"K\n" +
 	"\x16InvokeHostToolResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12\x19\n" +
-	"\bis_error\x18\x02 \x01(\bR\aisError*\xe2\x02\n" +
-	"\x0eAgentEventType\x12 \n" +
-	"\x1cAGENT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\"\n" +
-	"\x1eAGENT_EVENT_TYPE_MESSAGE_START\x10\x01\x12\"\n" +
-	"\x1eAGENT_EVENT_TYPE_MESSAGE_DELTA\x10\x02\x12 \n" +
-	"\x1cAGENT_EVENT_TYPE_MESSAGE_END\x10\x03\x12\x1f\n" +
-	"\x1bAGENT_EVENT_TYPE_TOOL_START\x10\x04\x12\x1d\n" +
-	"\x19AGENT_EVENT_TYPE_TOOL_END\x10\x05\x12%\n" +
-	"!AGENT_EVENT_TYPE_COMPACTION_START\x10\x06\x12#\n" +
-	"\x1fAGENT_EVENT_TYPE_COMPACTION_END\x10\a\x12\x1c\n" +
-	"\x18AGENT_EVENT_TYPE_RUN_END\x10\b\x12\x1a\n" +
-	"\x16AGENT_EVENT_TYPE_RETRY\x10\t2\xf8\x02\n" +
+	"\bis_error\x18\x02 \x01(\bR\aisError*N\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tROLE_USER\x10\x01\x12\x12\n" +
+	"\x0eROLE_ASSISTANT\x10\x02\x12\r\n" +
+	"\tROLE_TOOL\x10\x032\xf8\x02\n" +
 	"\fChickService\x127\n" +
 	"\x04Join\x12\x16.mother.v1.JoinRequest\x1a\x17.mother.v1.JoinResponse\x12D\n" +
 	"\aSession\x12\x19.mother.v1.SessionRequest\x1a\x1a.mother.v1.SessionResponse(\x010\x01\x12E\n" +
@@ -1898,9 +2412,9 @@ func file_mother_v1_chick_proto_rawDescGZIP() []byte {
 }
 
 var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_mother_v1_chick_proto_goTypes = []any{
-	(AgentEventType)(0),            // 0: mother.v1.AgentEventType
+	(Role)(0),                      // 0: mother.v1.Role
 	(*JoinRequest)(nil),            // 1: mother.v1.JoinRequest
 	(*JoinResponse)(nil),           // 2: mother.v1.JoinResponse
 	(*ChickLimits)(nil),            // 3: mother.v1.ChickLimits
@@ -1911,58 +2425,88 @@ var file_mother_v1_chick_proto_goTypes = []any{
 	(*Ack)(nil),                    // 8: mother.v1.Ack
 	(*Cancel)(nil),                 // 9: mother.v1.Cancel
 	(*AgentEvent)(nil),             // 10: mother.v1.AgentEvent
-	(*Usage)(nil),                  // 11: mother.v1.Usage
-	(*ChickResult)(nil),            // 12: mother.v1.ChickResult
-	(*ModelImage)(nil),             // 13: mother.v1.ModelImage
-	(*ModelToolCall)(nil),          // 14: mother.v1.ModelToolCall
-	(*ModelMessage)(nil),           // 15: mother.v1.ModelMessage
-	(*ToolSpec)(nil),               // 16: mother.v1.ToolSpec
-	(*GenerateRequest)(nil),        // 17: mother.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 18: mother.v1.GenerateResponse
-	(*GenerateDone)(nil),           // 19: mother.v1.GenerateDone
-	(*UploadFileRequest)(nil),      // 20: mother.v1.UploadFileRequest
-	(*UploadFileHeader)(nil),       // 21: mother.v1.UploadFileHeader
-	(*UploadFileResponse)(nil),     // 22: mother.v1.UploadFileResponse
-	(*InvokeHostToolRequest)(nil),  // 23: mother.v1.InvokeHostToolRequest
-	(*InvokeHostToolResponse)(nil), // 24: mother.v1.InvokeHostToolResponse
-	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
+	(*MessageStart)(nil),           // 11: mother.v1.MessageStart
+	(*MessageDelta)(nil),           // 12: mother.v1.MessageDelta
+	(*MessageEnd)(nil),             // 13: mother.v1.MessageEnd
+	(*ToolCall)(nil),               // 14: mother.v1.ToolCall
+	(*ToolStart)(nil),              // 15: mother.v1.ToolStart
+	(*ToolEnd)(nil),                // 16: mother.v1.ToolEnd
+	(*CompactionStart)(nil),        // 17: mother.v1.CompactionStart
+	(*CompactionEnd)(nil),          // 18: mother.v1.CompactionEnd
+	(*RunEnd)(nil),                 // 19: mother.v1.RunEnd
+	(*Retry)(nil),                  // 20: mother.v1.Retry
+	(*ChickResult)(nil),            // 21: mother.v1.ChickResult
+	(*ModelImage)(nil),             // 22: mother.v1.ModelImage
+	(*ModelToolCall)(nil),          // 23: mother.v1.ModelToolCall
+	(*ModelMessage)(nil),           // 24: mother.v1.ModelMessage
+	(*GenerateRequest)(nil),        // 25: mother.v1.GenerateRequest
+	(*GenerateResponse)(nil),       // 26: mother.v1.GenerateResponse
+	(*GenerateDone)(nil),           // 27: mother.v1.GenerateDone
+	(*UploadFileRequest)(nil),      // 28: mother.v1.UploadFileRequest
+	(*UploadFileHeader)(nil),       // 29: mother.v1.UploadFileHeader
+	(*UploadFileResponse)(nil),     // 30: mother.v1.UploadFileResponse
+	(*InvokeHostToolRequest)(nil),  // 31: mother.v1.InvokeHostToolRequest
+	(*InvokeHostToolResponse)(nil), // 32: mother.v1.InvokeHostToolResponse
+	(*ToolSpec)(nil),               // 33: mother.v1.ToolSpec
+	(*durationpb.Duration)(nil),    // 34: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 35: google.protobuf.Timestamp
+	(*Usage)(nil),                  // 36: mother.v1.Usage
+	(StopReason)(0),                // 37: mother.v1.StopReason
 }
 var file_mother_v1_chick_proto_depIdxs = []int32{
 	3,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
-	16, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
-	5,  // 2: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
-	10, // 3: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
-	6,  // 4: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
-	12, // 5: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
-	25, // 6: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	8,  // 7: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
-	9,  // 8: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
-	0,  // 9: mother.v1.AgentEvent.type:type_name -> mother.v1.AgentEventType
-	25, // 10: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	11, // 11: mother.v1.AgentEvent.usage:type_name -> mother.v1.Usage
-	13, // 12: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
-	14, // 13: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
-	15, // 14: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
-	16, // 15: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
-	19, // 16: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
-	15, // 17: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
-	11, // 18: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
-	21, // 19: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
-	1,  // 20: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
-	4,  // 21: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
-	17, // 22: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
-	20, // 23: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
-	23, // 24: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
-	2,  // 25: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
-	7,  // 26: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
-	18, // 27: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
-	22, // 28: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
-	24, // 29: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	33, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
+	34, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
+	34, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	5,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
+	10, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
+	6,  // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
+	21, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
+	35, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	8,  // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
+	9,  // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
+	35, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	11, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
+	12, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
+	13, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
+	15, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
+	16, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
+	17, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
+	18, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
+	19, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
+	20, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
+	36, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
+	14, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
+	14, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
+	34, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
+	37, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
+	36, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
+	34, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
+	37, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
+	0,  // 29: mother.v1.ModelMessage.role:type_name -> mother.v1.Role
+	22, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
+	23, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
+	24, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
+	33, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
+	27, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
+	24, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
+	36, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
+	29, // 37: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
+	1,  // 38: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
+	4,  // 39: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
+	25, // 40: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
+	28, // 41: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
+	31, // 42: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
+	2,  // 43: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
+	7,  // 44: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
+	26, // 45: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
+	30, // 46: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
+	32, // 47: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
+	43, // [43:48] is the sub-list for method output_type
+	38, // [38:43] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_chick_proto_init() }
@@ -1970,6 +2514,7 @@ func file_mother_v1_chick_proto_init() {
 	if File_mother_v1_chick_proto != nil {
 		return
 	}
+	file_mother_v1_types_proto_init()
 	file_mother_v1_chick_proto_msgTypes[3].OneofWrappers = []any{
 		(*SessionRequest_Hello)(nil),
 		(*SessionRequest_Event)(nil),
@@ -1980,11 +2525,22 @@ func file_mother_v1_chick_proto_init() {
 		(*SessionResponse_Ack)(nil),
 		(*SessionResponse_Cancel)(nil),
 	}
-	file_mother_v1_chick_proto_msgTypes[17].OneofWrappers = []any{
+	file_mother_v1_chick_proto_msgTypes[9].OneofWrappers = []any{
+		(*AgentEvent_MessageStart)(nil),
+		(*AgentEvent_MessageDelta)(nil),
+		(*AgentEvent_MessageEnd)(nil),
+		(*AgentEvent_ToolStart)(nil),
+		(*AgentEvent_ToolEnd)(nil),
+		(*AgentEvent_CompactionStart)(nil),
+		(*AgentEvent_CompactionEnd)(nil),
+		(*AgentEvent_RunEnd)(nil),
+		(*AgentEvent_Retry)(nil),
+	}
+	file_mother_v1_chick_proto_msgTypes[25].OneofWrappers = []any{
 		(*GenerateResponse_TextDelta)(nil),
 		(*GenerateResponse_Done)(nil),
 	}
-	file_mother_v1_chick_proto_msgTypes[19].OneofWrappers = []any{
+	file_mother_v1_chick_proto_msgTypes[27].OneofWrappers = []any{
 		(*UploadFileRequest_Header)(nil),
 		(*UploadFileRequest_Data)(nil),
 	}
@@ -1994,7 +2550,7 @@ func file_mother_v1_chick_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_chick_proto_rawDesc), len(file_mother_v1_chick_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
