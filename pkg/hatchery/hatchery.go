@@ -1,9 +1,10 @@
-// Package hatchery runs chicks: disposable, hardened containers on Docker
-// engines (Docker Engine API, github.com/docker/docker/client). It owns a
-// chick's whole life: the queue and the concurrency caps (global, per
-// channel, per host), the container (created hardened, labelled, filled with
-// the channel's files through the archive API, watched, killed, removed or
-// kept for inspection), the single-use token, the wall-clock limit, hang
+// Package hatchery supervises chicks: disposable, hardened containers on
+// one or more hosts, each driven through a Runtime (the Docker Engine API
+// driver is pkg/hatchery/docker; this package knows no Docker type). It
+// owns a chick's whole life: the queue and the concurrency caps (global,
+// per channel, per host), placement across hosts, the container (created
+// hardened, labelled, filled with the channel's files, watched, killed,
+// removed or kept for inspection), the single-use token, the wall-clock limit, hang
 // detection from heartbeats, the events the chick streams (stored before
 // they are acknowledged), the files it sends back, and reconciliation after
 // a Mother restart: chicks that can go on are resumed, the rest reaped.
@@ -31,22 +32,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
-	"github.com/docker/docker/pkg/stdcopy"
-
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
-// Host is one Docker engine chicks run on.
+// Host is one engine chicks run on.
 type Host struct {
 	Name string
-	// API is the engine's client (see Dial).
-	API dockerAPI
+	// Runtime drives the engine (pkg/hatchery/docker).
+	Runtime Runtime
 	// Capacity is how many chicks it runs at once.
 	Capacity int
 	// Tiers it serves; empty: all.
@@ -60,8 +56,11 @@ type Options struct {
 	Config *config.Config
 	// Dir holds the records and event logs (<data>/chicks).
 	Dir string
-	// Hosts are the engines; empty: dial every host in Config.
-	Hosts  []Host
+	// Hosts are the engines; empty: Dial every host in Config.
+	Hosts []Host
+	// Dial opens the runtime of a configured host (docker.Open); needed
+	// when Hosts is empty.
+	Dial   func(config.DockerHost) (Runtime, error)
 	Logger *slog.Logger
 	Clock  Clock
 	Meter  Meter
@@ -212,8 +211,11 @@ func New(opts Options) (*Hatchery, error) {
 	}
 	hosts := opts.Hosts
 	if len(hosts) == 0 {
+		if opts.Dial == nil && len(cfg.Chicks.Hosts) > 0 {
+			return nil, errors.New("hatchery: no Hosts given and no Dial to open the configured ones")
+		}
 		for _, hc := range cfg.Chicks.Hosts {
-			api, err := Dial(hc, nil)
+			rt, err := opts.Dial(hc)
 			if err != nil {
 				h.closeHosts(hosts)
 				return nil, err
@@ -222,7 +224,7 @@ func New(opts Options) (*Hatchery, error) {
 			if addr == "" {
 				addr = cfg.GRPC.Advertise
 			}
-			hosts = append(hosts, Host{Name: hc.Name, API: api, Capacity: hc.Capacity, Tiers: hc.Tiers, MotherAddress: addr})
+			hosts = append(hosts, Host{Name: hc.Name, Runtime: rt, Capacity: hc.Capacity, Tiers: hc.Tiers, MotherAddress: addr})
 		}
 	}
 	for _, hs := range hosts {
@@ -247,8 +249,8 @@ func New(opts Options) (*Hatchery, error) {
 
 func (h *Hatchery) closeHosts(hs []Host) {
 	for _, x := range hs {
-		if x.API != nil {
-			x.API.Close()
+		if x.Runtime != nil {
+			x.Runtime.Close()
 		}
 	}
 }
@@ -534,26 +536,38 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		// Public: how the chick recognises Mother (not a secret).
 		env = append(env, EnvCA+"="+h.caPEM)
 	}
-	cc, hc, err := containerSpec(h.cfg, h.cfg.Image, h.command, labels, env)
-	if err != nil {
-		h.failStart(c, "", err)
-		return
+	spec := ContainerSpec{
+		Name: "mother-chick-" + id + "-" + h.instance, Image: h.cfg.Image, Command: h.command, Env: env, Labels: labels,
+		Network: h.cfg.Network, Resources: h.cfg.Resources, Hardening: h.cfg.Hardening,
+	}
+	if n, ok := hs.Runtime.(ChickNetworker); ok {
+		ctx, cancel := h.dctx()
+		name, err := n.ChickNetwork(ctx, h.instance)
+		cancel()
+		if unreachable(err) {
+			h.requeue(c, hs, err)
+			return
+		}
+		if err != nil {
+			h.failStart(c, "", fmt.Errorf("chick network: %w", err))
+			return
+		}
+		spec.Network = name
 	}
 	ctx, cancel := h.dctx()
-	resp, err := hs.API.ContainerCreate(ctx, cc, hc, nil, nil, "mother-chick-"+id+"-"+h.instance)
+	cid, err := hs.Runtime.Create(ctx, spec)
 	cancel()
 	if err != nil {
 		if unreachable(err) {
 			h.requeue(c, hs, err)
 			return
 		}
-		if client.IsErrNotFound(err) {
+		if errors.Is(err, ErrContainerNotFound) {
 			err = fmt.Errorf("the image %s is not on Docker host %s: build it with `make image` there, or set chicks.image (%w)", h.cfg.Image, hs.Name, err)
 		}
 		h.failStart(c, "", fmt.Errorf("create chick container: %w", err))
 		return
 	}
-	cid := resp.ID
 	h.mu.Lock()
 	c.rec.ContainerID = cid
 	h.persist(c)
@@ -563,14 +577,9 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		h.failStart(c, cid, errors.New("stopped before it started"))
 		return
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(pack(pw, Files{ChannelDir: c.rec.ChannelDir, SharedSkills: c.rec.Skills}, parseOwner(h.cfg.Hardening.User)))
-	}()
 	ctx, cancel = h.dctx()
-	err = hs.API.CopyToContainer(ctx, cid, Workspace, pr, container.CopyToContainerOptions{})
+	err = hs.Runtime.CopyFiles(ctx, cid, Files{ChannelDir: c.rec.ChannelDir, SharedSkills: c.rec.Skills}, h.cfg.Hardening.User)
 	cancel()
-	pr.CloseWithError(errors.New("copy ended"))
 	if unreachable(err) {
 		h.requeue(c, hs, err)
 		return
@@ -581,9 +590,9 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	}
 	// Wait before start, so a fast exit is not missed.
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
-	waitCh, errCh := hs.API.ContainerWait(wctx, cid, container.WaitConditionNextExit)
+	exitCh := hs.Runtime.Wait(wctx, cid, true)
 	ctx, cancel = h.dctx()
-	err = hs.API.ContainerStart(ctx, cid, container.StartOptions{})
+	err = hs.Runtime.Start(ctx, cid)
 	cancel()
 	if err != nil {
 		wcancel()
@@ -611,7 +620,7 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	go func() {
 		defer h.wg.Done()
 		defer wcancel()
-		h.waitExit(c, waitCh, errCh)
+		h.waitExit(c, exitCh)
 	}()
 }
 
@@ -650,18 +659,21 @@ func (h *Hatchery) armTimeout(c *chick, d time.Duration) {
 }
 
 // waitExit waits for c's container to exit and ends the chick.
-func (h *Hatchery) waitExit(c *chick, waitCh <-chan container.WaitResponse, errCh <-chan error) {
+func (h *Hatchery) waitExit(c *chick, exitCh <-chan Exit) {
 	var code int64 = -1
 	select {
-	case r := <-waitCh:
-		code = r.StatusCode
-	case err := <-errCh:
+	case ex := <-exitCh:
+		if ex.Err == nil {
+			code = ex.Code
+			break
+		}
+		err := ex.Err
 		if h.ctx.Err() != nil {
 			return // Mother is closing; the chick lives on
 		}
 		h.logger.Warn("lost track of chick container; checking", "chick", c.rec.ID, "err", err)
 		ctx, cancel := h.dctx()
-		insp, ierr := c.host.API.ContainerInspect(ctx, c.rec.ContainerID)
+		insp, ierr := c.host.Runtime.Inspect(ctx, c.rec.ContainerID)
 		cancel()
 		if unreachable(ierr) {
 			// The chick may well live on (it talks to Mother, not to
@@ -672,16 +684,15 @@ func (h *Hatchery) waitExit(c *chick, waitCh <-chan container.WaitResponse, errC
 			h.mu.Unlock()
 			return
 		}
-		if ierr == nil && insp.State != nil && insp.State.Running {
+		if ierr == nil && insp.Running {
 			// Still running: wait again.
 			wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
 			defer wcancel()
-			w2, e2 := c.host.API.ContainerWait(wctx, c.rec.ContainerID, container.WaitConditionNotRunning)
-			h.waitExit(c, w2, e2)
+			h.waitExit(c, c.host.Runtime.Wait(wctx, c.rec.ContainerID, false))
 			return
 		}
-		if ierr == nil && insp.State != nil {
-			code = int64(insp.State.ExitCode)
+		if ierr == nil {
+			code = insp.ExitCode
 		}
 	case <-h.ctx.Done():
 		return
@@ -804,7 +815,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 			h.keepTimer(keep, id)
 			// Kept for inspection, but never left running.
 			ctx, cancel := h.dctx()
-			_ = hs.API.ContainerKill(ctx, cid, "KILL")
+			_ = hs.Runtime.Kill(ctx, cid, "KILL")
 			cancel()
 		} else {
 			h.removeContainer(hs, cid)
@@ -907,11 +918,11 @@ func (h *Hatchery) removeContainer(hs *host, cid string) {
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := h.dctx()
-		err := hs.API.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err == nil || client.IsErrNotFound(err) {
-			_, ierr := hs.API.ContainerInspect(ctx, cid)
+		err := hs.Runtime.Remove(ctx, cid)
+		if err == nil || errors.Is(err, ErrContainerNotFound) {
+			_, ierr := hs.Runtime.Inspect(ctx, cid)
 			cancel()
-			if client.IsErrNotFound(ierr) {
+			if errors.Is(ierr, ErrContainerNotFound) {
 				return
 			}
 			err = fmt.Errorf("still there after remove (%v)", ierr)
@@ -936,7 +947,7 @@ func (h *Hatchery) killContainer(c *chick) {
 		return
 	}
 	ctx, cancel := h.dctx()
-	err := hs.API.ContainerKill(ctx, cid, "KILL")
+	err := hs.Runtime.Kill(ctx, cid, "KILL")
 	cancel()
 	if unreachable(err) {
 		h.mu.Lock()
@@ -945,7 +956,7 @@ func (h *Hatchery) killContainer(c *chick) {
 		h.hostGone(c)
 		return
 	}
-	if err != nil && !client.IsErrNotFound(err) && !errdefs.IsConflict(err) {
+	if err != nil && !errors.Is(err, ErrContainerNotFound) && !errors.Is(err, ErrConflict) {
 		h.logger.Warn("cannot kill chick container", "container", short(cid), "err", err)
 	}
 }
@@ -1399,15 +1410,10 @@ func (h *Hatchery) Logs(ctx context.Context, id string, follow bool, w io.Writer
 	if removed {
 		return fmt.Errorf("chick %s: its container was removed when it ended (set chicks.keepFor to keep ended chicks for inspection)", id)
 	}
-	rc, err := hs.API.ContainerLogs(ctx, cid, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Timestamps: false})
-	if err != nil {
-		if client.IsErrNotFound(err) {
+	if err := hs.Runtime.Logs(ctx, cid, follow, w); err != nil {
+		if errors.Is(err, ErrContainerNotFound) {
 			return fmt.Errorf("chick %s: its container is gone", id)
 		}
-		return fmt.Errorf("chick %s logs: %w", id, err)
-	}
-	defer rc.Close()
-	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("chick %s logs: %w", id, err)
 	}
 	return nil
@@ -1460,7 +1466,7 @@ func (h *Hatchery) Close() error {
 		errs = append(errs, h.records.Close())
 	}
 	for _, hs := range h.hosts {
-		errs = append(errs, hs.API.Close())
+		errs = append(errs, hs.Runtime.Close())
 	}
 	return errors.Join(errs...)
 }

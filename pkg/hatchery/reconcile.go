@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 )
 
 type found struct {
 	host *host
-	c    container.Summary
+	c    Container
 }
 
 // Reconcile matches the records with the containers this Mother instance
@@ -29,7 +26,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	var strays []found
 	for _, hs := range h.hosts {
 		cctx, cancel := context.WithTimeout(ctx, h.dockerTO)
-		list, err := hs.API.ContainerList(cctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+h.instance))})
+		list, err := hs.Runtime.List(cctx, LabelInstance, h.instance)
 		cancel()
 		if err != nil {
 			h.logger.Error("cannot list chick containers; leaving that host's chicks as they are", "host", hs.Name, "err", err)
@@ -90,7 +87,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 			} else {
 				keeps = append(keeps, keep{id, c.rec.KeepUntil.Sub(now)})
 			}
-		case f.c.State == "running" && c.rec.TokenHash != "" && c.rec.State != StateStopping:
+		case f.c.State == ContainerRunning && c.rec.TokenHash != "" && c.rec.State != StateStopping:
 			c.host = f.host
 			c.rec.ContainerID = f.c.ID
 			f.host.running++
@@ -98,7 +95,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 			c.lastSeen = now.Add(h.grace)
 			h.persist(c)
 			resumed = append(resumed, c)
-		case f.c.State == "created" && c.rec.State == StateStarting && c.rec.Result == nil:
+		case f.c.State == ContainerCreated && c.rec.State == StateStarting && c.rec.Result == nil:
 			// Mother stopped between creating the container and starting
 			// it: it never ran, so nothing was done. Start it afresh (a
 			// new container and token) rather than losing the goal.
@@ -116,7 +113,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 			if c.rec.State == StateQueued {
 				c.rec.State = StateStarting
 			}
-			if c.rec.Result != nil && f.c.State != "running" {
+			if c.rec.Result != nil && f.c.State != ContainerRunning {
 				ends = append(ends, endAction{c: c, result: true})
 			} else {
 				ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: Mother restarted and could not resume it (its container had stopped or was stopping)"})
@@ -212,12 +209,12 @@ func (h *Hatchery) resume(c *chick) {
 	h.mu.Unlock()
 	h.logger.Info("chick resumed after restart", "chick", info.ID, "container", short(cid))
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
-	waitCh, errCh := hs.API.ContainerWait(wctx, cid, container.WaitConditionNotRunning)
+	exitCh := hs.Runtime.Wait(wctx, cid, false)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer wcancel()
-		h.waitExit(c, waitCh, errCh)
+		h.waitExit(c, exitCh)
 	}()
 	h.obs.get().ChickResumed(info)
 }
