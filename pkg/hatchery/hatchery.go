@@ -34,6 +34,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -62,8 +63,9 @@ type Options struct {
 	// when Hosts is empty.
 	Dial   func(config.DockerHost) (Runtime, error)
 	Logger *slog.Logger
-	Clock  Clock
-	Meter  Meter
+	// Clock is the time source (default clock.Real{}).
+	Clock clock.Clock
+	Meter Meter
 	// Command overrides the image's entrypoint and command (tests and
 	// debugging).
 	Command []string
@@ -109,7 +111,7 @@ type Hatchery struct {
 	instance string
 	hosts    []*host
 	logger   *slog.Logger
-	clock    Clock
+	clock    clock.Clock
 	meter    Meter
 	command  []string
 	grace    time.Duration
@@ -130,9 +132,9 @@ type Hatchery struct {
 	queue   []*chick
 	records *store.JSONL
 	closed  bool
-	watch   Timer
-	probe   Timer
-	keeps   []Timer
+	watch   clock.Timer
+	probe   clock.Timer
+	keeps   []clock.Timer
 }
 
 type host struct {
@@ -153,7 +155,7 @@ type chick struct {
 	lastSeen time.Time
 	lastSeq  uint64
 	events   *store.JSONL
-	timers   []Timer
+	timers   []clock.Timer
 	exited   bool
 	ended    chan struct{}
 	files    int64
@@ -177,7 +179,7 @@ func New(opts Options) (*Hatchery, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Clock == nil {
-		opts.Clock = SystemClock
+		opts.Clock = clock.Real{}
 	}
 	if opts.StartupGrace <= 0 {
 		opts.StartupGrace = 30 * time.Second
@@ -756,7 +758,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 	wasActive := c.rec.State == StateStarting || c.rec.State == StateRunning || c.rec.State == StateStopping
 	var ran time.Duration
 	if !c.rec.StartedAt.IsZero() {
-		ran = h.clock.Now().Sub(c.rec.StartedAt)
+		ran = clock.Since(h.clock, c.rec.StartedAt)
 	}
 	switch reason {
 	case ReasonDone:
@@ -934,7 +936,8 @@ func (h *Hatchery) removeContainer(hs *host, cid string) {
 			return
 		}
 		h.logger.Debug("retrying container removal", "container", short(cid), "err", err)
-		time.Sleep(wait)
+		// Closing cuts the wait short; the next failure then gives up.
+		_ = clock.Sleep(h.ctx, h.clock, wait)
 		wait *= 2
 	}
 }
@@ -1090,12 +1093,12 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 	if !c.joined {
 		c.joined = true
 		if !c.rec.StartedAt.IsZero() {
-			h.metrics.ChickJoined(c.rec.Tier, c.rec.Host, h.clock.Now().Sub(c.rec.StartedAt))
+			h.metrics.ChickJoined(c.rec.Tier, c.rec.Host, clock.Since(h.clock, c.rec.StartedAt))
 		}
 	}
 	left := time.Duration(0)
 	if t := h.cfg.Timeout.Duration; t > 0 {
-		left = t - h.clock.Now().Sub(c.rec.StartedAt)
+		left = t - clock.Since(h.clock, c.rec.StartedAt)
 		if left < time.Second {
 			left = time.Second
 		}

@@ -13,11 +13,6 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 )
 
-// fakeClock adapts clock.Fake to the hatchery's Clock.
-type fakeClock struct{ *clock.Fake }
-
-func (c fakeClock) AfterFunc(d time.Duration, f func()) hatchery.Timer { return c.Fake.AfterFunc(d, f) }
-
 // TestHangSoonAfterFirstContact: the startup grace covers a chick that has
 // not spoken yet; once it has, three missed heartbeats mean hung, even
 // inside what would have been the grace (found by the soak: a chick that
@@ -27,7 +22,7 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 	image := hatcherytest.BuildImage(t)
 	api := hatcherytest.Docker(t)
 	cfg := testConfig(image) // heartbeat every 200ms
-	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
+	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +63,7 @@ func TestResultStoredIsNotHung(t *testing.T) {
 	image := hatcherytest.BuildImage(t)
 	api := hatcherytest.Docker(t)
 	cfg := testConfig(image) // heartbeat every 200ms, kill grace 1s
-	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
+	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)

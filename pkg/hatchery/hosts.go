@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // Docker hosts go down and come back. A host is down when a call to it
@@ -66,7 +68,7 @@ func (h *Hatchery) markUpLocked(hs *host, version string) {
 	}
 	hs.health.down = false
 	hs.health.since = h.clock.Now()
-	h.logger.Info("Docker host answers again; reconciling its chicks", "host", hs.Name, "was_down_for", h.clock.Now().Sub(was.since).Round(time.Second))
+	h.logger.Info("Docker host answers again; reconciling its chicks", "host", hs.Name, "was_down_for", clock.Since(h.clock, was.since).Round(time.Second))
 	if h.closed {
 		return
 	}

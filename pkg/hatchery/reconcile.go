@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 type found struct {
@@ -197,7 +199,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 // resume watches a chick found running after a restart.
 func (h *Hatchery) resume(c *chick) {
 	h.mu.Lock()
-	left := h.cfg.Timeout.Duration - h.clock.Now().Sub(c.rec.StartedAt)
+	left := h.cfg.Timeout.Duration - clock.Since(h.clock, c.rec.StartedAt)
 	if h.cfg.Timeout.Duration > 0 {
 		if left <= 0 {
 			left = 1

@@ -144,23 +144,6 @@ type Assignment struct {
 	HeartbeatInterval time.Duration
 }
 
-// Clock is the time source; tests inject their own.
-type Clock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) Timer
-}
-
-// Timer is a scheduled call.
-type Timer interface{ Stop() bool }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
-
-// SystemClock is the real clock.
-var SystemClock Clock = realClock{}
-
 // NopObserver ignores everything.
 type NopObserver struct{}
 
