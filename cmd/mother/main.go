@@ -201,7 +201,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mother: %v\n", err)
 		return exitFailure
 	}
-	ch.hatchery.SetObserver(m.ChickObserver())
+	ch.hatchery.Subscribe(m.ChickObserver())
 	ch.nest.SetAdapters(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
 	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)

@@ -66,7 +66,7 @@ func startMother(t *testing.T, cfg *config.Config, dir, addr string, fake *ollam
 		t.Fatal(err)
 	}
 	obs := &events{ended: make(chan hatchery.Info, 10)}
-	h.SetObserver(obs)
+	h.Subscribe(obs)
 	if err := h.Reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}

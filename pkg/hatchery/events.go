@@ -93,7 +93,7 @@ func (h *Hatchery) RecordEvent(id string, seq uint64, ev agent.Event) (uint64, e
 	c.lastSeq = seq
 	info := h.info(c)
 	h.mu.Unlock()
-	h.obs.get().ChickEvent(info, ev)
+	h.obs.ChickEvent(info, ev)
 	return seq, nil
 }
 

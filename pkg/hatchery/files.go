@@ -114,7 +114,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 	info := h.info(c)
 	h.mu.Unlock()
 	f := File{Path: dst, RelPath: relOut, Attach: attach, Title: title, Size: n}
-	h.obs.get().ChickFile(info, f)
+	h.obs.ChickFile(info, f)
 	return f, nil
 }
 

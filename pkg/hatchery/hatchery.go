@@ -106,7 +106,7 @@ type Hatchery struct {
 	command  []string
 	grace    time.Duration
 	dockerTO time.Duration
-	obs      observerSlot
+	obs      publisher
 	metrics  Metrics
 	caPEM    string
 
@@ -251,8 +251,11 @@ func (h *Hatchery) closeHosts(hs []Host) {
 // containers.
 func (h *Hatchery) Instance() string { return h.instance }
 
-// SetObserver sets who hears about chicks.
-func (h *Hatchery) SetObserver(o Observer) { h.obs.set(o) }
+// Subscribe adds o to those who hear what chicks do (Mother posts it to
+// channels, momctl and metrics may listen too) and returns the call that
+// removes it. Each subscriber gets every call, in order; subscribe before
+// Reconcile to hear the chicks it resumes and the ends it announces.
+func (h *Hatchery) Subscribe(o Observer) (unsubscribe func()) { return h.obs.subscribe(o) }
 
 // Config is the chicks configuration in force.
 func (h *Hatchery) Config() config.Chicks { return h.cfg }

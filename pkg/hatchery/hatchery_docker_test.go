@@ -108,7 +108,7 @@ func newEnv(t *testing.T, cfg *config.Config, command []string, dir string) *env
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	return &env{h: h, rec: rec, api: api, dir: dir}
@@ -401,7 +401,7 @@ func TestPlacementByFreeCapacity(t *testing.T) {
 	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, Hosts: hosts, Logger: testLogger(t)})
 	must(t, err)
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	var ids []string

@@ -35,7 +35,7 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	must(t, h.Reconcile(t.Context())) // starts the watchdog
@@ -76,7 +76,7 @@ func TestResultStoredIsNotHung(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	must(t, h.Reconcile(t.Context()))

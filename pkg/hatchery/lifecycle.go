@@ -313,7 +313,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 			h.removeContainer(hs, cid)
 		}
 	}
-	h.obs.get().ChickEnded(info)
+	h.obs.ChickEnded(info)
 }
 
 // keepTimer schedules the removal of a container kept for inspection.

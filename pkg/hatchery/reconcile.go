@@ -324,7 +324,7 @@ func (h *Hatchery) apply(actions []action) {
 	}
 	for _, in := range unreported {
 		h.logger.Info("chick ended before the restart without its end being reported; reporting it now", "chick", in.ID, "state", in.State)
-		h.obs.get().ChickEnded(in)
+		h.obs.ChickEnded(in)
 	}
 }
 
@@ -350,5 +350,5 @@ func (h *Hatchery) resume(c *chick) {
 		defer wcancel()
 		h.waitExit(c, exitCh)
 	}()
-	h.obs.get().ChickResumed(info)
+	h.obs.ChickResumed(info)
 }
