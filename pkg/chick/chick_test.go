@@ -16,6 +16,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chick"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/ollama"
@@ -51,7 +52,7 @@ func (e *events) ChickEnded(in hatchery.Info)            { e.ended <- in }
 
 func startMother(t *testing.T, cfg *config.Config, dir, addr string, fake *ollamatest.Server) *mother {
 	t.Helper()
-	api, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	api, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +61,12 @@ func startMother(t *testing.T, cfg *config.Config, dir, addr string, fake *ollam
 		t.Fatal(err)
 	}
 	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Command: []string{"sleep", "120"}, Meter: b,
-		Hosts: []hatchery.Host{{Name: "local", API: api, Capacity: 2, MotherAddress: addr}}})
+		Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(api), Capacity: 2, MotherAddress: addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obs := &events{ended: make(chan hatchery.Info, 10)}
-	h.SetObserver(obs)
+	h.Subscribe(obs)
 	if err := h.Reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}

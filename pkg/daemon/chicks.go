@@ -12,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
@@ -63,7 +64,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 		br.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: logger, Meter: br, CAPEM: tl.CAPEM, Metrics: mx})
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Logger: logger, Meter: br, CAPEM: tl.CAPEM, Metrics: mx})
 	if err != nil {
 		lis.Close()
 		br.Close()

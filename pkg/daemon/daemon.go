@@ -232,7 +232,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return r.fail(err)
 	}
-	ch.hatchery.SetObserver(m.ChickObserver())
+	ch.hatchery.Subscribe(m.ChickObserver())
 	ch.nest.SetAdapters(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
 	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)

@@ -1,15 +1,11 @@
 package hatchery
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -35,115 +31,125 @@ type Files struct {
 	SharedSkills string
 }
 
-// owner is the uid/gid given to the files in the archive.
-type owner struct{ uid, gid int }
+// Labels every chick container carries, so Mother can find and reap
+// strays after a crash (decision 4).
+const (
+	LabelChickID  = "mother.chick.id"
+	LabelChannel  = "mother.channel"
+	LabelInstance = "mother.instance"
+	LabelTier     = "mother.tier"
+)
 
-// parseOwner reads "uid[:gid]"; a name (not a number) gives -1, and the
-// files are then made world-writable instead.
-func parseOwner(user string) owner {
-	u, g, _ := strings.Cut(user, ":")
-	uid, err := strconv.Atoi(u)
+// Environment variables a chick is started with. These, and nothing Mother
+// was given, are its whole environment.
+const (
+	EnvAddr    = "MOTHER_ADDR"
+	EnvToken   = "MOTHER_TOKEN"
+	EnvChickID = "MOTHER_CHICK_ID"
+	// EnvCA is the nest's CA certificate (PEM, public): the chick trusts
+	// only it when dialling Mother over TLS.
+	EnvCA = "MOTHER_CA_PEM"
+)
+
+// MaxFileBytes caps one file a chick sends back; MaxChickFileBytes all of
+// them.
+const (
+	MaxFileBytes      = 100 << 20
+	MaxChickFileBytes = 1 << 30
+)
+
+// StoreFile stores a file chick id sends back under
+// <channel dir>/scratch/chicks/<id>/<rel>, and tells the observer (which
+// posts attached files to the channel).
+func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Reader) (File, error) {
+	h.mu.Lock()
+	c, ok := h.chicks[id]
+	if !ok {
+		h.mu.Unlock()
+		return File{}, ErrUnknownChick
+	}
+	chDir := c.rec.ChannelDir
+	used := c.files
+	h.heardLocked(c)
+	h.mu.Unlock()
+	if chDir == "" {
+		return File{}, errors.New("store file: the chick has no channel directory")
+	}
+	clean, err := cleanRel(rel)
 	if err != nil {
-		return owner{-1, -1}
+		return File{}, fmt.Errorf("store file: %w", err)
 	}
-	gid := uid
-	if g != "" {
-		if n, err := strconv.Atoi(g); err == nil {
-			gid = n
-		}
+	relOut := filepath.Join("scratch", "chicks", id, clean)
+	dst := filepath.Join(chDir, relOut)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return File{}, fmt.Errorf("store file: %w", err)
 	}
-	return owner{uid, gid}
+	if err := insideNoLinks(chDir, filepath.Dir(dst)); err != nil {
+		return File{}, fmt.Errorf("store file: %w", err)
+	}
+	limit := min(int64(MaxFileBytes), MaxChickFileBytes-used)
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".upload-*")
+	if err != nil {
+		return File{}, fmt.Errorf("store file: %w", err)
+	}
+	n, err := io.Copy(tmp, io.LimitReader(r, limit+1))
+	if err == nil && n > limit {
+		err = fmt.Errorf("file larger than %d bytes", limit)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return File{}, fmt.Errorf("store file %s: %w", clean, err)
+	}
+	h.mu.Lock()
+	c.files += n
+	info := h.info(c)
+	h.mu.Unlock()
+	f := File{Path: dst, RelPath: relOut, Attach: attach, Title: title, Size: n}
+	h.obs.ChickFile(info, f)
+	return f, nil
 }
 
-// pack writes a tar of the chick's files to w. Only regular files and
-// directories are copied; symlinks and special files are skipped, never
-// followed, so a link in a channel directory cannot pull in config.json.
-func pack(w io.Writer, f Files, own owner) error {
-	tw := tar.NewWriter(w)
-	var total int64
-	seen := map[string]bool{}
-	add := func(src, dst string) error {
-		return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) && p == src {
-					return nil
-				}
-				return err
-			}
-			rel, err := filepath.Rel(src, p)
-			if err != nil {
-				return err
-			}
-			name := path.Join(dst, filepath.ToSlash(rel))
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			mode := info.Mode()
-			switch {
-			case mode.IsDir():
-				if seen[name+"/"] {
-					return nil
-				}
-				seen[name+"/"] = true
-				return tw.WriteHeader(header(name+"/", tar.TypeDir, 0, 0o755, info, own))
-			case mode.IsRegular():
-				total += info.Size()
-				if total > MaxPackBytes {
-					return fmt.Errorf("the channel's files exceed %d bytes", MaxPackBytes)
-				}
-				file, err := os.Open(p)
-				if err != nil {
-					return err
-				}
-				defer file.Close()
-				if err := tw.WriteHeader(header(name, tar.TypeReg, info.Size(), 0o644, info, own)); err != nil {
-					return err
-				}
-				_, err = io.CopyN(tw, file, info.Size())
-				return err
-			default:
-				return nil
-			}
-		})
+// cleanRel checks a path relative to the chick's workspace.
+func cleanRel(rel string) (string, error) {
+	rel = strings.TrimPrefix(rel, Workspace+"/")
+	if rel == "" || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("path %q must be relative to the workspace", rel)
 	}
-	if f.SharedSkills != "" {
-		if err := add(f.SharedSkills, "skills"); err != nil {
-			return fmt.Errorf("pack workspace skills: %w", err)
-		}
+	c := filepath.Clean(rel)
+	if c == "." || c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("path %q leaves the workspace", rel)
 	}
-	if f.ChannelDir != "" {
-		for _, e := range ChannelFiles {
-			if err := add(filepath.Join(f.ChannelDir, e), e); err != nil {
-				return fmt.Errorf("pack channel files: %w", err)
-			}
-		}
-	}
-	for _, d := range []string{"scratch/", "outputs/", "skills/", "attachments/"} {
-		if !seen[d] {
-			seen[d] = true
-			if err := tw.WriteHeader(header(d, tar.TypeDir, 0, 0o755, nil, own)); err != nil {
-				return err
-			}
-		}
-	}
-	return tw.Close()
+	return c, nil
 }
 
-func header(name string, typ byte, size int64, perm int64, info fs.FileInfo, own owner) *tar.Header {
-	h := &tar.Header{Name: name, Typeflag: typ, Size: size, Mode: perm, Format: tar.FormatPAX}
-	if info != nil {
-		h.ModTime = info.ModTime()
-		if info.Mode()&0o100 != 0 && typ == tar.TypeReg {
-			h.Mode = 0o755
+// insideNoLinks checks that dir is under root with no symlink on the way.
+func insideNoLinks(root, dir string) error {
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%s is outside the channel directory", dir)
+	}
+	p := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." {
+			continue
+		}
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symlink", p)
 		}
 	}
-	if own.uid >= 0 {
-		h.Uid, h.Gid = own.uid, own.gid
-	} else if typ == tar.TypeDir {
-		h.Mode = 0o777
-	} else {
-		h.Mode |= 0o666
-	}
-	return h
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 )
 
@@ -95,19 +96,19 @@ func newEnv(t *testing.T, cfg *config.Config, command []string, dir string) *env
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: dir, Command: command, StartupGrace: 500 * time.Millisecond, Logger: testLogger(t),
-		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: cfg.Chicks.MaxConcurrent, MotherAddress: "127.0.0.1:1"}},
+		Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(hostAPI), Capacity: cfg.Chicks.MaxConcurrent, MotherAddress: "127.0.0.1:1"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	return &env{h: h, rec: rec, api: api, dir: dir}
@@ -393,14 +394,14 @@ func TestPlacementByFreeCapacity(t *testing.T) {
 	api := hatcherytest.Docker(t)
 	var hosts []hatchery.Host
 	for _, name := range []string{"gpu1", "gpu2"} {
-		c, err := hatchery.Dial(config.DockerHost{Name: name}, nil)
+		c, err := docker.Dial(config.DockerHost{Name: name}, nil)
 		must(t, err)
-		hosts = append(hosts, hatchery.Host{Name: name, API: c, Capacity: 1, MotherAddress: "127.0.0.1:1"})
+		hosts = append(hosts, hatchery.Host{Name: name, Runtime: docker.New(c), Capacity: 1, MotherAddress: "127.0.0.1:1"})
 	}
 	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, Hosts: hosts, Logger: testLogger(t)})
 	must(t, err)
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	var ids []string

@@ -9,13 +9,9 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 )
-
-// fakeClock adapts clock.Fake to the hatchery's Clock.
-type fakeClock struct{ *clock.Fake }
-
-func (c fakeClock) AfterFunc(d time.Duration, f func()) hatchery.Timer { return c.Fake.AfterFunc(d, f) }
 
 // TestHangSoonAfterFirstContact: the startup grace covers a chick that has
 // not spoken yet; once it has, three missed heartbeats mean hung, even
@@ -26,20 +22,20 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 	image := hatcherytest.BuildImage(t)
 	api := hatcherytest.Docker(t)
 	cfg := testConfig(image) // heartbeat every 200ms
-	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
-	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
+	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute, Clock: fc, Logger: testLogger(t),
-		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+		Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(hostAPI), Capacity: 2, MotherAddress: "127.0.0.1:1"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	must(t, h.Reconcile(t.Context())) // starts the watchdog
@@ -67,20 +63,20 @@ func TestResultStoredIsNotHung(t *testing.T) {
 	image := hatcherytest.BuildImage(t)
 	api := hatcherytest.Docker(t)
 	cfg := testConfig(image) // heartbeat every 200ms, kill grace 1s
-	fc := fakeClock{clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))}
-	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
+	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute, Clock: fc, Logger: testLogger(t),
-		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+		Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(hostAPI), Capacity: 2, MotherAddress: "127.0.0.1:1"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	must(t, h.Reconcile(t.Context()))
@@ -108,14 +104,14 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 	hatcherytest.Docker(t)
 	cfg := testConfig("mother-chick:absent-from-this-engine")
 	cfg.Chicks.MaxConcurrent, cfg.Chicks.MaxPerChannel = 4, 4
-	local, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	local, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	newH := func() *hatchery.Hatchery {
 		h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
-			Hosts: []hatchery.Host{{Name: "local", API: local, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
+			Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(local), Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +149,7 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 	}
 	// A restart loads what was kept on disk, and remembers as many.
 	h.Close()
-	local, _ = hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	local, _ = docker.Dial(config.DockerHost{Name: "local"}, nil)
 	h2 := newH()
 	defer h2.Close()
 	if n := len(h2.List(true)); n != hatchery.MaxRemembered+1 {

@@ -7,9 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // Docker hosts go down and come back. A host is down when a call to it
@@ -33,7 +31,7 @@ type hostHealth struct {
 // unreachable reports whether err means the Docker host did not answer
 // (as opposed to an answer that says no).
 func unreachable(err error) bool {
-	return err != nil && (client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded))
+	return err != nil && (errors.Is(err, ErrUnreachable) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // markDown records that hs does not answer. Callers hold h.mu.
@@ -70,7 +68,7 @@ func (h *Hatchery) markUpLocked(hs *host, version string) {
 	}
 	hs.health.down = false
 	hs.health.since = h.clock.Now()
-	h.logger.Info("Docker host answers again; reconciling its chicks", "host", hs.Name, "was_down_for", h.clock.Now().Sub(was.since).Round(time.Second))
+	h.logger.Info("Docker host answers again; reconciling its chicks", "host", hs.Name, "was_down_for", clock.Since(h.clock, was.since).Round(time.Second))
 	if h.closed {
 		return
 	}
@@ -88,7 +86,7 @@ func (h *Hatchery) markUpLocked(hs *host, version string) {
 // and records the answer.
 func (h *Hatchery) checkHost(ctx context.Context, hs *host) {
 	cctx, cancel := context.WithTimeout(ctx, h.probeTO)
-	v, err := hs.API.ServerVersion(cctx)
+	v, err := hs.Runtime.Version(cctx)
 	cancel()
 	if h.ctx.Err() != nil || (err != nil && ctx.Err() != nil) {
 		return // closing, or the caller gave up: no verdict
@@ -99,7 +97,7 @@ func (h *Hatchery) checkHost(ctx context.Context, hs *host) {
 		h.markDownLocked(hs, err)
 		return
 	}
-	h.markUpLocked(hs, v.Version)
+	h.markUpLocked(hs, v)
 }
 
 // checkHosts checks every host at once.
@@ -201,7 +199,7 @@ func (h *Hatchery) hostGone(c *chick) {
 // container is gone are ended.
 func (h *Hatchery) reconcileHost(hs *host) {
 	ctx, cancel := h.dctx()
-	list, err := hs.API.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+h.instance))})
+	list, err := hs.Runtime.List(ctx, LabelInstance, h.instance)
 	cancel()
 	if err != nil {
 		h.mu.Lock()
@@ -217,7 +215,7 @@ func (h *Hatchery) reconcileHost(hs *host) {
 		code int64
 		gone bool
 	}
-	var remove []container.Summary
+	var remove []Container
 	var watch []*chick
 	var exits []exit
 	seen := map[string]bool{}
@@ -239,7 +237,7 @@ func (h *Hatchery) reconcileHost(hs *host) {
 		case c.detached:
 			seen[c.rec.ID] = true
 			c.detached = false
-			if f.State == "running" {
+			if f.State == ContainerRunning {
 				watch = append(watch, c)
 			} else {
 				exits = append(exits, exit{c: c, code: -1})
@@ -270,10 +268,10 @@ func (h *Hatchery) reconcileHost(hs *host) {
 			continue
 		}
 		ictx, icancel := h.dctx()
-		insp, ierr := hs.API.ContainerInspect(ictx, e.c.rec.ContainerID)
+		insp, ierr := hs.Runtime.Inspect(ictx, e.c.rec.ContainerID)
 		icancel()
-		if ierr == nil && insp.State != nil {
-			e.code = int64(insp.State.ExitCode)
+		if ierr == nil {
+			e.code = insp.ExitCode
 		}
 		h.exited(e.c, e.code)
 	}
@@ -291,11 +289,11 @@ func (h *Hatchery) watchAgain(c *chick) {
 	h.wg.Add(1)
 	h.mu.Unlock()
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
-	waitCh, errCh := hs.API.ContainerWait(wctx, cid, container.WaitConditionNotRunning)
+	exitCh := hs.Runtime.Wait(wctx, cid, false)
 	go func() {
 		defer h.wg.Done()
 		defer wcancel()
-		h.waitExit(c, waitCh, errCh)
+		h.waitExit(c, exitCh)
 	}()
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 )
 
@@ -87,12 +88,12 @@ func TestTwoEngines(t *testing.T) {
 	// No Hosts in the options: the hatchery dials config's hosts itself,
 	// the second one with its TLS certificates.
 	h, err := hatchery.New(hatchery.Options{
-		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute,
+		Config: cfg, Dir: t.TempDir(), Dial: docker.Open, Command: []string{"sleep", "60"}, StartupGrace: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), ProbeInterval: time.Hour,
 	})
 	must(t, err)
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	hatcherytest.RemoveOnCleanup(t, api2, h.Instance)
 	t.Cleanup(func() { h.Close() })
@@ -159,7 +160,7 @@ func TestTwoEngines(t *testing.T) {
 	stop(a.ID, c.ID, e.ID)
 
 	// A second hatchery watches the same hosts with a short probe.
-	watcher, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Logger: testLogger(t), ProbeInterval: 100 * time.Millisecond})
+	watcher, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Dial: docker.Open, Logger: testLogger(t), ProbeInterval: 100 * time.Millisecond})
 	must(t, err)
 	t.Cleanup(func() { watcher.Close() })
 	must(t, watcher.Reconcile(t.Context()))
@@ -257,12 +258,12 @@ func TestHostStopsAnswering(t *testing.T) {
 	cfg.Chicks.Hosts = []config.DockerHost{{Name: "gpu2", Address: eng.Address, TLSCA: eng.CA, TLSCert: eng.Cert, TLSKey: eng.Key, Capacity: 2}}
 	var logs syncBuffer
 	h, err := hatchery.New(hatchery.Options{
-		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "120"}, StartupGrace: 5 * time.Minute,
+		Config: cfg, Dir: t.TempDir(), Dial: docker.Open, Command: []string{"sleep", "120"}, StartupGrace: 5 * time.Minute,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), ProbeInterval: time.Hour,
 	})
 	must(t, err)
 	rec := newRecorder()
-	h.SetObserver(rec)
+	h.Subscribe(rec)
 	hatcherytest.RemoveOnCleanup(t, api2, h.Instance)
 	t.Cleanup(func() { h.Close() })
 	must(t, h.Reconcile(t.Context()))

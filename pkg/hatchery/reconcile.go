@@ -3,204 +3,335 @@ package hatchery
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
-type found struct {
-	host *host
-	c    container.Summary
+// observedHost is what one host's List said at reconcile.
+type observedHost struct {
+	Name string
+	// Failed: the host did not answer; its chicks are left as they are
+	// until it does.
+	Failed     bool
+	Containers []Container
 }
 
-// Reconcile matches the records with the containers this Mother instance
-// has on its hosts (by label), after a restart: a running chick with a
-// known token is resumed (it reconnects with its token), an ended or
-// unknown container is reaped, a chick whose container is gone is ended
-// and its channel told, queued chicks are queued again, and so is a chick
-// whose container was created but never started. A chick that ended before
-// the restart without Mother reporting it is announced to the observer
-// again. It also starts the heartbeat watchdog.
-func (h *Hatchery) Reconcile(ctx context.Context) error {
+// knownChick is a chick the hatchery holds when it reconciles.
+type knownChick struct {
+	Record
+	// Restored: loaded from disk at start, so Reconcile decides about
+	// it; a chick spawned by this process is not its business.
+	Restored bool
+}
+
+// actionKind is one thing Reconcile does.
+type actionKind int
+
+const (
+	// actRequeue: the chick never ran; it waits in the queue again (its
+	// token, and its container id when ClearContainer, forgotten).
+	actRequeue actionKind = iota
+	// actDetach: its host did not answer; reconcileHost decides later.
+	actDetach
+	// actKeep: an ended chick's container is kept for inspection until
+	// its KeepUntil (After from now).
+	actKeep
+	// actReap: a container to remove; MarkRemoved records that on the
+	// chick (an ended one whose keep ran out).
+	actReap
+	// actEnd: the chick ends: with its stored result (WithResult), or
+	// with Reason and Outcome. A Host means its container was found
+	// there (the chick holds a slot until it ends).
+	actEnd
+	// actResume: a running container with a known token; the chick
+	// reconnects and is watched again.
+	actResume
+	// actAnnounce: the chick ended before the restart without its end
+	// being reported; it is reported now.
+	actAnnounce
+)
+
+// action is one step of a reconcile plan.
+type action struct {
+	Kind      actionKind
+	Chick     string
+	Host      string
+	Container string
+	// Stray: a container of no chick known, or a duplicate (actReap).
+	Stray          bool
+	MarkRemoved    bool
+	ClearContainer bool
+	After          time.Duration
+	WithResult     bool
+	Reason         Reason
+	Outcome        string
+}
+
+// Outcomes of chicks Reconcile ends.
+const (
+	outcomeLostStopped = "lost: Mother restarted and could not resume it (its container had stopped or was stopping)"
+	outcomeLostGone    = "lost: its container disappeared while Mother was down"
+)
+
+// plan decides, without side effects, what becomes of each chick and each
+// container after a restart, from the chicks held (records) and what the
+// hosts' engines hold (observed), at now: a running chick with a known
+// token is resumed, an ended or unknown container is reaped, a chick whose
+// container is gone is ended, queued chicks are queued again, and so is a
+// chick whose container was created but never started. The actions come
+// in the order they are to be applied: record changes (requeue, detach),
+// keeps, reaps, ends, resumes, announcements (oldest end first); within a
+// kind, by chick id, strays last among the reaps.
+func plan(records []knownChick, observed []observedHost, now time.Time) []action {
+	type found struct {
+		host string
+		c    Container
+	}
 	byChick := map[string]found{}
 	failed := map[string]bool{}
-	var strays []found
-	for _, hs := range h.hosts {
-		cctx, cancel := context.WithTimeout(ctx, h.dockerTO)
-		list, err := hs.API.ContainerList(cctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+h.instance))})
-		cancel()
-		if err != nil {
-			h.logger.Error("cannot list chick containers; leaving that host's chicks as they are", "host", hs.Name, "err", err)
-			failed[hs.Name] = true
-			h.mu.Lock()
-			h.markDownLocked(hs, err)
-			h.mu.Unlock()
+	var strays []action
+	for _, o := range observed {
+		if o.Failed {
+			failed[o.Name] = true
 			continue
 		}
-		h.mu.Lock()
-		h.markUpLocked(hs, "")
-		h.mu.Unlock()
-		for _, c := range list {
+		for _, c := range o.Containers {
 			id := c.Labels[LabelChickID]
 			if _, dup := byChick[id]; id == "" || dup {
-				strays = append(strays, found{hs, c})
+				strays = append(strays, action{Kind: actReap, Host: o.Name, Container: c.ID, Chick: id, Stray: true})
 				continue
 			}
-			byChick[id] = found{hs, c}
+			byChick[id] = found{o.Name, c}
 		}
 	}
-
-	type endAction struct {
-		c       *chick
-		reason  Reason
-		outcome string
-		code    int64
-		result  bool
+	known := map[string]knownChick{}
+	for _, r := range records {
+		known[r.ID] = r
 	}
-	var ends []endAction
-	var resumed []*chick
-	var remove []found
-	type keep struct {
-		id string
-		d  time.Duration
-	}
-	var keeps []keep
-
-	h.mu.Lock()
-	now := h.clock.Now()
-	hostByName := map[string]*host{}
-	for _, hs := range h.hosts {
-		hostByName[hs.Name] = hs
-	}
-	for id, f := range byChick {
-		c, ok := h.chicks[id]
+	var records1, keeps, reaps, ends, resumes []action
+	for _, id := range slices.Sorted(maps.Keys(byChick)) {
+		f := byChick[id]
+		r, ok := known[id]
 		switch {
 		case !ok:
-			remove = append(remove, f)
-		case !c.restored:
-			// Spawned by this process while we were listing.
-		case c.rec.State.Final():
-			c.host = f.host
-			if c.rec.Removed || c.rec.KeepUntil.IsZero() || !now.Before(c.rec.KeepUntil) {
-				c.rec.Removed = true
-				h.persist(c)
-				remove = append(remove, f)
+			reaps = append(reaps, action{Kind: actReap, Host: f.host, Container: f.c.ID, Chick: id})
+		case !r.Restored:
+			// Spawned by this process while the hosts were listed.
+		case r.State.Final():
+			if r.Removed || r.KeepUntil.IsZero() || !now.Before(r.KeepUntil) {
+				reaps = append(reaps, action{Kind: actReap, Host: f.host, Container: f.c.ID, Chick: id, MarkRemoved: true})
 			} else {
-				keeps = append(keeps, keep{id, c.rec.KeepUntil.Sub(now)})
+				keeps = append(keeps, action{Kind: actKeep, Chick: id, Host: f.host, After: r.KeepUntil.Sub(now)})
 			}
-		case f.c.State == "running" && c.rec.TokenHash != "" && c.rec.State != StateStopping:
-			c.host = f.host
-			c.rec.ContainerID = f.c.ID
-			f.host.running++
-			c.rec.State = StateRunning
-			c.lastSeen = now.Add(h.grace)
-			h.persist(c)
-			resumed = append(resumed, c)
-		case f.c.State == "created" && c.rec.State == StateStarting && c.rec.Result == nil:
+		case f.c.State == ContainerRunning && r.TokenHash != "" && r.State != StateStopping:
+			resumes = append(resumes, action{Kind: actResume, Chick: id, Host: f.host, Container: f.c.ID})
+		case f.c.State == ContainerCreated && r.State == StateStarting && r.Result == nil:
 			// Mother stopped between creating the container and starting
 			// it: it never ran, so nothing was done. Start it afresh (a
 			// new container and token) rather than losing the goal.
-			c.rec.State = StateQueued
-			c.rec.TokenHash = ""
-			c.rec.ContainerID = ""
-			h.persist(c)
-			h.queue = append(h.queue, c)
-			remove = append(remove, f)
-			h.logger.Info("chick created but never started before the restart; starting it again", "chick", id, "container", short(f.c.ID))
+			records1 = append(records1, action{Kind: actRequeue, Chick: id, Host: f.host, Container: f.c.ID, ClearContainer: true})
+			reaps = append(reaps, action{Kind: actReap, Host: f.host, Container: f.c.ID, Chick: id})
+		case r.Result != nil && f.c.State != ContainerRunning:
+			ends = append(ends, action{Kind: actEnd, Chick: id, Host: f.host, Container: f.c.ID, WithResult: true})
 		default:
-			c.host = f.host
-			c.rec.ContainerID = f.c.ID
-			f.host.running++
-			if c.rec.State == StateQueued {
-				c.rec.State = StateStarting
-			}
-			if c.rec.Result != nil && f.c.State != "running" {
-				ends = append(ends, endAction{c: c, result: true})
-			} else {
-				ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: Mother restarted and could not resume it (its container had stopped or was stopping)"})
-			}
+			ends = append(ends, action{Kind: actEnd, Chick: id, Host: f.host, Container: f.c.ID, Reason: ReasonLost, Outcome: outcomeLostStopped})
 		}
 	}
-	for id, c := range h.chicks {
-		if c.rec.State.Final() || !c.restored {
+	var announce []knownChick
+	for _, id := range slices.Sorted(maps.Keys(known)) {
+		r := known[id]
+		if !r.Restored {
+			continue
+		}
+		if r.State.Final() {
+			if r.Unreported {
+				announce = append(announce, r)
+			}
 			continue
 		}
 		if _, ok := byChick[id]; ok {
 			continue
 		}
-		if failed[c.rec.Host] {
-			hs := hostByName[c.rec.Host]
+		if failed[r.Host] {
+			records1 = append(records1, action{Kind: actDetach, Chick: id, Host: r.Host})
+			continue
+		}
+		if (r.State == StateQueued || r.State == StateStarting) && r.ContainerID == "" {
+			records1 = append(records1, action{Kind: actRequeue, Chick: id})
+			continue
+		}
+		ends = append(ends, action{Kind: actEnd, Chick: id, Reason: ReasonLost, Outcome: outcomeLostGone})
+	}
+	sort.SliceStable(announce, func(i, j int) bool { return announce[i].EndedAt.Before(announce[j].EndedAt) })
+	out := slices.Concat(records1, keeps, reaps, strays, ends, resumes)
+	for _, r := range announce {
+		out = append(out, action{Kind: actAnnounce, Chick: r.ID})
+	}
+	return out
+}
+
+// Reconcile matches the records with the containers this Mother instance
+// has on its hosts (by label), after a restart, as plan decides, and
+// applies the plan. It also starts the heartbeat watchdog and the host
+// probes. A host that does not answer is left as it is (its chicks are
+// decided when it answers again) and makes the error.
+func (h *Hatchery) Reconcile(ctx context.Context) error {
+	observed := h.observe(ctx)
+	h.mu.Lock()
+	var records []knownChick
+	for _, c := range h.chicks {
+		records = append(records, knownChick{Record: c.rec, Restored: c.restored})
+	}
+	actions := plan(records, observed, h.clock.Now())
+	h.apply(actions)
+	h.mu.Lock()
+	h.dequeueLocked()
+	h.mu.Unlock()
+	h.StartWatchdog()
+	h.startProbes()
+	failed := 0
+	for _, o := range observed {
+		if o.Failed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("reconcile: %d Docker host(s) %w", failed, ErrHostsUnreachable)
+	}
+	return nil
+}
+
+// observe lists this instance's containers on every host, marking each
+// host up or down by its answer.
+func (h *Hatchery) observe(ctx context.Context) []observedHost {
+	var out []observedHost
+	for _, hs := range h.hosts {
+		cctx, cancel := context.WithTimeout(ctx, h.dockerTO)
+		list, err := hs.Runtime.List(cctx, LabelInstance, h.instance)
+		cancel()
+		h.mu.Lock()
+		if err != nil {
+			h.markDownLocked(hs, err)
+		} else {
+			h.markUpLocked(hs, "")
+		}
+		h.mu.Unlock()
+		if err != nil {
+			h.logger.Error("cannot list chick containers; leaving that host's chicks as they are", "host", hs.Name, "err", err)
+			out = append(out, observedHost{Name: hs.Name, Failed: true})
+			continue
+		}
+		out = append(out, observedHost{Name: hs.Name, Containers: list})
+	}
+	return out
+}
+
+// apply carries out a plan. It is called with h.mu held and unlocks: the
+// record changes are made under the lock, then containers are reaped,
+// chicks ended, resumed and announced outside it.
+func (h *Hatchery) apply(actions []action) {
+	now := h.clock.Now()
+	hostByName := map[string]*host{}
+	for _, hs := range h.hosts {
+		hostByName[hs.Name] = hs
+	}
+	var unreported []Info
+	// The chicks, taken under the lock (the map changes after it).
+	cs := make([]*chick, len(actions))
+	for i, a := range actions {
+		c := h.chicks[a.Chick]
+		cs[i] = c
+		hs := hostByName[a.Host]
+		switch a.Kind {
+		case actRequeue:
+			c.rec.State = StateQueued
+			c.rec.TokenHash = ""
+			if a.ClearContainer {
+				c.rec.ContainerID = ""
+				h.logger.Info("chick created but never started before the restart; starting it again", "chick", a.Chick, "container", short(a.Container))
+			}
+			h.persist(c)
+			h.queue = append(h.queue, c)
+		case actDetach:
 			if hs != nil {
 				c.host = hs
 				hs.running++
 				c.lastSeen = now.Add(h.grace)
 				c.detached = true // decided when the host answers again
 			}
-			continue
-		}
-		switch c.rec.State {
-		case StateQueued, StateStarting:
-			if c.rec.ContainerID == "" {
-				c.rec.State = StateQueued
-				c.rec.TokenHash = ""
+		case actKeep:
+			c.host = hs
+		case actReap:
+			if a.MarkRemoved {
+				c.host = hs
+				c.rec.Removed = true
 				h.persist(c)
-				h.queue = append(h.queue, c)
-				continue
 			}
-		}
-		ends = append(ends, endAction{c: c, reason: ReasonLost, outcome: "lost: its container disappeared while Mother was down"})
-	}
-	// Chicks that ended before the restart but whose end Mother never
-	// reported: announce them again.
-	var unreported []Info
-	for _, c := range h.chicks {
-		if c.restored && c.rec.State.Final() && c.rec.Unreported {
+		case actEnd:
+			if hs != nil {
+				c.host = hs
+				c.rec.ContainerID = a.Container
+				hs.running++
+				if c.rec.State == StateQueued {
+					c.rec.State = StateStarting
+				}
+			}
+		case actResume:
+			c.host = hs
+			c.rec.ContainerID = a.Container
+			hs.running++
+			c.rec.State = StateRunning
+			c.lastSeen = now.Add(h.grace)
+			h.persist(c)
+		case actAnnounce:
 			unreported = append(unreported, h.info(c))
 		}
+	}
+	for _, c := range h.chicks {
 		c.restored = false
 	}
 	h.mu.Unlock()
-	sort.Slice(unreported, func(i, j int) bool { return unreported[i].EndedAt.Before(unreported[j].EndedAt) })
 
-	for _, k := range keeps {
-		h.keepTimer(k.d, k.id)
+	for _, a := range actions {
+		switch a.Kind {
+		case actKeep:
+			h.keepTimer(a.After, a.Chick)
+		case actReap:
+			h.logger.Warn("reaping stray chick container", "container", short(a.Container), "chick", a.Chick, "host", a.Host)
+			h.removeContainer(hostByName[a.Host], a.Container)
+		}
 	}
-	for _, f := range append(remove, strays...) {
-		h.logger.Warn("reaping stray chick container", "container", short(f.c.ID), "chick", f.c.Labels[LabelChickID], "host", f.host.Name)
-		h.removeContainer(f.host, f.c.ID)
-	}
-	for _, e := range ends {
-		if e.result {
-			h.exited(e.c, e.code)
+	for i, a := range actions {
+		if a.Kind != actEnd {
+			continue
+		}
+		c := cs[i]
+		if a.WithResult {
+			h.exited(c, 0)
 			continue
 		}
 		h.mu.Lock()
-		h.endLocked(e.c, e.reason, e.outcome)
+		h.endLocked(c, a.Reason, a.Outcome)
 	}
-	for _, c := range resumed {
-		h.resume(c)
+	for i, a := range actions {
+		if a.Kind == actResume {
+			h.resume(cs[i])
+		}
 	}
 	for _, in := range unreported {
 		h.logger.Info("chick ended before the restart without its end being reported; reporting it now", "chick", in.ID, "state", in.State)
-		h.obs.get().ChickEnded(in)
+		h.obs.ChickEnded(in)
 	}
-	h.mu.Lock()
-	h.dequeueLocked()
-	h.mu.Unlock()
-	h.StartWatchdog()
-	h.startProbes()
-	if len(failed) > 0 {
-		return fmt.Errorf("reconcile: %d Docker host(s) %w", len(failed), ErrHostsUnreachable)
-	}
-	return nil
 }
 
 // resume watches a chick found running after a restart.
 func (h *Hatchery) resume(c *chick) {
 	h.mu.Lock()
-	left := h.cfg.Timeout.Duration - h.clock.Now().Sub(c.rec.StartedAt)
+	left := h.cfg.Timeout.Duration - clock.Since(h.clock, c.rec.StartedAt)
 	if h.cfg.Timeout.Duration > 0 {
 		if left <= 0 {
 			left = 1
@@ -212,12 +343,12 @@ func (h *Hatchery) resume(c *chick) {
 	h.mu.Unlock()
 	h.logger.Info("chick resumed after restart", "chick", info.ID, "container", short(cid))
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
-	waitCh, errCh := hs.API.ContainerWait(wctx, cid, container.WaitConditionNotRunning)
+	exitCh := hs.Runtime.Wait(wctx, cid, false)
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer wcancel()
-		h.waitExit(c, waitCh, errCh)
+		h.waitExit(c, exitCh)
 	}()
-	h.obs.get().ChickResumed(info)
+	h.obs.ChickResumed(info)
 }

@@ -2,6 +2,7 @@ package hatchery
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -118,8 +119,8 @@ type File struct {
 	Size   int64
 }
 
-// Observer hears what chicks do. Calls come from the hatchery's goroutines
-// and must not block for long. Every chick that was spawned or resumed
+// Observer hears what chicks do; any number subscribe (Hatchery.Subscribe).
+// Calls come from the hatchery's goroutines and must not block for long. Every chick that was spawned or resumed
 // ends with exactly one ChickEnded; chicks reaped at start without having
 // been resumed get ChickEnded too.
 type Observer interface {
@@ -147,23 +148,6 @@ type Assignment struct {
 	HeartbeatInterval time.Duration
 }
 
-// Clock is the time source; tests inject their own.
-type Clock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) Timer
-}
-
-// Timer is a scheduled call.
-type Timer interface{ Stop() bool }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
-
-// SystemClock is the real clock.
-var SystemClock Clock = realClock{}
-
 // NopObserver ignores everything.
 type NopObserver struct{}
 
@@ -181,24 +165,59 @@ func (NopObserver) ChickEnded(Info) {}
 
 var _ Observer = NopObserver{}
 
-// observerSlot lets the observer be set after construction (Mother and the
-// hatchery need each other).
-type observerSlot struct {
-	mu sync.RWMutex
+// publisher hands what chicks do to every subscriber, in the order they
+// subscribed, on the hatchery goroutine where it happened: each
+// subscriber sees the same calls in the same order an only observer did.
+type publisher struct {
+	mu   sync.RWMutex
+	next int
+	subs []subscriber
+}
+
+type subscriber struct {
+	id int
 	o  Observer
 }
 
-func (s *observerSlot) get() Observer {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.o == nil {
-		return NopObserver{}
+var _ Observer = (*publisher)(nil)
+
+func (p *publisher) subscribe(o Observer) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next++
+	id := p.next
+	p.subs = append(p.subs, subscriber{id, o})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.subs = slices.DeleteFunc(p.subs, func(s subscriber) bool { return s.id == id })
+		})
 	}
-	return s.o
 }
 
-func (s *observerSlot) set(o Observer) {
-	s.mu.Lock()
-	s.o = o
-	s.mu.Unlock()
+// each calls f for every subscriber, outside the lock (a subscriber may
+// unsubscribe from its callback).
+func (p *publisher) each(f func(Observer)) {
+	p.mu.RLock()
+	subs := slices.Clone(p.subs)
+	p.mu.RUnlock()
+	for _, s := range subs {
+		f(s.o)
+	}
 }
+
+// ChickEvent implements Observer.
+func (p *publisher) ChickEvent(c Info, ev agent.Event) {
+	p.each(func(o Observer) { o.ChickEvent(c, ev) })
+}
+
+// ChickFile implements Observer.
+func (p *publisher) ChickFile(c Info, f File) { p.each(func(o Observer) { o.ChickFile(c, f) }) }
+
+// ChickResumed implements Observer.
+func (p *publisher) ChickResumed(c Info) { p.each(func(o Observer) { o.ChickResumed(c) }) }
+
+// ChickEnded implements Observer.
+func (p *publisher) ChickEnded(c Info) { p.each(func(o Observer) { o.ChickEnded(c) }) }

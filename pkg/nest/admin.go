@@ -37,7 +37,7 @@ func timestamp(t time.Time) *timestamppb.Timestamp {
 
 func (a *adminService) ListChicks(_ context.Context, req *pb.ListChicksRequest) (*pb.ListChicksResponse, error) {
 	out := &pb.ListChicksResponse{}
-	for _, in := range a.s.chicks.List(req.GetAll()) {
+	for _, in := range a.s.admin.List(req.GetAll()) {
 		out.Chicks = append(out.Chicks, a.s.chickInfo(in))
 	}
 	return out, nil
@@ -50,8 +50,8 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 	if g := wire.DurationFromProto(req.GetGrace()); g > 0 {
 		grace = g
 	}
-	before, _ := a.s.chicks.Get(req.GetId())
-	st, err := a.s.chicks.Stop(req.GetId(), hatchery.ReasonKilled, "killed by the operator", grace)
+	before, _ := a.s.admin.Get(req.GetId())
+	st, err := a.s.admin.Stop(req.GetId(), hatchery.ReasonKilled, "killed by the operator", grace)
 	if err != nil {
 		if errors.Is(err, hatchery.ErrUnknownChick) {
 			return nil, status.Errorf(codes.NotFound, "no chick %q", req.GetId())
@@ -59,14 +59,14 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	if st.Final() {
-		in, _ := a.s.chicks.Get(req.GetId())
+		in, _ := a.s.admin.Get(req.GetId())
 		if !before.State.Final() {
 			return &pb.KillChickResponse{State: wire.ChickStateToProto(string(st)), Message: in.Outcome + " (it was still queued)"}, nil
 		}
 		return &pb.KillChickResponse{State: wire.ChickStateToProto(string(st)), Message: "already ended: " + in.Outcome}, nil
 	}
 	a.s.logger.Info("operator kills chick", "chick", req.GetId(), "grace", grace)
-	ended, err := a.s.chicks.Ended(req.GetId())
+	ended, err := a.s.admin.Ended(req.GetId())
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -78,7 +78,7 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	in, _ := a.s.chicks.Get(req.GetId())
+	in, _ := a.s.admin.Get(req.GetId())
 	msg := in.Outcome
 	if !in.State.Final() {
 		msg = "still " + string(in.State) + " after the grace period; it will be killed"
@@ -98,7 +98,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 func (a *adminService) ChickLogs(req *pb.ChickLogsRequest, stream pb.AdminService_ChickLogsServer) error {
-	err := a.s.chicks.Logs(stream.Context(), req.GetId(), req.GetFollow(), logWriter{stream})
+	err := a.s.admin.Logs(stream.Context(), req.GetId(), req.GetFollow(), logWriter{stream})
 	if err != nil {
 		if errors.Is(err, hatchery.ErrUnknownChick) {
 			return status.Errorf(codes.NotFound, "no chick %q", req.GetId())
@@ -116,7 +116,7 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 			Since: timestamp(r.Status.Since), Error: r.Status.LastError,
 		})
 	}
-	for _, in := range a.s.chicks.List(false) {
+	for _, in := range a.s.admin.List(false) {
 		out.Chicks = append(out.Chicks, a.s.chickInfo(in))
 		if in.State == hatchery.StateQueued {
 			out.Queued++
@@ -133,7 +133,7 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 			out.NextEvents = append(out.NextEvents, eventInfo(e))
 		}
 	}
-	for _, h := range a.s.chicks.Hosts(ctx) {
+	for _, h := range a.s.admin.Hosts(ctx) {
 		out.Hosts = append(out.Hosts, &pb.HostStatus{
 			Name: h.Name, Up: h.Up, Running: int32(h.Running), Capacity: int32(h.Capacity), Error: h.Err,
 			Tiers: h.Tiers, EngineVersion: h.EngineVersion, Since: timestamp(h.Since),

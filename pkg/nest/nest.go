@@ -46,8 +46,10 @@ import (
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
-// Chicks is what the nest needs from the hatchery.
-type Chicks interface {
+// ChickSessions is what ChickService needs from the hatchery: a chick's
+// token and assignment, its liveness, its events, result and files, and
+// stopping it on a budget refusal.
+type ChickSessions interface {
 	Authenticate(id, token string) error
 	Assignment(id string) (hatchery.Assignment, error)
 	Touch(id string)
@@ -58,11 +60,27 @@ type Chicks interface {
 	StoreFile(id, rel string, attach bool, title string, r io.Reader) (hatchery.File, error)
 	Get(id string) (hatchery.Info, error)
 	Stop(id string, reason hatchery.Reason, outcome string, grace time.Duration) (hatchery.State, error)
-	Ended(id string) (<-chan struct{}, error)
+}
+
+// ChickAdmin is what AdminService needs from the hatchery, for momctl:
+// list and inspect chicks, kill one and wait for its end, its logs, the
+// hosts.
+type ChickAdmin interface {
+	Get(id string) (hatchery.Info, error)
 	List(all bool) []hatchery.Info
+	Stop(id string, reason hatchery.Reason, outcome string, grace time.Duration) (hatchery.State, error)
+	Ended(id string) (<-chan struct{}, error)
 	Logs(ctx context.Context, id string, follow bool, w io.Writer) error
 	Hosts(ctx context.Context) []hatchery.HostStatus
 }
+
+// Chicks is the hatchery as the nest's two services see it.
+type Chicks interface {
+	ChickSessions
+	ChickAdmin
+}
+
+var _ Chicks = (*hatchery.Hatchery)(nil)
 
 // Events lists the scheduled events (the events watcher), for momctl.
 type Events interface {
@@ -117,7 +135,10 @@ type Options struct {
 
 // Server serves both services.
 type Server struct {
-	chicks    Chicks
+	// chicks serves ChickService, admin AdminService (both the
+	// hatchery).
+	chicks    ChickSessions
+	admin     ChickAdmin
 	models    Models
 	logger    *slog.Logger
 	version   string
@@ -156,7 +177,7 @@ func New(opts Options) *Server {
 		opts.StartedAt = time.Now()
 	}
 	return &Server{
-		chicks: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
+		chicks: opts.Chicks, admin: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
 		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
 		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
 		hostTools: opts.HostTools, servers: opts.ToolServers,

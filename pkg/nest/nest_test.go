@@ -22,6 +22,7 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/ollama"
@@ -56,7 +57,7 @@ func newFixture(t testing.TB, budget int64) *fixture {
 	cfg.Chicks.KillGrace = config.Dur(time.Second)
 	cfg.Chicks.Resources.Memory = "128m"
 	dir := t.TempDir()
-	hostAPI, err := hatchery.Dial(config.DockerHost{Name: "local"}, nil)
+	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func newFixture(t testing.TB, budget int64) *fixture {
 		t.Fatal(err)
 	}
 	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Command: []string{"sleep", "3600"}, Meter: br, CAPEM: tl.CAPEM,
-		Hosts: []hatchery.Host{{Name: "local", API: hostAPI, Capacity: 6, MotherAddress: "127.0.0.1:1"}}})
+		Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(hostAPI), Capacity: 6, MotherAddress: "127.0.0.1:1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

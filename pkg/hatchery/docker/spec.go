@@ -1,4 +1,4 @@
-package hatchery
+package docker
 
 import (
 	"fmt"
@@ -7,65 +7,46 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/mother-chat/mother/pkg/config"
-)
-
-// Labels every chick container carries, so Mother can find and reap
-// strays after a crash (decision 4).
-const (
-	LabelChickID  = "mother.chick.id"
-	LabelChannel  = "mother.channel"
-	LabelInstance = "mother.instance"
-	LabelTier     = "mother.tier"
-)
-
-// Environment variables a chick is started with. These, and nothing Mother
-// was given, are its whole environment.
-const (
-	EnvAddr    = "MOTHER_ADDR"
-	EnvToken   = "MOTHER_TOKEN"
-	EnvChickID = "MOTHER_CHICK_ID"
-	// EnvCA is the nest's CA certificate (PEM, public): the chick trusts
-	// only it when dialling Mother over TLS.
-	EnvCA = "MOTHER_CA_PEM"
+	"github.com/mother-chat/mother/pkg/hatchery"
 )
 
 func on(b *bool) bool { return b == nil || *b }
 
-// containerSpec builds the container's configuration from the chicks
-// config: hardened by default (decision 4), each switch configurable.
-func containerSpec(cfg config.Chicks, image string, cmd []string, labels map[string]string, env []string) (*container.Config, *container.HostConfig, error) {
-	mem, err := config.ParseBytes(cfg.Resources.Memory)
+// containerConfig builds the container's configuration from a chick's
+// spec: hardened by default (decision 4), each switch configurable.
+func containerConfig(s hatchery.ContainerSpec) (*container.Config, *container.HostConfig, error) {
+	mem, err := config.ParseBytes(s.Resources.Memory)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chicks.resources.memory: %w", err)
 	}
-	tmpfs, err := config.ParseBytes(cfg.Resources.Tmpfs)
+	tmpfs, err := config.ParseBytes(s.Resources.Tmpfs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("chicks.resources.tmpfs: %w", err)
 	}
-	h := cfg.Hardening
+	h := s.Hardening
 	cc := &container.Config{
-		Image:      image,
-		Env:        env,
-		Labels:     labels,
-		WorkingDir: Workspace,
+		Image:      s.Image,
+		Env:        s.Env,
+		Labels:     s.Labels,
+		WorkingDir: hatchery.Workspace,
 		User:       h.User,
 		// An anonymous volume: writable under a read-only root, filled
 		// through the archive API before start, removed with the container.
-		Volumes: map[string]struct{}{Workspace: {}},
+		Volumes: map[string]struct{}{hatchery.Workspace: {}},
 	}
-	if len(cmd) > 0 {
+	if cmd := s.Command; len(cmd) > 0 {
 		// A command replaces the image's entrypoint (tests, debugging).
 		cc.Entrypoint, cc.Cmd = cmd[:1], cmd[1:]
 	}
-	pids := cfg.Resources.Pids
+	pids := s.Resources.Pids
 	hc := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(cfg.Network),
+		NetworkMode:    container.NetworkMode(s.Network),
 		ReadonlyRootfs: on(h.ReadOnlyRoot),
 		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmpfs)},
 		Resources: container.Resources{
 			Memory:     mem,
 			MemorySwap: mem, // no swap beyond the memory limit
-			NanoCPUs:   int64(cfg.Resources.CPUs * 1e9),
+			NanoCPUs:   int64(s.Resources.CPUs * 1e9),
 			PidsLimit:  &pids,
 		},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},

@@ -1,16 +1,17 @@
-package hatchery
+package docker
 
 import (
 	"testing"
 
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
 )
 
 func TestHardeningSwitches(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{}
 	cfg.SetDefaults("")
-	_, hc, err := containerSpec(cfg.Chicks, "img", nil, nil, nil)
+	_, hc, err := containerConfig(spec(cfg.Chicks, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +20,7 @@ func TestHardeningSwitches(t *testing.T) {
 	}
 	off := false
 	cfg.Chicks.Hardening = config.Hardening{DropCapabilities: &off, NoNewPrivileges: &off, ReadOnlyRoot: &off, User: "1000:1000"}
-	cc, hc, err := containerSpec(cfg.Chicks, "img", []string{"sleep", "1"}, nil, nil)
+	cc, hc, err := containerConfig(spec(cfg.Chicks, []string{"sleep", "1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,21 +31,12 @@ func TestHardeningSwitches(t *testing.T) {
 		t.Errorf("command override: entrypoint %v cmd %v", cc.Entrypoint, cc.Cmd)
 	}
 	cfg.Chicks.Resources.Memory = "lots"
-	if _, _, err := containerSpec(cfg.Chicks, "img", nil, nil, nil); err == nil {
+	if _, _, err := containerConfig(spec(cfg.Chicks, nil)); err == nil {
 		t.Error("bad memory size accepted")
 	}
 }
 
-func TestUploadPathsStayInside(t *testing.T) {
-	t.Parallel()
-	for _, bad := range []string{"", "/etc/passwd", "../x", "a/../../x", ".", ".."} {
-		if _, err := cleanRel(bad); err == nil {
-			t.Errorf("cleanRel(%q) accepted", bad)
-		}
-	}
-	for in, want := range map[string]string{"a/b.txt": "a/b.txt", "/workspace/out/r.md": "out/r.md", "a/./b/../c": "a/c"} {
-		if got, err := cleanRel(in); err != nil || got != want {
-			t.Errorf("cleanRel(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
+// spec is the ContainerSpec the hatchery makes from a chicks config.
+func spec(cfg config.Chicks, cmd []string) hatchery.ContainerSpec {
+	return hatchery.ContainerSpec{Image: "img", Command: cmd, Network: cfg.Network, Resources: cfg.Resources, Hardening: cfg.Hardening}
 }

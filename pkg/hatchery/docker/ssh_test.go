@@ -1,4 +1,4 @@
-package hatchery
+package docker
 
 import (
 	"context"

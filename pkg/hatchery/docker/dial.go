@@ -1,4 +1,10 @@
-package hatchery
+// Package docker is the hatchery's Docker Engine API driver: it dials an
+// engine (unix socket, TLS over tcp, or ssh), makes hardened chick
+// containers from a hatchery.ContainerSpec, copies a chick's files in
+// through the archive API, and implements hatchery.Runtime on top of
+// github.com/docker/docker/client. The supervisor (pkg/hatchery) knows no
+// Docker type.
+package docker
 
 import (
 	"context"
@@ -23,9 +29,9 @@ import (
 	"github.com/mother-chat/mother/pkg/config"
 )
 
-// dockerAPI is the part of the Docker Engine API the hatchery uses. The
-// real *client.Client implements it; a small fake can drive error paths.
-type dockerAPI interface {
+// API is the part of the Docker Engine API the driver uses; the real
+// *client.Client implements it.
+type API interface {
 	ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error)
 	CopyToContainer(ctx context.Context, id, dstPath string, content io.Reader, opts container.CopyToContainerOptions) error
 	ContainerStart(ctx context.Context, id string, opts container.StartOptions) error
@@ -39,7 +45,7 @@ type dockerAPI interface {
 	Close() error
 }
 
-var _ dockerAPI = (*client.Client)(nil)
+var _ API = (*client.Client)(nil)
 
 // ErrPlainTCP refuses an unauthenticated tcp:// Docker host.
 var ErrPlainTCP = errors.New("plain tcp:// Docker hosts are refused: use TLS client certificates (tlsCA, tlsCert, tlsKey), ssh://, or unix://")

@@ -1,4 +1,4 @@
-package hatchery_test
+package docker_test
 
 import (
 	"crypto/ecdsa"
@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/mother-chat/mother/pkg/config"
-	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
 )
 
 func TestDialRefusesPlainTCPAndOddAddresses(t *testing.T) {
@@ -49,12 +49,12 @@ func TestDialRefusesPlainTCPAndOddAddresses(t *testing.T) {
 		{"tcp with missing certificate files", config.DockerHost{Name: "gpu", Address: "tcp://10.0.0.1:2376", TLSCA: "/nope/ca.pem", TLSCert: "/nope/c.pem", TLSKey: "/nope/k.pem"}, env(), "gpu"},
 	}
 	for _, c := range cases {
-		_, err := hatchery.Dial(c.host, c.getenv)
+		_, err := docker.Dial(c.host, c.getenv)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.want)
 		}
 	}
-	if _, err := hatchery.Dial(config.DockerHost{Name: "gpu", Address: "tcp://10.0.0.1:2375"}, env()); !errors.Is(err, hatchery.ErrPlainTCP) {
+	if _, err := docker.Dial(config.DockerHost{Name: "gpu", Address: "tcp://10.0.0.1:2375"}, env()); !errors.Is(err, docker.ErrPlainTCP) {
 		t.Errorf("plain tcp: %v, want ErrPlainTCP", err)
 	}
 	for _, ok := range []config.DockerHost{
@@ -62,7 +62,7 @@ func TestDialRefusesPlainTCPAndOddAddresses(t *testing.T) {
 		{Name: "gpu", Address: "ssh://mother@127.0.0.1:2222"},
 		{Name: "default"},
 	} {
-		c, err := hatchery.Dial(ok, env())
+		c, err := docker.Dial(ok, env())
 		if err != nil {
 			t.Errorf("%+v: %v", ok, err)
 			continue
@@ -109,7 +109,7 @@ func TestDialTLSClientCertificates(t *testing.T) {
 	defer srv.Close()
 	addr := "tcp://" + srv.Listener.Addr().String()
 
-	c, err := hatchery.Dial(config.DockerHost{Name: "gpu", Address: addr, TLSCA: filepath.Join(dir, "ca.pem"), TLSCert: filepath.Join(dir, "cert.pem"), TLSKey: filepath.Join(dir, "key.pem")}, nil)
+	c, err := docker.Dial(config.DockerHost{Name: "gpu", Address: addr, TLSCA: filepath.Join(dir, "ca.pem"), TLSCert: filepath.Join(dir, "cert.pem"), TLSKey: filepath.Join(dir, "key.pem")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

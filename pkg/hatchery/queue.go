@@ -1,0 +1,175 @@
+package hatchery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mother-chat/mother/pkg/chat"
+)
+
+// SpawnRequest asks for a chick.
+type SpawnRequest struct {
+	Adapter   string
+	ChannelID string
+	Goal      string
+	// Tier is a configured tier; empty: chicks.defaultTier.
+	Tier string
+	// System is extra system prompt text for the chick.
+	System string
+	Files  Files
+	// StartedBy is the user who asked for it (for "stop all").
+	StartedBy string
+}
+
+// Spawn creates a chick: it starts at once when a slot is free, or waits
+// in the queue. It fails with ErrQueueFull when the queue is full and
+// ErrUnknownTier for a tier not in the configuration.
+func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
+	if strings.TrimSpace(req.Goal) == "" {
+		return Info{}, errors.New("spawn chick: empty goal")
+	}
+	tier := req.Tier
+	if tier == "" {
+		tier = h.cfg.DefaultTier
+	}
+	t, ok := h.cfg.Tiers[tier]
+	if !ok {
+		return Info{}, fmt.Errorf("spawn chick: %w %q (configured: %s)", ErrUnknownTier, tier, strings.Join(slices.Sorted(mapsKeys(h.cfg.Tiers)), ", "))
+	}
+	if !h.anyHostServes(tier) {
+		return Info{}, fmt.Errorf("spawn chick: no Docker host serves tier %q", tier)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return Info{}, ErrClosed
+	}
+	id := h.newID()
+	c := &chick{
+		rec: Record{
+			ID: id, Adapter: req.Adapter, ChannelID: req.ChannelID, ChannelDir: req.Files.ChannelDir, Skills: req.Files.SharedSkills,
+			Goal: req.Goal, Tier: tier, Model: t.Model, System: req.System, State: StateQueued, CreatedAt: h.clock.Now(),
+			StartedBy: req.StartedBy,
+		},
+		stopCh: make(chan struct{}),
+		ended:  make(chan struct{}),
+	}
+	hs := h.freeHost(c)
+	if hs == nil && len(h.queue) >= h.cfg.QueueSize {
+		return Info{}, fmt.Errorf("spawn chick: %w (%d waiting)", ErrQueueFull, len(h.queue))
+	}
+	h.chicks[id] = c
+	h.metrics.ChickSpawned(tier)
+	if hs == nil {
+		h.queue = append(h.queue, c)
+		h.persist(c)
+		h.logger.Info("chick queued", "chick", id, "channel", chat.QualifiedID(req.Adapter, req.ChannelID), "tier", tier, "queue", len(h.queue))
+		return h.info(c), nil
+	}
+	h.begin(c, hs)
+	return h.info(c), nil
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (h *Hatchery) newID() string {
+	for {
+		id := "c-" + randomHex(4)
+		if _, dup := h.chicks[id]; !dup {
+			return id
+		}
+	}
+}
+
+func (h *Hatchery) anyHostServes(tier string) bool {
+	for _, hs := range h.hosts {
+		if len(hs.Tiers) == 0 || slices.Contains(hs.Tiers, tier) {
+			return true
+		}
+	}
+	return false
+}
+
+// freeHost returns a host with room for c, or nil when a cap is reached.
+// Callers hold h.mu.
+func (h *Hatchery) freeHost(c *chick) *host {
+	total, inChannel := 0, 0
+	for _, o := range h.chicks {
+		if o.rec.State == StateStarting || o.rec.State == StateRunning || o.rec.State == StateStopping {
+			total++
+			if o.rec.Adapter == c.rec.Adapter && o.rec.ChannelID == c.rec.ChannelID {
+				inChannel++
+			}
+		}
+	}
+	if total >= h.cfg.MaxConcurrent || inChannel >= h.cfg.MaxPerChannel {
+		return nil
+	}
+	var best *host
+	for _, hs := range h.hosts {
+		if len(hs.Tiers) > 0 && !slices.Contains(hs.Tiers, c.rec.Tier) {
+			continue
+		}
+		if hs.running >= hs.Capacity || hs.health.down {
+			continue
+		}
+		// Most free capacity first (decision 10).
+		if best == nil || hs.Capacity-hs.running > best.Capacity-best.running {
+			best = hs
+		}
+	}
+	return best
+}
+
+// begin moves c to starting on hs and starts its container in the
+// background. Callers hold h.mu.
+func (h *Hatchery) begin(c *chick, hs *host) {
+	tok := randomHex(32)
+	c.host = hs
+	hs.running++
+	c.rec.State = StateStarting
+	c.rec.Host = hs.Name
+	c.rec.TokenHash = hashToken(tok)
+	c.rec.StartedAt = h.clock.Now()
+	c.lastSeen = c.rec.StartedAt.Add(h.grace)
+	h.persist(c)
+	h.logger.Info("chick starting", "chick", c.rec.ID, "channel", chat.QualifiedID(c.rec.Adapter, c.rec.ChannelID), "tier", c.rec.Tier, "host", hs.Name)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.startContainer(c, hs, tok)
+	}()
+}
+
+// dequeueLocked starts queued chicks while slots are free. Callers hold
+// h.mu.
+func (h *Hatchery) dequeueLocked() {
+	for i := 0; i < len(h.queue); {
+		c := h.queue[i]
+		hs := h.freeHost(c)
+		if hs == nil {
+			i++
+			continue
+		}
+		h.queue = slices.Delete(h.queue, i, i+1)
+		h.begin(c, hs)
+	}
+}
+
+// QueueLen is how many chicks wait for a slot.
+func (h *Hatchery) QueueLen() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.queue)
+}

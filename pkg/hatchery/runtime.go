@@ -1,0 +1,118 @@
+package hatchery
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/mother-chat/mother/pkg/config"
+)
+
+// Runtime is what the hatchery needs of the engine on one host to run
+// chicks there: make a container with the chick's files, start it, wait
+// for it, signal it, remove it, find this Mother's containers by label,
+// read their logs and state. The Docker Engine API driver
+// (pkg/hatchery/docker) is one implementation.
+//
+// Every call that can block takes ctx and returns when it ends. Errors are
+// marked, for errors.Is, with ErrContainerNotFound, ErrConflict or
+// ErrUnreachable where those apply; their text is the engine's.
+type Runtime interface {
+	// Create makes a chick's container, not started.
+	Create(ctx context.Context, spec ContainerSpec) (id string, err error)
+	// CopyFiles puts the chick's files under Workspace in the container,
+	// owned by user ("uid[:gid]"), before it starts.
+	CopyFiles(ctx context.Context, id string, files Files, user string) error
+	// Start starts a created container.
+	Start(ctx context.Context, id string) error
+	// Wait reports on the returned channel (one value, then nothing) when
+	// the container exits. next waits for the next exit (ask before Start,
+	// so a fast exit is not missed); otherwise for it to be not running.
+	// The wait ends with ctx, reporting ctx's error.
+	Wait(ctx context.Context, id string, next bool) <-chan Exit
+	// Kill sends signal ("KILL") to the container.
+	Kill(ctx context.Context, id, signal string) error
+	// Remove removes the container, by force, with its volumes.
+	Remove(ctx context.Context, id string) error
+	// List returns the containers, running or not, that carry label
+	// key=value.
+	List(ctx context.Context, key, value string) ([]Container, error)
+	// Inspect returns a container's state.
+	Inspect(ctx context.Context, id string) (ContainerState, error)
+	// Logs writes the container's output (stdout and stderr) to w;
+	// follow streams it until the container exits or ctx ends.
+	Logs(ctx context.Context, id string, follow bool, w io.Writer) error
+	// Version asks the engine for its version: a cheap call that needs
+	// the engine to answer (the health probe).
+	Version(ctx context.Context) (string, error)
+	// Close releases the connection to the engine.
+	Close() error
+}
+
+// ChickNetworker is an optional Runtime ability, found by type assertion:
+// a runtime that puts chicks on a network of its own (and whatever guards
+// it on that host) prepares it before a chick is created there and names
+// it; the name replaces chicks.network in that chick's ContainerSpec.
+type ChickNetworker interface {
+	ChickNetwork(ctx context.Context, instance string) (network string, err error)
+}
+
+// Errors a Runtime marks its errors with.
+var (
+	// ErrContainerNotFound: no such container (or, from Create, no such
+	// image).
+	ErrContainerNotFound = errors.New("container not found")
+	// ErrConflict: the container is not in a state that allows the call
+	// (killing one that is not running, for instance).
+	ErrConflict = errors.New("container state conflict")
+	// ErrUnreachable: the engine did not answer (no connection).
+	ErrUnreachable = errors.New("engine unreachable")
+)
+
+// ContainerSpec is a chick's container: what runs, with what, and how it
+// is confined.
+type ContainerSpec struct {
+	// Name is unique on the host.
+	Name  string
+	Image string
+	// Command replaces the image's entrypoint and command (tests,
+	// debugging); empty: the image's own.
+	Command []string
+	// Env is the container's whole environment ("KEY=value").
+	Env []string
+	// Labels find the container again (LabelChickID, LabelInstance...).
+	Labels map[string]string
+	// Network is the network it joins (chicks.network).
+	Network   string
+	Resources config.Resources
+	Hardening config.Hardening
+}
+
+// Container is one container a List found.
+type Container struct {
+	ID string
+	// State is the engine's word for it: ContainerRunning,
+	// ContainerCreated, "exited"...
+	State  string
+	Labels map[string]string
+}
+
+// Container states the hatchery branches on.
+const (
+	ContainerRunning = "running"
+	ContainerCreated = "created"
+)
+
+// ContainerState is what Inspect tells.
+type ContainerState struct {
+	Running bool
+	// ExitCode is its last exit code; -1 when the engine did not say.
+	ExitCode int64
+}
+
+// Exit is how a Wait ended: the container's exit code, or why the wait
+// failed (Err set).
+type Exit struct {
+	Code int64
+	Err  error
+}
