@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // Caller says who makes a call.
@@ -80,7 +80,7 @@ type Broker struct {
 	mu        sync.Mutex
 	providers map[string]model.Provider
 	day       string
-	ledger    *store.JSONL
+	ledger    *jsonl.File
 	channel   map[string]int64
 	tier      map[string]int64
 	chick     map[string]model.Usage
@@ -144,7 +144,7 @@ func (b *Broker) path(day string) string { return filepath.Join(b.dir, day+".jso
 // scan adds one day's ledger to the chick totals (and, for today, to the
 // daily totals).
 func (b *Broker) scan(day string, today bool) error {
-	err := store.ScanLines(b.path(day), 0, -1, func(line []byte, _, _ int64) error {
+	err := jsonl.Scan(b.path(day), 0, -1, func(line []byte, _, _ int64) error {
 		var e Entry
 		if json.Unmarshal(line, &e) != nil {
 			return nil
@@ -174,7 +174,7 @@ func (b *Broker) rollLocked(t time.Time) error {
 		b.ledger.Close()
 		b.ledger = nil
 	}
-	j, torn, err := store.OpenJSONL(b.path(day), true)
+	j, torn, err := jsonl.Open(b.path(day), true)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}

@@ -37,9 +37,10 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
-	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
 // Host is one Docker engine chicks run on.
@@ -129,7 +130,7 @@ type Hatchery struct {
 	mu      sync.Mutex
 	chicks  map[string]*chick
 	queue   []*chick
-	records *store.JSONL
+	records *jsonl.File
 	closed  bool
 	watch   Timer
 	probe   Timer
@@ -153,7 +154,7 @@ type chick struct {
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
 	lastSeq  uint64
-	events   *store.JSONL
+	events   *jsonl.File
 	timers   []Timer
 	exited   bool
 	ended    chan struct{}
@@ -265,7 +266,7 @@ func instanceID(dir string) (string, error) {
 		return "", fmt.Errorf("hatchery: read instance id: %w", err)
 	}
 	id := "m-" + randomHex(8)
-	if err := store.WriteFileAtomic(p, []byte(id+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("hatchery: %w", err)
 	}
 	return id, nil
@@ -300,7 +301,7 @@ func hashToken(tok string) string {
 func (h *Hatchery) loadRecords() error {
 	path := filepath.Join(h.dir, "chicks.jsonl")
 	recs := map[string]Record{}
-	err := store.ScanLines(path, 0, -1, func(line []byte, start, _ int64) error {
+	err := jsonl.Scan(path, 0, -1, func(line []byte, start, _ int64) error {
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil || r.ID == "" {
 			h.logger.Warn("skipping unreadable chicks.jsonl line", "offset", start)
@@ -339,10 +340,10 @@ func (h *Hatchery) loadRecords() error {
 		}
 		h.chicks[id] = c
 	}
-	if err := store.WriteFileAtomic(path, buf, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, buf, 0o600); err != nil {
 		return fmt.Errorf("hatchery: compact records: %w", err)
 	}
-	j, torn, err := store.OpenJSONL(path, true)
+	j, torn, err := jsonl.Open(path, true)
 	if err != nil {
 		return fmt.Errorf("hatchery: %w", err)
 	}
@@ -1160,12 +1161,12 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 		return fmt.Errorf("chick events: %w", err)
 	}
 	path := filepath.Join(dir, "events.jsonl")
-	j, _, err := store.OpenJSONL(path, true)
+	j, _, err := jsonl.Open(path, true)
 	if err != nil {
 		return fmt.Errorf("chick events: %w", err)
 	}
 	var last uint64
-	_ = store.ScanLines(path, 0, j.Size(), func(line []byte, _, _ int64) error {
+	_ = jsonl.Scan(path, 0, j.Size(), func(line []byte, _, _ int64) error {
 		var se storedEvent
 		if json.Unmarshal(line, &se) == nil && se.Seq > last {
 			last = se.Seq

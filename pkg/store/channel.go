@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -24,10 +26,10 @@ type Channel struct {
 	logger  *slog.Logger
 	now     func() time.Time
 
-	log *JSONL
+	log *jsonl.File
 
 	mu  sync.Mutex // guards ctx (replaced on rewrite) and daily appends
-	ctx *JSONL
+	ctx *jsonl.File
 }
 
 // Context record types.
@@ -98,14 +100,14 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, now func() time.T
 		return nil, fmt.Errorf("create %s: %w", mem, err)
 	}
 	lg := logger.With("channel", adapter+"/"+id)
-	log, torn, err := OpenJSONL(filepath.Join(dir, "log.jsonl"), true)
+	log, torn, err := jsonl.Open(filepath.Join(dir, "log.jsonl"), true)
 	if err != nil {
 		return nil, err
 	}
 	if torn > 0 {
 		lg.Warn("repaired torn last line of log.jsonl", "bytes", torn, "kept_in", "log.jsonl.torn")
 	}
-	ctx, torn, err := OpenJSONL(filepath.Join(dir, "context.jsonl"), true)
+	ctx, torn, err := jsonl.Open(filepath.Join(dir, "context.jsonl"), true)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -202,13 +204,13 @@ func (c *Channel) ReplaceLog(data []byte) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := WriteFileAtomic(c.LogPath(), data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(c.LogPath(), data, 0o600); err != nil {
 		return err
 	}
 	if err := c.log.Close(); err != nil {
 		return err
 	}
-	nlog, _, err := OpenJSONL(c.LogPath(), true)
+	nlog, _, err := jsonl.Open(c.LogPath(), true)
 	if err != nil {
 		return err
 	}
@@ -238,7 +240,7 @@ func (c *Channel) LoadContext() (ContextState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := ContextState{Seen: map[string]bool{}}
-	err := ScanLines(c.ContextPath(), 0, c.ctx.Size(), func(line []byte, start, _ int64) error {
+	err := jsonl.Scan(c.ContextPath(), 0, c.ctx.Size(), func(line []byte, start, _ int64) error {
 		var r ContextRecord
 		if err := json.Unmarshal(line, &r); err != nil {
 			c.logger.Warn("skipping unreadable context.jsonl line", "offset", start, "err", err)
@@ -293,13 +295,13 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 		}
 		buf = append(append(buf, line...), '\n')
 	}
-	if err := WriteFileAtomic(c.ContextPath(), buf, 0o600); err != nil {
+	if err := atomicfile.WriteFile(c.ContextPath(), buf, 0o600); err != nil {
 		return err
 	}
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := OpenJSONL(c.ContextPath(), true)
+	nctx, _, err := jsonl.Open(c.ContextPath(), true)
 	if err != nil {
 		return err
 	}
@@ -352,7 +354,7 @@ func (c *Channel) Pending(cur Cursor, upTo int64, seen func(id string) bool) ([]
 	}
 	var out []LoggedMessage
 	next := cur
-	err := ScanLines(c.LogPath(), start, size, func(line []byte, _, end int64) error {
+	err := jsonl.Scan(c.LogPath(), start, size, func(line []byte, _, end int64) error {
 		var m chat.ChannelMessage
 		if err := json.Unmarshal(line, &m); err != nil {
 			c.logger.Warn("skipping unreadable log.jsonl line", "end", end, "err", err)
@@ -385,7 +387,7 @@ func (c *Channel) IDsAfter(offset int64) (map[string]bool, error) {
 	if offset > size {
 		offset = 0
 	}
-	err := ScanLines(c.LogPath(), offset, size, func(line []byte, _, _ int64) error {
+	err := jsonl.Scan(c.LogPath(), offset, size, func(line []byte, _, _ int64) error {
 		var m struct {
 			ID string `json:"id"`
 		}
@@ -408,7 +410,7 @@ func (c *Channel) idEndingAt(off int64) (string, error) {
 	if _, err := f.ReadAt(nl, off-1); err != nil || nl[0] != '\n' {
 		return "", errors.New("cursor not at a line end")
 	}
-	startOff, err := lastLineStart(f, off-1)
+	startOff, err := jsonl.LineStart(f, off-1)
 	if err != nil {
 		return "", err
 	}

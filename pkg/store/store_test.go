@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -301,7 +302,7 @@ func TestConcurrentAppendsStayWholeLines(t *testing.T) {
 	}
 	// The fallback path caps at MaxFallbackMessages; count lines directly.
 	n := 0
-	ScanLines(ch.LogPath(), 0, -1, func(line []byte, _, _ int64) error {
+	jsonl.Scan(ch.LogPath(), 0, -1, func(line []byte, _, _ int64) error {
 		var m chat.ChannelMessage
 		if json.Unmarshal(line, &m) != nil {
 			t.Errorf("torn line: %.80s", line)
