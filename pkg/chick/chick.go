@@ -70,10 +70,6 @@ type Options struct {
 // ended. There is nothing left to do.
 var ErrRejected = errors.New("mother rejected this chick's token")
 
-// OutputsDir is the workspace folder whose files are sent back as outputs
-// at the end.
-const OutputsDir = "outputs"
-
 // Run is the chick's whole life. It returns nil once Mother has stored the
 // result.
 func Run(ctx context.Context, opts Options) error {
@@ -331,7 +327,7 @@ func (r *runner) coalescer() func(agent.Event) {
 // returns where Mother stored them, and the files that did not arrive
 // with the reason.
 func (r *runner) uploadOutputs(ctx context.Context) (stored, failed []string) {
-	root := filepath.Join(r.opts.Workspace, OutputsDir)
+	root := filepath.Join(r.opts.Workspace, wire.OutputsDir)
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
