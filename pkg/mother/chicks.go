@@ -182,6 +182,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 		defer func() {
 			m.mu.Lock()
 			delete(m.chickViews, in.ID)
+			m.settled.Broadcast()
 			m.mu.Unlock()
 			close(v.done)
 			m.chickWork.Done()

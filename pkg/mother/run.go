@@ -11,6 +11,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/session"
@@ -102,7 +103,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		// Let "Stopping…" reach the channel before "Stopped.".
 		select {
 		case <-stopping:
-		case <-time.After(10 * time.Second):
+		case <-clock.After(m.clock, 10*time.Second):
 		}
 	}
 	shutdown := stopping == nil && m.ctx.Err() != nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
@@ -24,7 +25,7 @@ type Channel struct {
 	ID      string
 	dir     string
 	logger  *slog.Logger
-	now     func() time.Time
+	clock   clock.Clock
 
 	log *jsonl.File
 
@@ -87,7 +88,7 @@ type LoggedMessage struct {
 	End int64
 }
 
-func openChannel(dir, adapter, id string, logger *slog.Logger, now func() time.Time) (*Channel, error) {
+func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) (*Channel, error) {
 	for _, d := range []string{dir, filepath.Join(dir, "attachments"), filepath.Join(dir, "skills"), filepath.Join(dir, "scratch"), filepath.Join(dir, "daily")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
@@ -115,7 +116,7 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, now func() time.T
 	if torn > 0 {
 		lg.Warn("repaired torn last line of context.jsonl", "bytes", torn, "kept_in", "context.jsonl.torn")
 	}
-	return &Channel{Adapter: adapter, ID: id, dir: dir, logger: lg, now: now, log: log, ctx: ctx}, nil
+	return &Channel{Adapter: adapter, ID: id, dir: dir, logger: lg, clock: clk, log: log, ctx: ctx}, nil
 }
 
 func (c *Channel) close() error {
@@ -178,7 +179,7 @@ func DailyLine(m chat.ChannelMessage, now time.Time) (file, line string) {
 }
 
 func (c *Channel) appendDaily(m chat.ChannelMessage) error {
-	file, line := DailyLine(m, c.now())
+	file, line := DailyLine(m, c.clock.Now())
 	return c.AppendDaily(file, line)
 }
 
@@ -224,7 +225,7 @@ func (c *Channel) AppendContext(recs ...ContextRecord) error {
 	defer c.mu.Unlock()
 	for _, r := range recs {
 		if r.Time.IsZero() {
-			r.Time = c.now()
+			r.Time = c.clock.Now()
 		}
 		if _, _, err := c.ctx.Append(r); err != nil {
 			return err
@@ -287,7 +288,7 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 	var buf []byte
 	for _, r := range recs {
 		if r.Time.IsZero() {
-			r.Time = c.now()
+			r.Time = c.clock.Now()
 		}
 		line, err := json.Marshal(r)
 		if err != nil {
