@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/memtrim"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
@@ -83,12 +84,10 @@ type Mother struct {
 	// chick's view ends: the moments Idle's condition can become true.
 	settled *sync.Cond
 
-	// work counts queued and running jobs, for Idle; active is the same
-	// count, readable (see idle.go).
-	work   sync.WaitGroup
-	active atomic.Int64
-	trimMu sync.Mutex
-	trim   *time.Timer
+	// work counts queued and running jobs, for Idle; trimmer counts the
+	// same, to trim memory once idle (see idle.go).
+	work    sync.WaitGroup
+	trimmer *memtrim.Trimmer
 
 	chicks     Hatchery
 	chickViews map[string]*chickView
@@ -141,6 +140,7 @@ func New(opts Options) (*Mother, error) {
 		ready:            make(chan struct{}),
 	}
 	m.settled = sync.NewCond(&m.mu)
+	m.trimmer = memtrim.New(opts.Clock, trimDelay, m.logger)
 	if m.canceller == nil && opts.Chicks != nil {
 		m.canceller = chickCanceller{m}
 	}
@@ -222,7 +222,7 @@ func (m *Mother) Start(ctx context.Context) error {
 		}
 	}
 	m.readyOnce.Do(func() { close(m.ready) })
-	m.scheduleTrim() // start-up garbage and start-up code
+	m.trimmer.Schedule() // start-up garbage and start-up code
 	return nil
 }
 
