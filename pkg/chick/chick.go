@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
@@ -154,7 +155,7 @@ func (r *runner) retry(ctx context.Context, what string, call func(ctx context.C
 			return fmt.Errorf("%s: Mother unreachable for %s: %w", what, r.opts.ReconnectFor, err)
 		}
 		r.logger.Debug("Mother unreachable; retrying", "op", what, "in", wait, "err", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, clock.Real{}, wait); err != nil {
 			return err
 		}
 		wait = min(wait*2, r.opts.MaxBackoff)
@@ -168,17 +169,6 @@ func (r *runner) reject() {
 		r.cancelRun(ErrRejected)
 	}
 	r.cancelMu.Unlock()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -550,7 +540,7 @@ func (r *runner) sessionLoop(ctx context.Context, hb time.Duration, cancelRun co
 			return fmt.Errorf("session: Mother unreachable for %s: %w", r.opts.ReconnectFor, err)
 		}
 		r.logger.Info("session lost; reconnecting", "in", wait, "unacked", r.out.unacked(), "err", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, clock.Real{}, wait); err != nil {
 			return err
 		}
 		wait = min(wait*2, r.opts.MaxBackoff)
