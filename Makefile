@@ -48,7 +48,7 @@ soak: ## fault injection, long (about 11 min): Mother SIGKILLed, chicks crashed/
 	$(GO) test -tags soak -count=1 -v -timeout 90m $(SOAKFLAGS) ./soak/
 
 .PHONY: check
-check: vet fmt-check tidy-check proto-check deps-check ## vet, gofmt, go mod tidy, generated code, dependency rules
+check: vet fmt-check tidy-check proto-check deps-check clock-check ## vet, gofmt, go mod tidy, generated code, dependency rules, one clock
 
 .PHONY: vet
 vet:
@@ -97,6 +97,10 @@ lint-proto: ## buf lint (STANDARD) if buf is installed
 .PHONY: deps-check
 deps-check: ## dependency direction: chick and agent stay free of chat platforms
 	@bash .ci/check-deps
+
+.PHONY: clock-check
+clock-check: ## one clock: no time.Now/Sleep/After/... in production code outside pkg/clock
+	@bash .ci/check-clock
 
 .PHONY: bench
 bench: ## print performance figures (footprint, overhead, store scale, start-up, chick spawn vs docker run, relay, ...)
