@@ -138,7 +138,7 @@ func TestEventRunsAgainAfterCrash(t *testing.T) {
 	block = newBlockTool()
 	h.tools = []agent.Tool{block}
 	h.boot()
-	w = h.startEvents(clk)
+	h.startEvents(clk)
 	block.waitStarted(t) // it runs again
 	posts := texts(h.ad.of("post"))
 	if len(posts) != 1 || !strings.Contains(posts[0], "The event hook.json was cut off; it runs again.") {

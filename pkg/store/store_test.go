@@ -339,7 +339,7 @@ func BenchmarkSyncOneNewMessage(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("log=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
-			s, ch := openTest(b, dir)
+			s, _ := openTest(b, dir)
 			defer s.Close()
 			// Write the log in one go (faster than n fsynced appends).
 			var buf bytes.Buffer
@@ -349,7 +349,8 @@ func BenchmarkSyncOneNewMessage(b *testing.B) {
 			}
 			s.Close()
 			os.WriteFile(filepath.Join(dir, "workspace/channels/slack-acme/C1/log.jsonl"), buf.Bytes(), 0o600)
-			s, ch = openTest(b, dir)
+			s2, ch := openTest(b, dir)
+			defer s2.Close()
 			cur := Cursor{Offset: int64(buf.Len()), LastID: fmt.Sprint(n - 1)}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
