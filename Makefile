@@ -48,7 +48,7 @@ soak: ## fault injection, long (about 11 min): Mother SIGKILLed, chicks crashed/
 	$(GO) test -tags soak -count=1 -v -timeout 90m $(SOAKFLAGS) ./soak/
 
 .PHONY: check
-check: vet fmt-check tidy-check proto-check lint-proto proto-breaking deps-check ## vet, gofmt, go mod tidy, generated code, buf lint and breaking, dependency rules
+check: vet fmt-check tidy-check proto-check lint-proto proto-breaking deps-check clock-check staticcheck ## vet, gofmt, go mod tidy, generated code, buf lint and breaking, dependency rules, one clock, staticcheck
 
 .PHONY: vet
 vet:
@@ -100,6 +100,15 @@ proto-breaking: ## buf breaking against the previous commit, never one before pr
 .PHONY: deps-check
 deps-check: ## dependency direction: chick and agent stay free of chat platforms
 	@bash .ci/check-deps
+
+.PHONY: clock-check
+clock-check: ## one clock: no time.Now/Sleep/After/... in production code outside pkg/clock
+	@bash .ci/check-clock
+
+STATICCHECK_VERSION := v0.8.2
+.PHONY: staticcheck
+staticcheck: ## staticcheck (pinned, installed into bin/tools on first use)
+	@bash .ci/staticcheck $(STATICCHECK_VERSION)
 
 .PHONY: bench
 bench: ## print performance figures (footprint, overhead, store scale, start-up, chick spawn vs docker run, relay, ...)

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 var (
@@ -167,7 +167,7 @@ func TestHostToolsReload(t *testing.T) {
 	}
 
 	// A broken config.json is refused; the server keeps running.
-	if err := store.WriteFileAtomic(filepath.Join(data, "config.json"), []byte(`{"mcpServers": {"notes": {}}}`), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(data, "config.json"), []byte(`{"mcpServers": {"notes": {}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the refusal", func() bool { return strings.Contains(p.stderr.String(), "config.json changed but is not valid") })
@@ -177,7 +177,7 @@ func TestHostToolsReload(t *testing.T) {
 
 	// config.json itself changes (an editor's save replaces the symlink):
 	// the file watch reloads, the server is stopped.
-	if err := store.WriteFileAtomic(filepath.Join(data, "config.json"), []byte(`{}`), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(data, "config.json"), []byte(`{}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the server to be removed", func() bool { return strings.Contains(p.stderr.String(), "removed=notes") })

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -74,11 +75,12 @@ type Config struct {
 	// NoCompaction turns compaction off (an overflow then ends the run).
 	NoCompaction bool
 
-	// Sleep waits between retries; tests inject a fake. Default: a timer
-	// that honours ctx.
+	// Sleep waits between retries; tests inject a fake. Default:
+	// clock.Sleep on Clock (it honours ctx).
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Now is the clock for event timestamps and durations.
-	Now func() time.Time
+	// Clock times events and durations and, by default, the retry waits
+	// (default clock.Real).
+	Clock clock.Clock
 }
 
 // Agent is a configured loop. It is safe for concurrent runs.
@@ -114,11 +116,12 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.CompactChunkTokens <= 0 {
 		cfg.CompactChunkTokens = 16384
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Sleep == nil {
+		clk := cfg.Clock
+		cfg.Sleep = func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clk, d) }
 	}
 	a := &Agent{cfg: cfg, tools: map[string]Tool{}}
 	for _, t := range cfg.Tools {
@@ -226,7 +229,7 @@ func (r *run) compactor() Compactor {
 
 func (r *run) finish(reason StopReason, err error) Output {
 	r.out.StopReason, r.out.Err = reason, err
-	ev := Event{Type: EventRunEnd, Time: r.a.cfg.Now(), StopReason: reason, Usage: r.out.Usage}
+	ev := Event{Type: EventRunEnd, Time: r.a.cfg.Clock.Now(), StopReason: reason, Usage: r.out.Usage}
 	if err != nil {
 		ev.Err = err.Error()
 	}
@@ -264,16 +267,16 @@ var errStoreCompaction = errors.New("store compacted context")
 // compact runs one compaction and installs its result.
 func (r *run) compact(ctx context.Context, c Compactor, reason string) error {
 	a := r.a
-	r.emit(Event{Type: EventCompactionStart, Time: a.cfg.Now(), Text: reason})
+	r.emit(Event{Type: EventCompactionStart, Time: a.cfg.Clock.Now(), Text: reason})
 	kept, summary, err := c.Compact(ctx, r.history)
 	if err != nil {
-		r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), IsError: true, Err: err.Error()})
+		r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Clock.Now(), IsError: true, Err: err.Error()})
 		return err
 	}
 	if r.in.OnCompact != nil {
 		if err := r.in.OnCompact(kept, summary); err != nil {
 			err = fmt.Errorf("%w: %w", errStoreCompaction, err)
-			r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), IsError: true, Err: err.Error()})
+			r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Clock.Now(), IsError: true, Err: err.Error()})
 			return err
 		}
 	}
@@ -281,7 +284,7 @@ func (r *run) compact(ctx context.Context, c Compactor, reason string) error {
 	r.history = append([]model.Message{SummaryMessage(summary)}, kept...)
 	r.lastTokens, r.lastLen = 0, 0
 	r.out.Compactions++
-	r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Now(), Text: summary,
+	r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Clock.Now(), Text: summary,
 		Result: fmt.Sprintf("%d messages summarised, %d kept", before-len(kept), len(kept))})
 	return nil
 }
@@ -318,12 +321,12 @@ func (r *run) loop(ctx context.Context) Output {
 			req = r.request()
 		}
 		r.out.Turns++
-		r.emit(Event{Type: EventMessageStart, Time: a.cfg.Now()})
+		r.emit(Event{Type: EventMessageStart, Time: a.cfg.Clock.Now()})
 		resp, err := a.call(ctx, req, func(d string) {
-			r.emit(Event{Type: EventMessageDelta, Time: a.cfg.Now(), Text: d})
+			r.emit(Event{Type: EventMessageDelta, Time: a.cfg.Clock.Now(), Text: d})
 		}, func(attempt int, err error, wait time.Duration) {
-			r.emit(Event{Type: EventRetry, Time: a.cfg.Now(), Attempt: attempt, Err: err.Error(), Duration: wait})
-			r.emit(Event{Type: EventMessageStart, Time: a.cfg.Now()})
+			r.emit(Event{Type: EventRetry, Time: a.cfg.Clock.Now(), Attempt: attempt, Err: err.Error(), Duration: wait})
+			r.emit(Event{Type: EventMessageStart, Time: a.cfg.Clock.Now()})
 		})
 		if err != nil {
 			switch {
@@ -349,7 +352,7 @@ func (r *run) loop(ctx context.Context) Output {
 		r.out.Usage = r.out.Usage.Add(resp.Usage)
 		msg := resp.Message
 		msg.Role = model.RoleAssistant
-		r.emit(Event{Type: EventMessageEnd, Time: a.cfg.Now(), Text: msg.Content, Usage: resp.Usage})
+		r.emit(Event{Type: EventMessageEnd, Time: a.cfg.Clock.Now(), Text: msg.Content, Usage: resp.Usage})
 		if err := r.add(r.in.OnMessage, msg); err != nil {
 			return r.finish(StopError, err)
 		}
@@ -458,7 +461,7 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 	if label == "" {
 		label = call.Name
 	}
-	start := a.cfg.Now()
+	start := a.cfg.Clock.Now()
 	emit(Event{Type: EventToolStart, Time: start, ToolCallID: call.ID, ToolName: call.Name, Label: label, Args: call.Args})
 	var res Result
 	if ctx.Err() != nil {
@@ -472,8 +475,8 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 			res.Text += "\n(aborted)"
 		}
 	}
-	emit(Event{Type: EventToolEnd, Time: a.cfg.Now(), ToolCallID: call.ID, ToolName: call.Name, Label: label, Args: call.Args,
-		Result: res.Text, IsError: res.IsError, Duration: a.cfg.Now().Sub(start)})
+	emit(Event{Type: EventToolEnd, Time: a.cfg.Clock.Now(), ToolCallID: call.ID, ToolName: call.Name, Label: label, Args: call.Args,
+		Result: res.Text, IsError: res.IsError, Duration: a.cfg.Clock.Now().Sub(start)})
 	return res
 }
 
@@ -541,15 +544,4 @@ func LabelOf(args json.RawMessage) string {
 		return ""
 	}
 	return v.Label
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

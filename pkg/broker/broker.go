@@ -23,9 +23,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // Caller says who makes a call.
@@ -47,7 +48,8 @@ type Options struct {
 	// Providers builds providers by name.
 	Providers ProviderFunc
 	Logger    *slog.Logger
-	Now       func() time.Time
+	// Clock tells the time (default clock.Real).
+	Clock clock.Clock
 	// LookbackDays of ledger are read at start to rebuild each chick's
 	// total (default 2: a chick may span midnight).
 	LookbackDays int
@@ -74,13 +76,13 @@ type Broker struct {
 	mkProv   ProviderFunc
 	metrics  Metrics
 	logger   *slog.Logger
-	now      func() time.Time
+	clock    clock.Clock
 	lookback int
 
 	mu        sync.Mutex
 	providers map[string]model.Provider
 	day       string
-	ledger    *store.JSONL
+	ledger    *jsonl.File
 	channel   map[string]int64
 	tier      map[string]int64
 	chick     map[string]model.Usage
@@ -106,8 +108,8 @@ func New(opts Options) (*Broker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	if opts.LookbackDays <= 0 {
 		opts.LookbackDays = 2
@@ -117,7 +119,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b := &Broker{
 		tiers: opts.Config.Chicks.Tiers, budgets: opts.Config.Budgets, dir: filepath.Join(opts.Dir, "usage"),
-		mkProv: opts.Providers, metrics: opts.Metrics, logger: opts.Logger.With("component", "broker"), now: opts.Now, lookback: opts.LookbackDays,
+		mkProv: opts.Providers, metrics: opts.Metrics, logger: opts.Logger.With("component", "broker"), clock: opts.Clock, lookback: opts.LookbackDays,
 		providers: map[string]model.Provider{}, chick: map[string]model.Usage{}, calls: map[string]int{},
 	}
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
@@ -125,7 +127,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	today := b.now()
+	today := b.clock.Now()
 	for i := b.lookback; i >= 1; i-- {
 		if err := b.scan(dayOf(today.AddDate(0, 0, -i)), false); err != nil {
 			return nil, err
@@ -144,7 +146,7 @@ func (b *Broker) path(day string) string { return filepath.Join(b.dir, day+".jso
 // scan adds one day's ledger to the chick totals (and, for today, to the
 // daily totals).
 func (b *Broker) scan(day string, today bool) error {
-	err := store.ScanLines(b.path(day), 0, -1, func(line []byte, _, _ int64) error {
+	err := jsonl.Scan(b.path(day), 0, -1, func(line []byte, _, _ int64) error {
 		var e Entry
 		if json.Unmarshal(line, &e) != nil {
 			return nil
@@ -174,7 +176,7 @@ func (b *Broker) rollLocked(t time.Time) error {
 		b.ledger.Close()
 		b.ledger = nil
 	}
-	j, torn, err := store.OpenJSONL(b.path(day), true)
+	j, torn, err := jsonl.Open(b.path(day), true)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -224,7 +226,7 @@ func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDe
 		return model.Response{}, fmt.Errorf("broker: unknown tier %q", c.Tier)
 	}
 	b.mu.Lock()
-	if err := b.rollLocked(b.now()); err != nil {
+	if err := b.rollLocked(b.clock.Now()); err != nil {
 		b.mu.Unlock()
 		return model.Response{}, err
 	}
@@ -262,7 +264,7 @@ func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDe
 func (b *Broker) record(c Caller, modelID string, u model.Usage) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
+	now := b.clock.Now()
 	if err := b.rollLocked(now); err != nil {
 		return err
 	}
@@ -303,7 +305,7 @@ type Budget struct {
 func (b *Broker) Budgets() []Budget {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_ = b.rollLocked(b.now())
+	_ = b.rollLocked(b.clock.Now())
 	var out []Budget
 	for _, t := range slices.Sorted(keys(b.tiers)) {
 		out = append(out, Budget{Scope: "tier " + t + " today", Kind: "tier", Name: t, Used: b.tier[t], Limit: b.budgets.TierDailyTokens[t]})

@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/anthropic/anthropictest"
@@ -18,25 +18,13 @@ import (
 	"github.com/mother-chat/mother/pkg/model/providers"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func setup(t *testing.T, budgets config.Budgets, dir string, clk *clock, fake *ollamatest.Server) *broker.Broker {
+func setup(t *testing.T, budgets config.Budgets, dir string, clk *clock.Fake, fake *ollamatest.Server) *broker.Broker {
 	t.Helper()
 	cfg := &config.Config{Budgets: budgets}
 	cfg.SetDefaults("")
 	cfg.Budgets.ChickTokens = budgets.ChickTokens
 	cfg.Chicks.Tiers["big"] = config.Tier{Provider: "ollama", Model: "big-model"}
-	b, err := broker.New(broker.Options{Config: cfg, Dir: dir, Now: clk.now, Providers: func(name string) (model.Provider, error) {
+	b, err := broker.New(broker.Options{Config: cfg, Dir: dir, Clock: clk, Providers: func(name string) (model.Provider, error) {
 		if name != "ollama" {
 			return nil, errors.New("no such provider")
 		}
@@ -95,7 +83,7 @@ func TestBudgetsRefuse(t *testing.T) {
 			})
 			defer fake.Close()
 			dir := t.TempDir()
-			clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local)}
+			clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local))
 			b := setup(t, tc.budgets, dir, clk, fake)
 			last := len(tc.callers) - 1
 			for i, c := range tc.callers[:last] {
@@ -124,7 +112,7 @@ func TestBudgetsRefuse(t *testing.T) {
 			}
 			// The next day the daily budgets start over; a chick's own
 			// does not.
-			clk.add(24 * time.Hour)
+			clk.Advance(24 * time.Hour)
 			err = call(t, b, tc.callers[last])
 			if tc.budgets.ChickTokens > 0 {
 				if !errors.Is(err, model.ErrBudgetExhausted) {
@@ -152,11 +140,11 @@ func TestLedgerIsDurable(t *testing.T) {
 	})
 	defer fake.Close()
 	dir := t.TempDir()
-	clk := &clock{t: time.Date(2026, 3, 1, 23, 59, 0, 0, time.Local)}
+	clk := clock.NewFake(time.Date(2026, 3, 1, 23, 59, 0, 0, time.Local))
 	b := setup(t, config.Budgets{}, dir, clk, fake)
 	c := broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}
 	must(t, call(t, b, c))
-	clk.add(2 * time.Minute) // past midnight: a chick spans two days
+	clk.Advance(2 * time.Minute) // past midnight: a chick spans two days
 	must(t, call(t, b, c))
 	days, _ := filepath.Glob(filepath.Join(dir, "usage", "*.jsonl"))
 	if len(days) != 2 {
@@ -187,7 +175,7 @@ func TestProviderErrorsPassThroughUnmetered(t *testing.T) {
 	t.Parallel()
 	fake := ollamatest.New(ollamatest.Turn{Status: 404, Error: "model 'big-model' not found"})
 	defer fake.Close()
-	clk := &clock{t: time.Now()}
+	clk := clock.NewFake(time.Now())
 	b := setup(t, config.Budgets{}, t.TempDir(), clk, fake)
 	err := call(t, b, broker.Caller{ChickID: "c-1", Channel: "cli/local", Tier: "big"})
 	if !errors.Is(err, model.ErrModelNotFound) {

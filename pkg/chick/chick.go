@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
@@ -64,15 +65,14 @@ type Options struct {
 	ReconnectFor time.Duration
 	// DialOptions are extra gRPC options (tests).
 	DialOptions []grpc.DialOption
+	// Clock times reconnects, event batching and waits (default
+	// clock.Real).
+	Clock clock.Clock
 }
 
 // ErrRejected means Mother refused the chick's token: it was reaped or has
 // ended. There is nothing left to do.
 var ErrRejected = errors.New("mother rejected this chick's token")
-
-// OutputsDir is the workspace folder whose files are sent back as outputs
-// at the end.
-const OutputsDir = "outputs"
 
 // Run is the chick's whole life. It returns nil once Mother has stored the
 // result.
@@ -98,6 +98,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.ReconnectFor <= 0 {
 		opts.ReconnectFor = 10 * time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -138,7 +141,7 @@ func (r *runner) auth(ctx context.Context) context.Context {
 // window closes. Unavailable (Mother away) is retried with backoff;
 // Unauthenticated ends the chick.
 func (r *runner) retry(ctx context.Context, what string, call func(ctx context.Context) error) error {
-	deadline := time.Now().Add(r.opts.ReconnectFor)
+	deadline := r.opts.Clock.Now().Add(r.opts.ReconnectFor)
 	wait := r.opts.MinBackoff
 	for {
 		err := call(r.auth(ctx))
@@ -154,11 +157,11 @@ func (r *runner) retry(ctx context.Context, what string, call func(ctx context.C
 			return ctx.Err()
 		case code != codes.Unavailable && code != codes.DeadlineExceeded:
 			return err
-		case time.Now().After(deadline):
+		case r.opts.Clock.Now().After(deadline):
 			return fmt.Errorf("%s: Mother unreachable for %s: %w", what, r.opts.ReconnectFor, err)
 		}
 		r.logger.Debug("Mother unreachable; retrying", "op", what, "in", wait, "err", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, r.opts.Clock, wait); err != nil {
 			return err
 		}
 		wait = min(wait*2, r.opts.MaxBackoff)
@@ -172,17 +175,6 @@ func (r *runner) reject() {
 		r.cancelRun(ErrRejected)
 	}
 	r.cancelMu.Unlock()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -312,11 +304,11 @@ func (r *runner) coalescer() func(agent.Event) {
 		if ev.Type == agent.EventMessageDelta {
 			if pending == nil {
 				e := ev
-				pending, since = &e, time.Now()
+				pending, since = &e, r.opts.Clock.Now()
 			} else {
 				pending.Text += ev.Text
 			}
-			if time.Since(since) >= 250*time.Millisecond {
+			if clock.Since(r.opts.Clock, since) >= 250*time.Millisecond {
 				flush()
 			}
 			return
@@ -332,7 +324,7 @@ func (r *runner) coalescer() func(agent.Event) {
 // returns where Mother stored them, and the files that did not arrive
 // with the reason.
 func (r *runner) uploadOutputs(ctx context.Context) (stored, failed []string) {
-	root := filepath.Join(r.opts.Workspace, OutputsDir)
+	root := filepath.Join(r.opts.Workspace, wire.OutputsDir)
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
@@ -548,14 +540,14 @@ func (r *runner) sessionLoop(ctx context.Context, hb time.Duration, cancelRun co
 			return ctx.Err()
 		}
 		if downSince.IsZero() {
-			downSince = time.Now()
+			downSince = r.opts.Clock.Now()
 		}
-		if time.Since(downSince) > r.opts.ReconnectFor {
+		if clock.Since(r.opts.Clock, downSince) > r.opts.ReconnectFor {
 			cancelRun(errors.New("lost Mother"))
 			return fmt.Errorf("session: Mother unreachable for %s: %w", r.opts.ReconnectFor, err)
 		}
 		r.logger.Info("session lost; reconnecting", "in", wait, "unacked", r.out.unacked(), "err", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, r.opts.Clock, wait); err != nil {
 			return err
 		}
 		wait = min(wait*2, r.opts.MaxBackoff)
@@ -610,13 +602,13 @@ func (r *runner) session(ctx context.Context, hb time.Duration, cancelRun contex
 		evs, res, _ := r.out.pending(sent)
 		for _, e := range evs {
 			if err := stream.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: e}}); err != nil {
-				return <-recvErrOr(recvErr, err)
+				return <-recvErrOr(r.opts.Clock, recvErr, err)
 			}
 			sent = e.GetSeq()
 		}
 		if res != nil && !resultSent {
 			if err := stream.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Result{Result: res}}); err != nil {
-				return <-recvErrOr(recvErr, err)
+				return <-recvErrOr(r.opts.Clock, recvErr, err)
 			}
 			resultSent = true
 		}
@@ -624,7 +616,7 @@ func (r *runner) session(ctx context.Context, hb time.Duration, cancelRun contex
 		case <-r.out.signal:
 		case <-tick.C:
 			if err := stream.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.Heartbeat{SentAt: timestamppb.Now()}}}); err != nil {
-				return <-recvErrOr(recvErr, err)
+				return <-recvErrOr(r.opts.Clock, recvErr, err)
 			}
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) && resultSent {
@@ -642,14 +634,15 @@ func (r *runner) session(ctx context.Context, hb time.Duration, cancelRun contex
 
 // recvErrOr prefers the stream's own error (the real reason) over a send
 // error, which is usually just io.EOF.
-func recvErrOr(recvErr chan error, sendErr error) chan error {
+func recvErrOr(c clock.Clock, recvErr chan error, sendErr error) chan error {
 	out := make(chan error, 1)
-	t := time.NewTimer(2 * time.Second)
+	late := make(chan struct{})
+	t := c.AfterFunc(2*time.Second, func() { close(late) })
 	defer t.Stop()
 	select {
 	case err := <-recvErr:
 		out <- err
-	case <-t.C:
+	case <-late:
 		out <- sendErr
 	}
 	return out

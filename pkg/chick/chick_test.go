@@ -23,6 +23,7 @@ import (
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 	"github.com/mother-chat/mother/pkg/nest"
 	"github.com/mother-chat/mother/pkg/tools"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // mother is one incarnation of Mother's chick side: hatchery, broker and
@@ -290,9 +291,9 @@ func TestUndeliveredOutputIsNamed(t *testing.T) {
 		}
 	}
 	ws := t.TempDir()
-	os.MkdirAll(filepath.Join(ws, chick.OutputsDir), 0o700)
-	os.WriteFile(filepath.Join(ws, chick.OutputsDir, "small.txt"), []byte("small"), 0o600)
-	big, err := os.Create(filepath.Join(ws, chick.OutputsDir, "big.bin"))
+	os.MkdirAll(filepath.Join(ws, wire.OutputsDir), 0o700)
+	os.WriteFile(filepath.Join(ws, wire.OutputsDir, "small.txt"), []byte("small"), 0o600)
+	big, err := os.Create(filepath.Join(ws, wire.OutputsDir, "big.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}

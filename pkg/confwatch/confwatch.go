@@ -198,13 +198,6 @@ func (w *Watcher) reload(force bool) (bool, error) {
 	return true, nil
 }
 
-// Current is the configuration last applied.
-func (w *Watcher) Current() *config.Config {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.cur
-}
-
 // Stop ends the watching; a pending debounced reload is dropped.
 func (w *Watcher) Stop() {
 	if w.cancel == nil {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord" for the configs below
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 type applied struct {
@@ -98,7 +98,7 @@ func TestReloadOnChange(t *testing.T) {
 	}
 
 	// An editor's save: a new file renamed over the old one.
-	if err := store.WriteFileAtomic(path, []byte(`{"mcpServers":{"b":{"url":"http://127.0.0.1:1/mcp"}}}`), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(`{"mcpServers":{"b":{"url":"http://127.0.0.1:1/mcp"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	settle()

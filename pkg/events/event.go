@@ -11,6 +11,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
@@ -203,7 +204,7 @@ func Validate(ev Event, resolve Resolver) (*Spec, error) {
 			return nil, fmt.Errorf("schedule: %q: @every is not supported; use cron fields", ev.Schedule)
 		}
 		s.sched, s.loc = spec, loc
-		if _, ok := NextRun(spec, loc, time.Now()); !ok {
+		if _, ok := NextRun(spec, loc, clock.Real{}.Now()); !ok {
 			return nil, fmt.Errorf("schedule: %q never fires (no such date)", ev.Schedule)
 		}
 	case "":

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/store"
@@ -111,7 +112,7 @@ func (t *scheduleTool) Run(ctx context.Context, raw json.RawMessage) (agent.Resu
 		}
 	}
 	data, _ := json.MarshalIndent(ev, "", "  ")
-	if err := store.WriteFileAtomic(path, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, append(data, '\n'), 0o600); err != nil {
 		return agent.Result{}, err
 	}
 	if err := t.w.Reload(file); err != nil {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // ErrChannelFull is what a Sink returns (wrapped) when the event's channel
@@ -723,7 +723,7 @@ func (w *Watcher) markerPath(name string) string {
 
 func (w *Watcher) writeMarker(name string, due time.Time) error {
 	b, _ := json.Marshal(marker{Due: due, Accepted: w.o.Clock.Now()})
-	return store.WriteFileAtomic(w.markerPath(name), b, 0o600)
+	return atomicfile.WriteFile(w.markerPath(name), b, 0o600)
 }
 
 func (w *Watcher) readMarker(name string) (time.Time, bool) {

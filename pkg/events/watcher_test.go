@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // recSink is a Sink with a capacity per channel whose runs the test ends
@@ -156,7 +156,7 @@ func (f *fixture) start(t *testing.T) {
 func (f *fixture) write(t *testing.T, name, content string, mtime time.Time) {
 	t.Helper()
 	p := filepath.Join(f.dir, name)
-	if err := store.WriteFileAtomic(p, []byte(content), 0o600); err != nil {
+	if err := atomicfile.WriteFile(p, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if !mtime.IsZero() {

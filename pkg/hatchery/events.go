@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
-	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
 // LastSeq is the highest event sequence number stored for chick id.
@@ -40,12 +40,12 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 		return fmt.Errorf("chick events: %w", err)
 	}
 	path := filepath.Join(dir, "events.jsonl")
-	j, _, err := store.OpenJSONL(path, true)
+	j, _, err := jsonl.Open(path, true)
 	if err != nil {
 		return fmt.Errorf("chick events: %w", err)
 	}
 	var last uint64
-	_ = store.ScanLines(path, 0, j.Size(), func(line []byte, _, _ int64) error {
+	_ = jsonl.Scan(path, 0, j.Size(), func(line []byte, _, _ int64) error {
 		var se storedEvent
 		if json.Unmarshal(line, &se) == nil && se.Seq > last {
 			last = se.Seq

@@ -26,7 +26,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
-	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
 // Host is one engine chicks run on.
@@ -120,7 +120,7 @@ type Hatchery struct {
 	mu      sync.Mutex
 	chicks  map[string]*chick
 	queue   []*chick
-	records *store.JSONL
+	records *jsonl.File
 	closed  bool
 	watch   clock.Timer
 	probe   clock.Timer
@@ -144,7 +144,7 @@ type chick struct {
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
 	lastSeq  uint64
-	events   *store.JSONL
+	events   *jsonl.File
 	timers   []clock.Timer
 	exited   bool
 	ended    chan struct{}

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
 // instanceID is this Mother's identity on the Docker hosts, kept in
@@ -27,7 +28,7 @@ func instanceID(dir string) (string, error) {
 		return "", fmt.Errorf("hatchery: read instance id: %w", err)
 	}
 	id := "m-" + randomHex(8)
-	if err := store.WriteFileAtomic(p, []byte(id+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("hatchery: %w", err)
 	}
 	return id, nil
@@ -39,7 +40,7 @@ func instanceID(dir string) (string, error) {
 func (h *Hatchery) loadRecords() error {
 	path := filepath.Join(h.dir, "chicks.jsonl")
 	recs := map[string]Record{}
-	err := store.ScanLines(path, 0, -1, func(line []byte, start, _ int64) error {
+	err := jsonl.Scan(path, 0, -1, func(line []byte, start, _ int64) error {
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil || r.ID == "" {
 			h.logger.Warn("skipping unreadable chicks.jsonl line", "offset", start)
@@ -78,10 +79,10 @@ func (h *Hatchery) loadRecords() error {
 		}
 		h.chicks[id] = c
 	}
-	if err := store.WriteFileAtomic(path, buf, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, buf, 0o600); err != nil {
 		return fmt.Errorf("hatchery: compact records: %w", err)
 	}
-	j, torn, err := store.OpenJSONL(path, true)
+	j, torn, err := jsonl.Open(path, true)
 	if err != nil {
 		return fmt.Errorf("hatchery: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -164,9 +165,9 @@ func (s *server) call(ctx context.Context, l *session, t *Tool, args map[string]
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	start := time.Now()
+	start := s.m.opts.Clock.Now()
 	res, err := l.cs.CallTool(cctx, &mcp.CallToolParams{Name: t.Name, Arguments: args})
-	lg := s.logger.With("tool", t.Name, "duration", time.Since(start).Round(time.Millisecond))
+	lg := s.logger.With("tool", t.Name, "duration", clock.Since(s.m.opts.Clock, start).Round(time.Millisecond))
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		switch {
@@ -212,7 +213,7 @@ func (s *server) ended(l *session) bool {
 	select {
 	case <-l.done:
 		return true
-	case <-time.After(2 * time.Second):
+	case <-clock.After(s.m.opts.Clock, 2*time.Second):
 		return false
 	}
 }

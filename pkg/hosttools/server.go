@@ -17,6 +17,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/prompt"
 )
@@ -208,7 +209,7 @@ func (s *server) close(l *session) (closed bool) {
 	select {
 	case <-done:
 		return true
-	case <-time.After(3*s.m.opts.StopTimeout + time.Second):
+	case <-clock.After(s.m.opts.Clock, 3*s.m.opts.StopTimeout+time.Second):
 		s.logger.Warn("host tool server did not close in time; leaving it")
 		return false
 	}

@@ -73,10 +73,6 @@ type echoArgs struct {
 	Text string `json:"text" jsonschema:"what to say back"`
 }
 
-type countArgs struct {
-	N int `json:"n" jsonschema:"a number from 1 to 10"`
-}
-
 // testTools are the tools of the test servers (stdio and HTTP):
 //   - echo(text) says it back;
 //   - pid says which process serves it (to tell a restart from a kept server);

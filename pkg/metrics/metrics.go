@@ -28,6 +28,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
@@ -63,8 +64,8 @@ type Options struct {
 	// Prices are the chick tiers' prices (config chicks.tiers.*.price);
 	// tiers without one count no cost.
 	Prices map[string]config.Price
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time (default clock.Real).
+	Clock clock.Clock
 }
 
 // Metrics holds every metric. Its hook methods are safe for concurrent
@@ -73,7 +74,7 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	prices  map[string]config.Price
 	version string
-	now     func() time.Time
+	clock   clock.Clock
 	started time.Time
 
 	messagesIn, messagesOut         *prometheus.CounterVec
@@ -101,10 +102,10 @@ var (
 // New creates the metrics and their registry (with the Go runtime and
 // process collectors).
 func New(opts Options) *Metrics {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), prices: opts.Prices, version: opts.Version, now: opts.Now, started: opts.Now()}
+	m := &Metrics{reg: prometheus.NewRegistry(), prices: opts.Prices, version: opts.Version, clock: opts.Clock, started: opts.Clock.Now()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 		m.reg.MustRegister(c)
@@ -227,7 +228,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue, c.m.now().Sub(c.m.started).Seconds())
+	ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue, c.m.clock.Now().Sub(c.m.started).Seconds())
 	if ms != nil {
 		depths := ms.QueueDepths()
 		for _, a := range sortedKeys(depths) {
@@ -296,7 +297,7 @@ type Health struct {
 
 func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
 	ms, cs, _ := m.sources()
-	h := Health{Status: "ok", Version: m.version, UptimeSeconds: float64(int64(m.now().Sub(m.started).Seconds()))}
+	h := Health{Status: "ok", Version: m.version, UptimeSeconds: float64(int64(m.clock.Now().Sub(m.started).Seconds()))}
 	code := http.StatusOK
 	if ms == nil {
 		h.Status, h.Error, code = "unhealthy", "starting", http.StatusServiceUnavailable

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -442,7 +443,7 @@ func migrateEvents(from, to, adapter string) (int, []string) {
 			problems = append(problems, fmt.Sprintf("events/%s: already present in the new workspace; not overwritten", e.Name()))
 			continue
 		}
-		if err := store.WriteFileAtomic(dst, append(out, '\n'), 0o600); err != nil {
+		if err := atomicfile.WriteFile(dst, append(out, '\n'), 0o600); err != nil {
 			problems = append(problems, fmt.Sprintf("events/%s: %v", e.Name(), err))
 			continue
 		}

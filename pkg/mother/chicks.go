@@ -12,11 +12,11 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/chick"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // Hatchery runs chicks for Mother (pkg/hatchery).
@@ -182,6 +182,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 		defer func() {
 			m.mu.Lock()
 			delete(m.chickViews, in.ID)
+			m.settled.Broadcast()
 			m.mu.Unlock()
 			close(v.done)
 			m.chickWork.Done()
@@ -370,7 +371,7 @@ func (m *Mother) chickPrompt(ri chat.RunInfo, a chat.Adapter) string {
 		Channels:   a.Channels(),
 		Now:        m.now(),
 		HostTools:  m.chickHostTools(),
-		Extra: []prompt.Section{{Title: "Outputs", Body: "Files you write under " + hatchery.Workspace + "/" + chick.OutputsDir +
+		Extra: []prompt.Section{{Title: "Outputs", Body: "Files you write under " + hatchery.Workspace + "/" + wire.OutputsDir +
 			"/ are sent back to Mother when you end; attached files are posted to the channel. Everything else ends with your container."}},
 	})
 }

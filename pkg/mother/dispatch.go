@@ -418,6 +418,7 @@ func (m *Mother) runChannel(cs *channelState) {
 			}
 			cs.running = false
 			cs.seq++
+			m.settled.Broadcast()
 			m.mu.Unlock()
 			m.persist(cs)
 			for _, j := range left {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/events"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 var evT0 = time.Date(2025, 6, 16, 8, 0, 0, 0, time.UTC)
@@ -36,7 +36,7 @@ func (h *harness) startEvents(clk clock.Clock) *events.Watcher {
 
 func (h *harness) writeEvent(w *events.Watcher, name, content string) {
 	h.t.Helper()
-	if err := store.WriteFileAtomic(filepath.Join(h.st.EventsDir(), name), []byte(content), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(h.st.EventsDir(), name), []byte(content), 0o600); err != nil {
 		h.t.Fatal(err)
 	}
 	if err := w.Reload(name); err != nil {
@@ -138,7 +138,7 @@ func TestEventRunsAgainAfterCrash(t *testing.T) {
 	block = newBlockTool()
 	h.tools = []agent.Tool{block}
 	h.boot()
-	w = h.startEvents(clk)
+	h.startEvents(clk)
 	block.waitStarted(t) // it runs again
 	posts := texts(h.ad.of("post"))
 	if len(posts) != 1 || !strings.Contains(posts[0], "The event hook.json was cut off; it runs again.") {

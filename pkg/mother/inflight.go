@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -93,7 +94,7 @@ func (m *Mother) persist(cs *channelState) {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 		return
 	}
-	if err := store.WriteFileAtomic(path, b, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 	}
 }

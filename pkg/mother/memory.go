@@ -11,10 +11,10 @@ import (
 	"sync"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // MemoryTool is Mother's update_memory tool: it rewrites or appends to the
@@ -94,7 +94,7 @@ func (t *memoryTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result
 		return agent.Result{}, fmt.Errorf("refused: %s memory would be %d characters, over its budget of %d (it now has %d). Nothing was written; shorten it with mode \"replace\"",
 			a.Scope, n, budget, len([]rune(string(old))))
 	}
-	if err := store.WriteFileAtomic(path, []byte(text), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(text), 0o600); err != nil {
 		return agent.Result{}, fmt.Errorf("write memory: %w", err)
 	}
 	return agent.Result{Text: fmt.Sprintf("Updated %s memory (%d of %d characters).", a.Scope, len([]rune(text)), budget)}, nil

@@ -16,7 +16,9 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/memtrim"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
@@ -29,8 +31,8 @@ type Options struct {
 	// Provider serves Mother's own model (config.Model).
 	Provider model.Provider
 	Logger   *slog.Logger
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time and times the idle trim (default clock.Real).
+	Clock clock.Clock
 	// Tools are Mother's own safe tools.
 	Tools []agent.Tool
 	// Canceller cancels a channel's chicks for "stop all" (nil: the
@@ -55,7 +57,7 @@ type Mother struct {
 	store    *store.Store
 	provider model.Provider
 	logger   *slog.Logger
-	now      func() time.Time
+	clock    clock.Clock
 	agent    *agent.Agent
 	metrics  Metrics
 	// canceller serves "stop all" (nil: no chicks).
@@ -78,13 +80,14 @@ type Mother struct {
 	order    []string
 	channels map[string]*channelState
 	closing  bool
+	// settled is broadcast (with mu held) when a channel's runner exits or a
+	// chick's view ends: the moments Idle's condition can become true.
+	settled *sync.Cond
 
-	// work counts queued and running jobs, for Idle; active is the same
-	// count, readable (see idle.go).
-	work   sync.WaitGroup
-	active atomic.Int64
-	trimMu sync.Mutex
-	trim   *time.Timer
+	// work counts queued and running jobs, for Idle; trimmer counts the
+	// same, to trim memory once idle (see idle.go).
+	work    sync.WaitGroup
+	trimmer *memtrim.Trimmer
 
 	chicks     Hatchery
 	chickViews map[string]*chickView
@@ -110,8 +113,8 @@ func New(opts Options) (*Mother, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = nopMetrics{}
@@ -122,7 +125,7 @@ func New(opts Options) (*Mother, error) {
 		store:            opts.Store,
 		provider:         opts.Provider,
 		logger:           opts.Logger.With("component", "mother"),
-		now:              opts.Now,
+		clock:            opts.Clock,
 		metrics:          opts.Metrics,
 		ctx:              ctx,
 		cancel:           cancel,
@@ -136,6 +139,8 @@ func New(opts Options) (*Mother, error) {
 		chickHostToolsFn: opts.ChickHostTools,
 		ready:            make(chan struct{}),
 	}
+	m.settled = sync.NewCond(&m.mu)
+	m.trimmer = memtrim.New(opts.Clock, trimDelay, m.logger)
 	if m.canceller == nil && opts.Chicks != nil {
 		m.canceller = chickCanceller{m}
 	}
@@ -147,7 +152,7 @@ func New(opts Options) (*Mother, error) {
 		Provider:         opts.Provider,
 		Model:            opts.Config.Model.ID,
 		Tools:            tools,
-		Now:              opts.Now,
+		Clock:            opts.Clock,
 		ContextWindow:    opts.Config.Context.WindowTokens,
 		ReserveTokens:    opts.Config.Context.ReserveTokens,
 		KeepRecentTokens: opts.Config.Context.KeepRecentTokens,
@@ -217,7 +222,7 @@ func (m *Mother) Start(ctx context.Context) error {
 		}
 	}
 	m.readyOnce.Do(func() { close(m.ready) })
-	m.scheduleTrim() // start-up garbage and start-up code
+	m.trimmer.Schedule() // start-up garbage and start-up code
 	return nil
 }
 
@@ -234,11 +239,15 @@ func (m *Mother) Idle(ctx context.Context) error {
 			m.chickWork.Wait()
 			m.mu.Lock()
 			busy := len(m.chickViews) > 0 || m.anyJobLocked()
+			if busy {
+				// Woken when a runner exits or a chick view ends; then
+				// wait for the counts again.
+				m.settled.Wait()
+			}
 			m.mu.Unlock()
 			if !busy {
 				break
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 		close(done)
 	}()
@@ -256,7 +265,8 @@ func (m *Mother) Healthy(ctx context.Context) error {
 	got := make(chan struct{})
 	go func() {
 		m.mu.Lock()
-		m.mu.Unlock() // taking the lock is the check
+		//lint:ignore SA2001 taking the lock is the check
+		m.mu.Unlock()
 		close(got)
 	}()
 	select {
@@ -300,6 +310,9 @@ func (m *Mother) newID() string {
 
 // NewMessageID returns a fresh id for a message Mother creates.
 func (m *Mother) NewMessageID() string { return m.newID() }
+
+// now is the time on Mother's clock.
+func (m *Mother) now() time.Time { return m.clock.Now() }
 
 func (m *Mother) anyJobLocked() bool {
 	for _, cs := range m.channels {

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/session"
+	"github.com/mother-chat/mother/pkg/store"
 )
 
 // SilentMarker in a final answer suppresses the reply.
@@ -27,60 +30,32 @@ func (m *Mother) promptHostTools() []prompt.HostTool {
 	return m.hostTools()
 }
 
-// run answers one job in one channel.
+// run answers one job in one channel: load the channel's state, compose
+// what the model is asked, run the agent, record and post the answer.
 func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	a, channelID := cs.adapter, cs.id
 	qid := chat.QualifiedID(a.Name(), channelID)
 	lg := m.logger.With("channel", qid, "msg_id", job.Trigger.ID, "kind", job.kind())
-	ch, err := m.store.Channel(a.Name(), channelID)
-	if err != nil {
-		lg.Error("cannot open channel store", "err", err)
-		return Outcome{Err: err}
+	ch, sess, stop := m.load(ctx, a, channelID, job, lg)
+	if stop != nil {
+		return *stop
 	}
-	sess, err := session.Load(ch, a.SelfID())
-	if err != nil {
-		lg.Error("cannot load context", "err", err)
-		m.post(ctx, a, channelID, "I could not load this channel's context, so I am not answering. The operator has the details in my log.")
-		return Outcome{Err: err}
-	}
-	if job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd) {
-		if !job.interrupted {
-			// An earlier run already read this message along with another one.
-			lg.Debug("trigger already answered with an earlier message")
-			return Outcome{Skipped: true}
-		}
-		if !resumeContext(sess, lg) {
-			lg.Info("the interrupted run had already answered; nothing to resume")
-			return Outcome{Skipped: true}
-		}
-	} else if _, err := sess.Sync(job.TriggerEnd); err != nil {
-		// Sync up to this job's own message: later messages get their own run.
-		lg.Error("cannot sync log into context", "err", err)
-		m.post(ctx, a, channelID, "I could not read this channel's log, so I am not answering. The operator has the details in my log.")
-		return Outcome{Err: err}
-	}
-
-	system := prompt.Build(prompt.Input{
-		Flavour:    prompt.Mother,
+	req := composeRun(runState{
+		Adapter:    a.Name(),
+		ChannelID:  channelID,
 		Workspace:  m.store.Workspace(),
 		ChannelDir: ch.Dir(),
-		Channel:    qid,
 		Users:      a.Users(),
 		Channels:   a.Channels(),
 		Now:        m.now(),
 		Location:   time.Local,
 		HostTools:  m.promptHostTools(),
+		Admins:     m.cfg.Adapters[a.Name()].Admins,
+		Job:        job,
 	})
-	info := chat.RunInfo{Adapter: a.Name(), ChannelID: channelID, ChannelDir: ch.Dir()}
-	var trigger *chat.ChannelMessage
-	if job.kind() == KindMessage {
-		info.UserID = job.Trigger.Sender.ID
-		info.IsAdmin = m.isAdmin(a.Name(), job.Trigger.Sender.ID)
-		t := job.Trigger
-		trigger = &t
-	}
-	ctx = chat.WithRunInfo(ctx, info)
-	reply := a.NewReply(ctx, channelID, trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
+	system := prompt.Build(req.Prompt)
+	ctx = chat.WithRunInfo(ctx, req.Info)
+	reply := a.NewReply(ctx, channelID, req.Trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
 	began := m.now()
 	out := m.agent.Run(ctx, agent.Input{
@@ -102,15 +77,113 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		// Let "Stopping…" reach the channel before "Stopped.".
 		select {
 		case <-stopping:
-		case <-time.After(10 * time.Second):
+		case <-clock.After(m.clock, 10*time.Second):
 		}
 	}
 	shutdown := stopping == nil && m.ctx.Err() != nil
+	if out.StopReason != agent.StopDone && out.StopReason != agent.StopAborted {
+		lg.Warn("run failed", "stop", out.StopReason, "err", out.Err)
+	}
+	final, silent := composeAnswer(out, job, stopping != nil, shutdown)
+	m.record(ctx, a, ch, sess, reply, job, final, lg)
+	return Outcome{
+		Ran: true, Err: out.Err, Silent: silent,
+		Stopped:  out.StopReason == agent.StopAborted && stopping != nil,
+		Shutdown: out.StopReason == agent.StopAborted && shutdown,
+	}
+}
 
-	final := strings.TrimSpace(out.Final)
+// load opens the channel's store and context and syncs the log into it up
+// to the job's own message. A non-nil Outcome means the run stops there
+// (an error already told to the channel, or nothing left to answer).
+func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job Job, lg *slog.Logger) (*store.Channel, *session.Session, *Outcome) {
+	ch, err := m.store.Channel(a.Name(), channelID)
+	if err != nil {
+		lg.Error("cannot open channel store", "err", err)
+		return nil, nil, &Outcome{Err: err}
+	}
+	sess, err := session.Load(ch, a.SelfID())
+	if err != nil {
+		lg.Error("cannot load context", "err", err)
+		m.post(ctx, a, channelID, "I could not load this channel's context, so I am not answering. The operator has the details in my log.")
+		return nil, nil, &Outcome{Err: err}
+	}
+	if job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd) {
+		if !job.interrupted {
+			// An earlier run already read this message along with another one.
+			lg.Debug("trigger already answered with an earlier message")
+			return nil, nil, &Outcome{Skipped: true}
+		}
+		if !resumeContext(sess, lg) {
+			lg.Info("the interrupted run had already answered; nothing to resume")
+			return nil, nil, &Outcome{Skipped: true}
+		}
+	} else if _, err := sess.Sync(job.TriggerEnd); err != nil {
+		// Sync up to this job's own message: later messages get their own run.
+		lg.Error("cannot sync log into context", "err", err)
+		m.post(ctx, a, channelID, "I could not read this channel's log, so I am not answering. The operator has the details in my log.")
+		return nil, nil, &Outcome{Err: err}
+	}
+	return ch, sess, nil
+}
+
+// runState is what a run's request is composed from: the loaded channel
+// and the job.
+type runState struct {
+	Adapter, ChannelID    string
+	Workspace, ChannelDir string
+	Users                 []chat.UserInfo
+	Channels              []chat.ChannelInfo
+	Now                   time.Time
+	Location              *time.Location
+	HostTools             []prompt.HostTool
+	// Admins are the adapter's admin user ids.
+	Admins []string
+	Job    Job
+}
+
+// runRequest is what a run asks: the system prompt's input, the run info
+// the tools see, and the message the reply answers (nil for an event).
+type runRequest struct {
+	Prompt  prompt.Input
+	Info    chat.RunInfo
+	Trigger *chat.ChannelMessage
+}
+
+// composeRun decides what goes into a run from the loaded state. It is
+// pure.
+func composeRun(st runState) runRequest {
+	req := runRequest{
+		Prompt: prompt.Input{
+			Flavour:    prompt.Mother,
+			Workspace:  st.Workspace,
+			ChannelDir: st.ChannelDir,
+			Channel:    chat.QualifiedID(st.Adapter, st.ChannelID),
+			Users:      st.Users,
+			Channels:   st.Channels,
+			Now:        st.Now,
+			Location:   st.Location,
+			HostTools:  st.HostTools,
+		},
+		Info: chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir},
+	}
+	if st.Job.kind() == KindMessage {
+		req.Info.UserID = st.Job.Trigger.Sender.ID
+		req.Info.IsAdmin = st.Job.Trigger.Sender.ID != "" && slices.Contains(st.Admins, st.Job.Trigger.Sender.ID)
+		t := st.Job.Trigger
+		req.Trigger = &t
+	}
+	return req
+}
+
+// composeAnswer turns a run's outcome into the text to post (empty: post
+// nothing) and whether the model chose silence. stopped: a stop was asked
+// for; shutdown: Mother is shutting down. It is pure.
+func composeAnswer(out agent.Output, job Job, stopped, shutdown bool) (final string, silent bool) {
+	final = strings.TrimSpace(out.Final)
 	switch out.StopReason {
 	case agent.StopDone:
-		if stopping != nil && final != "" && !strings.HasPrefix(final, SilentMarker) {
+		if stopped && final != "" && !strings.HasPrefix(final, SilentMarker) {
 			final += "\n\n(I had already finished when you said stop.)"
 		}
 	case agent.StopAborted:
@@ -121,11 +194,10 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 			final = joinNonEmpty(final, NoticeStopped)
 		}
 	default:
-		lg.Warn("run failed", "stop", out.StopReason, "err", out.Err)
 		final = joinNonEmpty(final, UserError(out.Err))
 	}
 	// [SILENT] is checked before any late header is added.
-	silent := out.StopReason == agent.StopDone && strings.HasPrefix(final, SilentMarker)
+	silent = out.StopReason == agent.StopDone && strings.HasPrefix(final, SilentMarker)
 	if silent {
 		final = ""
 	}
@@ -136,6 +208,11 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		}
 		final = note + "\n\n" + final
 	}
+	return final, silent
+}
+
+// record posts the answer and keeps it in the channel's log and context.
+func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, sess *session.Session, reply chat.Reply, job Job, final string, lg *slog.Logger) {
 	// Finish with a context that outlives an abort, so "Stopped." is shown.
 	fctx := context.WithoutCancel(ctx)
 	platformID, err := reply.Finish(fctx, final)
@@ -144,29 +221,25 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	} else if final != "" {
 		m.metrics.MessageOut(a.Name())
 	}
-	if final != "" {
-		id := platformID
-		if id == "" {
-			id = m.newID()
-		}
-		msg := chat.ChannelMessage{
-			ID:        id,
-			ChannelID: channelID,
-			Timestamp: m.now(),
-			Sender:    chat.Sender{ID: a.SelfID(), Username: "mother", IsBot: true},
-			Text:      final,
-			ReplyTo:   job.Trigger.ID,
-		}
-		if _, err := ch.AppendMessage(msg); err != nil {
-			lg.Error("cannot log reply", "err", err)
-		} else if err := sess.MarkSeen(id); err != nil {
-			lg.Error("cannot mark reply as seen in context", "err", err)
-		}
+	if final == "" {
+		return
 	}
-	return Outcome{
-		Ran: true, Err: out.Err, Silent: silent,
-		Stopped:  out.StopReason == agent.StopAborted && stopping != nil,
-		Shutdown: out.StopReason == agent.StopAborted && shutdown,
+	id := platformID
+	if id == "" {
+		id = m.newID()
+	}
+	msg := chat.ChannelMessage{
+		ID:        id,
+		ChannelID: ch.ID,
+		Timestamp: m.now(),
+		Sender:    chat.Sender{ID: a.SelfID(), Username: "mother", IsBot: true},
+		Text:      final,
+		ReplyTo:   job.Trigger.ID,
+	}
+	if _, err := ch.AppendMessage(msg); err != nil {
+		lg.Error("cannot log reply", "err", err)
+	} else if err := sess.MarkSeen(id); err != nil {
+		lg.Error("cannot mark reply as seen in context", "err", err)
 	}
 }
 

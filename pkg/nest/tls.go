@@ -17,7 +17,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
-	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/wire"
 )
 
@@ -114,7 +114,7 @@ func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.Privat
 	if err := writeKey(keyPath, key); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := store.WriteFileAtomic(certPath, certPEM, 0o600); err != nil {
+	if err := atomicfile.WriteFile(certPath, certPEM, 0o600); err != nil {
 		return nil, nil, nil, err
 	}
 	return cert, key, certPEM, nil
@@ -154,7 +154,7 @@ func loadOrCreateServer(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKe
 		return tls.Certificate{}, nil, err
 	}
 	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := store.WriteFileAtomic(certPath, certPEM, 0o600); err != nil {
+	if err := atomicfile.WriteFile(certPath, certPEM, 0o600); err != nil {
 		return tls.Certificate{}, nil, err
 	}
 	pair, err := tls.X509KeyPair(certPEM, mustKeyPEM(key))
@@ -194,7 +194,7 @@ func mustKeyPEM(key *ecdsa.PrivateKey) []byte {
 }
 
 func writeKey(path string, key *ecdsa.PrivateKey) error {
-	return store.WriteFileAtomic(path, mustKeyPEM(key), 0o600)
+	return atomicfile.WriteFile(path, mustKeyPEM(key), 0o600)
 }
 
 func serial() *big.Int {

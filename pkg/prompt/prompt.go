@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // Character budgets of the injected parts (mother-design.md 1.8). The
@@ -115,7 +116,7 @@ func Render(secs []Section) string {
 // Sections returns the prompt's parts in order, each cut at its budget.
 func Sections(in Input) []Section {
 	if in.Now.IsZero() {
-		in.Now = time.Now()
+		in.Now = clock.Real{}.Now()
 	}
 	if in.Location == nil {
 		in.Location = time.Local

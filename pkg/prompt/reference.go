@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/atomicfile"
 )
 
 // ReferenceHeader starts REFERENCE.md, so a reader knows edits are lost.
@@ -28,7 +28,7 @@ func Reference(loc *time.Location) string {
 // WriteReference regenerates <workspace>/REFERENCE.md atomically.
 func WriteReference(workspace string, loc *time.Location) error {
 	p := filepath.Join(workspace, "REFERENCE.md")
-	if err := store.WriteFileAtomic(p, []byte(Reference(loc)), 0o600); err != nil {
+	if err := atomicfile.WriteFile(p, []byte(Reference(loc)), 0o600); err != nil {
 		return fmt.Errorf("write REFERENCE.md: %w", err)
 	}
 	return nil

@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -308,7 +308,7 @@ func UserMessage(m chat.ChannelMessage) model.Message {
 func FormatMessage(m chat.ChannelMessage) string {
 	ts := m.Timestamp
 	if ts.IsZero() {
-		ts = time.Now()
+		ts = clock.Real{}.Now()
 	}
 	name := m.Sender.Username
 	if name == "" {

@@ -12,7 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -22,12 +25,12 @@ type Channel struct {
 	ID      string
 	dir     string
 	logger  *slog.Logger
-	now     func() time.Time
+	clock   clock.Clock
 
-	log *JSONL
+	log *jsonl.File
 
 	mu  sync.Mutex // guards ctx (replaced on rewrite) and daily appends
-	ctx *JSONL
+	ctx *jsonl.File
 }
 
 // Context record types.
@@ -85,7 +88,7 @@ type LoggedMessage struct {
 	End int64
 }
 
-func openChannel(dir, adapter, id string, logger *slog.Logger, now func() time.Time) (*Channel, error) {
+func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) (*Channel, error) {
 	for _, d := range []string{dir, filepath.Join(dir, "attachments"), filepath.Join(dir, "skills"), filepath.Join(dir, "scratch"), filepath.Join(dir, "daily")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
@@ -98,14 +101,14 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, now func() time.T
 		return nil, fmt.Errorf("create %s: %w", mem, err)
 	}
 	lg := logger.With("channel", adapter+"/"+id)
-	log, torn, err := OpenJSONL(filepath.Join(dir, "log.jsonl"), true)
+	log, torn, err := jsonl.Open(filepath.Join(dir, "log.jsonl"), true)
 	if err != nil {
 		return nil, err
 	}
 	if torn > 0 {
 		lg.Warn("repaired torn last line of log.jsonl", "bytes", torn, "kept_in", "log.jsonl.torn")
 	}
-	ctx, torn, err := OpenJSONL(filepath.Join(dir, "context.jsonl"), true)
+	ctx, torn, err := jsonl.Open(filepath.Join(dir, "context.jsonl"), true)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -113,7 +116,7 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, now func() time.T
 	if torn > 0 {
 		lg.Warn("repaired torn last line of context.jsonl", "bytes", torn, "kept_in", "context.jsonl.torn")
 	}
-	return &Channel{Adapter: adapter, ID: id, dir: dir, logger: lg, now: now, log: log, ctx: ctx}, nil
+	return &Channel{Adapter: adapter, ID: id, dir: dir, logger: lg, clock: clk, log: log, ctx: ctx}, nil
 }
 
 func (c *Channel) close() error {
@@ -176,7 +179,7 @@ func DailyLine(m chat.ChannelMessage, now time.Time) (file, line string) {
 }
 
 func (c *Channel) appendDaily(m chat.ChannelMessage) error {
-	file, line := DailyLine(m, c.now())
+	file, line := DailyLine(m, c.clock.Now())
 	return c.AppendDaily(file, line)
 }
 
@@ -202,13 +205,13 @@ func (c *Channel) ReplaceLog(data []byte) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := WriteFileAtomic(c.LogPath(), data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(c.LogPath(), data, 0o600); err != nil {
 		return err
 	}
 	if err := c.log.Close(); err != nil {
 		return err
 	}
-	nlog, _, err := OpenJSONL(c.LogPath(), true)
+	nlog, _, err := jsonl.Open(c.LogPath(), true)
 	if err != nil {
 		return err
 	}
@@ -222,7 +225,7 @@ func (c *Channel) AppendContext(recs ...ContextRecord) error {
 	defer c.mu.Unlock()
 	for _, r := range recs {
 		if r.Time.IsZero() {
-			r.Time = c.now()
+			r.Time = c.clock.Now()
 		}
 		if _, _, err := c.ctx.Append(r); err != nil {
 			return err
@@ -238,7 +241,7 @@ func (c *Channel) LoadContext() (ContextState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := ContextState{Seen: map[string]bool{}}
-	err := ScanLines(c.ContextPath(), 0, c.ctx.Size(), func(line []byte, start, _ int64) error {
+	err := jsonl.Scan(c.ContextPath(), 0, c.ctx.Size(), func(line []byte, start, _ int64) error {
 		var r ContextRecord
 		if err := json.Unmarshal(line, &r); err != nil {
 			c.logger.Warn("skipping unreadable context.jsonl line", "offset", start, "err", err)
@@ -285,7 +288,7 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 	var buf []byte
 	for _, r := range recs {
 		if r.Time.IsZero() {
-			r.Time = c.now()
+			r.Time = c.clock.Now()
 		}
 		line, err := json.Marshal(r)
 		if err != nil {
@@ -293,13 +296,13 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 		}
 		buf = append(append(buf, line...), '\n')
 	}
-	if err := WriteFileAtomic(c.ContextPath(), buf, 0o600); err != nil {
+	if err := atomicfile.WriteFile(c.ContextPath(), buf, 0o600); err != nil {
 		return err
 	}
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := OpenJSONL(c.ContextPath(), true)
+	nctx, _, err := jsonl.Open(c.ContextPath(), true)
 	if err != nil {
 		return err
 	}
@@ -352,7 +355,7 @@ func (c *Channel) Pending(cur Cursor, upTo int64, seen func(id string) bool) ([]
 	}
 	var out []LoggedMessage
 	next := cur
-	err := ScanLines(c.LogPath(), start, size, func(line []byte, _, end int64) error {
+	err := jsonl.Scan(c.LogPath(), start, size, func(line []byte, _, end int64) error {
 		var m chat.ChannelMessage
 		if err := json.Unmarshal(line, &m); err != nil {
 			c.logger.Warn("skipping unreadable log.jsonl line", "end", end, "err", err)
@@ -385,7 +388,7 @@ func (c *Channel) IDsAfter(offset int64) (map[string]bool, error) {
 	if offset > size {
 		offset = 0
 	}
-	err := ScanLines(c.LogPath(), offset, size, func(line []byte, _, _ int64) error {
+	err := jsonl.Scan(c.LogPath(), offset, size, func(line []byte, _, _ int64) error {
 		var m struct {
 			ID string `json:"id"`
 		}
@@ -408,7 +411,7 @@ func (c *Channel) idEndingAt(off int64) (string, error) {
 	if _, err := f.ReadAt(nl, off-1); err != nil || nl[0] != '\n' {
 		return "", errors.New("cursor not at a line end")
 	}
-	startOff, err := lastLineStart(f, off-1)
+	startOff, err := jsonl.LineStart(f, off-1)
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
 // NewestMessage returns the newest message in channelDir/log.jsonl for
@@ -31,7 +32,7 @@ func NewestMessage(channelDir string, keep func(chat.ChannelMessage) bool, maxLi
 	}
 	end := st.Size()
 	for n := 0; end > 0 && n < maxLines; n++ {
-		start, err := lastLineStart(f, end-1)
+		start, err := jsonl.LineStart(f, end-1)
 		if err != nil {
 			return chat.ChannelMessage{}, false, fmt.Errorf("newest message: %w", err)
 		}

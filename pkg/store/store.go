@@ -20,9 +20,10 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
+
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // Store is the root of the on-disk layout.
@@ -30,7 +31,7 @@ type Store struct {
 	dataDir   string
 	workspace string
 	logger    *slog.Logger
-	now       func() time.Time
+	clock     clock.Clock
 
 	mu       sync.Mutex
 	channels map[string]*Channel
@@ -40,8 +41,8 @@ type Store struct {
 // Options tune a Store.
 type Options struct {
 	Logger *slog.Logger
-	// Now is the clock for daily log file names (default time.Now).
-	Now func() time.Time
+	// Clock dates daily log files and context records (default clock.Real).
+	Clock clock.Clock
 }
 
 // Open creates the layout under dataDir if needed and returns the store.
@@ -49,8 +50,8 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
@@ -66,7 +67,7 @@ func Open(dataDir string, opts Options) (*Store, error) {
 		dataDir:   abs,
 		workspace: ws,
 		logger:    opts.Logger.With("component", "store"),
-		now:       opts.Now,
+		clock:     opts.Clock,
 		channels:  map[string]*Channel{},
 	}, nil
 }
@@ -107,7 +108,7 @@ func (s *Store) Channel(adapter, channelID string) (*Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := openChannel(dir, adapter, channelID, s.logger, s.now)
+	c, err := openChannel(dir, adapter, channelID, s.logger, s.clock)
 	if err != nil {
 		return nil, err
 	}

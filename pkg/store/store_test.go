@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -301,7 +302,7 @@ func TestConcurrentAppendsStayWholeLines(t *testing.T) {
 	}
 	// The fallback path caps at MaxFallbackMessages; count lines directly.
 	n := 0
-	ScanLines(ch.LogPath(), 0, -1, func(line []byte, _, _ int64) error {
+	jsonl.Scan(ch.LogPath(), 0, -1, func(line []byte, _, _ int64) error {
 		var m chat.ChannelMessage
 		if json.Unmarshal(line, &m) != nil {
 			t.Errorf("torn line: %.80s", line)
@@ -338,7 +339,7 @@ func BenchmarkSyncOneNewMessage(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("log=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
-			s, ch := openTest(b, dir)
+			s, _ := openTest(b, dir)
 			defer s.Close()
 			// Write the log in one go (faster than n fsynced appends).
 			var buf bytes.Buffer
@@ -348,7 +349,8 @@ func BenchmarkSyncOneNewMessage(b *testing.B) {
 			}
 			s.Close()
 			os.WriteFile(filepath.Join(dir, "workspace/channels/slack-acme/C1/log.jsonl"), buf.Bytes(), 0o600)
-			s, ch = openTest(b, dir)
+			s2, ch := openTest(b, dir)
+			defer s2.Close()
 			cur := Cursor{Offset: int64(buf.Len()), LastID: fmt.Sprint(n - 1)}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

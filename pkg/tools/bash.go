@@ -146,7 +146,7 @@ func (b *Bash) openOutput() (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return os.CreateTemp(dir, "bash-"+b.opts.Now().Format("20060102-150405")+"-*.log")
+	return os.CreateTemp(dir, "bash-"+b.opts.Clock.Now().Format("20060102-150405")+"-*.log")
 }
 
 func joinNotice(text, notice string) string {

@@ -110,12 +110,12 @@ func (r *Read) Run(ctx context.Context, raw json.RawMessage) (agent.Result, erro
 		return agent.Result{}, fmt.Errorf("read: %s is not a regular file", rel)
 	}
 	if mt := ImageType(abs); mt != "" {
-		return readImage(abs, rel, mt, fi.Size())
+		return readImage(abs, rel, fi.Size())
 	}
 	return readText(abs, rel, offset, limit)
 }
 
-func readImage(abs, rel, mime string, size int64) (agent.Result, error) {
+func readImage(abs, rel string, size int64) (agent.Result, error) {
 	if size > MaxImageBytes {
 		return agent.Result{}, fmt.Errorf("read: %s is a %s image, larger than the %s an image may have; make a smaller copy first (for example with ImageMagick's convert -resize)", rel, humanBytes(size), humanBytes(MaxImageBytes))
 	}
@@ -124,6 +124,7 @@ func readImage(abs, rel, mime string, size int64) (agent.Result, error) {
 		return agent.Result{}, fmt.Errorf("read: %s: %w", rel, unwrapPath(err))
 	}
 	// Trust the content over the name when they disagree.
+	var mime string
 	if sniffed := http.DetectContentType(data); strings.HasPrefix(sniffed, "image/") {
 		mime = sniffed
 	} else {

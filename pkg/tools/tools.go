@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // AttachFunc delivers a workspace file to the channel. path is the resolved
@@ -35,8 +36,8 @@ type Options struct {
 	Shell string
 	// Env is the commands' environment (default: the process's).
 	Env []string
-	// Now names saved output files (default time.Now).
-	Now func() time.Time
+	// Clock names saved output files (default clock.Real).
+	Clock clock.Clock
 }
 
 func (o *Options) defaults() {
@@ -52,8 +53,8 @@ func (o *Options) defaults() {
 	if o.OutputDir == "" {
 		o.OutputDir = "scratch/bash-output"
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 }
 

@@ -13,30 +13,6 @@ const (
 	MaxBytes = 50 * 1024
 )
 
-// headLines returns the first lines of b that fit both limits, cut at a line
-// boundary, and how many whole lines that is. A first line longer than
-// maxBytes is cut inside (at a rune boundary) and partial is set.
-func headLines(b []byte, maxLines, maxBytes int) (out []byte, lines int, partial bool) {
-	end := 0
-	for lines < maxLines && end < len(b) {
-		i := bytes.IndexByte(b[end:], '\n')
-		next := len(b)
-		if i >= 0 {
-			next = end + i + 1
-		}
-		if next > maxBytes {
-			if lines == 0 {
-				cut := runeCut(b, maxBytes)
-				return b[:cut], 0, true
-			}
-			break
-		}
-		end = next
-		lines++
-	}
-	return b[:end], lines, false
-}
-
 // tailLines returns the last lines of b that fit both limits, starting at a
 // line boundary. A last line longer than maxBytes is cut from its start (at
 // a rune boundary) and partial is set.

@@ -32,6 +32,10 @@ const (
 	MDChickID = "x-mother-chick-id"
 )
 
+// OutputsDir is the workspace folder (relative to the chick's workspace)
+// whose files a chick sends back to Mother as outputs at the end.
+const OutputsDir = "outputs"
+
 // Credentials returns ctx carrying a chick's id and token.
 func Credentials(ctx context.Context, chickID, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, MDAuthorization, "Bearer "+token, MDChickID, chickID)

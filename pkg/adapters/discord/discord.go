@@ -25,6 +25,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // Platform limits and defaults.
@@ -376,7 +377,7 @@ func (a *Adapter) supervise(ctx context.Context) {
 			wait := bo.Next()
 			a.conn.Lost(err)
 			a.lg.Warn("gateway connection lost; reconnect failed", "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "err", err)
-			if !feed.Sleep(ctx, wait) || a.isStopping() {
+			if clock.Sleep(ctx, clock.Real{}, wait) != nil || a.isStopping() {
 				return
 			}
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/render"
 	"github.com/mother-chat/mother/pkg/render/runview"
 )
@@ -133,7 +133,7 @@ func (a *Adapter) retry(ctx context.Context, f func() error) error {
 			return err
 		}
 		a.lg.Info("rate limited by Slack; waiting", "retry_after", rl.After)
-		if !feed.Sleep(ctx, max(rl.After, 100*time.Millisecond)) {
+		if clock.Sleep(ctx, clock.Real{}, max(rl.After, 100*time.Millisecond)) != nil {
 			return ctx.Err()
 		}
 	}

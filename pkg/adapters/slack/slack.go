@@ -29,6 +29,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // Limits and identifiers.
@@ -209,7 +210,7 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 			a.conn.Down(err)
 			return fmt.Errorf("slack: open socket: %w", err)
 		}
-	case <-time.After(a.opts.ConnectTimeout):
+	case <-clock.After(clock.Real{}, a.opts.ConnectTimeout):
 		cancel()
 		a.wg.Done()
 		a.wg.Wait()
@@ -282,7 +283,7 @@ func (a *Adapter) runSocket(ctx context.Context, connected chan<- error) {
 		wait := bo.Next()
 		a.conn.Lost(err)
 		a.lg.Warn("Slack socket client stopped; restarting", "err", err, "retry_in", wait.Round(time.Millisecond))
-		if !feed.Sleep(ctx, wait) {
+		if clock.Sleep(ctx, clock.Real{}, wait) != nil {
 			return
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/render"
 )
 
@@ -77,6 +78,9 @@ type Options struct {
 	// platform rate-limits (each waits the platform's retry_after).
 	FinalAttempts int
 	Logger        *slog.Logger
+	// Clock times the grace, the edit throttle and rate-limit waits
+	// (default clock.Real).
+	Clock clock.Clock
 }
 
 // View is one run's rendering; it implements chat.Reply.
@@ -115,6 +119,9 @@ func New(ctx context.Context, s Surface, opts Options) *View {
 	}
 	if opts.FinalAttempts <= 0 {
 		opts.FinalAttempts = 5
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -246,17 +253,17 @@ func (v *View) loop() {
 		mainID     string
 		mainFailed bool
 		lastEdit   time.Time
-		start      = time.Now()
-		timer      *time.Timer
+		start      = v.opts.Clock.Now()
+		timer      *wakeTimer
 	)
 	defer func() {
 		if timer != nil {
-			timer.Stop()
+			timer.t.Stop()
 		}
 	}()
 	for {
 		v.mu.Lock()
-		needMain := v.needMain || time.Since(start) >= v.opts.Grace
+		needMain := v.needMain || clock.Since(v.opts.Clock, start) >= v.opts.Grace
 		final := v.final
 		var detail string
 		hasDetail := len(v.details) > 0 && mainID != ""
@@ -278,7 +285,7 @@ func (v *View) loop() {
 				v.mu.Unlock()
 				continue
 			}
-			mainID, lastEdit = id, time.Now()
+			mainID, lastEdit = id, v.opts.Clock.Now()
 			v.mu.Lock()
 			if v.status == status {
 				v.dirty = false
@@ -298,8 +305,8 @@ func (v *View) loop() {
 			v.result <- finishResult{id, err}
 			return
 		case dirty && mainID != "":
-			if wait := v.opts.MinEdit - time.Since(lastEdit); wait > 0 {
-				timer = resetTimer(timer, wait)
+			if wait := v.opts.MinEdit - clock.Since(v.opts.Clock, lastEdit); wait > 0 {
+				timer = resetTimer(v.opts.Clock, timer, wait)
 				break
 			}
 			v.mu.Lock()
@@ -311,7 +318,7 @@ func (v *View) loop() {
 				var rl *RateLimitError
 				if errors.As(err, &rl) {
 					// Try again with the newest state once the platform allows.
-					lastEdit = time.Now().Add(rl.After - v.opts.MinEdit)
+					lastEdit = v.opts.Clock.Now().Add(rl.After - v.opts.MinEdit)
 					v.mu.Lock()
 					v.dirty = true
 					v.mu.Unlock()
@@ -320,14 +327,14 @@ func (v *View) loop() {
 				}
 				continue
 			}
-			lastEdit = time.Now()
+			lastEdit = v.opts.Clock.Now()
 			continue
 		case mainID == "" && !mainFailed:
-			timer = resetTimer(timer, v.opts.Grace-time.Since(start))
+			timer = resetTimer(v.opts.Clock, timer, v.opts.Grace-clock.Since(v.opts.Clock, start))
 		}
-		var tc <-chan time.Time
+		var tc <-chan struct{}
 		if timer != nil {
-			tc = timer.C
+			tc = timer.c
 		}
 		select {
 		case <-v.wake:
@@ -337,14 +344,22 @@ func (v *View) loop() {
 	}
 }
 
-func resetTimer(t *time.Timer, d time.Duration) *time.Timer {
+// wakeTimer is a pending wake-up of the loop: c is closed when it fires.
+type wakeTimer struct {
+	t clock.Timer
+	c chan struct{}
+}
+
+// resetTimer stops t (if any) and returns a new wake-up after d.
+func resetTimer(c clock.Clock, t *wakeTimer, d time.Duration) *wakeTimer {
 	if d < 0 {
 		d = 0
 	}
 	if t != nil {
-		t.Stop()
+		t.t.Stop()
 	}
-	return time.NewTimer(d)
+	fired := make(chan struct{})
+	return &wakeTimer{t: c.AfterFunc(d, func() { close(fired) }), c: fired}
 }
 
 // finish delivers the final answer: the main message replaced by its first
@@ -377,13 +392,9 @@ func (v *View) finish(ctx context.Context, mainID string, lastEdit time.Time, ma
 	first := parts[0] + note
 
 	// The final edit respects the edit throttle too; it waits, never drops.
-	if wait := v.opts.MinEdit - time.Since(lastEdit); mainID != "" && wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "", ctx.Err()
+	if wait := v.opts.MinEdit - clock.Since(v.opts.Clock, lastEdit); mainID != "" && wait > 0 {
+		if err := clock.Sleep(ctx, v.opts.Clock, wait); err != nil {
+			return "", err
 		}
 	}
 	id := mainID
@@ -431,12 +442,8 @@ func (v *View) retry(ctx context.Context, f func() error) error {
 			return err
 		}
 		v.lg.Info("rate limited; waiting", "retry_after", rl.After)
-		t := time.NewTimer(rl.After)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		if err := clock.Sleep(ctx, v.opts.Clock, rl.After); err != nil {
+			return err
 		}
 	}
 	return err

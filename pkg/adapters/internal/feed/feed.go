@@ -133,18 +133,6 @@ func (b *Backoff) Attempts() int { return b.n }
 // Reset starts over at Min.
 func (b *Backoff) Reset() { b.n = 0 }
 
-// Sleep waits d or until ctx ends; it reports whether the full wait passed.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // Conn tracks an adapter's connection state for chat.StatusReporter. The
 // zero value is down; it is safe for concurrent use.
 type Conn struct {

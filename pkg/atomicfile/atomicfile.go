@@ -1,4 +1,6 @@
-package store
+// Package atomicfile replaces files atomically: temp file in the same
+// directory, fsync, rename, directory fsync.
+package atomicfile
 
 import (
 	"fmt"
@@ -6,10 +8,10 @@ import (
 	"path/filepath"
 )
 
-// WriteFileAtomic replaces path with data: write a temp file in the same
+// WriteFile replaces path with data: write a temp file in the same
 // directory, fsync it, rename it over path, fsync the directory. Readers see
 // the old content or the new, never a mix, and a crash leaves one of them.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+func WriteFile(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

@@ -1,4 +1,7 @@
-package store
+// Package jsonl appends JSON records to a file as whole lines and reads them
+// back: one write(2) per record on an O_APPEND file, fsync when asked, and
+// a torn last line (a crash mid-write) repaired on open, never fatal.
+package jsonl
 
 import (
 	"bufio"
@@ -11,7 +14,7 @@ import (
 	"sync"
 )
 
-// JSONL is an append-only file of JSON records, one per line.
+// File is an append-only file of JSON records, one per line.
 //
 // Contract: each Append is one write(2) of one whole line on a file opened
 // with O_APPEND, followed by fsync when Sync is set, so after a crash the
@@ -19,7 +22,7 @@ import (
 // end. Open detects a torn last line, moves its bytes to "<path>.torn" (kept
 // for inspection, never parsed) and truncates it away; that is never fatal.
 // One process writes a file; readers in that process see only whole lines.
-type JSONL struct {
+type File struct {
 	path string
 	sync bool
 
@@ -28,9 +31,10 @@ type JSONL struct {
 	size int64
 }
 
-// OpenJSONL opens (creating) path for appending, repairing a torn tail.
-// It reports how many torn bytes were removed.
-func OpenJSONL(path string, fsync bool) (*JSONL, int, error) {
+// Open opens (creating) path for appending, repairing a torn tail. It
+// reports how many torn bytes were removed. With fsync set every Append is
+// followed by fsync(2).
+func Open(path string, fsync bool) (*File, int, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open %s: %w", path, err)
@@ -40,7 +44,7 @@ func OpenJSONL(path string, fsync bool) (*JSONL, int, error) {
 		f.Close()
 		return nil, 0, err
 	}
-	return &JSONL{path: path, sync: fsync, f: f, size: size}, torn, nil
+	return &File{path: path, sync: fsync, f: f, size: size}, torn, nil
 }
 
 // repairTail truncates a last line that lacks its newline.
@@ -60,7 +64,7 @@ func repairTail(f *os.File, path string) (size int64, torn int, err error) {
 	if last[0] == '\n' {
 		return size, 0, nil
 	}
-	keep, err := lastLineStart(f, size)
+	keep, err := LineStart(f, size)
 	if err != nil {
 		return 0, 0, fmt.Errorf("scan %s: %w", path, err)
 	}
@@ -88,9 +92,10 @@ func repairTail(f *os.File, path string) (size int64, torn int, err error) {
 	return keep, len(tail), nil
 }
 
-// lastLineStart returns the offset just after the last '\n' before end
-// (0 if none), reading backwards in blocks.
-func lastLineStart(r io.ReaderAt, end int64) (int64, error) {
+// LineStart returns the offset just after the last '\n' before end (0 if
+// none), reading backwards in blocks: the start of the line that ends at
+// end, when end is a line's trailing newline.
+func LineStart(r io.ReaderAt, end int64) (int64, error) {
 	const block = 64 << 10
 	buf := make([]byte, block)
 	for pos := end; pos > 0; {
@@ -110,7 +115,7 @@ func lastLineStart(r io.ReaderAt, end int64) (int64, error) {
 }
 
 // Append writes v as one line and returns the byte range it occupies.
-func (j *JSONL) Append(v any) (start, end int64, err error) {
+func (j *File) Append(v any) (start, end int64, err error) {
 	line, err := json.Marshal(v)
 	if err != nil {
 		return 0, 0, fmt.Errorf("encode record for %s: %w", j.path, err)
@@ -141,14 +146,14 @@ func (j *JSONL) Append(v any) (start, end int64, err error) {
 }
 
 // Size is the length of the whole lines written so far.
-func (j *JSONL) Size() int64 {
+func (j *File) Size() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.size
 }
 
 // Close closes the file. Appends after Close fail.
-func (j *JSONL) Close() error {
+func (j *File) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
@@ -159,10 +164,10 @@ func (j *JSONL) Close() error {
 	return err
 }
 
-// ScanLines calls fn for each whole line of path from offset start up to
+// Scan calls fn for each whole line of path from offset start up to
 // end (end < 0: to the end of the file), with the line's byte range. A
 // trailing line without newline is not passed on. Lines may be up to 64 MiB.
-func ScanLines(path string, start, end int64, fn func(line []byte, lineStart, lineEnd int64) error) error {
+func Scan(path string, start, end int64, fn func(line []byte, lineStart, lineEnd int64) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err

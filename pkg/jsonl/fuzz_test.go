@@ -1,4 +1,4 @@
-package store
+package jsonl
 
 import (
 	"bytes"
@@ -30,9 +30,9 @@ func FuzzJSONLOpen(f *testing.F) {
 		if err := os.WriteFile(path, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		j, torn, err := OpenJSONL(path, false)
+		j, torn, err := Open(path, false)
 		if err != nil {
-			t.Fatalf("OpenJSONL: %v", err)
+			t.Fatalf("Open: %v", err)
 		}
 		defer j.Close()
 		whole := content[:bytes.LastIndexByte(content, '\n')+1]
@@ -47,7 +47,7 @@ func FuzzJSONLOpen(f *testing.F) {
 			t.Fatalf("whole lines were lost: before %q, after %q", whole, after)
 		}
 		var lines [][]byte
-		err = ScanLines(path, 0, -1, func(line []byte, start, end int64) error {
+		err = Scan(path, 0, -1, func(line []byte, start, end int64) error {
 			if end-start != int64(len(line))+1 {
 				t.Fatalf("line range %d-%d for %d bytes", start, end, len(line))
 			}

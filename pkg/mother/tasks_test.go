@@ -10,7 +10,7 @@ import (
 // cancelled it.
 var ErrCancelledByStop = errors.New("cancelled by stop all")
 
-// Tasks tracks background work started on behalf of a channel and a user
+// Tasks (a test helper: Mother cancels chicks through the hatchery) tracks background work started on behalf of a channel and a user
 // (chicks, or anything else that must outlive Mother's own run), so that
 // "stop all" can cancel it. It implements ChickCanceller. The zero value
 // is ready to use.

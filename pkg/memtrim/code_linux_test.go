@@ -1,4 +1,4 @@
-package mother
+package memtrim
 
 import (
 	"bufio"

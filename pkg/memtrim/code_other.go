@@ -1,6 +1,6 @@
 //go:build !linux
 
-package mother
+package memtrim
 
 // releaseCode is Linux-only (see code_linux.go).
 func releaseCode() error { return nil }

@@ -1,0 +1,63 @@
+// Package memtrim hands memory back to the operating system once a process
+// has been idle for a while: freed heap (debug.FreeOSMemory) and, on Linux,
+// the mapped code pages of its own binary (see releaseCode).
+package memtrim
+
+import (
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/clock"
+)
+
+// Trimmer counts work in flight and trims once none has been in flight for
+// its delay. Its methods are safe for concurrent use.
+type Trimmer struct {
+	clock  clock.Clock
+	delay  time.Duration
+	logger *slog.Logger
+	active atomic.Int64
+
+	mu    sync.Mutex
+	timer clock.Timer
+}
+
+// New returns a trimmer that trims after delay of quiet on c.
+func New(c clock.Clock, delay time.Duration, logger *slog.Logger) *Trimmer {
+	return &Trimmer{clock: c, delay: delay, logger: logger}
+}
+
+// Begin counts one piece of work in flight.
+func (t *Trimmer) Begin() { t.active.Add(1) }
+
+// End marks one piece of work finished; when none is left in flight, a trim
+// is scheduled.
+func (t *Trimmer) End() {
+	if t.active.Add(-1) == 0 {
+		t.Schedule()
+	}
+}
+
+// Schedule arms (or re-arms) the trim for delay from now.
+func (t *Trimmer) Schedule() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.timer = t.clock.AfterFunc(t.delay, t.trimIfIdle)
+}
+
+// trimIfIdle returns freed heap to the OS and unmaps the code pages of the
+// binary (see releaseCode) when nothing is in flight.
+func (t *Trimmer) trimIfIdle() {
+	if t.active.Load() == 0 {
+		debug.FreeOSMemory()
+		if err := releaseCode(); err != nil {
+			t.logger.Debug("code pages not released", "err", err)
+		}
+	}
+}

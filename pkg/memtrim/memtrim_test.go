@@ -1,0 +1,34 @@
+package memtrim
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/clock"
+)
+
+func TestTrimIsArmedOnlyWhenIdleAndReArmed(t *testing.T) {
+	start := time.Unix(1000, 0)
+	c := clock.NewFake(start)
+	tr := New(c, 2*time.Second, slog.New(slog.DiscardHandler))
+	tr.Begin()
+	tr.Begin()
+	tr.End()
+	if n := c.Pending(); n != 0 {
+		t.Fatalf("with work in flight %d trims are armed, want 0", n)
+	}
+	tr.End()
+	if n, at := c.Pending(), c.NextAt(); n != 1 || !at.Equal(start.Add(2*time.Second)) {
+		t.Fatalf("idle: %d trims armed at %v, want 1 at %v", n, at, start.Add(2*time.Second))
+	}
+	c.Advance(time.Second)
+	tr.Schedule() // re-armed: the delay counts from now
+	if n, at := c.Pending(), c.NextAt(); n != 1 || !at.Equal(start.Add(3*time.Second)) {
+		t.Fatalf("re-armed: %d trims armed at %v, want 1 at %v", n, at, start.Add(3*time.Second))
+	}
+	c.Advance(2 * time.Second) // fires: trimIfIdle runs
+	if n := c.Pending(); n != 0 {
+		t.Errorf("after the delay %d trims still armed", n)
+	}
+}
