@@ -216,6 +216,7 @@ func (c *cli) explain(err error) error {
 		if strings.Contains(msg, "permission denied") {
 			return fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
 		}
+		//lint:ignore ST1005 "Mother" is a name, and the sentence is printed as is
 		return fmt.Errorf("Mother is not answering on %s (stale socket?): %s", c.socket, msg)
 	case codes.NotFound:
 		return errors.New(st.Message())

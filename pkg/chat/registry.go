@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 )
 
@@ -19,6 +20,8 @@ type Env struct {
 	// (attachments, the log backfill starts from). Nil: attachments are
 	// not saved and nothing is backfilled from a log.
 	Files Files
+	// Clock is the adapter's time source (nil: clock.Real).
+	Clock clock.Clock
 }
 
 // Constructor builds an adapter from its configuration.

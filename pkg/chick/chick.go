@@ -459,7 +459,6 @@ type outbox struct {
 	events  []*pb.AgentEvent
 	next    uint64
 	result  *pb.ChickResult
-	stored  bool
 	storedC chan struct{}
 }
 

@@ -57,6 +57,14 @@ func After(c Clock, d time.Duration) <-chan time.Time {
 // Since is c.Now().Sub(t).
 func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
 
+// OrReal is c, or the wall clock when c is nil (an unset option).
+func OrReal(c Clock) Clock {
+	if c == nil {
+		return Real{}
+	}
+	return c
+}
+
 // Real is the wall clock.
 type Real struct{}
 

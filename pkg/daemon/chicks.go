@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
@@ -37,7 +38,7 @@ type chicks struct {
 // with the host tools chicks.hostTools allows), AdminService on the admin
 // socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger, mx *metrics.Metrics, version string, startedAt time.Time) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger, mx *metrics.Metrics, version string, clk clock.Clock) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -49,7 +50,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 		cfg.GRPC.Advertise = net.JoinHostPort(host, real)
 	}
 	br, err := broker.New(broker.Options{
-		Config: cfg, Dir: dir, Logger: logger, Metrics: mx,
+		Config: cfg, Dir: dir, Logger: logger, Metrics: mx, Clock: clk,
 		Providers: func(name string) (model.Provider, error) { return providers.New(cfg.Providers, name, nil) },
 	})
 	if err != nil {
@@ -58,13 +59,13 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 	}
 	// The nest speaks TLS to chicks with a CA of this Mother's own; each
 	// chick gets the CA certificate and trusts nothing else.
-	tl, err := nest.LoadTLS(filepath.Join(dir, "tls"), nil)
+	tl, err := nest.LoadTLS(filepath.Join(dir, "tls"), clk)
 	if err != nil {
 		lis.Close()
 		br.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Logger: logger, Meter: br, CAPEM: tl.CAPEM, Metrics: mx})
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM, Metrics: mx})
 	if err != nil {
 		lis.Close()
 		br.Close()
@@ -79,7 +80,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 	}
 	nlog := logger.With("component", "nest")
 	n := nest.New(nest.Options{
-		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: startedAt, KillGrace: cfg.Chicks.KillGrace.Duration,
+		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: clk.Now(), Clock: clk, KillGrace: cfg.Chicks.KillGrace.Duration,
 		ChickImage: cfg.Chicks.Image, TLS: tl.Creds, HostTools: host.chicks, ToolServers: host.tools,
 	})
 	go func() {

@@ -200,7 +200,7 @@ func Run(ctx context.Context, opts Options) error {
 		_ = host.close(cctx)
 	}()
 	mx := metrics.New(metrics.Options{Version: opts.Version, Prices: tierPrices(cfg)})
-	ch, err := startChicks(cfg, st, host, base, mx, opts.Version, opts.Clock.Now())
+	ch, err := startChicks(cfg, st, host, base, mx, opts.Version, opts.Clock)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -333,6 +333,7 @@ func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Stor
 			// Adapters scope it themselves (component=<type>, adapter=<name>).
 			Logger: base,
 			Files:  st.AdapterFiles(name),
+			Clock:  opts.Clock,
 		})
 		if err != nil {
 			return p.r.fail(configErr(fmt.Errorf("adapters.%s: %w", name, err)))

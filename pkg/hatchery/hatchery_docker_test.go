@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
@@ -565,7 +567,7 @@ func TestReconcileAfterRestart(t *testing.T) {
 	if len(resumed) != 1 || resumed[0] != running.ID {
 		t.Errorf("resumed %v, want [%s]", resumed, running.ID)
 	}
-	if _, err := e2.api.ContainerInspect(t.Context(), stray.ID); !client.IsErrNotFound(err) {
+	if _, err := e2.api.ContainerInspect(t.Context(), stray.ID); !cerrdefs.IsNotFound(err) {
 		t.Errorf("stray container not reaped: %v", err)
 	}
 	_, _ = e2.h.Stop(running.ID, hatchery.ReasonKilled, "test over", 0)
@@ -615,7 +617,7 @@ func TestReconcileStartsNeverStartedChick(t *testing.T) {
 	if now.ContainerID == "" || now.ContainerID == created.ID {
 		t.Errorf("chick runs in container %q, want a new one (the created one was %s)", now.ContainerID, short(created.ID))
 	}
-	if _, err := e2.api.ContainerInspect(t.Context(), created.ID); !client.IsErrNotFound(err) {
+	if _, err := e2.api.ContainerInspect(t.Context(), created.ID); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the never-started container was not removed: %v", err)
 	}
 	e2.rec.mu.Lock()

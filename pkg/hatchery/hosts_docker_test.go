@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
@@ -217,7 +219,7 @@ func TestTwoEngines(t *testing.T) {
 	}
 	waitFor(t, "the stray to be reaped", func() bool {
 		_, err := api2.ContainerInspect(context.Background(), stray.ID)
-		return client.IsErrNotFound(err)
+		return cerrdefs.IsNotFound(err)
 	})
 	if !strings.Contains(logs.String(), "Docker host answers again") {
 		t.Errorf("the log does not say gpu2 is back:\n%s", logs.String())
@@ -299,7 +301,7 @@ func TestHostStopsAnswering(t *testing.T) {
 	}
 	waitFor(t, "a's container to be reaped", func() bool {
 		_, err := api2.ContainerInspect(context.Background(), ca.ContainerID)
-		return client.IsErrNotFound(err)
+		return cerrdefs.IsNotFound(err)
 	})
 	waitFor(t, "b to be watched again", func() bool { return strings.Contains(logs.String(), "watching it again") })
 	if st := h.State(b); st != hatchery.StateRunning {

@@ -70,11 +70,12 @@ func (a *adminService) KillChick(ctx context.Context, req *pb.KillChickRequest) 
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	t := time.NewTimer(grace + 30*time.Second)
+	waited := make(chan struct{})
+	t := a.s.clock.AfterFunc(grace+30*time.Second, func() { close(waited) })
 	defer t.Stop()
 	select {
 	case <-ended:
-	case <-t.C:
+	case <-waited:
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
@@ -120,6 +121,8 @@ type Options struct {
 	Logger    *slog.Logger
 	Version   string
 	StartedAt time.Time
+	// Clock is the time source (nil: the wall clock).
+	Clock clock.Clock
 	// KillGrace is the default time between cancel and kill.
 	KillGrace time.Duration
 	// ChickImage is the image chicks start from (for momctl status).
@@ -143,6 +146,7 @@ type Server struct {
 	logger    *slog.Logger
 	version   string
 	startedAt time.Time
+	clock     clock.Clock
 	killGrace time.Duration
 	image     string
 	tls       credentials.TransportCredentials
@@ -173,12 +177,13 @@ func New(opts Options) *Server {
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = 10 * time.Second
 	}
+	opts.Clock = clock.OrReal(opts.Clock)
 	if opts.StartedAt.IsZero() {
-		opts.StartedAt = time.Now()
+		opts.StartedAt = opts.Clock.Now()
 	}
 	return &Server{
 		chicks: opts.Chicks, admin: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
-		version: opts.Version, startedAt: opts.StartedAt, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
+		version: opts.Version, startedAt: opts.StartedAt, clock: opts.Clock, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
 		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
 		hostTools: opts.HostTools, servers: opts.ToolServers,
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/wire"
 )
 
@@ -54,11 +55,9 @@ const (
 
 // LoadTLS reads the nest's CA and server certificate from dir, creating
 // them on first use (ECDSA P-256). The directory is mode 0700, the keys
-// 0600. now is the clock (nil: time.Now).
-func LoadTLS(dir string, now func() time.Time) (*TLS, error) {
-	if now == nil {
-		now = time.Now
-	}
+// 0600. c is the clock (nil: the wall clock).
+func LoadTLS(dir string, c clock.Clock) (*TLS, error) {
+	now := clock.OrReal(c).Now
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("nest tls: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/nest"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
@@ -145,7 +146,7 @@ func TestLoadTLSKeepsItsCA(t *testing.T) {
 		}
 	}
 	// A server certificate close to expiry is issued again by the same CA.
-	soon := func() time.Time { return a.NotAfter.Add(-24 * time.Hour) }
+	soon := clock.NewFake(a.NotAfter.Add(-24 * time.Hour))
 	c, err := nest.LoadTLS(dir, soon)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // ChannelID is the terminal's one channel.
@@ -88,7 +89,7 @@ func New(name string, in io.Reader, out io.Writer) *Adapter {
 		name: name,
 		in:   in,
 		out:  out,
-		now:  time.Now,
+		now:  clock.Real{}.Now,
 		user: chat.UserInfo{ID: "local-user", Username: username},
 		done: make(chan struct{}),
 	}

@@ -98,12 +98,13 @@ func (o *Options) defaults() {
 
 // Adapter is one Discord bot account.
 type Adapter struct {
-	name string
-	cfg  Settings
-	env  chat.Env
-	opts Options
-	lg   *slog.Logger
-	s    *discordgo.Session
+	name  string
+	cfg   Settings
+	env   chat.Env
+	clock clock.Clock
+	opts  Options
+	lg    *slog.Logger
+	s     *discordgo.Session
 
 	queue  *feed.Queue
 	seen   *feed.Seen
@@ -170,6 +171,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		name:         env.Name,
 		cfg:          cfg,
 		env:          env,
+		clock:        clock.OrReal(env.Clock),
 		opts:         opts,
 		lg:           lg,
 		s:            s,
@@ -370,14 +372,14 @@ func (a *Adapter) supervise(ctx context.Context) {
 				a.lg.Warn("gateway connection was lost; reconnected", "attempts", attempt)
 				a.conn.Reconnected()
 				bo.Reset()
-				until := time.Now()
+				until := a.clock.Now()
 				a.queue.Push(func(ctx context.Context) { a.backfillSeen(ctx, until) })
 				break
 			}
 			wait := bo.Next()
 			a.conn.Lost(err)
 			a.lg.Warn("gateway connection lost; reconnect failed", "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "err", err)
-			if clock.Sleep(ctx, clock.Real{}, wait) != nil || a.isStopping() {
+			if clock.Sleep(ctx, a.clock, wait) != nil || a.isStopping() {
 				return
 			}
 		}
@@ -394,12 +396,6 @@ func (a *Adapter) heartbeatAge() (time.Duration, bool) {
 
 // Status implements chat.StatusReporter.
 func (a *Adapter) Status() chat.AdapterStatus { return a.conn.Status() }
-
-func (a *Adapter) connected() bool {
-	a.s.RLock()
-	defer a.s.RUnlock()
-	return a.s.DataReady
-}
 
 // ---- what the adapter knows ----
 

@@ -255,7 +255,7 @@ func isSnowflake(id string) bool {
 // backfillLogged fetches, for every channel with a log, the messages after
 // the newest one logged: what arrived while Mother was down.
 func (a *Adapter) backfillLogged(ctx context.Context) {
-	until := time.Now()
+	until := a.clock.Now()
 	for ch, id := range a.cursor.Logged() {
 		a.backfill(ctx, ch, id, until)
 	}

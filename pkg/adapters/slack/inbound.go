@@ -275,7 +275,7 @@ func isTS(id string) bool {
 // backfillLogged fetches what each logged channel received after its
 // newest logged message: what arrived while Mother was down.
 func (a *Adapter) backfillLogged(ctx context.Context) {
-	until := time.Now()
+	until := a.clock.Now()
 	for ch, ts := range a.cursor.Logged() {
 		a.backfill(ctx, ch, ts, until)
 	}

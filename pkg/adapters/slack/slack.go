@@ -90,11 +90,12 @@ func (o *Options) defaults() {
 
 // Adapter is one Slack app installation.
 type Adapter struct {
-	name string
-	env  chat.Env
-	opts Options
-	lg   *slog.Logger
-	api  *slack.Client
+	name  string
+	env   chat.Env
+	clock clock.Clock
+	opts  Options
+	lg    *slog.Logger
+	api   *slack.Client
 
 	queue  *feed.Queue
 	seen   *feed.Seen
@@ -145,6 +146,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	a := &Adapter{
 		name:  env.Name,
 		env:   env,
+		clock: clock.OrReal(env.Clock),
 		opts:  opts,
 		lg:    lg.With("component", "slack", "adapter", env.Name),
 		api:   slack.New(bot, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(app), slack.OptionHTTPClient(opts.HTTPClient)),
@@ -210,7 +212,7 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 			a.conn.Down(err)
 			return fmt.Errorf("slack: open socket: %w", err)
 		}
-	case <-clock.After(clock.Real{}, a.opts.ConnectTimeout):
+	case <-clock.After(a.clock, a.opts.ConnectTimeout):
 		cancel()
 		a.wg.Done()
 		a.wg.Wait()
@@ -283,7 +285,7 @@ func (a *Adapter) runSocket(ctx context.Context, connected chan<- error) {
 		wait := bo.Next()
 		a.conn.Lost(err)
 		a.lg.Warn("Slack socket client stopped; restarting", "err", err, "retry_in", wait.Round(time.Millisecond))
-		if clock.Sleep(ctx, clock.Real{}, wait) != nil {
+		if clock.Sleep(ctx, a.clock, wait) != nil {
 			return
 		}
 	}
@@ -321,7 +323,7 @@ func (a *Adapter) events(ctx context.Context, sm *socketmode.Client, first *bool
 			} else {
 				a.lg.Warn("Slack socket was lost; reconnected")
 				a.conn.Reconnected()
-				until := time.Now()
+				until := a.clock.Now()
 				a.queue.Push(func(ctx context.Context) { a.backfillSeen(ctx, until) })
 			}
 		case socketmode.EventTypeHello:
@@ -379,12 +381,6 @@ func (a *Adapter) badMessage(ctx context.Context, sm *socketmode.Client, evt soc
 
 // Status implements chat.StatusReporter.
 func (a *Adapter) Status() chat.AdapterStatus { return a.conn.Status() }
-
-func (a *Adapter) isStopping() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.stopping
-}
 
 // refreshDirectory loads users and conversations (users:read,
 // channels:read, groups:read, im:read). Missing scopes are logged, not

@@ -6,10 +6,10 @@ import (
 	"io"
 	"os"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/mother-chat/mother/pkg/config"
@@ -53,9 +53,9 @@ func classify(err error) error {
 		return nil
 	case client.IsErrConnectionFailed(err):
 		return &marked{hatchery.ErrUnreachable, err}
-	case errdefs.IsNotFound(err):
+	case cerrdefs.IsNotFound(err):
 		return &marked{hatchery.ErrContainerNotFound, err}
-	case errdefs.IsConflict(err):
+	case cerrdefs.IsConflict(err):
 		return &marked{hatchery.ErrConflict, err}
 	}
 	return err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 )
 
 // Queue runs pushed jobs one at a time, in push order. It never blocks the
@@ -148,7 +149,7 @@ func (c *Conn) setLocked(s chat.ConnState) {
 	if c.state != s {
 		c.state = s
 		if c.now == nil {
-			c.now = time.Now
+			c.now = clock.Real{}.Now
 		}
 		c.since = c.now()
 	}
