@@ -65,12 +65,14 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 		br.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM, Metrics: mx})
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM})
 	if err != nil {
 		lis.Close()
 		br.Close()
 		return nil, err
 	}
+	// The metrics count spawns, joins and ends as a lifecycle subscriber.
+	h.Subscribe(mx)
 	admin, err := nest.ListenUnix(cfg.Admin.Socket)
 	if err != nil {
 		lis.Close()

@@ -199,7 +199,7 @@ func Run(ctx context.Context, opts Options) error {
 		defer cancel()
 		_ = host.close(cctx)
 	}()
-	mx := metrics.New(metrics.Options{Version: opts.Version, Prices: tierPrices(cfg)})
+	mx := metrics.New(metrics.Options{Version: opts.Version, Prices: tierPrices(cfg), Clock: opts.Clock})
 	ch, err := startChicks(cfg, st, host, base, mx, opts.Version, opts.Clock)
 	if err != nil {
 		return r.fail(err)

@@ -67,31 +67,10 @@ type Options struct {
 	// ProbeInterval is how often every host is asked whether it answers
 	// (default 30s); ProbeTimeout bounds one such check (default 10s).
 	ProbeInterval, ProbeTimeout time.Duration
-	// Metrics hears countable facts (nil: none).
-	Metrics Metrics
 	// CAPEM is the nest's CA certificate, given to every chick so it can
 	// verify Mother (MOTHER_CA_PEM). Empty: chicks cannot dial Mother.
 	CAPEM []byte
 }
-
-// Metrics hears what the hatchery can count; pkg/metrics implements it.
-// Calls must be quick and must not call back into the hatchery.
-type Metrics interface {
-	// ChickSpawned: a chick was accepted (started or queued).
-	ChickSpawned(tier string)
-	// ChickJoined: a chick dialled Mother for the first time, latency after
-	// its container was asked for (create, copy, start, dial).
-	ChickJoined(tier, host string, latency time.Duration)
-	// ChickEnded: a chick ended; ran is its time since it got a slot (0
-	// if it never did).
-	ChickEnded(tier string, state State, reason Reason, ran time.Duration)
-}
-
-type nopMetrics struct{}
-
-func (nopMetrics) ChickSpawned(string)                             {}
-func (nopMetrics) ChickJoined(string, string, time.Duration)       {}
-func (nopMetrics) ChickEnded(string, State, Reason, time.Duration) {}
 
 // Hatchery manages every chick of one Mother instance.
 type Hatchery struct {
@@ -107,7 +86,6 @@ type Hatchery struct {
 	grace    time.Duration
 	dockerTO time.Duration
 	obs      publisher
-	metrics  Metrics
 	caPEM    string
 
 	probeEvery time.Duration
@@ -183,9 +161,6 @@ func New(opts Options) (*Hatchery, error) {
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = 10 * time.Second
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = nopMetrics{}
-	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("hatchery: %w", err)
 	}
@@ -198,7 +173,7 @@ func New(opts Options) (*Hatchery, error) {
 		cfg: cfg.Chicks, budgets: cfg.Budgets, dir: opts.Dir, instance: inst,
 		logger: opts.Logger.With("component", "hatchery"), clock: opts.Clock, meter: opts.Meter,
 		command: opts.Command, grace: opts.StartupGrace, dockerTO: opts.DockerTimeout,
-		chicks: map[string]*chick{}, metrics: opts.Metrics, caPEM: string(opts.CAPEM),
+		chicks: map[string]*chick{}, caPEM: string(opts.CAPEM),
 		probeEvery: opts.ProbeInterval, probeTO: opts.ProbeTimeout,
 	}
 	hosts := opts.Hosts

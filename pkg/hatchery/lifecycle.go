@@ -293,7 +293,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 	c.rec.Unreported = true
 	h.persist(c)
 	info := h.info(c)
-	h.metrics.ChickEnded(c.rec.Tier, c.rec.State, reason, ran)
+	h.obs.finished(c.rec, ran)
 	h.dequeueLocked()
 	h.pruneLocked()
 	h.mu.Unlock()

@@ -62,7 +62,7 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 		return Info{}, fmt.Errorf("spawn chick: %w (%d waiting)", ErrQueueFull, len(h.queue))
 	}
 	h.chicks[id] = c
-	h.metrics.ChickSpawned(tier)
+	h.obs.spawned(c.rec)
 	if hs == nil {
 		h.queue = append(h.queue, c)
 		h.persist(c)

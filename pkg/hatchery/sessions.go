@@ -46,7 +46,7 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 	if !c.joined {
 		c.joined = true
 		if !c.rec.StartedAt.IsZero() {
-			h.metrics.ChickJoined(c.rec.Tier, c.rec.Host, clock.Since(h.clock, c.rec.StartedAt))
+			h.obs.joined(c.rec, clock.Since(h.clock, c.rec.StartedAt))
 		}
 	}
 	left := time.Duration(0)

@@ -221,3 +221,47 @@ func (p *publisher) ChickResumed(c Info) { p.each(func(o Observer) { o.ChickResu
 
 // ChickEnded implements Observer.
 func (p *publisher) ChickEnded(c Info) { p.each(func(o Observer) { o.ChickEnded(c) }) }
+
+// A subscriber may also hear the lifecycle's countable moments by
+// implementing any of these one-method interfaces (pkg/metrics does). They
+// are called with the hatchery's lock held: they must be quick and must not
+// call back into the hatchery.
+type (
+	// SpawnObserver hears that a chick was accepted (started or queued).
+	SpawnObserver interface{ ChickSpawned(r Record) }
+	// JoinObserver hears a chick dial Mother for the first time, latency
+	// after its container was asked for (create, copy, start, dial).
+	JoinObserver interface {
+		ChickJoined(r Record, latency time.Duration)
+	}
+	// FinishObserver hears a chick end in this process (not the ends a
+	// restart announces again); ran is its time since it got a slot (0 if
+	// it never did).
+	FinishObserver interface {
+		ChickFinished(r Record, ran time.Duration)
+	}
+)
+
+func (p *publisher) spawned(r Record) {
+	p.each(func(o Observer) {
+		if s, ok := o.(SpawnObserver); ok {
+			s.ChickSpawned(r)
+		}
+	})
+}
+
+func (p *publisher) joined(r Record, latency time.Duration) {
+	p.each(func(o Observer) {
+		if s, ok := o.(JoinObserver); ok {
+			s.ChickJoined(r, latency)
+		}
+	})
+}
+
+func (p *publisher) finished(r Record, ran time.Duration) {
+	p.each(func(o Observer) {
+		if s, ok := o.(FinishObserver); ok {
+			s.ChickFinished(r, ran)
+		}
+	})
+}

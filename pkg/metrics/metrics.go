@@ -71,6 +71,11 @@ type Options struct {
 // Metrics holds every metric. Its hook methods are safe for concurrent
 // use and cheap.
 type Metrics struct {
+	// It hears the hatchery's lifecycle as a subscriber
+	// (Hatchery.Subscribe): the one-method observers below; the rest of
+	// hatchery.Observer is a no-op.
+	hatchery.NopObserver
+
 	reg     *prometheus.Registry
 	prices  map[string]config.Price
 	version string
@@ -93,10 +98,13 @@ type Metrics struct {
 }
 
 var (
-	_ mother.Metrics   = (*Metrics)(nil)
-	_ hatchery.Metrics = (*Metrics)(nil)
-	_ broker.Metrics   = (*Metrics)(nil)
-	_ events.Metrics   = (*Metrics)(nil)
+	_ mother.Metrics          = (*Metrics)(nil)
+	_ hatchery.Observer       = (*Metrics)(nil)
+	_ hatchery.SpawnObserver  = (*Metrics)(nil)
+	_ hatchery.JoinObserver   = (*Metrics)(nil)
+	_ hatchery.FinishObserver = (*Metrics)(nil)
+	_ broker.Metrics          = (*Metrics)(nil)
+	_ events.Metrics          = (*Metrics)(nil)
 )
 
 // New creates the metrics and their registry (with the Go runtime and
@@ -162,19 +170,19 @@ func (m *Metrics) RunEnded(adapter string, kind mother.JobKind, stop string, d t
 	m.ownTokens.WithLabelValues("output").Add(float64(u.OutputTokens))
 }
 
-// ChickSpawned implements hatchery.Metrics.
-func (m *Metrics) ChickSpawned(tier string) { m.chicksSpawned.WithLabelValues(tier).Inc() }
+// ChickSpawned implements hatchery.SpawnObserver.
+func (m *Metrics) ChickSpawned(r hatchery.Record) { m.chicksSpawned.WithLabelValues(r.Tier).Inc() }
 
-// ChickJoined implements hatchery.Metrics.
-func (m *Metrics) ChickJoined(_, host string, latency time.Duration) {
-	m.spawnSeconds.WithLabelValues(host).Observe(latency.Seconds())
+// ChickJoined implements hatchery.JoinObserver.
+func (m *Metrics) ChickJoined(r hatchery.Record, latency time.Duration) {
+	m.spawnSeconds.WithLabelValues(r.Host).Observe(latency.Seconds())
 }
 
-// ChickEnded implements hatchery.Metrics.
-func (m *Metrics) ChickEnded(tier string, _ hatchery.State, reason hatchery.Reason, ran time.Duration) {
-	m.chicksFinished.WithLabelValues(tier, string(reason)).Inc()
+// ChickFinished implements hatchery.FinishObserver.
+func (m *Metrics) ChickFinished(r hatchery.Record, ran time.Duration) {
+	m.chicksFinished.WithLabelValues(r.Tier, string(r.Reason)).Inc()
 	if ran > 0 {
-		m.chickSeconds.WithLabelValues(tier).Observe(ran.Seconds())
+		m.chickSeconds.WithLabelValues(r.Tier).Observe(ran.Seconds())
 	}
 }
 
