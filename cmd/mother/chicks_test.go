@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -55,15 +56,39 @@ func buildMomctl(t *testing.T) string {
 	return momctlBin
 }
 
+// freePort returns a loopback address whose port was free a moment ago,
+// for a Mother started later (the tests that restart her need to know it in
+// advance). It is picked below the kernel's ephemeral range: a port the
+// kernel hands out itself can be taken again by any outgoing connection
+// before Mother binds it (seen as "address already in use").
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo, _ := ephemeralRange()
+	for range 200 {
+		port := 10000 + rand.IntN(lo-10000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	t.Fatal("no free port below the ephemeral range")
+	return ""
+}
+
+// ephemeralRange is the kernel's range for ports it picks itself (Linux
+// default 32768-60999).
+func ephemeralRange() (lo, hi int) {
+	lo, hi = 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &lo, &hi)
+	}
+	if lo <= 10000 {
+		lo = 32768
+	}
+	return lo, hi
 }
 
 // chickData makes a data dir whose config runs chicks from the test image
