@@ -117,6 +117,8 @@ func (o *Options) defaults() {
 	if o.PollTimeout <= 0 {
 		o.PollTimeout = 25 * time.Second
 	}
+	// getUpdates counts its timeout in whole seconds; 0 would not wait.
+	o.PollTimeout = max(o.PollTimeout, time.Second)
 	if o.Client == nil {
 		o.Client = &http.Client{Timeout: o.PollTimeout + 30*time.Second}
 	}
