@@ -151,8 +151,10 @@ func TestRestartNeitherLosesNorRepeats(t *testing.T) {
 	if err := a.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	// Telegram still holds the updates until a later offset is asked for:
-	// only the offset file tells the next run they were delivered.
+	// As if the bot had died before its next poll: Telegram offers the
+	// delivered updates again, and only the offset file tells the next
+	// run they were delivered.
+	fake.Unconfirm(0)
 	fake.Post(group.ID, luigi.ID, "while away @mother_bot")
 	if matches, _ := filepath.Glob(filepath.Join(dir, "*", "channels", "telegram", offsetFile)); len(matches) != 1 {
 		t.Fatalf("offset file not found under %s", dir)

@@ -112,6 +112,7 @@ type Server struct {
 	nextMsg   map[int64]int
 	messages  []*Message
 	updates   []update
+	history   []update
 	held      []update
 	nextUpd   int64
 	confirmed int64
@@ -278,6 +279,7 @@ func (s *Server) queueLocked(body map[string]any, offline bool) int64 {
 	body["update_id"] = s.nextUpd
 	raw, _ := json.Marshal(body)
 	u := update{id: s.nextUpd, raw: raw}
+	s.history = append(s.history, u)
 	if offline {
 		s.held = append(s.held, u)
 	} else {
@@ -297,7 +299,31 @@ func (s *Server) PostRaw(raw string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextUpd++
-	s.updates = append(s.updates, update{id: s.nextUpd, raw: json.RawMessage(raw)})
+	u := update{id: s.nextUpd, raw: json.RawMessage(raw)}
+	s.history = append(s.history, u)
+	s.updates = append(s.updates, u)
+	s.notifyLocked()
+}
+
+// Unconfirm makes every update after id pending again, as if Telegram
+// never got the confirmation (the bot died between handling an update and
+// its next poll): only the bot's own stored offset keeps it from handling
+// them twice.
+func (s *Server) Unconfirm(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending := map[int64]bool{}
+	for _, u := range s.updates {
+		pending[u.id] = true
+	}
+	var again []update
+	for _, u := range s.history {
+		if u.id > id && u.id <= s.confirmed && !pending[u.id] {
+			again = append(again, u)
+		}
+	}
+	s.updates = append(again, s.updates...)
+	s.confirmed = min(s.confirmed, id)
 	s.notifyLocked()
 }
 
