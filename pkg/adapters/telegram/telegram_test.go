@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/render"
 )
 
 // inbox records what the adapter delivers.
@@ -432,5 +433,23 @@ func TestRedactsToken(t *testing.T) {
 	err := errors.New("Post \"http://x/bot" + telegramtest.BotToken + "/getUpdates\": refused")
 	if strings.Contains(a.redact(err), telegramtest.BotToken) {
 		t.Errorf("token not redacted: %s", a.redact(err))
+	}
+}
+
+// TestRenderedMarkdownParses: what the render package makes of every
+// golden input is MarkdownV2 the fake (checking like Telegram) accepts.
+func TestRenderedMarkdownParses(t *testing.T) {
+	files, err := filepath.Glob("../../render/testdata/*.md")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden inputs: %v", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := telegramtest.CheckMarkdownV2(render.ToTelegram(string(src))); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }
