@@ -12,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/adapters/telegram/telegramtest"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/render"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
@@ -104,6 +105,24 @@ func FuzzUpdate(f *testing.F) {
 					t.Errorf("attachment outside attachments/: %+v", att)
 				}
 			}
+		}
+	})
+}
+
+// FuzzMarkdownV2 converts any markdown for Telegram: the result parses as
+// MarkdownV2 the way Telegram checks it (so the plain-text fallback is for
+// surprises, not the rule), and so does every part it is split into.
+func FuzzMarkdownV2(f *testing.F) {
+	for _, s := range []string{"**a** _b_ ~~c~~", "```go\nx.y()\n```", "- a\n  - b\n1. c", "| a |\n|---|\n| b.c |", "[x](http://e.com/a_(b)) `a\\`b`", "> q\n\n# H!", "<b>x</b> 1+1=2 {a} #t |p|"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, md string) {
+		out := render.ToTelegram(md)
+		if strings.TrimSpace(out) == "" {
+			return
+		}
+		if err := telegramtest.CheckMarkdownV2(out); err != nil {
+			t.Fatalf("ToTelegram(%q) = %q: %v", md, out, err)
 		}
 	})
 }
