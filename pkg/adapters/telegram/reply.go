@@ -52,6 +52,9 @@ func (a *Adapter) send(ctx context.Context, channelID, text string, replyTo int,
 	if replyTo > 0 {
 		p.ReplyParameters = &models.ReplyParameters{MessageID: replyTo, AllowSendingWithoutReply: true}
 	}
+	if err := a.groups.wait(ctx, chatID); err != nil {
+		return 0, err
+	}
 	m, err := a.bot.SendMessage(ctx, p)
 	if unparsable(err) {
 		a.lg.Warn("Telegram could not parse a message; sending it as plain text", "channel", channelID, "err", a.redact(err))
@@ -309,6 +312,9 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 		}
 		defer f.Close()
 		in := &models.InputFileUpload{Filename: name, Data: f}
+		if err := a.groups.wait(ctx, chatID); err != nil {
+			return err
+		}
 		if photo {
 			_, err = a.bot.SendPhoto(ctx, &bot.SendPhotoParams{ChatID: chatID, MessageThreadID: topic, Photo: in, Caption: caption})
 		} else {

@@ -111,6 +111,11 @@ type Options struct {
 	// StateDir is where the update offset is kept (default: the adapter's
 	// directory in Mother's store, beside its channel directories).
 	StateDir string
+	// GroupRate and GroupWindow bound the messages sent to one group:
+	// at most GroupRate in any GroupWindow (default 20 a minute, Telegram's
+	// limit for groups); more wait for their turn instead of drawing 429s.
+	GroupRate   int
+	GroupWindow time.Duration
 }
 
 func (o *Options) defaults() {
@@ -137,6 +142,12 @@ func (o *Options) defaults() {
 	if o.TypingEvery <= 0 {
 		o.TypingEvery = 4 * time.Second
 	}
+	if o.GroupRate <= 0 {
+		o.GroupRate = 20
+	}
+	if o.GroupWindow <= 0 {
+		o.GroupWindow = time.Minute
+	}
 	if o.MaxAttachment <= 0 || o.MaxAttachment > DownloadLimit {
 		o.MaxAttachment = DownloadLimit
 	}
@@ -158,6 +169,7 @@ type Adapter struct {
 	cursor *feed.Cursor
 	intake feed.Intake
 	off    offsets
+	groups *pacer
 	// handleMu keeps webhook deliveries in order.
 	handleMu sync.Mutex
 
@@ -215,6 +227,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	}
 	a.cursor = &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isMessageID, Log: lg}
 	a.off = offsets{files: env.Files, dir: opts.StateDir, lg: lg}
+	a.groups = &pacer{rate: opts.GroupRate, window: opts.GroupWindow, sent: map[int64][]time.Time{}}
 	for _, id := range env.Config.Admins {
 		a.admins[id] = true
 	}
@@ -737,4 +750,40 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// pacer keeps the messages sent to each group within rate per window.
+type pacer struct {
+	rate   int
+	window time.Duration
+
+	mu   sync.Mutex
+	sent map[int64][]time.Time
+}
+
+// wait blocks until one more message may go to chat, and counts it.
+// Private chats (positive ids) are not paced.
+func (p *pacer) wait(ctx context.Context, chat int64) error {
+	if chat > 0 {
+		return nil
+	}
+	for {
+		p.mu.Lock()
+		now := time.Now()
+		times := p.sent[chat]
+		for len(times) > 0 && now.Sub(times[0]) >= p.window {
+			times = times[1:]
+		}
+		if len(times) < p.rate {
+			p.sent[chat] = append(times, now)
+			p.mu.Unlock()
+			return nil
+		}
+		p.sent[chat] = times
+		wait := p.window - now.Sub(times[0])
+		p.mu.Unlock()
+		if !feed.Sleep(ctx, wait) {
+			return ctx.Err()
+		}
+	}
 }

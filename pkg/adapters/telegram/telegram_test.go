@@ -453,3 +453,32 @@ func TestRenderedMarkdownParses(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupSendsArePaced(t *testing.T) {
+	t.Parallel()
+	p := &pacer{rate: 3, window: 300 * time.Millisecond, sent: map[int64][]time.Time{}}
+	start := time.Now()
+	for range 6 {
+		if err := p.wait(t.Context(), group.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Errorf("6 sends at 3 per 300ms took %v, want at least one window", el)
+	}
+	start = time.Now()
+	for range 10 {
+		p.wait(t.Context(), dmChat.ID)
+	}
+	if el := time.Since(start); el > 50*time.Millisecond {
+		t.Errorf("private chats were paced: %v", el)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 3 {
+		p.wait(t.Context(), -7)
+	}
+	if err := p.wait(ctx, -7); err == nil {
+		t.Errorf("a cancelled wait over the limit returned nil")
+	}
+}
