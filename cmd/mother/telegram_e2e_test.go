@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +180,31 @@ func TestTelegramRestartNeitherLosesNorRepeats(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the first message got %d answers, want 1", n)
+	}
+}
+
+func TestTelegramCheckConfig(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	const token = "not-a-telegram-token-secret"
+	write := func(cfg string) {
+		if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"adapters": {"tg": {"type": "telegram", "botToken": "` + token + `", "webhookURL": "https://bot.example/hook", "apiURL": "ftp://x"}}}`)
+	r := runMother(t, "", nil, "--check-config", data)
+	for _, want := range []string{"adapters.tg.botToken: a Telegram bot token looks like", "adapters.tg.apiURL", "adapters.tg.webhookListen: missing", "adapters.tg.webhookSecret: missing"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if r.code != 2 || strings.Contains(r.stderr, token) {
+		t.Errorf("exit %d (want 2), or the token shows:\n%s", r.code, r.stderr)
+	}
+	write(`{"adapters": {"tg": {"type": "telegram"}}}`)
+	r = runMother(t, "", []string{"TELEGRAM_BOT_TOKEN=123:abc"}, "--check-config", data)
+	if r.code != 0 || !strings.Contains(r.stdout, "configuration OK") {
+		t.Errorf("token from TELEGRAM_BOT_TOKEN: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -321,6 +321,9 @@ func (a *Adapter) handleCallback(ctx context.Context, q *models.CallbackQuery, l
 	user := strconv.FormatInt(q.From.ID, 10)
 	a.mu.Lock()
 	requester := a.stoppers[stopKey(m.Chat.ID, m.ID)]
+	if requester == "" {
+		requester = a.asking[channelID]
+	}
 	in := a.inbox
 	a.mu.Unlock()
 	if requester != "" && requester != user && !a.admins[user] {

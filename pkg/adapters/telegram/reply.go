@@ -121,6 +121,9 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 			s.replyTo = id
 		}
 		s.requester = trigger.Sender.ID
+		a.mu.Lock()
+		a.asking[channelID] = s.requester
+		a.mu.Unlock()
 	}
 	v := runview.New(ctx, s, runview.Options{
 		Dialect: render.Telegram,
@@ -132,7 +135,16 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 		Logger:  a.lg.With("channel", channelID),
 	})
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r := &reply{Reply: v, stopTyping: stop}
+	r := &reply{Reply: v, stopTyping: stop, done: func() {
+		if s.requester == "" {
+			return
+		}
+		a.mu.Lock()
+		if a.asking[channelID] == s.requester {
+			delete(a.asking, channelID)
+		}
+		a.mu.Unlock()
+	}}
 	go a.typing(tctx, channelID)
 	return r
 }
@@ -141,10 +153,12 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 type reply struct {
 	chat.Reply
 	stopTyping context.CancelFunc
+	done       func()
 }
 
 func (r *reply) Finish(ctx context.Context, markdown string) (string, error) {
 	r.stopTyping()
+	defer r.done()
 	return r.Reply.Finish(ctx, markdown)
 }
 

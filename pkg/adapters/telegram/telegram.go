@@ -179,7 +179,12 @@ type Adapter struct {
 	users    map[string]chat.UserInfo
 	chans    map[string]chat.ChannelInfo
 	logged   map[string]int64 // newest message id per channel in the log at start
+	// stoppers maps a working message ("chat:message") to who may stop
+	// its run besides admins; asking maps a channel to whoever triggered
+	// the run being rendered there, for a click that comes before
+	// sendMessage has answered with the message's id.
 	stoppers map[string]string
+	asking   map[string]string
 	started  bool
 	stopping bool
 	cancel   context.CancelFunc
@@ -223,6 +228,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		chans:    map[string]chat.ChannelInfo{},
 		logged:   map[string]int64{},
 		stoppers: map[string]string{},
+		asking:   map[string]string{},
 		intake:   feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
 	}
 	a.cursor = &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isMessageID, Log: lg}
