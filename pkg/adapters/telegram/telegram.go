@@ -173,12 +173,12 @@ type Adapter struct {
 	// handleMu keeps webhook deliveries in order.
 	handleMu sync.Mutex
 
-	mu       sync.Mutex
-	inbox    chat.Inbox
-	self     models.User
-	users    map[string]chat.UserInfo
-	chans    map[string]chat.ChannelInfo
-	logged   map[string]int64 // newest message id per channel in the log at start
+	mu     sync.Mutex
+	inbox  chat.Inbox
+	self   models.User
+	users  map[string]chat.UserInfo
+	chans  map[string]chat.ChannelInfo
+	logged map[string]int64 // newest message id per channel in the log at start
 	// stoppers maps a working message ("chat:message") to who may stop
 	// its run besides admins; asking maps a channel to whoever triggered
 	// the run being rendered there, for a click that comes before
