@@ -62,7 +62,6 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/store"
 )
 
 // Platform limits.
@@ -671,9 +670,43 @@ func (o *offsets) save(id int64, channelID string) {
 		return
 	}
 	data, _ := json.Marshal(offsetState{LastUpdateID: id})
-	if err := store.WriteFileAtomic(o.path, data, 0o600); err != nil {
+	if err := writeAtomic(o.path, data); err != nil {
 		o.lg.Error("cannot store the update offset", "err", err)
 	}
+}
+
+// writeAtomic replaces path with data: a temporary file in the same
+// directory, synced, renamed over path, and the directory synced, so a
+// crash leaves the old offset or the new one, never a torn file. (Adapters
+// reach Mother's store only through chat.Files, hence this small copy of
+// the store's own discipline.)
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		os.Remove(name)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // ---- what the adapter knows ----
