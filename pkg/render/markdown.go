@@ -69,9 +69,10 @@ func ToSlack(markdown string, users []chat.UserInfo) string {
 }
 
 // ToTelegram converts standard markdown to Telegram MarkdownV2 (parse_mode
-// "MarkdownV2"). @username stays as written: Telegram links it itself.
-func ToTelegram(markdown string) string {
-	return Convert(Telegram, markdown, nil)
+// "MarkdownV2"); @username becomes a mention by id for the users listed,
+// and stays as written (Telegram links public usernames) for others.
+func ToTelegram(markdown string, users []chat.UserInfo) string {
+	return Convert(Telegram, markdown, users)
 }
 
 // Convert converts standard markdown to the dialect.
@@ -480,7 +481,7 @@ func (r *renderer) text(s string) string {
 		s = string(util.UnescapePunctuations([]byte(s)))
 		s = slackEscape(s)
 	case Telegram:
-		return TelegramEscape(string(util.UnescapePunctuations([]byte(s))))
+		return r.telegramText(string(util.UnescapePunctuations([]byte(s))))
 	}
 	return r.mentions(s)
 }
@@ -499,13 +500,28 @@ func (r *renderer) escape(s string) string {
 // mentions replaces @username with <@id> for known users. A mention starts
 // at a word boundary; trailing dots and dashes are tried off ("@mario.").
 func (r *renderer) mentions(s string) string {
+	return r.scanMentions(s, func(p string) string { return p }, func(_, id string) string { return "<@" + id + ">" })
+}
+
+// telegramText escapes text for MarkdownV2 and turns @username of a known
+// user into a mention by id, [@username](tg://user?id=ID), which reaches
+// users without a public username too.
+func (r *renderer) telegramText(s string) string {
+	return r.scanMentions(s, TelegramEscape, func(name, id string) string {
+		return "[@" + TelegramEscape(name) + "](tg://user?id=" + id + ")"
+	})
+}
+
+// scanMentions rewrites s: each mention of a known user through mention,
+// the text between through plain.
+func (r *renderer) scanMentions(s string, plain func(string) string, mention func(name, id string) string) string {
 	if len(r.users) == 0 || !strings.Contains(s, "@") {
-		return s
+		return plain(s)
 	}
 	var b strings.Builder
+	from := 0 // start of the plain text not yet written
 	for i := 0; i < len(s); {
 		if s[i] != '@' || (i > 0 && isNameByte(s[i-1])) {
-			b.WriteByte(s[i])
 			i++
 			continue
 		}
@@ -527,13 +543,15 @@ func (r *renderer) mentions(s string) string {
 			name = name[:len(name)-1]
 		}
 		if id == "" {
-			b.WriteByte('@')
 			i++
 			continue
 		}
-		b.WriteString("<@" + id + ">")
+		b.WriteString(plain(s[from:i]))
+		b.WriteString(mention(name, id))
 		i += 1 + len(name)
+		from = i
 	}
+	b.WriteString(plain(s[from:]))
 	return b.String()
 }
 

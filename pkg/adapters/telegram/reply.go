@@ -127,6 +127,7 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 	}
 	v := runview.New(ctx, s, runview.Options{
 		Dialect: render.Telegram,
+		Users:   a.Users(),
 		Title:   opts.Title,
 		Limit:   splitAt,
 		Details: !opts.Quiet,
@@ -279,7 +280,7 @@ func (s *surface) PostMore(ctx context.Context, text string) (string, error) {
 // Post implements chat.Adapter: a notice (markdown), split if long.
 func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string, error) {
 	first := ""
-	for _, p := range render.Split(render.ToTelegram(markdown), splitAt) {
+	for _, p := range render.Split(render.ToTelegram(markdown, a.Users()), splitAt) {
 		var id int
 		err := a.retry(ctx, func() error {
 			var perr error
