@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,5 +208,39 @@ func TestTelegramCheckConfig(t *testing.T) {
 	r = runMother(t, "", []string{"TELEGRAM_BOT_TOKEN=123:abc"}, "--check-config", data)
 	if r.code != 0 || !strings.Contains(r.stdout, "configuration OK") {
 		t.Errorf("token from TELEGRAM_BOT_TOKEN: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestTelegramWebhookEndToEnd(t *testing.T) {
+	t.Parallel()
+	model := scriptedModel()
+	defer model.Close()
+	fake := newTelegramFake(t)
+	data := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := telegramConfig(fake, model)
+	tg := cfg["adapters"].(map[string]any)["telegram"].(map[string]any)
+	tg["webhookURL"], tg["webhookListen"], tg["webhookSecret"] = "http://"+addr+"/telegram", addr, "e2e_secret"
+	startDaemon(t, data, cfg)
+	waitFor(t, "the webhook to be registered", func() bool { url, secret := fake.Webhook(); return url != "" && secret == "e2e_secret" })
+	resp, err := http.Post("http://"+addr+"/telegram", "application/json", strings.NewReader(`{"update_id": 1, "message": {"message_id": 99, "date": 1, "chat": {"id": 555, "type": "private"}, "from": {"id": 555}, "text": "forged"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an update without the secret: HTTP %d, want 403", resp.StatusCode)
+	}
+	trig := fake.Post(tgGroup.ID, tgMario.ID, "@mother_bot hello through the hook")
+	waitFor(t, "the answer", func() bool { return tgAnswer(fake, trig, "Hello") != nil })
+	for _, m := range readChannelLog(t, data, "telegram", "555") {
+		if strings.Contains(m.Text, "forged") {
+			t.Errorf("the forged update was logged")
+		}
 	}
 }
