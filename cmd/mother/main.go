@@ -18,8 +18,9 @@ import (
 	// IANA zones for periodic events, even where the host has no zoneinfo.
 	_ "time/tzdata"
 
-	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord"
-	_ "github.com/mother-chat/mother/pkg/adapters/slack"   // registers "slack"
+	_ "github.com/mother-chat/mother/pkg/adapters/discord"  // registers "discord"
+	_ "github.com/mother-chat/mother/pkg/adapters/slack"    // registers "slack"
+	_ "github.com/mother-chat/mother/pkg/adapters/telegram" // registers "telegram"
 	// Aliased: the end-to-end tests of this package have a type daemon.
 	motherd "github.com/mother-chat/mother/pkg/daemon"
 	"github.com/mother-chat/mother/pkg/migrate"

@@ -15,6 +15,7 @@ import (
 	"github.com/mother-chat/mother/pkg/adapters/cli"
 	"github.com/mother-chat/mother/pkg/adapters/discord"
 	"github.com/mother-chat/mother/pkg/adapters/slack"
+	"github.com/mother-chat/mother/pkg/adapters/telegram"
 	"github.com/mother-chat/mother/pkg/config"
 )
 
@@ -38,6 +39,7 @@ func TestEnvOverrides(t *testing.T) {
 		"DISCORD_GUILD_ID":      "42",
 		"SLACK_BOT_TOKEN":       "xoxb-1",
 		"SLACK_APP_TOKEN":       "xapp-1",
+		"TELEGRAM_BOT_TOKEN":    "123:telegram-token",
 		"MOTHER_MODEL_PROVIDER": "ollama",
 		"MOTHER_MODEL_ID":       "glm-4.7-flash",
 		"MOTHER_OLLAMA_URL":     "http://127.0.0.1:11434/v1",
@@ -60,6 +62,11 @@ func TestEnvOverrides(t *testing.T) {
 	ss, _ := s.Settings.(*slack.Settings)
 	if !ok || s.Type != "slack" || ss == nil || ss.BotToken.Value() != "xoxb-1" || ss.AppToken.Value() != "xapp-1" {
 		t.Errorf("slack adapter from env = %+v (present %v)", s, ok)
+	}
+	tg, ok := cfg.Adapters["telegram"]
+	ts, _ := tg.Settings.(*telegram.Settings)
+	if !ok || tg.Type != "telegram" || ts == nil || ts.BotToken.Value() != "123:telegram-token" {
+		t.Errorf("telegram adapter from env = %+v (present %v)", tg, ok)
 	}
 	if cfg.Model.ID != "glm-4.7-flash" || cfg.Chicks.Image != "registry.local/chick:1" {
 		t.Errorf("model %q image %q", cfg.Model.ID, cfg.Chicks.Image)
@@ -84,7 +91,9 @@ func TestAdapterSettingsFields(t *testing.T) {
 		{"wrong type in settings", `{"adapters": {"d": {"type": "discord", "botToken": 5}}}`, "adapters.d.botToken: must be a string, not JSON number"},
 		{"slack bot token prefix", `{"adapters": {"s": {"type": "slack", "botToken": "xoxp-1", "appToken": "xapp-1"}}}`, "adapters.s.botToken: a Slack bot token starts with xoxb-"},
 		{"slack without app token", `{"adapters": {"s": {"type": "slack", "botToken": "` + secret + `"}}}`, "adapters.s.appToken: missing: Socket Mode needs an app-level token (or set SLACK_APP_TOKEN)"},
-		{"missing type lists the registered ones", `{"adapters": {"x": {}}}`, `adapters.x.type: missing ("cli", "discord" or "slack")`},
+		{"telegram token shape", `{"adapters": {"tg": {"type": "telegram", "botToken": "` + secret + `"}}}`, "adapters.tg.botToken: a Telegram bot token looks like"},
+		{"telegram webhook without secret", `{"adapters": {"tg": {"type": "telegram", "botToken": "1:x", "webhookURL": "https://bot.example/hook", "webhookListen": "127.0.0.1:8443"}}}`, "adapters.tg.webhookSecret: missing"},
+		{"missing type lists the registered ones", `{"adapters": {"x": {}}}`, `adapters.x.type: missing ("cli", "discord", "slack" or "telegram")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,8 +148,8 @@ func TestAdapterRoundTrip(t *testing.T) {
 func TestAdapterDocsListEveryField(t *testing.T) {
 	t.Parallel()
 	docs := config.AdapterDocs()
-	if len(docs) != 3 {
-		t.Fatalf("AdapterDocs() has %d types, want cli, discord and slack", len(docs))
+	if len(docs) != 4 {
+		t.Fatalf("AdapterDocs() has %d types, want cli, discord, slack and telegram", len(docs))
 	}
 	for _, d := range docs {
 		spec, _ := config.LookupAdapter(d.Type)

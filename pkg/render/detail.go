@@ -13,7 +13,7 @@ import (
 
 // Bold wraps s in the dialect's bold markers.
 func Bold(d Dialect, s string) string {
-	if d == Slack {
+	if d == Slack || d == Telegram {
 		return "*" + s + "*"
 	}
 	return "**" + s + "**"
@@ -21,7 +21,7 @@ func Bold(d Dialect, s string) string {
 
 // Italic wraps s in the dialect's italic markers.
 func Italic(d Dialect, s string) string {
-	if d == Slack {
+	if d == Slack || d == Telegram {
 		return "_" + s + "_"
 	}
 	return "*" + s + "*"
@@ -29,8 +29,11 @@ func Italic(d Dialect, s string) string {
 
 // Plain makes literal text safe for the dialect (Slack: & < > escaped).
 func Plain(d Dialect, s string) string {
-	if d == Slack {
+	switch d {
+	case Slack:
 		return slackEscape(s)
+	case Telegram:
+		return TelegramEscape(s)
 	}
 	return s
 }
@@ -103,6 +106,9 @@ func codeBlock(d Dialect, lang, body string) string {
 	body = strings.ReplaceAll(body, "```", "`\u200b``")
 	if d == Slack {
 		return "```\n" + slackEscape(body) + "\n```"
+	}
+	if d == Telegram {
+		return "```" + lang + "\n" + TelegramCodeEscape(body) + "\n```"
 	}
 	return "```" + lang + "\n" + body + "\n```"
 }

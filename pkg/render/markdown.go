@@ -36,11 +36,20 @@ const (
 	// Slack mrkdwn: *bold*, _italic_, ~strike~, <url|text>, no headings or
 	// lists (rendered as bold lines and bullets), & < > escaped.
 	Slack
+	// Telegram MarkdownV2: *bold*, _italic_, ~strike~, [text](url), code
+	// fences as in CommonMark; no headings or lists (bold lines and
+	// bullets); every other _*[]()~`>#+-=|{}.! escaped with a backslash,
+	// and ` and \ escaped inside code. MarkdownV2 rather than HTML keeps
+	// the ``` fences Split and runview know.
+	Telegram
 )
 
 func (d Dialect) String() string {
-	if d == Slack {
+	switch d {
+	case Slack:
 		return "slack"
+	case Telegram:
+		return "telegram"
 	}
 	return "discord"
 }
@@ -57,6 +66,13 @@ func ToDiscord(markdown string, users []chat.UserInfo) string {
 // <@id> for the users listed.
 func ToSlack(markdown string, users []chat.UserInfo) string {
 	return Convert(Slack, markdown, users)
+}
+
+// ToTelegram converts standard markdown to Telegram MarkdownV2 (parse_mode
+// "MarkdownV2"); @username becomes a mention by id for the users listed,
+// and stays as written (Telegram links public usernames) for others.
+func ToTelegram(markdown string, users []chat.UserInfo) string {
+	return Convert(Telegram, markdown, users)
 }
 
 // Convert converts standard markdown to the dialect.
@@ -129,7 +145,7 @@ func (r *renderer) block(n ast.Node) []line {
 		return textLines(r.inlines(n))
 	case *ast.Heading:
 		t := strings.TrimSpace(r.inlines(n))
-		if r.d == Slack {
+		if r.d == Slack || r.d == Telegram {
 			return []line{{text: "*" + t + "*"}}
 		}
 		if n.Level <= 3 {
@@ -138,7 +154,7 @@ func (r *renderer) block(n ast.Node) []line {
 		return []line{{text: "**" + t + "**"}}
 	case *ast.FencedCodeBlock:
 		lang := ""
-		if r.d == Discord {
+		if r.d == Discord || r.d == Telegram {
 			lang = string(n.Language(r.src))
 		}
 		return r.codeBlock(lang, n.Lines())
@@ -192,8 +208,11 @@ func (r *renderer) codeBlock(lang string, segs *text.Segments) []line {
 		body.Write(seg.Value(r.src))
 	}
 	content := strings.TrimSuffix(body.String(), "\n")
-	if r.d == Slack {
+	switch r.d {
+	case Slack:
 		content = slackEscape(content)
+	case Telegram:
+		content = TelegramCodeEscape(content)
 	}
 	if content != "" || segs.Len() > 0 {
 		for _, l := range strings.Split(content, "\n") {
@@ -215,12 +234,15 @@ func (r *renderer) list(l *ast.List) []line {
 	for item := l.FirstChild(); item != nil; item = item.NextSibling() {
 		var marker string
 		switch {
+		case l.IsOrdered() && r.d == Telegram:
+			marker = strconv.Itoa(num) + "\\. "
+			num++
 		case l.IsOrdered():
 			marker = strconv.Itoa(num) + ". "
 			num++
-		case r.d == Slack && depth%2 == 1:
+		case (r.d == Slack || r.d == Telegram) && depth%2 == 1:
 			marker = "◦ "
-		case r.d == Slack:
+		case r.d == Slack || r.d == Telegram:
 			marker = "• "
 		default:
 			marker = "- "
@@ -287,8 +309,11 @@ func (r *renderer) table(t *extast.Table) []line {
 			}
 		}
 		txt := b.String()
-		if r.d == Slack {
+		switch r.d {
+		case Slack:
 			txt = slackEscape(txt)
+		case Telegram:
+			txt = TelegramCodeEscape(txt)
 		}
 		out = append(out, line{text: strings.TrimRight(txt, " "), code: true})
 		if ri == 0 && header == 1 {
@@ -368,9 +393,9 @@ func (r *renderer) inline(n ast.Node) string {
 	case *ast.Emphasis:
 		inner := r.inlines(n)
 		switch {
-		case r.d == Slack && n.Level >= 2:
+		case (r.d == Slack || r.d == Telegram) && n.Level >= 2:
 			return "*" + inner + "*"
-		case r.d == Slack:
+		case r.d == Slack || r.d == Telegram:
 			return "_" + inner + "_"
 		case n.Level >= 2:
 			return "**" + inner + "**"
@@ -378,7 +403,7 @@ func (r *renderer) inline(n ast.Node) string {
 			return "*" + inner + "*"
 		}
 	case *extast.Strikethrough:
-		if r.d == Slack {
+		if r.d == Slack || r.d == Telegram {
 			return "~" + r.inlines(n) + "~"
 		}
 		return "~~" + r.inlines(n) + "~~"
@@ -395,7 +420,7 @@ func (r *renderer) inline(n ast.Node) string {
 		if r.d == Slack && n.AutoLinkType == ast.AutoLinkURL {
 			return "<" + string(n.URL(r.src)) + ">"
 		}
-		return label
+		return r.escape(label)
 	case *ast.RawHTML:
 		var b strings.Builder
 		for i := 0; i < n.Segments.Len(); i++ {
@@ -420,6 +445,12 @@ func (r *renderer) link(url, label string) string {
 		}
 		return "<" + strings.ReplaceAll(url, "|", "%7C") + "|" + label + ">"
 	}
+	if r.d == Telegram {
+		if label == "" || label == TelegramEscape(url) {
+			return TelegramEscape(url)
+		}
+		return "[" + label + "](" + strings.NewReplacer(`\`, `\\`, `)`, `\)`).Replace(url) + ")"
+	}
 	if label == "" || label == url {
 		return url
 	}
@@ -429,6 +460,9 @@ func (r *renderer) link(url, label string) string {
 func (r *renderer) codeSpan(body string) string {
 	if r.d == Slack {
 		return "`" + slackEscape(body) + "`"
+	}
+	if r.d == Telegram {
+		return "`" + TelegramCodeEscape(body) + "`"
 	}
 	fence := "`"
 	for strings.Contains(body, fence) {
@@ -442,17 +476,23 @@ func (r *renderer) codeSpan(body string) string {
 
 // text converts plain text: mentions, and the dialect's escaping.
 func (r *renderer) text(s string) string {
-	if r.d == Slack {
+	switch r.d {
+	case Slack:
 		s = string(util.UnescapePunctuations([]byte(s)))
 		s = slackEscape(s)
+	case Telegram:
+		return r.telegramText(string(util.UnescapePunctuations([]byte(s))))
 	}
 	return r.mentions(s)
 }
 
 // escape applies the dialect's escaping to literal text (raw HTML).
 func (r *renderer) escape(s string) string {
-	if r.d == Slack {
+	switch r.d {
+	case Slack:
 		return slackEscape(s)
+	case Telegram:
+		return TelegramEscape(s)
 	}
 	return s
 }
@@ -460,13 +500,28 @@ func (r *renderer) escape(s string) string {
 // mentions replaces @username with <@id> for known users. A mention starts
 // at a word boundary; trailing dots and dashes are tried off ("@mario.").
 func (r *renderer) mentions(s string) string {
+	return r.scanMentions(s, func(p string) string { return p }, func(_, id string) string { return "<@" + id + ">" })
+}
+
+// telegramText escapes text for MarkdownV2 and turns @username of a known
+// user into a mention by id, [@username](tg://user?id=ID), which reaches
+// users without a public username too.
+func (r *renderer) telegramText(s string) string {
+	return r.scanMentions(s, TelegramEscape, func(name, id string) string {
+		return "[@" + TelegramEscape(name) + "](tg://user?id=" + id + ")"
+	})
+}
+
+// scanMentions rewrites s: each mention of a known user through mention,
+// the text between through plain.
+func (r *renderer) scanMentions(s string, plain func(string) string, mention func(name, id string) string) string {
 	if len(r.users) == 0 || !strings.Contains(s, "@") {
-		return s
+		return plain(s)
 	}
 	var b strings.Builder
+	from := 0 // start of the plain text not yet written
 	for i := 0; i < len(s); {
 		if s[i] != '@' || (i > 0 && isNameByte(s[i-1])) {
-			b.WriteByte(s[i])
 			i++
 			continue
 		}
@@ -488,13 +543,15 @@ func (r *renderer) mentions(s string) string {
 			name = name[:len(name)-1]
 		}
 		if id == "" {
-			b.WriteByte('@')
 			i++
 			continue
 		}
-		b.WriteString("<@" + id + ">")
+		b.WriteString(plain(s[from:i]))
+		b.WriteString(mention(name, id))
 		i += 1 + len(name)
+		from = i
 	}
+	b.WriteString(plain(s[from:]))
 	return b.String()
 }
 
@@ -565,3 +622,40 @@ func Truncate(s string, n int) string {
 
 // Len is the length platforms count: runes.
 func Len(s string) int { return utf8.RuneCountInString(s) }
+
+// telegramSpecial are the characters MarkdownV2 wants escaped in text.
+const telegramSpecial = "_*[]()~`>#+-=|{}.!\\"
+
+// TelegramEscape escapes literal text for Telegram MarkdownV2.
+func TelegramEscape(s string) string {
+	if !strings.ContainsAny(s, telegramSpecial) {
+		return s
+	}
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(telegramSpecial, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// TelegramCodeEscape escapes the body of MarkdownV2 code (inline or
+// fenced): only ` and \ are special there.
+func TelegramCodeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s)
+}
+
+// TelegramUnescape undoes MarkdownV2 escaping, for sending a message
+// Telegram could not parse as plain text.
+func TelegramUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && s[i+1] < 128 && (strings.IndexByte(telegramSpecial, s[i+1]) >= 0) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

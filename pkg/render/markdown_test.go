@@ -30,7 +30,7 @@ func TestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range []Dialect{Discord, Slack} {
+		for _, d := range []Dialect{Discord, Slack, Telegram} {
 			name := strings.TrimSuffix(filepath.Base(f), ".md") + "." + d.String()
 			t.Run(name, func(t *testing.T) {
 				got := Convert(d, string(src), testUsers) + "\n"
@@ -103,7 +103,7 @@ func BenchmarkConvert(b *testing.B) {
 		b.Fatal(err)
 	}
 	md := strings.Repeat(string(src)+"\n\n", 10)
-	for _, d := range []Dialect{Discord, Slack} {
+	for _, d := range []Dialect{Discord, Slack, Telegram} {
 		b.Run(d.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(md)))
 			for b.Loop() {

@@ -1,0 +1,799 @@
+// Package telegram connects Mother to Telegram through the Bot API: private
+// chats, groups, supergroups and forum topics become channels; agent runs
+// are rendered as a working message with a Stop button, edited as the run
+// goes and replaced by the answer, with tool details as replies to it.
+//
+// # Library
+//
+// Outgoing calls (sendMessage, editMessageText, getFile, sendDocument, ...)
+// go through github.com/go-telegram/bot. Against gopkg.in/telebot.v4 it
+// wins on every point the adapter cares about: it has stable semver
+// releases (v1.19.0, February 2026; telebot v4 has only had betas), it
+// covers the whole current Bot API with typed parameters and typed 429
+// errors (TooManyRequestsError with retry_after), it depends on nothing
+// beyond the standard library, and it takes a server URL (WithServerURL)
+// and an *http.Client (WithHTTPClient) as plain options, which is all a
+// self-hosted Bot API server or a test fake needs. Receiving is the
+// adapter's own: the library's polling loop confirms an update before its
+// handler has run and drops a whole batch when one update fails to decode,
+// while Mother stores the offset only after an update was delivered and
+// skips a malformed update on its own.
+//
+// # Receiving
+//
+// By default the adapter long-polls getUpdates (it works behind NAT). The
+// offset of the last update delivered is written atomically to
+// channels/<adapter>/telegram-offset.json beside the adapter's channel
+// directories, so a restart neither loses nor repeats an update; updates
+// already pending when the adapter (re)connects arrived while it was away
+// and are delivered late. With webhookURL set, the adapter registers the
+// webhook with setWebhook and serves it on webhookListen, refusing requests
+// without the X-Telegram-Bot-Api-Secret-Token header.
+//
+// # Channels
+//
+// A chat's id is its channel id ("123456789" for a private chat,
+// "-1001234567890" for a supergroup). A forum topic is a channel of its
+// own, "<chatId>_<threadId>" ("-1001234567890_45"): "/" cannot be a path
+// element in Mother's store, "_" is allowed by chat.ValidID and never
+// occurs in a chat id.
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
+	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
+)
+
+// Platform limits.
+const (
+	// MessageLimit is the longest message text Telegram takes, in
+	// characters; answers are cut a little below it (escapes and the
+	// title take room).
+	MessageLimit = 4096
+	splitAt      = 3900
+	// DownloadLimit is the largest file a bot may download (getFile).
+	DownloadLimit = 20 << 20
+	// UploadLimit is the largest file a bot may send.
+	UploadLimit = 50 << 20
+	// photoLimit is the largest image sent as a photo (larger ones go as
+	// documents).
+	photoLimit = 10 << 20
+	// stopData is the callback data of the Stop button.
+	stopData = "mother:stop"
+	// offsetFile holds the last delivered update id.
+	offsetFile = "telegram-offset.json"
+)
+
+// Options tune an adapter beyond config.json (tests shorten the timings).
+type Options struct {
+	// Client is the HTTP client for the Bot API (default: one with a
+	// timeout above the poll timeout).
+	Client *http.Client
+	// PollTimeout is how long one getUpdates call waits for updates
+	// (default 25 s).
+	PollTimeout time.Duration
+	// BackoffMin and BackoffMax bound the waits after a failed poll
+	// (1 s .. 1 min).
+	BackoffMin, BackoffMax time.Duration
+	// MinEdit is the least time between edits of one message (1 s, about
+	// Telegram's limit per chat).
+	MinEdit time.Duration
+	// Grace is how long a run may take before a working message is shown
+	// (default 1.5 s).
+	Grace time.Duration
+	// TypingEvery is how often the typing action is renewed while a run
+	// works (default 4 s; Telegram shows it for 5 s).
+	TypingEvery time.Duration
+	// MaxAttachment is the largest file downloaded (default and at most
+	// DownloadLimit, the Bot API's own limit).
+	MaxAttachment int64
+	// StateDir is where the update offset is kept (default: the adapter's
+	// directory in Mother's store, beside its channel directories).
+	StateDir string
+	// GroupRate and GroupWindow bound the messages sent to one group:
+	// at most GroupRate in any GroupWindow (default 20 a minute, Telegram's
+	// limit for groups); more wait for their turn instead of drawing 429s.
+	GroupRate   int
+	GroupWindow time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.PollTimeout <= 0 {
+		o.PollTimeout = 25 * time.Second
+	}
+	// getUpdates counts its timeout in whole seconds; 0 would not wait.
+	o.PollTimeout = max(o.PollTimeout, time.Second)
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: o.PollTimeout + 30*time.Second}
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = time.Second
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = time.Minute
+	}
+	if o.MinEdit <= 0 {
+		o.MinEdit = time.Second
+	}
+	if o.Grace <= 0 {
+		o.Grace = 1500 * time.Millisecond
+	}
+	if o.TypingEvery <= 0 {
+		o.TypingEvery = 4 * time.Second
+	}
+	if o.GroupRate <= 0 {
+		o.GroupRate = 20
+	}
+	if o.GroupWindow <= 0 {
+		o.GroupWindow = time.Minute
+	}
+	if o.MaxAttachment <= 0 || o.MaxAttachment > DownloadLimit {
+		o.MaxAttachment = DownloadLimit
+	}
+}
+
+// Adapter is one Telegram bot.
+type Adapter struct {
+	name   string
+	cfg    Settings
+	env    chat.Env
+	clock  clock.Clock
+	opts   Options
+	lg     *slog.Logger
+	bot    *bot.Bot
+	api    string
+	admins map[string]bool
+
+	seen   *feed.Seen
+	conn   feed.Conn
+	cursor *feed.Cursor
+	intake feed.Intake
+	off    offsets
+	groups *pacer
+	// handleMu keeps webhook deliveries in order.
+	handleMu sync.Mutex
+
+	mu     sync.Mutex
+	inbox  chat.Inbox
+	self   models.User
+	users  map[string]chat.UserInfo
+	chans  map[string]chat.ChannelInfo
+	logged map[string]int64 // newest message id per channel in the log at start
+	// stoppers maps a working message ("chat:message") to who may stop
+	// its run besides admins; asking maps a channel to whoever triggered
+	// the run being rendered there, for a click that comes before
+	// sendMessage has answered with the message's id.
+	stoppers map[string]string
+	asking   map[string]string
+	started  bool
+	stopping bool
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	srv      *http.Server
+}
+
+var (
+	_ chat.Adapter        = (*Adapter)(nil)
+	_ chat.Uploader       = (*Adapter)(nil)
+	_ chat.StatusReporter = (*Adapter)(nil)
+)
+
+// New builds a Telegram adapter from its configuration. It does not touch
+// the network; Start does.
+func New(env chat.Env, opts Options) (*Adapter, error) {
+	cfg := settingsOf(env)
+	if cfg.BotToken.Value() == "" {
+		return nil, errors.New("telegram: botToken is required")
+	}
+	opts.defaults()
+	lg := env.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("component", "telegram", "adapter", env.Name)
+	api := strings.TrimSuffix(cfg.APIURL, "/")
+	if api == "" {
+		api = DefaultAPIURL
+	}
+	a := &Adapter{
+		name:     env.Name,
+		cfg:      cfg,
+		env:      env,
+		clock:    clock.OrReal(env.Clock),
+		opts:     opts,
+		lg:       lg,
+		api:      api,
+		admins:   map[string]bool{},
+		seen:     feed.NewSeen(0),
+		users:    map[string]chat.UserInfo{},
+		chans:    map[string]chat.ChannelInfo{},
+		logged:   map[string]int64{},
+		stoppers: map[string]string{},
+		asking:   map[string]string{},
+		intake:   feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
+	}
+	a.cursor = &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isMessageID, Log: lg}
+	a.off = offsets{files: env.Files, dir: opts.StateDir, lg: lg}
+	a.groups = &pacer{rate: opts.GroupRate, window: opts.GroupWindow, clock: a.clock, sent: map[int64][]time.Time{}}
+	for _, id := range env.Config.Admins {
+		a.admins[id] = true
+	}
+	b, err := bot.New(cfg.BotToken.Value(),
+		bot.WithSkipGetMe(),
+		bot.WithServerURL(api),
+		bot.WithHTTPClient(opts.PollTimeout, opts.Client),
+		bot.WithErrorsHandler(func(err error) { lg.Warn("telegram library error", "err", a.redact(err)) }),
+		bot.WithDebugHandler(func(string, ...any) {}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telegram: %w", err)
+	}
+	a.bot = b
+	return a, nil
+}
+
+// redact keeps the token out of anything logged or reported.
+func (a *Adapter) redact(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(err.Error(), a.cfg.BotToken.Value(), "***")
+}
+
+// Name implements chat.Adapter.
+func (a *Adapter) Name() string { return a.name }
+
+// SelfID implements chat.Adapter.
+func (a *Adapter) SelfID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.self.ID == 0 {
+		return ""
+	}
+	return strconv.FormatInt(a.self.ID, 10)
+}
+
+func (a *Adapter) selfName() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.self.Username
+}
+
+// Status implements chat.StatusReporter.
+func (a *Adapter) Status() chat.AdapterStatus { return a.conn.Status() }
+
+// Start asks Telegram who the bot is, delivers the updates that arrived
+// while Mother was away (late), and then receives by long polling or by
+// webhook until Stop or ctx ends.
+func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
+	a.mu.Lock()
+	if a.started {
+		a.mu.Unlock()
+		return errors.New("telegram: already started")
+	}
+	a.started = true
+	a.inbox = in
+	a.mu.Unlock()
+
+	me, err := a.bot.GetMe(ctx)
+	if err != nil {
+		a.conn.Down(errors.New(a.redact(err)))
+		return fmt.Errorf("telegram: getMe: %s", a.redact(err))
+	}
+	a.mu.Lock()
+	a.self = *me
+	a.users[strconv.FormatInt(me.ID, 10)] = chat.UserInfo{ID: strconv.FormatInt(me.ID, 10), Username: me.Username, DisplayName: fullName(me.FirstName, me.LastName)}
+	a.mu.Unlock()
+	a.off.load()
+	a.mu.Lock()
+	for ch, id := range a.cursor.Logged() {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+			a.logged[ch] = n
+		}
+	}
+	a.mu.Unlock()
+
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.mu.Lock()
+	a.cancel = cancel
+	a.mu.Unlock()
+	if a.cfg.WebhookURL != "" {
+		if err := a.startWebhook(rctx); err != nil {
+			cancel()
+			a.conn.Down(err)
+			return err
+		}
+	} else {
+		// A webhook left over from another setup would make getUpdates fail.
+		if _, err := a.bot.DeleteWebhook(ctx, &bot.DeleteWebhookParams{}); err != nil {
+			a.lg.Warn("cannot delete a webhook before polling", "err", a.redact(err))
+		}
+		ups, err := a.getUpdates(ctx, 0)
+		if err != nil {
+			cancel()
+			a.conn.Down(errors.New(a.redact(err)))
+			return fmt.Errorf("telegram: getUpdates: %s", a.redact(err))
+		}
+		a.conn.Connected()
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.process(rctx, ups, true)
+			a.poll(rctx)
+		}()
+	}
+	a.lg.Info("connected to Telegram", "bot", me.Username, "webhook", a.cfg.WebhookURL != "")
+	go func() {
+		select {
+		case <-ctx.Done():
+			a.Stop(context.Background())
+		case <-rctx.Done():
+		}
+	}()
+	return nil
+}
+
+// Stop disconnects; it is safe to call more than once.
+func (a *Adapter) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	if a.stopping || !a.started {
+		a.mu.Unlock()
+		return nil
+	}
+	a.stopping = true
+	cancel, srv := a.cancel, a.srv
+	a.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	var err error
+	if srv != nil {
+		err = srv.Shutdown(ctx)
+	}
+	a.conn.Down(nil)
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("telegram: stop webhook listener: %w", err)
+	}
+	return nil
+}
+
+// ---- long polling ----
+
+// apiError is a Bot API error answer.
+type apiError struct {
+	Code        int
+	Description string
+	RetryAfter  time.Duration
+}
+
+func (e *apiError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("HTTP %d: %s (retry after %v)", e.Code, e.Description, e.RetryAfter)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.Code, e.Description)
+}
+
+// getUpdates fetches the updates after the stored offset, waiting up to
+// timeout for one to arrive. Each update is returned raw: a malformed one
+// is skipped alone.
+func (a *Adapter) getUpdates(ctx context.Context, timeout time.Duration) ([]json.RawMessage, error) {
+	body, _ := json.Marshal(map[string]any{
+		"offset":          a.off.next(),
+		"timeout":         int(timeout / time.Second),
+		"allowed_updates": []string{"message", "callback_query"},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.api+"/bot"+a.cfg.BotToken.Value()+"/getUpdates", bytes.NewReader(body))
+	if err != nil {
+		return nil, errors.New(a.redact(err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.opts.Client.Do(req)
+	if err != nil {
+		return nil, errors.New(a.redact(err))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read updates: %s", a.redact(err))
+	}
+	var r struct {
+		OK          bool              `json:"ok"`
+		Result      []json.RawMessage `json:"result"`
+		ErrorCode   int               `json:"error_code"`
+		Description string            `json:"description"`
+		Parameters  struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("getUpdates: HTTP %d, undecodable answer: %v", resp.StatusCode, err)
+	}
+	if !r.OK {
+		code := r.ErrorCode
+		if code == 0 {
+			code = resp.StatusCode
+		}
+		return nil, &apiError{Code: code, Description: r.Description, RetryAfter: time.Duration(r.Parameters.RetryAfter) * time.Second}
+	}
+	return r.Result, nil
+}
+
+// poll long-polls until ctx ends. A failed poll marks the connection lost
+// and is retried with backoff; the first batch after a loss holds what
+// arrived meanwhile and is delivered late.
+func (a *Adapter) poll(ctx context.Context) {
+	bo := feed.Backoff{Min: a.opts.BackoffMin, Max: a.opts.BackoffMax}
+	lost := false
+	for ctx.Err() == nil {
+		timeout := a.opts.PollTimeout
+		if lost {
+			timeout = 0 // just what is pending
+		}
+		ups, err := a.getUpdates(ctx, timeout)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Code == http.StatusTooManyRequests {
+				a.lg.Info("rate limited by Telegram while polling; waiting", "retry_after", ae.RetryAfter)
+				if clock.Sleep(ctx, a.clock, max(ae.RetryAfter, time.Second)) != nil {
+					return
+				}
+				continue
+			}
+			wait := bo.Next()
+			a.conn.Lost(err)
+			lost = true
+			if errors.As(err, &ae) && ae.Code == http.StatusConflict {
+				a.lg.Error("getUpdates refused: another client polls this bot, or a webhook is set", "err", err, "retry_in", wait.Round(time.Millisecond))
+			} else {
+				a.lg.Warn("polling Telegram failed; retrying", "attempt", bo.Attempts(), "retry_in", wait.Round(time.Millisecond), "err", err)
+			}
+			if clock.Sleep(ctx, a.clock, wait) != nil {
+				return
+			}
+			continue
+		}
+		late := lost
+		if lost {
+			a.lg.Warn("connection to Telegram was lost; reconnected", "attempts", bo.Attempts())
+			a.conn.Reconnected()
+			bo.Reset()
+			lost = false
+		}
+		a.process(ctx, ups, late)
+	}
+}
+
+// process handles a batch of updates in order, storing the offset after
+// each one.
+func (a *Adapter) process(ctx context.Context, ups []json.RawMessage, late bool) {
+	for _, raw := range ups {
+		if ctx.Err() != nil {
+			return
+		}
+		a.handleRaw(ctx, raw, late)
+	}
+}
+
+// handleRaw handles one update unless it was handled already, and records
+// its id as done.
+func (a *Adapter) handleRaw(ctx context.Context, raw json.RawMessage, late bool) {
+	var head struct {
+		UpdateID int64 `json:"update_id"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil || head.UpdateID <= 0 {
+		a.lg.Warn("skipping an update without an update_id", "update", truncate(string(raw), 200))
+		return
+	}
+	if head.UpdateID <= a.off.last() {
+		return // delivered before a restart, or a webhook retry
+	}
+	channelID := a.handleUpdate(ctx, raw, late)
+	a.off.save(head.UpdateID, channelID)
+}
+
+// ---- webhook ----
+
+// startWebhook listens on webhookListen and registers webhookURL.
+func (a *Adapter) startWebhook(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.WebhookListen)
+	if err != nil {
+		return fmt.Errorf("telegram: webhook listener: %w", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(a.serveWebhook), ReadHeaderTimeout: 10 * time.Second}
+	a.mu.Lock()
+	a.srv = srv
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.lg.Error("webhook listener stopped", "err", err)
+			a.conn.Down(err)
+		}
+	}()
+	_, err = a.bot.SetWebhook(ctx, &bot.SetWebhookParams{
+		URL:            a.cfg.WebhookURL,
+		SecretToken:    a.cfg.WebhookSecret.Value(),
+		AllowedUpdates: []string{"message", "callback_query"},
+	})
+	if err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("telegram: setWebhook: %s", a.redact(err))
+	}
+	a.conn.Connected()
+	return nil
+}
+
+// WebhookSecretHeader carries the webhook's secret token.
+const WebhookSecretHeader = "X-Telegram-Bot-Api-Secret-Token"
+
+func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.Header.Get(WebhookSecretHeader) != a.cfg.WebhookSecret.Value() {
+		a.lg.Warn("refusing a webhook request without the secret token", "remote", r.RemoteAddr)
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	stopping := a.stopping
+	a.mu.Unlock()
+	if stopping {
+		http.Error(w, "stopping", http.StatusServiceUnavailable)
+		return
+	}
+	a.handleMu.Lock()
+	a.handleRaw(r.Context(), raw, false)
+	a.handleMu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// ---- the durable offset ----
+
+// offsets keeps the id of the last update handled, in memory and in a
+// small file written atomically.
+type offsets struct {
+	files chat.Files
+	dir   string
+	lg    *slog.Logger
+
+	mu   sync.Mutex
+	path string
+	id   int64
+}
+
+type offsetState struct {
+	LastUpdateID int64 `json:"lastUpdateId"`
+}
+
+// load finds the offset file (in dir, or beside the adapter's channel
+// directories) and reads it.
+func (o *offsets) load() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dir != "" {
+		o.path = filepath.Join(o.dir, offsetFile)
+	} else if o.files != nil {
+		ids, err := o.files.LoggedChannels()
+		if err != nil {
+			o.lg.Warn("cannot list channels to find the update offset", "err", err)
+		}
+		if len(ids) > 0 {
+			if dir, err := o.files.ChannelDir(ids[0]); err == nil {
+				o.path = filepath.Join(filepath.Dir(dir), offsetFile)
+			}
+		}
+	}
+	if o.path == "" {
+		return
+	}
+	data, err := os.ReadFile(o.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	var st offsetState
+	if err == nil {
+		err = json.Unmarshal(data, &st)
+	}
+	if err != nil {
+		o.lg.Warn("cannot read the update offset; starting from what Telegram holds", "path", o.path, "err", err)
+		return
+	}
+	o.id = st.LastUpdateID
+}
+
+func (o *offsets) last() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.id
+}
+
+// next is the offset getUpdates asks for: the update after the last one
+// handled (0: whatever Telegram holds).
+func (o *offsets) next() int64 {
+	if id := o.last(); id > 0 {
+		return id + 1
+	}
+	return 0
+}
+
+// save records update id as handled. Until a file place is known (no
+// channel yet), the first channel's directory tells it.
+func (o *offsets) save(id int64, channelID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if id <= o.id {
+		return
+	}
+	o.id = id
+	if o.path == "" && o.files != nil && channelID != "" {
+		if dir, err := o.files.ChannelDir(channelID); err == nil {
+			o.path = filepath.Join(filepath.Dir(dir), offsetFile)
+		}
+	}
+	if o.path == "" {
+		return
+	}
+	data, _ := json.Marshal(offsetState{LastUpdateID: id})
+	if err := atomicfile.WriteFile(o.path, data, 0o600); err != nil {
+		o.lg.Error("cannot store the update offset", "err", err)
+	}
+}
+
+// ---- what the adapter knows ----
+
+// Users implements chat.Adapter: everyone seen talking.
+func (a *Adapter) Users() []chat.UserInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]chat.UserInfo, 0, len(a.users))
+	for _, u := range a.users {
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return strings.ToLower(out[i].Username) < strings.ToLower(out[j].Username) })
+	return out
+}
+
+// Channels implements chat.Adapter: the chats and topics seen.
+func (a *Adapter) Channels() []chat.ChannelInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]chat.ChannelInfo, 0, len(a.chans))
+	for _, c := range a.chans {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Type != out[j].Type {
+			return out[i].Type < out[j].Type
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// ChannelID is the channel id of a chat, or of a forum topic in it.
+func ChannelID(chatID int64, topic int) string {
+	if topic != 0 {
+		return strconv.FormatInt(chatID, 10) + "_" + strconv.Itoa(topic)
+	}
+	return strconv.FormatInt(chatID, 10)
+}
+
+// parseChannel splits a channel id into the chat and the forum topic.
+func parseChannel(channelID string) (chatID int64, topic int, err error) {
+	c, t, hasTopic := strings.Cut(channelID, "_")
+	chatID, err = strconv.ParseInt(c, 10, 64)
+	if err != nil || chatID == 0 {
+		return 0, 0, fmt.Errorf("%q is not a Telegram chat id", channelID)
+	}
+	if hasTopic {
+		topic, err = strconv.Atoi(t)
+		if err != nil || topic <= 0 {
+			return 0, 0, fmt.Errorf("%q: bad topic id", channelID)
+		}
+	}
+	return chatID, topic, nil
+}
+
+// newer compares message ids (per chat, increasing).
+func newer(a, b string) bool {
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	if err2 != nil {
+		return err1 == nil
+	}
+	return err1 == nil && x > y
+}
+
+// isMessageID tells a Telegram message id from one Mother made up.
+func isMessageID(id string) bool {
+	n, err := strconv.ParseInt(id, 10, 64)
+	return err == nil && n > 0
+}
+
+func fullName(first, last string) string {
+	return strings.TrimSpace(first + " " + last)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// pacer keeps the messages sent to each group within rate per window.
+type pacer struct {
+	rate   int
+	window time.Duration
+	clock  clock.Clock
+
+	mu   sync.Mutex
+	sent map[int64][]time.Time
+}
+
+// wait blocks until one more message may go to chat, and counts it.
+// Private chats (positive ids) are not paced.
+func (p *pacer) wait(ctx context.Context, chat int64) error {
+	if chat > 0 {
+		return nil
+	}
+	for {
+		p.mu.Lock()
+		now := p.clock.Now()
+		times := p.sent[chat]
+		for len(times) > 0 && now.Sub(times[0]) >= p.window {
+			times = times[1:]
+		}
+		if len(times) < p.rate {
+			p.sent[chat] = append(times, now)
+			p.mu.Unlock()
+			return nil
+		}
+		p.sent[chat] = times
+		wait := p.window - now.Sub(times[0])
+		p.mu.Unlock()
+		if clock.Sleep(ctx, p.clock, wait) != nil {
+			return ctx.Err()
+		}
+	}
+}
