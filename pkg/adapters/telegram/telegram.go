@@ -275,12 +275,6 @@ func (a *Adapter) SelfID() string {
 	return strconv.FormatInt(a.self.ID, 10)
 }
 
-func (a *Adapter) selfName() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.self.Username
-}
-
 // Status implements chat.StatusReporter.
 func (a *Adapter) Status() chat.AdapterStatus { return a.conn.Status() }
 
