@@ -8,7 +8,9 @@
 package chat
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
@@ -179,4 +181,20 @@ func WithRunInfo(ctx context.Context, info RunInfo) context.Context {
 func RunInfoFrom(ctx context.Context) (RunInfo, bool) {
 	info, ok := ctx.Value(runInfoKey{}).(RunInfo)
 	return info, ok
+}
+
+// SortedChannels lists the channels of m by type, then name: the order
+// adapters report their channels in (Adapter.Channels).
+func SortedChannels(m map[string]ChannelInfo) []ChannelInfo {
+	out := make([]ChannelInfo, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b ChannelInfo) int {
+		if c := cmp.Compare(a.Type, b.Type); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return out
 }

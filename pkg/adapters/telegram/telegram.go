@@ -691,17 +691,7 @@ func (a *Adapter) Users() []chat.UserInfo {
 func (a *Adapter) Channels() []chat.ChannelInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]chat.ChannelInfo, 0, len(a.chans))
-	for _, c := range a.chans {
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Type != out[j].Type {
-			return out[i].Type < out[j].Type
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
+	return chat.SortedChannels(a.chans)
 }
 
 // ChannelID is the channel id of a chat, or of a forum topic in it.
