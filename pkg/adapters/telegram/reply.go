@@ -79,6 +79,9 @@ func (a *Adapter) edit(ctx context.Context, channelID string, id int, text strin
 	if working {
 		p.ReplyMarkup = stopKeyboard()
 	}
+	if err := a.edits.wait(ctx, chatID); err != nil {
+		return err
+	}
 	_, err = a.bot.EditMessageText(ctx, p)
 	if unparsable(err) {
 		a.lg.Warn("Telegram could not parse an edit; sending it as plain text", "channel", channelID, "err", a.redact(err))

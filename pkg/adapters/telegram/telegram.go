@@ -172,6 +172,9 @@ type Adapter struct {
 	intake feed.Intake
 	off    offsets
 	groups *pacer
+	// edits paces message edits to one per MinEdit per chat (Telegram's
+	// limit is about one a second per chat, whatever the message).
+	edits *pacer
 	// handleMu keeps webhook deliveries in order.
 	handleMu sync.Mutex
 
@@ -237,6 +240,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 	a.cursor = &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isMessageID, Log: lg}
 	a.off = offsets{files: env.Files, dir: opts.StateDir, lg: lg}
 	a.groups = &pacer{rate: opts.GroupRate, window: opts.GroupWindow, clock: a.clock, sent: map[int64][]time.Time{}}
+	a.edits = &pacer{rate: 1, window: opts.MinEdit, clock: a.clock, private: true, sent: map[int64][]time.Time{}}
 	for _, id := range env.Config.Admins {
 		a.admins[id] = true
 	}
@@ -750,15 +754,17 @@ type pacer struct {
 	rate   int
 	window time.Duration
 	clock  clock.Clock
+	// private paces private chats too (edits); otherwise only groups.
+	private bool
 
 	mu   sync.Mutex
 	sent map[int64][]time.Time
 }
 
 // wait blocks until one more message may go to chat, and counts it.
-// Private chats (positive ids) are not paced.
+// Private chats (positive ids) are paced only when p.private is set.
 func (p *pacer) wait(ctx context.Context, chat int64) error {
-	if chat > 0 {
+	if chat > 0 && !p.private {
 		return nil
 	}
 	for {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -455,31 +456,64 @@ func TestRenderedMarkdownParses(t *testing.T) {
 	}
 }
 
-func TestGroupSendsArePaced(t *testing.T) {
+// TestPacer: sends to a group wait for their turn once the window is
+// full (private chats are not paced); edits are paced in every chat, one
+// per window. Time is a fake clock: a blocked wait returns only when the
+// clock moves.
+func TestPacer(t *testing.T) {
 	t.Parallel()
-	p := &pacer{rate: 3, window: 300 * time.Millisecond, clock: clock.Real{}, sent: map[int64][]time.Time{}}
-	start := time.Now()
-	for range 6 {
-		if err := p.wait(t.Context(), group.ID); err != nil {
+	c := clock.NewFake(time.Unix(1_700_000_000, 0))
+	blocks := func(t *testing.T, p *pacer, chat int64, window time.Duration) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- p.wait(t.Context(), chat) }()
+		for c.Pending() == 0 {
+			select {
+			case err := <-done:
+				t.Fatalf("wait(%d) over the limit returned %v at once, want it to wait for the window", chat, err)
+			default:
+				runtime.Gosched()
+			}
+		}
+		c.Advance(window)
+		if err := <-done; err != nil {
+			t.Fatalf("wait(%d) after the window = %v", chat, err)
+		}
+	}
+	groups := &pacer{rate: 3, window: 300 * time.Millisecond, clock: c, sent: map[int64][]time.Time{}}
+	for range 3 {
+		if err := groups.wait(t.Context(), group.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if el := time.Since(start); el < 300*time.Millisecond {
-		t.Errorf("6 sends at 3 per 300ms took %v, want at least one window", el)
+	if c.Pending() != 0 {
+		t.Fatalf("the first 3 sends waited")
 	}
-	start = time.Now()
+	blocks(t, groups, group.ID, 300*time.Millisecond)
 	for range 10 {
-		p.wait(t.Context(), dmChat.ID)
+		if err := groups.wait(t.Context(), dmChat.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if el := time.Since(start); el > 50*time.Millisecond {
-		t.Errorf("private chats were paced: %v", el)
+	if c.Pending() != 0 {
+		t.Errorf("private chats were paced for sends")
+	}
+	for range 2 { // the window holds 3 again
+		if err := groups.wait(t.Context(), group.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	for range 3 {
-		p.wait(t.Context(), -7)
-	}
-	if err := p.wait(ctx, -7); err == nil {
+	if err := groups.wait(ctx, group.ID); err == nil {
 		t.Errorf("a cancelled wait over the limit returned nil")
+	}
+
+	edits := &pacer{rate: 1, window: time.Second, clock: c, private: true, sent: map[int64][]time.Time{}}
+	for _, chat := range []int64{dmChat.ID, group.ID} {
+		if err := edits.wait(t.Context(), chat); err != nil {
+			t.Fatal(err)
+		}
+		blocks(t, edits, chat, time.Second)
 	}
 }
