@@ -31,15 +31,25 @@ run: ## run Mother on the embedded default: files in $(DATA), the terminal as a 
 	$(GO) run ./cmd/mother --cli $(DATA)
 
 .PHONY: test
-test: check ## the whole suite: the checks, go test -race, each fuzz target briefly (installs what tests need)
+test: check ## the whole suite: the checks, go test -race, each fuzz target briefly, a short soak (installs what tests need)
 	@bash .ci/ensure-docker
 	$(GO) test -race -count=1 ./...
 	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
+	@$(MAKE) --no-print-directory soak-short
 
 FUZZTIME ?= 3000x
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (default 3000 executions each; e.g. make fuzz FUZZTIME=5m)
 	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
+
+# The soak's every scenario, shortened: 3 SIGKILLs instead of 20, 50
+# spawn/kill cycles instead of 1,000, a 5 s slow model instead of 60 s, a
+# flood of 10 turns instead of 40. make test runs it (about 3 minutes).
+SOAK_SHORT := SOAK_KILLS=3 SOAK_CYCLES=50 SOAK_SLOW=5s SOAK_FLOOD_TURNS=10
+.PHONY: soak-short
+soak-short: ## fault injection, short (about 3 min, part of make test): every soak scenario with fewer rounds
+	@bash .ci/ensure-docker
+	$(SOAK_SHORT) $(GO) test -tags soak -count=1 -timeout 30m $(SOAKFLAGS) ./soak/
 
 SOAKFLAGS ?=
 .PHONY: soak

@@ -25,8 +25,10 @@ import (
 // machine's engine or anyone using it.
 type engine struct {
 	dir, sock string
-	cmd       *exec.Cmd
-	done      chan error
+	// bridge is the engine's own (never docker0; see hatcherytest.OwnBridge).
+	bridge string
+	cmd    *exec.Cmd
+	done   chan error
 }
 
 // newEngine prepares a private engine's directories; start runs it.
@@ -45,7 +47,7 @@ func newEngine(t *testing.T) *engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &engine{dir: dir, sock: filepath.Join(dir, "docker.sock")}
+	e := &engine{dir: dir, sock: filepath.Join(dir, "docker.sock"), bridge: hatcherytest.OwnBridge(t, dir)}
 	t.Cleanup(func() {
 		e.stop(t)
 		exec.Command("umount", filepath.Join(dir, "exec", "netns", "default")).Run()
@@ -71,7 +73,7 @@ func (e *engine) start(t *testing.T) time.Duration {
 	t.Helper()
 	begin := time.Now()
 	e.cmd = exec.Command("dockerd", "--host", e.host(), "--data-root", filepath.Join(e.dir, "root"), "--exec-root", filepath.Join(e.dir, "exec"),
-		"--pidfile", filepath.Join(e.dir, "docker.pid"), "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false")
+		"--pidfile", filepath.Join(e.dir, "docker.pid"), "--bridge", e.bridge, "--iptables=false", "--ip6tables=false", "--ip-masq=false")
 	logf, err := os.OpenFile(filepath.Join(e.dir, "dockerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)

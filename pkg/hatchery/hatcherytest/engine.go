@@ -3,6 +3,8 @@ package hatcherytest
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -37,8 +39,7 @@ type Engine struct {
 	dir     string
 	port    string
 	dockerd string
-	// bridge is the engine's own bridge interface, made before the first
-	// start and deleted at cleanup.
+	// bridge is the engine's own bridge interface (OwnBridge).
 	bridge string
 	// killed: Kill left it down; cleanup starts it once so it reaps (or,
 	// with live-restore, adopts) what the dead daemon left.
@@ -94,13 +95,9 @@ func SecondEngine(t testing.TB, image string, opts ...EngineOption) *Engine {
 		t.Fatal(err)
 	}
 	e := &Engine{t: t, dir: dir, dockerd: dockerd}
-	// The machine's own default bridge must outlive the second engine.
-	hadDocker0 := exec.Command("ip", "link", "show", "docker0").Run() == nil
-	t.Cleanup(func() {
-		if hadDocker0 && exec.Command("ip", "link", "show", "docker0").Run() != nil {
-			t.Errorf("the machine's docker0 bridge is gone after the second engine ran")
-		}
-	})
+	// Its own bridge, deleted after the engine is gone (cleanups run last
+	// registered first).
+	e.bridge = OwnBridge(t, dir)
 	t.Cleanup(e.cleanup)
 	tls := filepath.Join(dir, "tls")
 	out, err := exec.Command("bash", filepath.Join(root, "deploy/inference/gen-docker-tls.sh"), "-d", tls, "-days", "2", "localhost", "127.0.0.1").CombinedOutput()
@@ -123,9 +120,6 @@ func SecondEngine(t testing.TB, image string, opts ...EngineOption) *Engine {
 		t.Fatal(err)
 	}
 	if e.log, err = os.Create(filepath.Join(dir, "dockerd.log")); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.makeBridge(); err != nil {
 		t.Fatal(err)
 	}
 	e.Start()
@@ -313,11 +307,6 @@ func (e *Engine) cleanup() {
 		e.Stop()
 	}
 	e.killStragglers(syscall.SIGKILL, 5*time.Second)
-	if e.bridge != "" {
-		if out, err := exec.Command("ip", "link", "del", e.bridge).CombinedOutput(); err != nil {
-			e.t.Logf("delete bridge %s: %v: %s", e.bridge, err, out)
-		}
-	}
 	unmountUnder(e.dir)
 	if e.log != nil {
 		e.log.Close()
@@ -327,18 +316,29 @@ func (e *Engine) cleanup() {
 	}
 }
 
-// makeBridge creates the engine's own bridge: a name derived from its
-// directory and a /24 in 10.223.0.0/16 that no route on this machine uses
-// yet (the bridge never carries traffic off the machine: the second
-// engine runs with --iptables=false, so nothing is forwarded or masqueraded).
-func (e *Engine) makeBridge() error {
-	name := "d2br" + strings.TrimPrefix(filepath.Base(e.dir), "d2-")
-	if len(name) > 15 {
-		name = name[:15]
-	}
+// OwnBridge creates a bridge interface for a second dockerd (pass it as
+// --bridge): a dockerd started with --bridge=none deletes the machine's
+// docker0 at start, and one started without --bridge uses docker0 itself.
+// The name is derived from key (a unique directory of the test's); the
+// address is a /24 in 10.223.0.0/16 that no route on this machine uses yet.
+// The bridge carries nothing off the machine: the engines that use it run
+// with --iptables=false, so nothing is forwarded or masqueraded. It is
+// deleted in t.Cleanup (after the engine's own cleanup, registered later).
+// OwnBridge also registers a check that the machine's docker0, if it
+// existed, is still there when the test ends.
+func OwnBridge(t testing.TB, key string) string {
+	t.Helper()
+	hadDocker0 := exec.Command("ip", "link", "show", "docker0").Run() == nil
+	t.Cleanup(func() {
+		if hadDocker0 && exec.Command("ip", "link", "show", "docker0").Run() != nil {
+			t.Errorf("the machine's docker0 bridge is gone after a second engine ran")
+		}
+	})
+	sum := sha256.Sum256([]byte(key))
+	name := "d2br" + hex.EncodeToString(sum[:])[:10]
 	routes, err := exec.Command("ip", "-4", "route", "show").Output()
 	if err != nil {
-		return fmt.Errorf("list routes: %w", err)
+		t.Fatalf("list routes: %v", err)
 	}
 	subnet := ""
 	for n := 1; n < 255; n++ {
@@ -348,20 +348,23 @@ func (e *Engine) makeBridge() error {
 		}
 	}
 	if subnet == "" {
-		return fmt.Errorf("no free /24 in 10.223.0.0/16 for the second engine's bridge")
+		t.Fatal("no free /24 in 10.223.0.0/16 for a second engine's bridge")
 	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
+			t.Logf("delete bridge %s: %v: %s", name, err, out)
+		}
+	})
 	for _, args := range [][]string{
 		{"link", "add", "name", name, "type", "bridge"},
 		{"addr", "add", subnet, "dev", name},
 		{"link", "set", name, "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			exec.Command("ip", "link", "del", name).Run()
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	e.bridge = name
-	return nil
+	return name
 }
 
 // killStragglers signals the processes whose command line names the
