@@ -594,7 +594,7 @@ func (r *runner) session(ctx context.Context, hb time.Duration, cancelRun contex
 			}
 		}
 	}()
-	tick := time.NewTicker(hb)
+	tick := clock.NewTicker(r.opts.Clock, hb)
 	defer tick.Stop()
 	resultSent := false
 	for {

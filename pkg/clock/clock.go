@@ -54,6 +54,57 @@ func After(c Clock, d time.Duration) <-chan time.Time {
 	return ch
 }
 
+// Ticker sends c's time on C every d, like time.Ticker: a tick that finds
+// C still full is dropped, so a slow reader gets the latest pace, not a
+// backlog. Each tick is scheduled when the previous one fires.
+type Ticker struct {
+	C <-chan time.Time
+
+	c       chan time.Time
+	clock   Clock
+	d       time.Duration
+	mu      sync.Mutex
+	t       Timer
+	stopped bool
+}
+
+// NewTicker starts a Ticker on c with period d (d must be positive).
+func NewTicker(c Clock, d time.Duration) *Ticker {
+	if d <= 0 {
+		panic("clock: non-positive interval for NewTicker")
+	}
+	ch := make(chan time.Time, 1)
+	tk := &Ticker{C: ch, c: ch, clock: c, d: d}
+	tk.arm()
+	return tk
+}
+
+func (tk *Ticker) arm() {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	if !tk.stopped {
+		tk.t = tk.clock.AfterFunc(tk.d, tk.fire)
+	}
+}
+
+func (tk *Ticker) fire() {
+	select {
+	case tk.c <- tk.clock.Now():
+	default:
+	}
+	tk.arm()
+}
+
+// Stop ends the ticks; C is not closed.
+func (tk *Ticker) Stop() {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	tk.stopped = true
+	if tk.t != nil {
+		tk.t.Stop()
+	}
+}
+
 // Since is c.Now().Sub(t).
 func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
 

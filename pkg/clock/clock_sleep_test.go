@@ -64,3 +64,38 @@ func TestAfterAndSince(t *testing.T) {
 		t.Fatalf("Since = %v, want 2s", d)
 	}
 }
+
+func TestTicker(t *testing.T) {
+	start := time.Unix(100, 0)
+	c := NewFake(start)
+	tk := NewTicker(c, time.Second)
+	select {
+	case v := <-tk.C:
+		t.Fatalf("tick %v before the clock moved", v)
+	default:
+	}
+	c.Advance(time.Second)
+	if got := <-tk.C; !got.Equal(start.Add(time.Second)) {
+		t.Fatalf("first tick at %v, want %v", got, start.Add(time.Second))
+	}
+	// Three periods pass unread: one tick waits, the others are dropped.
+	c.Advance(3 * time.Second)
+	if got := <-tk.C; !got.Equal(start.Add(2 * time.Second)) {
+		t.Fatalf("buffered tick at %v, want %v (the first unread one)", got, start.Add(2*time.Second))
+	}
+	select {
+	case v := <-tk.C:
+		t.Fatalf("a second buffered tick %v: want dropped ticks", v)
+	default:
+	}
+	tk.Stop()
+	c.Advance(10 * time.Second)
+	select {
+	case v := <-tk.C:
+		t.Fatalf("tick %v after Stop", v)
+	default:
+	}
+	if n := c.Pending(); n != 0 {
+		t.Fatalf("Pending = %d after Stop, want 0", n)
+	}
+}

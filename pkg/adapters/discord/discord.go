@@ -339,7 +339,7 @@ func (a *Adapter) onDisconnect(_ *discordgo.Session, _ *discordgo.Disconnect) {
 
 // supervise reconnects the gateway when it drops or goes silent.
 func (a *Adapter) supervise(ctx context.Context) {
-	tick := time.NewTicker(a.opts.WatchdogInterval)
+	tick := clock.NewTicker(a.clock, a.opts.WatchdogInterval)
 	defer tick.Stop()
 	bo := feed.Backoff{Min: a.opts.BackoffMin, Max: a.opts.BackoffMax}
 	for {
