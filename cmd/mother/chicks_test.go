@@ -48,7 +48,7 @@ func buildMomctl(t *testing.T) string {
 	t.Helper()
 	momctlOnce.Do(func() {
 		momctlBin = filepath.Join(filepath.Dir(motherBin), "momctl")
-		out, err := exec.Command("go", "build", "-o", momctlBin, "../momctl").CombinedOutput()
+		out, err := goBuild("-o", momctlBin, "../momctl").CombinedOutput()
 		if err != nil {
 			momctlErr = fmt.Errorf("%v\n%s", err, out)
 		}
