@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -360,7 +361,7 @@ func checkChickContainer(t *testing.T, api *client.Client, data string) {
 		return
 	}
 	hc := insp.HostConfig
-	if !hc.ReadonlyRootfs || len(hc.CapDrop) == 0 || hc.CapDrop[0] != "ALL" || len(hc.SecurityOpt) == 0 || insp.Config.User != "65534:65534" || hc.PidsLimit == nil || hc.Memory == 0 {
+	if !hc.ReadonlyRootfs || !slices.Equal(hc.CapDrop, []string{"ALL"}) || !slices.Equal(hc.SecurityOpt, []string{"no-new-privileges"}) || insp.Config.User != "65534:65534" || hc.PidsLimit == nil || *hc.PidsLimit <= 0 || hc.Memory <= 0 {
 		t.Errorf("chick not hardened: readonly=%v capdrop=%v secopt=%v user=%q pids=%v mem=%d", hc.ReadonlyRootfs, hc.CapDrop, hc.SecurityOpt, insp.Config.User, hc.PidsLimit, hc.Memory)
 	}
 	for _, v := range insp.Config.Env {
@@ -374,19 +375,42 @@ func checkChickContainer(t *testing.T, api *client.Client, data string) {
 		return
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
+	problems, err := scanChickFiles(rc, secretKey, secretBot)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if err != nil {
+		t.Errorf("the chick's file scan did not finish: %v", err)
+	}
+}
+
+// scanChickFiles reads a tar of the chick's file system and names each
+// config.json and each file (under 1 MiB) holding one of the secrets. A
+// tar that cannot be read to its end is an error: a scan that stopped
+// early proves nothing.
+func scanChickFiles(r io.Reader, secrets ...string) ([]string, error) {
+	var problems []string
+	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return problems, nil
+		}
 		if err != nil {
-			break
+			return problems, err
 		}
 		if strings.HasSuffix(h.Name, "config.json") {
-			t.Errorf("config.json in the chick: %s", h.Name)
+			problems = append(problems, "config.json in the chick: "+h.Name)
 		}
 		if h.Typeflag == tar.TypeReg && h.Size < 1<<20 {
-			b, _ := io.ReadAll(tr)
-			if bytes.Contains(b, []byte(secretKey)) || bytes.Contains(b, []byte(secretBot)) {
-				t.Errorf("a secret of Mother's is in the chick's file %s", h.Name)
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return problems, fmt.Errorf("%s: %w", h.Name, err)
+			}
+			for _, s := range secrets {
+				if bytes.Contains(b, []byte(s)) {
+					problems = append(problems, "a secret of Mother's is in the chick's file "+h.Name)
+				}
 			}
 		}
 	}
@@ -674,5 +698,25 @@ func checkSocketDenied(t *testing.T, data string) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "run momctl as the user that runs Mother") {
 		t.Errorf("momctl as another user: %v: %s", err, out)
+	}
+}
+
+// TestScanChickFiles: the container file scan finds a secret and a
+// config.json, and a tar cut short is an error, not a clean scan.
+func TestScanChickFiles(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, body := range map[string]string{"etc/config.json": "{}", "tmp/leak": "key=sk-secret", "bin/ok": "nothing"} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	problems, err := scanChickFiles(bytes.NewReader(buf.Bytes()), "sk-secret")
+	if err != nil || len(problems) != 2 {
+		t.Errorf("whole tar: problems %q, err %v; want config.json and the leak named", problems, err)
+	}
+	if _, err := scanChickFiles(bytes.NewReader(buf.Bytes()[:1024+100]), "sk-secret"); err == nil {
+		t.Error("a truncated tar scanned cleanly")
 	}
 }
