@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
+	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
@@ -35,13 +36,10 @@ type engine struct {
 func newEngine(t *testing.T) *engine {
 	t.Helper()
 	if os.Getuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the engine scenarios run a private dockerd and need root")
-		}
-		t.Skip("the engine scenarios run a private dockerd and need root")
+		testenv.Unavailable(t, "the engine scenarios run a private dockerd and need root")
 	}
 	if _, err := exec.LookPath("dockerd"); err != nil {
-		t.Skip("no dockerd binary")
+		testenv.Unavailable(t, "no dockerd binary")
 	}
 	dir, err := os.MkdirTemp("/tmp", "soak-dockerd-")
 	if err != nil {

@@ -58,6 +58,7 @@ func startMother(t *testing.T, env []string, args ...string) *proc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		noRace(t, p.stderr.String())
 	})
 	return p
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/adapters/cli"
 	"github.com/mother-chat/mother/pkg/adapters/discord"
 	"github.com/mother-chat/mother/pkg/adapters/slack"
@@ -169,7 +170,7 @@ func TestConfigKnowsNoPlatform(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/mother-chat/mother/pkg/config").Output()
 	if err != nil {
-		t.Skipf("go list: %v", err)
+		testenv.Unavailable(t, "go list: %v", err)
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if strings.HasPrefix(p, "github.com/mother-chat/mother/pkg/adapters") || p == "github.com/mother-chat/mother/pkg/chat" {

@@ -111,14 +111,18 @@ func TestDecodeArgs(t *testing.T) {
 
 // FuzzToolSchema: whatever schema a server announces and whatever
 // arguments a model sends, summarising, rendering, compiling and
-// validating never panic, and the prompt section stays in its budget.
+// validating never panic, the prompt section stays in its budget, and the
+// summary lists every property once, required ones first in the schema's
+// order, then the optional ones by name.
 func FuzzToolSchema(f *testing.F) {
 	f.Add(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer","maximum":3}}}`, `{"n":4}`)
 	f.Add(`{"type":"object","properties":{"a":{"type":"array","items":{"anyOf":[{"type":"string"},{"$ref":"#/$defs/x"}]}}},"$defs":{"x":{"enum":[1,"b",null]}}}`, `"{\"a\":[1]}"`)
 	f.Add(`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"d":{"type":"string"}},"properties":{"d":{"$ref":"#/definitions/d"}}}`, `{"d":3}`)
 	f.Add(`{"properties":{"x":{"items":{"items":{"items":{"items":{"type":"string"}}}}}}}`, `[]`)
+	f.Add(`{"type":"object","required":["b","a"],"properties":{"a":{},"d":{"type":"string"},"b":{},"c":{"type":"integer"}}}`, `{"b":1}`)
 	f.Fuzz(func(t *testing.T, schema, args string) {
 		params := summarise(json.RawMessage(schema))
+		checkSummaryOrder(t, schema, params)
 		tool := prompt.HostTool{Name: "s.t", Description: schema, Params: params}
 		_ = tool.Details()
 		for _, s := range prompt.Sections(prompt.Input{Workspace: t.TempDir(), HostTools: []prompt.HostTool{tool, tool}}) {
@@ -134,4 +138,47 @@ func FuzzToolSchema(f *testing.F) {
 			_ = r.Validate(obj)
 		}
 	})
+}
+
+// checkSummaryOrder asserts summarise's contract on the schema's
+// top-level properties and required list.
+func checkSummaryOrder(t *testing.T, schema string, params []prompt.HostToolParam) {
+	t.Helper()
+	var root struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if json.Unmarshal([]byte(schema), &root) != nil {
+		return // summarise's own decoder may differ on broken input
+	}
+	if len(params) != len(root.Properties) {
+		t.Fatalf("%d parameters for %d properties: %+v", len(params), len(root.Properties), params)
+	}
+	seen := map[string]bool{}
+	var req, opt []string
+	for _, p := range params {
+		if _, ok := root.Properties[p.Name]; !ok || seen[p.Name] {
+			t.Fatalf("parameter %q is not a property or is listed twice: %+v", p.Name, params)
+		}
+		seen[p.Name] = true
+		if p.Required != slices.Contains(root.Required, p.Name) {
+			t.Fatalf("parameter %q: required = %v, schema says otherwise", p.Name, p.Required)
+		}
+		if p.Required {
+			if len(opt) > 0 {
+				t.Fatalf("required %q after optional %v", p.Name, opt)
+			}
+			req = append(req, p.Name)
+		} else {
+			opt = append(opt, p.Name)
+		}
+	}
+	for i := 1; i < len(req); i++ {
+		if slices.Index(root.Required, req[i-1]) > slices.Index(root.Required, req[i]) {
+			t.Fatalf("required parameters %v are not in the schema's order %v", req, root.Required)
+		}
+	}
+	if !slices.IsSorted(opt) {
+		t.Fatalf("optional parameters %v are not sorted by name", opt)
+	}
 }

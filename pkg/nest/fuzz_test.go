@@ -171,16 +171,17 @@ func FuzzChickMessages(f *testing.F) {
 	})
 }
 
-// mustBeStatus fails unless err is a gRPC status other than Unknown or
-// Internal of a transport breakdown (which a panic or a dropped
-// connection would give).
+// mustBeStatus fails unless err is a gRPC status the nest chose: not
+// Unknown, Internal or Unavailable, which a panic, an unmapped error or a
+// dropped connection would give.
 func mustBeStatus(t *testing.T, err error) {
 	t.Helper()
 	st, ok := status.FromError(err)
 	if !ok {
 		t.Fatalf("not a gRPC status: %v", err)
 	}
-	if st.Code() == codes.Unavailable {
-		t.Fatalf("the nest went away: %v", err)
+	switch st.Code() {
+	case codes.Unknown, codes.Internal, codes.Unavailable:
+		t.Fatalf("a transport breakdown or an unanswered failure (%s), not a status the nest chose: %v", st.Code(), err)
 	}
 }

@@ -94,7 +94,37 @@ func FuzzConvert(f *testing.F) {
 				t.Fatalf("part of %d runes > 60", Len(p))
 			}
 		}
+		// The same input as a fenced code block comes out verbatim (Slack
+		// escapes &, < and > everywhere, code too).
+		code := fenceable(s)
+		if code == "" {
+			return
+		}
+		md := "before\n\n```\n" + code + "\n```\n\nafter **b**"
+		if got := ToDiscord(md, testUsers); !strings.Contains(got, "```\n"+code+"\n```") {
+			t.Fatalf("Discord lost code %q:\n%q", code, got)
+		}
+		if got := slackUnescape(ToSlack(md, testUsers)); !strings.Contains(got, "```\n"+code+"\n```") {
+			t.Fatalf("Slack lost code %q:\n%q", code, got)
+		}
 	})
+}
+
+// fenceable makes s the body of a fenced code block: valid UTF-8, no
+// backticks or carriage returns, no leading or trailing blank lines or
+// trailing spaces.
+func fenceable(s string) string {
+	s = strings.ToValidUTF8(s, "")
+	s = strings.NewReplacer("`", "", "\r", "", "\x00", "").Replace(s)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t\v\f")
+	}
+	return strings.Trim(strings.Join(lines, "\n"), "\n")
+}
+
+func slackUnescape(s string) string {
+	return strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(s)
 }
 
 func BenchmarkConvert(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/mother-chat/mother/pkg/adapters/discord/discordtest"
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/render"
+	"github.com/mother-chat/mother/pkg/render/runview"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
@@ -508,6 +511,42 @@ func TestRateLimitedEditWaitsRetryAfter(t *testing.T) {
 	}
 	if gap := retried.Sub(limited); gap < 400*time.Millisecond {
 		t.Errorf("retried %v after the 429, before retry_after (400ms)", gap)
+	}
+	// Mother's path waited, not discordgo's own retry.
+	if !strings.Contains(f.logs.String(), "rate limited; waiting") || !strings.Contains(f.logs.String(), "retry_after=400ms") {
+		t.Errorf("the 429 did not reach runview's rate-limit path:\n%s", f.logs.String())
+	}
+}
+
+// TestRateLimitedPostReachesMothersPath: a notice answered 429 comes back
+// from discordgo as a RateLimitError, which the adapter maps to runview's
+// and waits out itself, then posts.
+func TestRateLimitedPostReachesMothersPath(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t, 0)
+	f := newFixture(t, fake, Options{})
+	f.start()
+	fake.RateLimit("POST", "/channels/"+general+"/messages", 0.3, 1)
+	if _, err := f.a.Post(t.Context(), general, "after the wait"); err != nil {
+		t.Fatal(err)
+	}
+	if ms := fake.Messages(general); len(ms) != 1 || ms[0].Content != "after the wait" {
+		t.Fatalf("messages = %+v, want the notice posted after the wait", ms)
+	}
+	if !strings.Contains(f.logs.String(), "rate limited by Discord; waiting") || !strings.Contains(f.logs.String(), "retry_after=300ms") {
+		t.Errorf("the 429 did not reach the adapter's rate-limit path:\n%s", f.logs.String())
+	}
+}
+
+func TestRateLimitedMapsToRunview(t *testing.T) {
+	t.Parallel()
+	err := rateLimited(fmt.Errorf("post message: %w", &discordgo.RateLimitError{RateLimit: &discordgo.RateLimit{TooManyRequests: &discordgo.TooManyRequests{RetryAfter: 1500 * time.Millisecond}, URL: "x"}}))
+	var rl *runview.RateLimitError
+	if !errors.As(err, &rl) || rl.After != 1500*time.Millisecond {
+		t.Errorf("rateLimited = %v, want a runview.RateLimitError after 1.5s", err)
+	}
+	if other := errors.New("boom"); rateLimited(other) != other {
+		t.Errorf("a non-429 error was changed")
 	}
 }
 

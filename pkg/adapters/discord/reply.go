@@ -2,16 +2,19 @@ package discord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"mime"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/render"
 	"github.com/mother-chat/mother/pkg/render/runview"
 )
@@ -78,6 +81,38 @@ type surface struct {
 
 var _ runview.Surface = (*surface)(nil)
 
+// noLibraryRetry makes discordgo return a 429 as an error instead of
+// sleeping it out itself (a sleep that ignores the context), so that the
+// rate limits of replies and notices reach Mother's path.
+var noLibraryRetry = discordgo.WithRetryOnRatelimit(false)
+
+// rateLimited maps discordgo's 429 error to runview's, the rate-limit path
+// Slack's adapter uses too.
+func rateLimited(err error) error {
+	var rl *discordgo.RateLimitError
+	if errors.As(err, &rl) && rl.RateLimit != nil && rl.TooManyRequests != nil {
+		return &runview.RateLimitError{After: rl.RetryAfter, Err: err}
+	}
+	return err
+}
+
+// retry runs f, waiting out up to three rate-limit answers.
+func (a *Adapter) retry(ctx context.Context, f func() error) error {
+	var err error
+	for range 4 {
+		err = f()
+		var rl *runview.RateLimitError
+		if err == nil || !errors.As(err, &rl) {
+			return err
+		}
+		a.lg.Info("rate limited by Discord; waiting", "retry_after", rl.After)
+		if clock.Sleep(ctx, a.clock, max(rl.After, 100*time.Millisecond)) != nil {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
 func (s *surface) PostMain(ctx context.Context, text string, working bool) (string, error) {
 	send := &discordgo.MessageSend{Content: text, AllowedMentions: allowUsers}
 	if working {
@@ -86,9 +121,9 @@ func (s *surface) PostMain(ctx context.Context, text string, working bool) (stri
 	if s.replyTo != "" {
 		send.Reference = &discordgo.MessageReference{MessageID: s.replyTo, ChannelID: s.channel, FailIfNotExists: new(bool)}
 	}
-	m, err := s.a.s.ChannelMessageSendComplex(s.channel, send, discordgo.WithContext(ctx))
+	m, err := s.a.s.ChannelMessageSendComplex(s.channel, send, discordgo.WithContext(ctx), noLibraryRetry)
 	if err != nil {
-		return "", fmt.Errorf("post message: %w", err)
+		return "", rateLimited(fmt.Errorf("post message: %w", err))
 	}
 	return m.ID, nil
 }
@@ -98,16 +133,16 @@ func (s *surface) EditMain(ctx context.Context, id, text string, working bool) e
 	if working {
 		comps = stopButton()
 	}
-	_, err := s.a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: s.channel, Content: &text, Components: &comps, AllowedMentions: allowUsers}, discordgo.WithContext(ctx))
+	_, err := s.a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: s.channel, Content: &text, Components: &comps, AllowedMentions: allowUsers}, discordgo.WithContext(ctx), noLibraryRetry)
 	if err != nil {
-		return fmt.Errorf("edit message: %w", err)
+		return rateLimited(fmt.Errorf("edit message: %w", err))
 	}
 	return nil
 }
 
 func (s *surface) DeleteMain(ctx context.Context, id string) error {
-	if err := s.a.s.ChannelMessageDelete(s.channel, id, discordgo.WithContext(ctx)); err != nil {
-		return fmt.Errorf("delete message: %w", err)
+	if err := s.a.s.ChannelMessageDelete(s.channel, id, discordgo.WithContext(ctx), noLibraryRetry); err != nil {
+		return rateLimited(fmt.Errorf("delete message: %w", err))
 	}
 	return nil
 }
@@ -119,7 +154,7 @@ func (s *surface) PostDetail(ctx context.Context, mainID, text string) error {
 	if thread == "" {
 		ch, err := s.a.s.MessageThreadStartComplex(s.channel, mainID, &discordgo.ThreadStart{Name: s.threadName, AutoArchiveDuration: 1440}, discordgo.WithContext(ctx))
 		if err != nil {
-			return fmt.Errorf("start detail thread: %w", err)
+			return rateLimited(fmt.Errorf("start detail thread: %w", err))
 		}
 		thread = ch.ID
 		s.a.mu.Lock()
@@ -133,17 +168,20 @@ func (s *surface) PostDetail(ctx context.Context, mainID, text string) error {
 		s.thread = thread
 		s.mu.Unlock()
 	}
-	_, err := s.a.s.ChannelMessageSendComplex(thread, &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{}}, discordgo.WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("post in detail thread: %w", err)
-	}
-	return nil
+	// Waiting out rate limits so no detail is lost.
+	return s.a.retry(ctx, func() error {
+		_, err := s.a.s.ChannelMessageSendComplex(thread, &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{}}, discordgo.WithContext(ctx), noLibraryRetry)
+		if err != nil {
+			return rateLimited(fmt.Errorf("post in detail thread: %w", err))
+		}
+		return nil
+	})
 }
 
 func (s *surface) PostMore(ctx context.Context, text string) (string, error) {
-	m, err := s.a.s.ChannelMessageSendComplex(s.channel, &discordgo.MessageSend{Content: text, AllowedMentions: allowUsers}, discordgo.WithContext(ctx))
+	m, err := s.a.s.ChannelMessageSendComplex(s.channel, &discordgo.MessageSend{Content: text, AllowedMentions: allowUsers}, discordgo.WithContext(ctx), noLibraryRetry)
 	if err != nil {
-		return "", fmt.Errorf("post message: %w", err)
+		return "", rateLimited(fmt.Errorf("post message: %w", err))
 	}
 	return m.ID, nil
 }
@@ -153,7 +191,12 @@ func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string,
 	parts := render.Split(render.ToDiscord(markdown, a.Users()), splitAt)
 	first := ""
 	for _, p := range parts {
-		m, err := a.s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{Content: p, AllowedMentions: allowUsers}, discordgo.WithContext(ctx))
+		var m *discordgo.Message
+		err := a.retry(ctx, func() error {
+			var perr error
+			m, perr = a.s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{Content: p, AllowedMentions: allowUsers}, discordgo.WithContext(ctx), noLibraryRetry)
+			return rateLimited(perr)
+		})
 		if err != nil {
 			return first, fmt.Errorf("discord: post to %s: %w", channelID, err)
 		}

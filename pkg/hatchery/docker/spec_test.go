@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/mother-chat/mother/pkg/config"
@@ -11,12 +12,12 @@ func TestHardeningSwitches(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{}
 	cfg.SetDefaults("")
-	_, hc, err := containerConfig(spec(cfg.Chicks, nil))
+	dc, hc, err := containerConfig(spec(cfg.Chicks, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hc.CapDrop) != 1 || len(hc.SecurityOpt) != 1 || !hc.ReadonlyRootfs {
-		t.Errorf("defaults: capdrop %v secopt %v readonly %v, want all on", hc.CapDrop, hc.SecurityOpt, hc.ReadonlyRootfs)
+	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || !slices.Equal(hc.SecurityOpt, []string{"no-new-privileges"}) || !hc.ReadonlyRootfs || dc.User != "65534:65534" {
+		t.Errorf("defaults: capdrop %q secopt %q readonly %v user %q, want [ALL], [no-new-privileges], true, 65534:65534", hc.CapDrop, hc.SecurityOpt, hc.ReadonlyRootfs, dc.User)
 	}
 	off := false
 	cfg.Chicks.Hardening = config.Hardening{DropCapabilities: &off, NoNewPrivileges: &off, ReadOnlyRoot: &off, User: "1000:1000"}
