@@ -163,6 +163,12 @@ func (r *renderer) block(n ast.Node) []line {
 	case *ast.Blockquote:
 		inner := r.blocks(n)
 		for i := range inner {
+			if r.d == Telegram && strings.HasPrefix(inner[i].text, ">") {
+				// MarkdownV2 has one quote level: a nested quote's
+				// lines stay quoted once (a second '>' would be a
+				// reserved character left unescaped).
+				continue
+			}
 			inner[i].text = strings.TrimRight("> "+inner[i].text, " ")
 		}
 		return inner
