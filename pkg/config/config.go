@@ -122,9 +122,15 @@ type Chicks struct {
 	Resources Resources `json:"resources"`
 	// Hardening switches; all on by default.
 	Hardening Hardening `json:"hardening"`
-	// Network is the container network mode: "host" (default for a local
-	// engine, so a chick reaches Mother on loopback), "bridge", or "none".
+	// Network is how chicks are networked: "isolated" (default: a chick has
+	// no network interface but its own loopback and reaches Mother and the
+	// allowed destinations only through the gate of its Docker host),
+	// "host" (unsafe: the host's whole network; logged at start), "bridge"
+	// or "none" (Docker's own modes; with "none" a chick cannot reach
+	// Mother).
 	Network string `json:"network"`
+	// Egress is what isolated chicks may reach through the gate.
+	Egress Egress `json:"egress"`
 	// HostTools lists the MCP tools chicks may ask Mother to run
 	// ("server.tool" or "server.*"). Default: none.
 	HostTools []string `json:"hostTools"`
@@ -139,6 +145,40 @@ type Tier struct {
 	// Price, if set, is what the model costs; the metrics then count the
 	// tier's cost (mother_chick_model_cost_usd_total).
 	Price *Price `json:"price"`
+	// Egress adds destinations the chicks of this tier may reach.
+	Egress TierEgress `json:"egress"`
+}
+
+// TierEgress is a tier's addition to chicks.egress.
+type TierEgress struct {
+	// Allow adds to chicks.egress.allow for chicks of this tier.
+	Allow []string `json:"allow"`
+}
+
+// Egress is what isolated chicks may reach through their host's gate
+// (HTTP and HTTPS through its proxy). Nothing by default: a chick reaches
+// Mother and nothing else.
+type Egress struct {
+	// Allow lists destinations every chick may reach: a host name
+	// ("pypi.org"), a wildcard for its subdomains ("*.githubusercontent.com"),
+	// or an exact address ("192.0.2.7"), each with an optional ":port"
+	// (any port without). A name that resolves to a private, loopback or
+	// link-local address is refused unless that exact address is listed
+	// too.
+	Allow []string `json:"allow"`
+	// Channels adds destinations per qualified channel id
+	// ("slack-acme/C123").
+	Channels map[string][]string `json:"channels"`
+	// Hosts resolves names for the gate without DNS, like /etc/hosts
+	// ("mirror.lan": "192.0.2.7"): for a mirror on the LAN. Listing a name
+	// here does not allow it.
+	Hosts map[string]string `json:"hosts"`
+	// MaxBytes caps the bytes a chick sends out through the gate ("100m");
+	// 0 or empty: the default. "unlimited": no cap.
+	MaxBytes string `json:"maxBytes"`
+	// RequestTimeout is how long a chick's request_access waits for an
+	// admin's answer.
+	RequestTimeout Duration `json:"requestTimeout"`
 }
 
 // Price is a model's price in US dollars per million tokens.

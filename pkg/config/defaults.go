@@ -43,6 +43,18 @@ const (
 	DefaultAnthropicBaseURL   = "https://api.anthropic.com"
 	DefaultChickTokenBudget   = 2_000_000
 	DefaultChannelDailyTokens = 0
+	// DefaultEgressMaxBytes caps what one chick sends out through its gate.
+	DefaultEgressMaxBytes = "256m"
+	// DefaultAccessRequestTimeout is how long request_access waits.
+	DefaultAccessRequestTimeout = 10 * time.Minute
+)
+
+// Chick network modes (chicks.network).
+const (
+	NetworkIsolated = "isolated"
+	NetworkHost     = "host"
+	NetworkBridge   = "bridge"
+	NetworkNone     = "none"
 )
 
 // ApplyEnv applies the environment overrides: those the registered adapter
@@ -203,7 +215,13 @@ func (c *Config) SetDefaults(dataDir string) {
 		ch.Hardening.User = DefaultUser
 	}
 	if ch.Network == "" {
-		ch.Network = "host"
+		ch.Network = NetworkIsolated
+	}
+	if ch.Egress.MaxBytes == "" {
+		ch.Egress.MaxBytes = DefaultEgressMaxBytes
+	}
+	if ch.Egress.RequestTimeout.Duration == 0 && ch.Egress.RequestTimeout.invalid == "" {
+		ch.Egress.RequestTimeout = Dur(DefaultAccessRequestTimeout)
 	}
 	if c.GRPC.Listen == "" {
 		c.GRPC.Listen = DefaultGRPCListen

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -74,6 +76,11 @@ func (c *Config) validateChicks(p *problems) {
 		if err := validName(name); err != "" {
 			p.bad(f, "tier name %s", err)
 		}
+		for j, d := range t.Egress.Allow {
+			if err := ValidDestination(d); err != nil {
+				p.bad(fmt.Sprintf("%s.egress.allow[%d]", f, j), "%v", err)
+			}
+		}
 		if t.Model == "" {
 			p.bad(f+".model", "missing")
 		}
@@ -98,10 +105,11 @@ func (c *Config) validateChicks(p *problems) {
 		p.bad("chicks.maxTurns", "must be positive")
 	}
 	switch ch.Network {
-	case "host", "bridge", "none":
+	case NetworkIsolated, NetworkHost, NetworkBridge, NetworkNone:
 	default:
-		p.bad("chicks.network", "must be \"host\", \"bridge\" or \"none\", got %q", ch.Network)
+		p.bad("chicks.network", "must be \"isolated\", \"host\", \"bridge\" or \"none\", got %q", ch.Network)
 	}
+	c.validateEgress(p)
 	c.validateHosts(p)
 	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
 		p.bad("chicks.resources.memory", "%v", err)
@@ -255,4 +263,106 @@ func (c *Config) validateMetrics(p *problems) {
 	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		p.bad("metrics.listen", "must be a loopback address (127.0.0.1, ::1, localhost), got %q", c.Metrics.Listen)
 	}
+}
+
+func (c *Config) validateEgress(p *problems) {
+	e := c.Chicks.Egress
+	for i, d := range e.Allow {
+		if err := ValidDestination(d); err != nil {
+			p.bad(fmt.Sprintf("chicks.egress.allow[%d]", i), "%v", err)
+		}
+	}
+	for _, chID := range sortedKeys(e.Channels) {
+		if !strings.Contains(chID, "/") {
+			p.bad("chicks.egress.channels."+chID, "must be a qualified channel id such as \"slack-acme/C123\"")
+		}
+		for i, d := range e.Channels[chID] {
+			if err := ValidDestination(d); err != nil {
+				p.bad(fmt.Sprintf("chicks.egress.channels.%s[%d]", chID, i), "%v", err)
+			}
+		}
+	}
+	for _, name := range sortedKeys(e.Hosts) {
+		if err := validHostName(name); err != nil {
+			p.bad("chicks.egress.hosts."+name, "%v", err)
+		}
+		if net.ParseIP(e.Hosts[name]) == nil {
+			p.bad("chicks.egress.hosts."+name, "must be an IP address, got %q", e.Hosts[name])
+		}
+	}
+	if _, err := e.MaxBytesValue(); err != nil {
+		p.bad("chicks.egress.maxBytes", "%v", err)
+	}
+	if e.RequestTimeout.invalid != "" || e.RequestTimeout.Duration < 0 {
+		p.bad("chicks.egress.requestTimeout", "must be a positive duration such as \"10m\"")
+	}
+}
+
+// MaxBytesValue is MaxBytes in bytes; 0 means no cap ("unlimited").
+func (e Egress) MaxBytesValue() (int64, error) {
+	if strings.EqualFold(strings.TrimSpace(e.MaxBytes), "unlimited") {
+		return 0, nil
+	}
+	if e.MaxBytes == "" {
+		return ParseBytes(DefaultEgressMaxBytes)
+	}
+	return ParseBytes(e.MaxBytes)
+}
+
+// ValidDestination checks one allowlist entry: "name", "*.domain",
+// "address", each with an optional ":port"; IPv6 addresses in brackets
+// when a port follows ("[2001:db8::1]:443").
+func ValidDestination(d string) error {
+	host, port, err := SplitDestination(d)
+	if err != nil {
+		return err
+	}
+	_ = port
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	name := strings.TrimPrefix(host, "*.")
+	if strings.Contains(name, "*") {
+		return fmt.Errorf("a wildcard may only start a name (\"*.example.com\"), got %q", d)
+	}
+	return validHostName(name)
+}
+
+// SplitDestination splits "host[:port]" (port 0: any).
+func SplitDestination(d string) (host string, port int, err error) {
+	d = strings.TrimSpace(d)
+	if d == "" {
+		return "", 0, errors.New("empty destination")
+	}
+	if ip := net.ParseIP(d); ip != nil {
+		return d, 0, nil
+	}
+	host = d
+	if h, ps, err := net.SplitHostPort(d); err == nil {
+		n, perr := strconv.Atoi(ps)
+		if perr != nil || n < 1 || n > 65535 {
+			return "", 0, fmt.Errorf("port must be 1-65535, got %q", d)
+		}
+		host, port = h, n
+	} else if strings.Contains(d, ":") {
+		return "", 0, fmt.Errorf("must be \"host\" or \"host:port\", got %q", d)
+	}
+	return strings.ToLower(host), port, nil
+}
+
+func validHostName(name string) error {
+	if name == "" || len(name) > 253 {
+		return fmt.Errorf("bad host name %q", name)
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("bad host name %q", name)
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return fmt.Errorf("bad host name %q", name)
+			}
+		}
+	}
+	return nil
 }

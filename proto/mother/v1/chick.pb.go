@@ -84,6 +84,58 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_mother_v1_chick_proto_rawDescGZIP(), []int{0}
 }
 
+// AccessScope is how far an approved destination reaches.
+type AccessScope int32
+
+const (
+	AccessScope_ACCESS_SCOPE_UNSPECIFIED AccessScope = 0
+	// This chick only, until it ends.
+	AccessScope_ACCESS_SCOPE_CHICK AccessScope = 1
+	// Every chick of the channel, kept across restarts.
+	AccessScope_ACCESS_SCOPE_CHANNEL AccessScope = 2
+)
+
+// Enum value maps for AccessScope.
+var (
+	AccessScope_name = map[int32]string{
+		0: "ACCESS_SCOPE_UNSPECIFIED",
+		1: "ACCESS_SCOPE_CHICK",
+		2: "ACCESS_SCOPE_CHANNEL",
+	}
+	AccessScope_value = map[string]int32{
+		"ACCESS_SCOPE_UNSPECIFIED": 0,
+		"ACCESS_SCOPE_CHICK":       1,
+		"ACCESS_SCOPE_CHANNEL":     2,
+	}
+)
+
+func (x AccessScope) Enum() *AccessScope {
+	p := new(AccessScope)
+	*p = x
+	return p
+}
+
+func (x AccessScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AccessScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_chick_proto_enumTypes[1].Descriptor()
+}
+
+func (AccessScope) Type() protoreflect.EnumType {
+	return &file_mother_v1_chick_proto_enumTypes[1]
+}
+
+func (x AccessScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AccessScope.Descriptor instead.
+func (AccessScope) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{1}
+}
+
 type JoinRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Version of the chick binary, for the operator's eyes.
@@ -2239,6 +2291,123 @@ func (x *InvokeHostToolResponse) GetIsError() bool {
 	return false
 }
 
+type RequestAccessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Destination is "host" or "host:port" (a name or an address).
+	Destination string `protobuf:"bytes,1,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Reason is why the chick needs it, shown to the admins.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestAccessRequest) Reset() {
+	*x = RequestAccessRequest{}
+	mi := &file_mother_v1_chick_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestAccessRequest) ProtoMessage() {}
+
+func (x *RequestAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestAccessRequest.ProtoReflect.Descriptor instead.
+func (*RequestAccessRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RequestAccessRequest) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *RequestAccessRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RequestAccessResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Granted bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	// Scope is what a grant covers.
+	Scope AccessScope `protobuf:"varint,2,opt,name=scope,proto3,enum=mother.v1.AccessScope" json:"scope,omitempty"`
+	// Message says what happened, for the model ("approved by @ana for
+	// this chick", "refused by @ana", "no admin answered within 10m").
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestAccessResponse) Reset() {
+	*x = RequestAccessResponse{}
+	mi := &file_mother_v1_chick_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestAccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestAccessResponse) ProtoMessage() {}
+
+func (x *RequestAccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestAccessResponse.ProtoReflect.Descriptor instead.
+func (*RequestAccessResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RequestAccessResponse) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *RequestAccessResponse) GetScope() AccessScope {
+	if x != nil {
+		return x.Scope
+	}
+	return AccessScope_ACCESS_SCOPE_UNSPECIFIED
+}
+
+func (x *RequestAccessResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_mother_v1_chick_proto protoreflect.FileDescriptor
 
 const file_mother_v1_chick_proto_rawDesc = "" +
@@ -2385,19 +2554,31 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\targs_json\x18\x02 \x01(\tR\bargsJson\"K\n" +
 	"\x16InvokeHostToolResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12\x19\n" +
-	"\bis_error\x18\x02 \x01(\bR\aisError*N\n" +
+	"\bis_error\x18\x02 \x01(\bR\aisError\"P\n" +
+	"\x14RequestAccessRequest\x12 \n" +
+	"\vdestination\x18\x01 \x01(\tR\vdestination\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"y\n" +
+	"\x15RequestAccessResponse\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\bR\agranted\x12,\n" +
+	"\x05scope\x18\x02 \x01(\x0e2\x16.mother.v1.AccessScopeR\x05scope\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage*N\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
 	"\x0eROLE_ASSISTANT\x10\x02\x12\r\n" +
-	"\tROLE_TOOL\x10\x032\xf8\x02\n" +
+	"\tROLE_TOOL\x10\x03*]\n" +
+	"\vAccessScope\x12\x1c\n" +
+	"\x18ACCESS_SCOPE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ACCESS_SCOPE_CHICK\x10\x01\x12\x18\n" +
+	"\x14ACCESS_SCOPE_CHANNEL\x10\x022\xcc\x03\n" +
 	"\fChickService\x127\n" +
 	"\x04Join\x12\x16.mother.v1.JoinRequest\x1a\x17.mother.v1.JoinResponse\x12D\n" +
 	"\aSession\x12\x19.mother.v1.SessionRequest\x1a\x1a.mother.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bGenerate\x12\x1a.mother.v1.GenerateRequest\x1a\x1b.mother.v1.GenerateResponse0\x01\x12K\n" +
 	"\n" +
 	"UploadFile\x12\x1c.mother.v1.UploadFileRequest\x1a\x1d.mother.v1.UploadFileResponse(\x01\x12U\n" +
-	"\x0eInvokeHostTool\x12 .mother.v1.InvokeHostToolRequest\x1a!.mother.v1.InvokeHostToolResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
+	"\x0eInvokeHostTool\x12 .mother.v1.InvokeHostToolRequest\x1a!.mother.v1.InvokeHostToolResponse\x12R\n" +
+	"\rRequestAccess\x12\x1f.mother.v1.RequestAccessRequest\x1a .mother.v1.RequestAccessResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
 
 var (
 	file_mother_v1_chick_proto_rawDescOnce sync.Once
@@ -2411,102 +2592,108 @@ func file_mother_v1_chick_proto_rawDescGZIP() []byte {
 	return file_mother_v1_chick_proto_rawDescData
 }
 
-var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_mother_v1_chick_proto_goTypes = []any{
 	(Role)(0),                      // 0: mother.v1.Role
-	(*JoinRequest)(nil),            // 1: mother.v1.JoinRequest
-	(*JoinResponse)(nil),           // 2: mother.v1.JoinResponse
-	(*ChickLimits)(nil),            // 3: mother.v1.ChickLimits
-	(*SessionRequest)(nil),         // 4: mother.v1.SessionRequest
-	(*SessionHello)(nil),           // 5: mother.v1.SessionHello
-	(*Heartbeat)(nil),              // 6: mother.v1.Heartbeat
-	(*SessionResponse)(nil),        // 7: mother.v1.SessionResponse
-	(*Ack)(nil),                    // 8: mother.v1.Ack
-	(*Cancel)(nil),                 // 9: mother.v1.Cancel
-	(*AgentEvent)(nil),             // 10: mother.v1.AgentEvent
-	(*MessageStart)(nil),           // 11: mother.v1.MessageStart
-	(*MessageDelta)(nil),           // 12: mother.v1.MessageDelta
-	(*MessageEnd)(nil),             // 13: mother.v1.MessageEnd
-	(*ToolCall)(nil),               // 14: mother.v1.ToolCall
-	(*ToolStart)(nil),              // 15: mother.v1.ToolStart
-	(*ToolEnd)(nil),                // 16: mother.v1.ToolEnd
-	(*CompactionStart)(nil),        // 17: mother.v1.CompactionStart
-	(*CompactionEnd)(nil),          // 18: mother.v1.CompactionEnd
-	(*RunEnd)(nil),                 // 19: mother.v1.RunEnd
-	(*Retry)(nil),                  // 20: mother.v1.Retry
-	(*ChickResult)(nil),            // 21: mother.v1.ChickResult
-	(*ModelImage)(nil),             // 22: mother.v1.ModelImage
-	(*ModelToolCall)(nil),          // 23: mother.v1.ModelToolCall
-	(*ModelMessage)(nil),           // 24: mother.v1.ModelMessage
-	(*GenerateRequest)(nil),        // 25: mother.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 26: mother.v1.GenerateResponse
-	(*GenerateDone)(nil),           // 27: mother.v1.GenerateDone
-	(*UploadFileRequest)(nil),      // 28: mother.v1.UploadFileRequest
-	(*UploadFileHeader)(nil),       // 29: mother.v1.UploadFileHeader
-	(*UploadFileResponse)(nil),     // 30: mother.v1.UploadFileResponse
-	(*InvokeHostToolRequest)(nil),  // 31: mother.v1.InvokeHostToolRequest
-	(*InvokeHostToolResponse)(nil), // 32: mother.v1.InvokeHostToolResponse
-	(*ToolSpec)(nil),               // 33: mother.v1.ToolSpec
-	(*durationpb.Duration)(nil),    // 34: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 35: google.protobuf.Timestamp
-	(*Usage)(nil),                  // 36: mother.v1.Usage
-	(StopReason)(0),                // 37: mother.v1.StopReason
+	(AccessScope)(0),               // 1: mother.v1.AccessScope
+	(*JoinRequest)(nil),            // 2: mother.v1.JoinRequest
+	(*JoinResponse)(nil),           // 3: mother.v1.JoinResponse
+	(*ChickLimits)(nil),            // 4: mother.v1.ChickLimits
+	(*SessionRequest)(nil),         // 5: mother.v1.SessionRequest
+	(*SessionHello)(nil),           // 6: mother.v1.SessionHello
+	(*Heartbeat)(nil),              // 7: mother.v1.Heartbeat
+	(*SessionResponse)(nil),        // 8: mother.v1.SessionResponse
+	(*Ack)(nil),                    // 9: mother.v1.Ack
+	(*Cancel)(nil),                 // 10: mother.v1.Cancel
+	(*AgentEvent)(nil),             // 11: mother.v1.AgentEvent
+	(*MessageStart)(nil),           // 12: mother.v1.MessageStart
+	(*MessageDelta)(nil),           // 13: mother.v1.MessageDelta
+	(*MessageEnd)(nil),             // 14: mother.v1.MessageEnd
+	(*ToolCall)(nil),               // 15: mother.v1.ToolCall
+	(*ToolStart)(nil),              // 16: mother.v1.ToolStart
+	(*ToolEnd)(nil),                // 17: mother.v1.ToolEnd
+	(*CompactionStart)(nil),        // 18: mother.v1.CompactionStart
+	(*CompactionEnd)(nil),          // 19: mother.v1.CompactionEnd
+	(*RunEnd)(nil),                 // 20: mother.v1.RunEnd
+	(*Retry)(nil),                  // 21: mother.v1.Retry
+	(*ChickResult)(nil),            // 22: mother.v1.ChickResult
+	(*ModelImage)(nil),             // 23: mother.v1.ModelImage
+	(*ModelToolCall)(nil),          // 24: mother.v1.ModelToolCall
+	(*ModelMessage)(nil),           // 25: mother.v1.ModelMessage
+	(*GenerateRequest)(nil),        // 26: mother.v1.GenerateRequest
+	(*GenerateResponse)(nil),       // 27: mother.v1.GenerateResponse
+	(*GenerateDone)(nil),           // 28: mother.v1.GenerateDone
+	(*UploadFileRequest)(nil),      // 29: mother.v1.UploadFileRequest
+	(*UploadFileHeader)(nil),       // 30: mother.v1.UploadFileHeader
+	(*UploadFileResponse)(nil),     // 31: mother.v1.UploadFileResponse
+	(*InvokeHostToolRequest)(nil),  // 32: mother.v1.InvokeHostToolRequest
+	(*InvokeHostToolResponse)(nil), // 33: mother.v1.InvokeHostToolResponse
+	(*RequestAccessRequest)(nil),   // 34: mother.v1.RequestAccessRequest
+	(*RequestAccessResponse)(nil),  // 35: mother.v1.RequestAccessResponse
+	(*ToolSpec)(nil),               // 36: mother.v1.ToolSpec
+	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
+	(*Usage)(nil),                  // 39: mother.v1.Usage
+	(StopReason)(0),                // 40: mother.v1.StopReason
 }
 var file_mother_v1_chick_proto_depIdxs = []int32{
-	3,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
-	33, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
-	34, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
-	34, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
-	5,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
-	10, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
-	6,  // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
-	21, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
-	35, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
-	9,  // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
-	35, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	11, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
-	12, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
-	13, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
-	15, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
-	16, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
-	17, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
-	18, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
-	19, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
-	20, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
-	36, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
-	14, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
-	14, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
-	34, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
-	37, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
-	36, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
-	34, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
-	37, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
+	4,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
+	36, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
+	37, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
+	37, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	6,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
+	11, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
+	7,  // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
+	22, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
+	38, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	9,  // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
+	10, // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
+	38, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	12, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
+	13, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
+	14, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
+	16, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
+	17, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
+	18, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
+	19, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
+	20, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
+	21, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
+	39, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
+	15, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
+	15, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
+	37, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
+	40, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
+	39, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
+	37, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
+	40, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
 	0,  // 29: mother.v1.ModelMessage.role:type_name -> mother.v1.Role
-	22, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
-	23, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
-	24, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
-	33, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
-	27, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
-	24, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
-	36, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
-	29, // 37: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
-	1,  // 38: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
-	4,  // 39: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
-	25, // 40: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
-	28, // 41: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
-	31, // 42: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
-	2,  // 43: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
-	7,  // 44: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
-	26, // 45: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
-	30, // 46: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
-	32, // 47: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
-	43, // [43:48] is the sub-list for method output_type
-	38, // [38:43] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	23, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
+	24, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
+	25, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
+	36, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
+	28, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
+	25, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
+	39, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
+	30, // 37: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
+	1,  // 38: mother.v1.RequestAccessResponse.scope:type_name -> mother.v1.AccessScope
+	2,  // 39: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
+	5,  // 40: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
+	26, // 41: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
+	29, // 42: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
+	32, // 43: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
+	34, // 44: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
+	3,  // 45: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
+	8,  // 46: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
+	27, // 47: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
+	31, // 48: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
+	33, // 49: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
+	35, // 50: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
+	45, // [45:51] is the sub-list for method output_type
+	39, // [39:45] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_chick_proto_init() }
@@ -2549,8 +2736,8 @@ func file_mother_v1_chick_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_chick_proto_rawDesc), len(file_mother_v1_chick_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   32,
+			NumEnums:      2,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

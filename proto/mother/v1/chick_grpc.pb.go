@@ -31,6 +31,7 @@ const (
 	ChickService_Generate_FullMethodName       = "/mother.v1.ChickService/Generate"
 	ChickService_UploadFile_FullMethodName     = "/mother.v1.ChickService/UploadFile"
 	ChickService_InvokeHostTool_FullMethodName = "/mother.v1.ChickService/InvokeHostTool"
+	ChickService_RequestAccess_FullMethodName  = "/mother.v1.ChickService/RequestAccess"
 )
 
 // ChickServiceClient is the client API for ChickService service.
@@ -57,6 +58,11 @@ type ChickServiceClient interface {
 	// InvokeHostTool asks Mother to run one of the host-side tools the
 	// configuration allows for chicks.
 	InvokeHostTool(ctx context.Context, in *InvokeHostToolRequest, opts ...grpc.CallOption) (*InvokeHostToolResponse, error)
+	// RequestAccess asks for a network destination the chick's egress
+	// allowlist does not hold. Mother posts the request in the chick's
+	// channel and answers when an admin approves or refuses it, or when it
+	// times out (granted false).
+	RequestAccess(ctx context.Context, in *RequestAccessRequest, opts ...grpc.CallOption) (*RequestAccessResponse, error)
 }
 
 type chickServiceClient struct {
@@ -132,6 +138,16 @@ func (c *chickServiceClient) InvokeHostTool(ctx context.Context, in *InvokeHostT
 	return out, nil
 }
 
+func (c *chickServiceClient) RequestAccess(ctx context.Context, in *RequestAccessRequest, opts ...grpc.CallOption) (*RequestAccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestAccessResponse)
+	err := c.cc.Invoke(ctx, ChickService_RequestAccess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChickServiceServer is the server API for ChickService service.
 // All implementations must embed UnimplementedChickServiceServer
 // for forward compatibility.
@@ -156,6 +172,11 @@ type ChickServiceServer interface {
 	// InvokeHostTool asks Mother to run one of the host-side tools the
 	// configuration allows for chicks.
 	InvokeHostTool(context.Context, *InvokeHostToolRequest) (*InvokeHostToolResponse, error)
+	// RequestAccess asks for a network destination the chick's egress
+	// allowlist does not hold. Mother posts the request in the chick's
+	// channel and answers when an admin approves or refuses it, or when it
+	// times out (granted false).
+	RequestAccess(context.Context, *RequestAccessRequest) (*RequestAccessResponse, error)
 	mustEmbedUnimplementedChickServiceServer()
 }
 
@@ -180,6 +201,9 @@ func (UnimplementedChickServiceServer) UploadFile(grpc.ClientStreamingServer[Upl
 }
 func (UnimplementedChickServiceServer) InvokeHostTool(context.Context, *InvokeHostToolRequest) (*InvokeHostToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InvokeHostTool not implemented")
+}
+func (UnimplementedChickServiceServer) RequestAccess(context.Context, *RequestAccessRequest) (*RequestAccessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestAccess not implemented")
 }
 func (UnimplementedChickServiceServer) mustEmbedUnimplementedChickServiceServer() {}
 func (UnimplementedChickServiceServer) testEmbeddedByValue()                      {}
@@ -263,6 +287,24 @@ func _ChickService_InvokeHostTool_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChickService_RequestAccess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestAccessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChickServiceServer).RequestAccess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChickService_RequestAccess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChickServiceServer).RequestAccess(ctx, req.(*RequestAccessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ChickService_ServiceDesc is the grpc.ServiceDesc for ChickService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -277,6 +319,10 @@ var ChickService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InvokeHostTool",
 			Handler:    _ChickService_InvokeHostTool_Handler,
+		},
+		{
+			MethodName: "RequestAccess",
+			Handler:    _ChickService_RequestAccess_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
