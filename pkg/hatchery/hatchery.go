@@ -70,6 +70,14 @@ type Options struct {
 	// CAPEM is the nest's CA certificate, given to every chick so it can
 	// verify Mother (MOTHER_CA_PEM). Empty: chicks cannot dial Mother.
 	CAPEM []byte
+	// GateKeys derive the gates' tokens and the chicks' gate keys
+	// (egress.Secret, loaded from the nest's TLS directory). Nil: keys of
+	// a random secret of this process (tests; a gate then cannot be
+	// authorised by a Mother holding the real secret).
+	GateKeys GateKeys
+	// GateCommand overrides the gate container's entrypoint and command
+	// (tests); empty: the chick image's entrypoint with "gate".
+	GateCommand []string
 }
 
 // Hatchery manages every chick of one Mother instance.
@@ -87,6 +95,11 @@ type Hatchery struct {
 	dockerTO time.Duration
 	obs      publisher
 	caPEM    string
+	// isolated: chicks.network is "isolated"; chicks go through their
+	// host's gate.
+	isolated bool
+	keys     GateKeys
+	gateCmd  []string
 
 	probeEvery time.Duration
 	probeTO    time.Duration
@@ -109,6 +122,11 @@ type host struct {
 	Host
 	running int
 	health  hostHealth
+	// gateMu serializes the calls that ensure the host's gate, so two
+	// chicks starting at once make one gate; gate is guarded by
+	// Hatchery.mu.
+	gateMu sync.Mutex
+	gate   gateState
 }
 
 type chick struct {
@@ -175,6 +193,13 @@ func New(opts Options) (*Hatchery, error) {
 		command: opts.Command, grace: opts.StartupGrace, dockerTO: opts.DockerTimeout,
 		chicks: map[string]*chick{}, caPEM: string(opts.CAPEM),
 		probeEvery: opts.ProbeInterval, probeTO: opts.ProbeTimeout,
+		isolated: cfg.Chicks.Network == config.NetworkIsolated, keys: opts.GateKeys, gateCmd: opts.GateCommand,
+	}
+	if h.keys == nil {
+		h.keys = newProcessKeys()
+	}
+	if cfg.Chicks.Network == config.NetworkHost {
+		h.logger.Warn("chicks.network is \"host\" (unsafe): chicks can reach everything the Docker host can, its loopback services, the LAN and the internet; \"isolated\" lets them reach only Mother and what chicks.egress allows")
 	}
 	hosts := opts.Hosts
 	if len(hosts) == 0 {

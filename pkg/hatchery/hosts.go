@@ -210,6 +210,18 @@ func (h *Hatchery) reconcileHost(hs *host) {
 		h.logger.Warn("cannot list the chick containers of a host that came back", "host", hs.Name, "err", err)
 		return
 	}
+	list, _ = splitGates(list)
+	if h.isolated {
+		// The gate may have gone with the engine: ask again.
+		h.mu.Lock()
+		hs.gate.ok = false
+		h.mu.Unlock()
+		gctx, gcancel := h.dctx()
+		if _, err := h.ensureGate(gctx, hs); err != nil {
+			h.logger.Error("gate not ready on a host that came back", "host", hs.Name, "err", err)
+		}
+		gcancel()
+	}
 	type exit struct {
 		c    *chick
 		code int64
@@ -311,6 +323,9 @@ type HostStatus struct {
 	Since time.Time
 	// Err is why it is down.
 	Err string
+	// GateRestarts counts the times its gate (isolated chicks) exited
+	// and was started again.
+	GateRestarts int
 }
 
 // Hosts checks every engine now and reports its health and load.
@@ -329,6 +344,7 @@ func (h *Hatchery) HostStates() []HostStatus {
 		out = append(out, HostStatus{
 			Name: hs.Name, Up: !hs.health.down, Running: hs.running, Capacity: hs.Capacity,
 			Tiers: slices.Clone(hs.Tiers), EngineVersion: hs.health.version, Since: hs.health.since, Err: hs.health.err,
+			GateRestarts: hs.gate.restarts,
 		})
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
 )
 
 // startContainer creates, fills and starts c's container.
@@ -23,28 +24,31 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		LabelInstance: h.instance,
 		LabelTier:     c.rec.Tier,
 	}
-	env := []string{EnvAddr + "=" + hs.MotherAddress, EnvToken + "=" + tok, EnvChickID + "=" + id, "HOME=" + Workspace, "TMPDIR=/tmp"}
+	env := []string{EnvToken + "=" + tok, EnvChickID + "=" + id, "HOME=" + Workspace, "TMPDIR=/tmp"}
 	if h.caPEM != "" {
 		// Public: how the chick recognises Mother (not a secret).
 		env = append(env, EnvCA+"="+h.caPEM)
 	}
 	spec := ContainerSpec{
-		Name: "mother-chick-" + id + "-" + h.instance, Image: h.cfg.Image, Command: h.command, Env: env, Labels: labels,
-		Network: h.cfg.Network, Resources: h.cfg.Resources, Hardening: h.cfg.Hardening,
+		Name: "mother-chick-" + id + "-" + h.instance, Image: h.cfg.Image, Command: h.command, Labels: labels,
+		Env: append([]string{EnvAddr + "=" + hs.MotherAddress}, env...), Network: h.cfg.Network, Resources: h.cfg.Resources, Hardening: h.cfg.Hardening,
 	}
-	if n, ok := hs.Runtime.(ChickNetworker); ok {
+	if h.isolated {
+		// No network but its loopback; the gate's sockets its way out.
 		ctx, cancel := h.dctx()
-		name, err := n.ChickNetwork(ctx, h.instance)
+		vol, err := h.ensureGate(ctx, hs)
 		cancel()
 		if unreachable(err) {
 			h.requeue(c, hs, err)
 			return
 		}
 		if err != nil {
-			h.failStart(c, "", fmt.Errorf("chick network: %w", err))
+			h.failStart(c, "", err)
 			return
 		}
-		spec.Network = name
+		spec.Network = config.NetworkNone
+		spec.GateVolume = vol
+		spec.Env = append(env, h.isolatedEnv(id)...) // MOTHER_ADDR: the gate's nest socket
 	}
 	ctx, cancel := h.dctx()
 	cid, err := hs.Runtime.Create(ctx, spec)

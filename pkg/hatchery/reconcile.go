@@ -16,8 +16,10 @@ type observedHost struct {
 	Name string
 	// Failed: the host did not answer; its chicks are left as they are
 	// until it does.
-	Failed     bool
+	Failed bool
+	// Containers are its chick containers; Gates its gate containers.
 	Containers []Container
+	Gates      []Container
 }
 
 // knownChick is a chick the hatchery holds when it reconciles.
@@ -177,10 +179,12 @@ func plan(records []knownChick, observed []observedHost, now time.Time) []action
 // Reconcile matches the records with the containers this Mother instance
 // has on its hosts (by label), after a restart, as plan decides, and
 // applies the plan. It also starts the heartbeat watchdog and the host
-// probes. A host that does not answer is left as it is (its chicks are
-// decided when it answers again) and makes the error.
+// probes. The gates are reconciled first (planGates). A host that does
+// not answer is left as it is (its chicks and gate are decided when it
+// answers again) and makes the error.
 func (h *Hatchery) Reconcile(ctx context.Context) error {
 	observed := h.observe(ctx)
+	h.reconcileGates(ctx, observed)
 	h.mu.Lock()
 	var records []knownChick
 	for _, c := range h.chicks {
@@ -225,7 +229,8 @@ func (h *Hatchery) observe(ctx context.Context) []observedHost {
 			out = append(out, observedHost{Name: hs.Name, Failed: true})
 			continue
 		}
-		out = append(out, observedHost{Name: hs.Name, Containers: list})
+		chicks, gates := splitGates(list)
+		out = append(out, observedHost{Name: hs.Name, Containers: chicks, Gates: gates})
 	}
 	return out
 }

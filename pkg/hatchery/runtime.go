@@ -49,12 +49,62 @@ type Runtime interface {
 	Close() error
 }
 
-// ChickNetworker is an optional Runtime ability, found by type assertion:
-// a runtime that puts chicks on a network of its own (and whatever guards
-// it on that host) prepares it before a chick is created there and names
-// it; the name replaces chicks.network in that chick's ContainerSpec.
-type ChickNetworker interface {
-	ChickNetwork(ctx context.Context, instance string) (network string, err error)
+// Gater is an optional Runtime ability, found by type assertion: a
+// runtime that can run isolated chicks (chicks.network "isolated",
+// docs/isolation.md). It keeps one gate per Mother instance on its host:
+// the gate's volume (where the gate makes its unix sockets, mounted
+// read-only in isolated chicks through ContainerSpec.GateVolume) and the
+// gate's container. The hatchery watches the gate with Wait on
+// GateStatus.ID and removes stray gate containers with Remove.
+type Gater interface {
+	// EnsureGate makes sure the gate of spec.Instance runs on the host
+	// with spec: it creates the volume and the container when missing,
+	// replaces a container made from another spec (or another image),
+	// starts one that is stopped, and never makes a second. A gate of
+	// another host name for the same instance is an error marked
+	// ErrConflict (two configured hosts name the same engine).
+	EnsureGate(ctx context.Context, spec GateSpec) (GateStatus, error)
+	// RemoveGate removes every gate container of instance on the host and
+	// the gate's volume. Removing what is not there is not an error; a
+	// volume that chicks still mount is left, with an error marked
+	// ErrConflict.
+	RemoveGate(ctx context.Context, instance string) error
+}
+
+// GateSpec is the gate of one Mother instance on one host.
+type GateSpec struct {
+	Instance string
+	// HostName is the host's name in config (MOTHER_GATE_HOST).
+	HostName string
+	// Image holds the chick binary, whose `gate` mode the gate runs.
+	Image string
+	// Command replaces the image's entrypoint and command (tests);
+	// empty: the image's entrypoint with the argument "gate".
+	Command []string
+	// MotherAddress is the nest address the gate forwards to (MOTHER_ADDR).
+	MotherAddress string
+	// CAPEM is the nest's CA certificate (MOTHER_CA_PEM), for the gate's
+	// own GateService calls.
+	CAPEM string
+	// Token is the gate's GateService token (MOTHER_GATE_TOKEN).
+	Token string
+	// Resources are the gate's limits (GateResources); Hardening is the
+	// chicks' (the gate runs as the chick user, hardened like a chick).
+	Resources config.Resources
+	Hardening config.Hardening
+}
+
+// GateStatus is what EnsureGate found or did.
+type GateStatus struct {
+	// ID is the gate's container.
+	ID string
+	// Volume is the gate's volume, for ContainerSpec.GateVolume.
+	Volume string
+	// Created: there was no gate with this spec; one was made (Replaced:
+	// in place of one with another spec).
+	Created, Replaced bool
+	// Started: the gate was not running; it was started.
+	Started bool
 }
 
 // Errors a Runtime marks its errors with.
@@ -82,10 +132,14 @@ type ContainerSpec struct {
 	Env []string
 	// Labels find the container again (LabelChickID, LabelInstance...).
 	Labels map[string]string
-	// Network is the network it joins (chicks.network).
-	Network   string
-	Resources config.Resources
-	Hardening config.Hardening
+	// Network is the network it joins (chicks.network; "none" for an
+	// isolated chick).
+	Network string
+	// GateVolume, when set, is the gate volume (GateStatus.Volume) to
+	// mount read-only at wire.GateDir: an isolated chick's way out.
+	GateVolume string
+	Resources  config.Resources
+	Hardening  config.Hardening
 }
 
 // Container is one container a List found.

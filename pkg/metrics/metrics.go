@@ -218,6 +218,7 @@ var (
 	descHostUp     = prometheus.NewDesc(Namespace+"_docker_host_up", "1 when the Docker host answers, else 0.", []string{"host"}, nil)
 	descHostRun    = prometheus.NewDesc(Namespace+"_docker_host_chicks", "Chicks placed on the Docker host.", []string{"host"}, nil)
 	descHostCap    = prometheus.NewDesc(Namespace+"_docker_host_capacity", "How many chicks the Docker host runs at once.", []string{"host"}, nil)
+	descGateRest   = prometheus.NewDesc(Namespace+"_gate_restarts_total", "Times the gate of isolated chicks on the Docker host exited and Mother started it again.", []string{"host"}, nil)
 	descBudgetUsed = prometheus.NewDesc(Namespace+"_budget_used_tokens", "Chick tokens used today, per tier (and per channel when channels have a cap).", []string{"kind", "name"}, nil)
 	descBudgetLim  = prometheus.NewDesc(Namespace+"_budget_limit_tokens", "Daily token caps that are set.", []string{"kind", "name"}, nil)
 	descBudgetLeft = prometheus.NewDesc(Namespace+"_budget_remaining_tokens", "Tokens left today under each daily cap that is set.", []string{"kind", "name"}, nil)
@@ -226,7 +227,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime} {
+	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime} {
 		ch <- d
 	}
 }
@@ -262,6 +263,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descHostUp, b2f(h.Up), h.Name)
 			gauge(descHostRun, float64(h.Running), h.Name)
 			gauge(descHostCap, float64(h.Capacity), h.Name)
+			ch <- prometheus.MustNewConstMetric(descGateRest, prometheus.CounterValue, float64(h.GateRestarts), h.Name)
 		}
 	}
 	if bs != nil {

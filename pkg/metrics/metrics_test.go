@@ -47,7 +47,7 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		depths:  map[string]int{"discord": 2, "slack": 0},
 		reports: []chat.AdapterReport{{Name: "discord", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected, Reconnects: 3}}, {Name: "slack", Type: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}},
 		chicks:  []hatchery.Info{{Record: hatchery.Record{State: hatchery.StateRunning}}, {Record: hatchery.Record{State: hatchery.StateQueued}}, {Record: hatchery.Record{State: hatchery.StateRunning}}},
-		hosts:   []hatchery.HostStatus{{Name: "p40", Up: true, Running: 2, Capacity: 6}, {Name: "spare", Up: false, Capacity: 2}},
+		hosts:   []hatchery.HostStatus{{Name: "p40", Up: true, Running: 2, Capacity: 6, GateRestarts: 3}, {Name: "spare", Up: false, Capacity: 2}},
 		budgets: []broker.Budget{{Kind: "tier", Name: "local", Used: 100}, {Kind: "tier", Name: "claude", Used: 700, Limit: 1000}, {Kind: "channel", Name: "slack/C1", Used: 5}},
 	}
 	mx.Watch(st, st, st)
@@ -101,6 +101,7 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		{"mother_docker_host_up", []string{"host", "spare"}, 0},
 		{"mother_docker_host_chicks", []string{"host", "p40"}, 2},
 		{"mother_docker_host_capacity", []string{"host", "p40"}, 6},
+		{"mother_gate_restarts_total", []string{"host", "p40"}, 3},
 		{"mother_budget_used_tokens", []string{"kind", "tier", "name", "local"}, 100},
 		{"mother_budget_remaining_tokens", []string{"kind", "tier", "name", "claude"}, 300},
 		{"mother_healthy", nil, 1},

@@ -22,7 +22,9 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -42,6 +44,10 @@ type API interface {
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error)
 	ServerVersion(ctx context.Context) (types.Version, error)
+	ImageInspect(ctx context.Context, ref string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	VolumeCreate(ctx context.Context, opts volume.CreateOptions) (volume.Volume, error)
+	VolumeInspect(ctx context.Context, name string) (volume.Volume, error)
+	VolumeRemove(ctx context.Context, name string, force bool) error
 	Close() error
 }
 

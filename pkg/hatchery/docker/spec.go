@@ -5,9 +5,11 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 func on(b *bool) bool { return b == nil || *b }
@@ -52,6 +54,19 @@ func containerConfig(s hatchery.ContainerSpec) (*container.Config, *container.Ho
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		LogConfig:     container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
 	}
+	if s.GateVolume != "" {
+		// The isolated chick's only way out: the gate's sockets, read-only.
+		hc.Mounts = []mount.Mount{{Type: mount.TypeVolume, Source: s.GateVolume, Target: wire.GateDir, ReadOnly: true}}
+	}
+	if err := harden(hc, h); err != nil {
+		return nil, nil, err
+	}
+	return cc, hc, nil
+}
+
+// harden applies the hardening switches shared by chicks and gates
+// (the user goes in the container's Config).
+func harden(hc *container.HostConfig, h config.Hardening) error {
 	if on(h.DropCapabilities) {
 		hc.CapDrop = []string{"ALL"}
 	}
@@ -59,7 +74,7 @@ func containerConfig(s hatchery.ContainerSpec) (*container.Config, *container.Ho
 		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
 	}
 	if strings.TrimSpace(h.User) == "" {
-		return nil, nil, fmt.Errorf("chicks.hardening.user: empty")
+		return fmt.Errorf("chicks.hardening.user: empty")
 	}
-	return cc, hc, nil
+	return nil
 }

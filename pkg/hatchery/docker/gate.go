@@ -1,0 +1,247 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/wire"
+)
+
+// The gate of an isolated Mother instance on this engine
+// (docs/isolation.md): one container and one volume per instance.
+
+var _ hatchery.Gater = (*Runtime)(nil)
+
+// GateName is the name of the gate's container and of its volume for
+// instance.
+func GateName(instance string) string { return "mother-gate-" + instance }
+
+// gateSpecVersion changes when the way a gate is built changes, so gates
+// made by an older Mother are replaced.
+const gateSpecVersion = "1"
+
+// EnsureGate implements hatchery.Gater.
+func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery.GateStatus, error) {
+	name := GateName(s.Instance)
+	st := hatchery.GateStatus{Volume: name}
+	if s.Instance == "" || s.HostName == "" {
+		return st, errors.New("gate: instance and host name are required")
+	}
+	img, err := r.api.ImageInspect(ctx, s.Image)
+	if err != nil {
+		err = classify(err)
+		if errors.Is(err, hatchery.ErrContainerNotFound) {
+			return st, fmt.Errorf("gate: the image %s is not on this Docker host (build it with `make image` there, or set chicks.image): %w", s.Image, err)
+		}
+		return st, fmt.Errorf("gate: inspect image %s: %w", s.Image, err)
+	}
+	cc, hc, err := gateConfig(s, name)
+	if err != nil {
+		return st, err
+	}
+	vopts := gateVolumeOptions(s.Hardening.User)
+	volHash := hashOf(gateSpecVersion, vopts)
+	hash := hashOf(gateSpecVersion, s, img.ID, volHash)
+	cc.Labels = gateLabels(s.Instance, s.HostName, hash)
+
+	found, err := r.gates(ctx, s.Instance)
+	if err != nil {
+		return st, err
+	}
+	var keep *container.Summary
+	var drop []container.Summary
+	for i, c := range found {
+		if h := c.Labels[hatchery.LabelGateHost]; h != s.HostName {
+			return st, &marked{hatchery.ErrConflict, fmt.Errorf("gate: this Docker engine already runs the gate of host %q for this Mother (do two chicks.hosts entries name the same engine?)", h)}
+		}
+		switch {
+		case c.Labels[hatchery.LabelGateSpec] != hash:
+			drop = append(drop, c)
+		case keep == nil:
+			keep = &found[i]
+		case c.State == hatchery.ContainerRunning && keep.State != hatchery.ContainerRunning:
+			drop = append(drop, *keep)
+			keep = &found[i]
+		default:
+			drop = append(drop, c)
+		}
+	}
+	for _, c := range drop {
+		if err := r.removeGate(ctx, c.ID); err != nil {
+			return st, err
+		}
+		st.Replaced = true
+	}
+
+	// The volume: made once; remade only when its options change (and no
+	// chick mounts it any more).
+	v, err := r.api.VolumeInspect(ctx, name)
+	switch {
+	case err == nil && v.Labels[hatchery.LabelGateSpec] != volHash:
+		if keep != nil {
+			if err := r.removeGate(ctx, keep.ID); err != nil {
+				return st, err
+			}
+			keep, st.Replaced = nil, true
+		}
+		if err := r.api.VolumeRemove(ctx, name, false); err != nil && !cerrdefs.IsNotFound(err) {
+			return st, fmt.Errorf("gate: replace volume %s (its options changed): %w", name, classify(err))
+		}
+		fallthrough
+	case cerrdefs.IsNotFound(err):
+		_, err = r.api.VolumeCreate(ctx, volume.CreateOptions{
+			Name: name, Driver: "local", DriverOpts: vopts,
+			Labels: map[string]string{hatchery.LabelGate: s.Instance, hatchery.LabelInstance: s.Instance, hatchery.LabelGateSpec: volHash},
+		})
+		if err != nil {
+			return st, fmt.Errorf("gate: create volume %s: %w", name, classify(err))
+		}
+	case err != nil:
+		return st, fmt.Errorf("gate: inspect volume %s: %w", name, classify(err))
+	}
+
+	if keep == nil {
+		resp, err := r.api.ContainerCreate(ctx, cc, hc, nil, nil, name)
+		if err != nil {
+			return st, fmt.Errorf("gate: create container %s: %w", name, classify(err))
+		}
+		st.ID, st.Created = resp.ID, true
+	} else {
+		st.ID = keep.ID
+		if keep.State == hatchery.ContainerRunning || keep.State == "restarting" {
+			// Running, or the engine's restart policy is on it.
+			return st, nil
+		}
+	}
+	if err := r.api.ContainerStart(ctx, st.ID, container.StartOptions{}); err != nil {
+		return st, fmt.Errorf("gate: start container %s: %w", name, classify(err))
+	}
+	st.Started = true
+	return st, nil
+}
+
+// RemoveGate implements hatchery.Gater.
+func (r *Runtime) RemoveGate(ctx context.Context, instance string) error {
+	found, err := r.gates(ctx, instance)
+	if err != nil {
+		return err
+	}
+	for _, c := range found {
+		if err := r.removeGate(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	name := GateName(instance)
+	if err := r.api.VolumeRemove(ctx, name, false); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("gate: remove volume %s: %w", name, classify(err))
+	}
+	return nil
+}
+
+// gates lists the gate containers of instance, running or not.
+func (r *Runtime) gates(ctx context.Context, instance string) ([]container.Summary, error) {
+	list, err := r.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", hatchery.LabelGate+"="+instance))})
+	if err != nil {
+		return nil, fmt.Errorf("gate: list gate containers: %w", classify(err))
+	}
+	return list, nil
+}
+
+func (r *Runtime) removeGate(ctx context.Context, id string) error {
+	err := r.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("gate: remove container %s: %w", short(id), classify(err))
+	}
+	return nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// gateLabels mark a gate container (docs/isolation.md).
+func gateLabels(instance, host, hash string) map[string]string {
+	return map[string]string{
+		hatchery.LabelGate:     instance,
+		hatchery.LabelInstance: instance,
+		hatchery.LabelGateHost: host,
+		hatchery.LabelGateSpec: hash,
+	}
+}
+
+// gateVolumeOptions make the gate's volume a small tmpfs owned by the
+// chick user: the gate makes its sockets there, chicks (the same user)
+// connect to them through a read-only mount. A user given by name has no
+// uid to give the tmpfs; the directory is then open to all (chicks mount
+// it read-only all the same).
+func gateVolumeOptions(user string) map[string]string {
+	o := "size=1m,mode=0777"
+	if own := parseOwner(user); own.uid >= 0 {
+		o = fmt.Sprintf("size=1m,uid=%d,gid=%d,mode=0755", own.uid, own.gid)
+	}
+	return map[string]string{"type": "tmpfs", "device": "tmpfs", "o": o}
+}
+
+// gateConfig builds the gate's container: the chick binary's gate mode on
+// the host network (it reaches Mother on loopback or the LAN), hardened
+// like a chick, restarted by the engine unless stopped.
+func gateConfig(s hatchery.GateSpec, volumeName string) (*container.Config, *container.HostConfig, error) {
+	mem, err := config.ParseBytes(s.Resources.Memory)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gate memory: %w", err)
+	}
+	env := []string{
+		hatchery.EnvAddr + "=" + s.MotherAddress,
+		wire.EnvGateHost + "=" + s.HostName,
+		wire.EnvGateToken + "=" + s.Token,
+		wire.EnvGateDir + "=" + wire.GateDir,
+	}
+	if s.CAPEM != "" {
+		env = append(env, hatchery.EnvCA+"="+s.CAPEM)
+	}
+	cc := &container.Config{Image: s.Image, Env: env, User: s.Hardening.User, Cmd: []string{"gate"}}
+	if len(s.Command) > 0 {
+		cc.Entrypoint, cc.Cmd = s.Command[:1], s.Command[1:]
+	}
+	pids := s.Resources.Pids
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode("host"),
+		ReadonlyRootfs: on(s.Hardening.ReadOnlyRoot),
+		Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volumeName, Target: wire.GateDir}},
+		Resources: container.Resources{
+			Memory:     mem,
+			MemorySwap: mem,
+			NanoCPUs:   int64(s.Resources.CPUs * 1e9),
+			PidsLimit:  &pids,
+		},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+		LogConfig:     container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
+	}
+	if err := harden(hc, s.Hardening); err != nil {
+		return nil, nil, err
+	}
+	return cc, hc, nil
+}
+
+// hashOf is a short hash of the JSON of parts (a spec label's value).
+func hashOf(parts ...any) string {
+	// Plain data (strings, maps of strings): Marshal cannot fail.
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
