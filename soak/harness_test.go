@@ -427,14 +427,14 @@ func records(t *testing.T, data string) map[string]hatchery.Record {
 	return out
 }
 
-// containers lists the containers of data's Mother instance.
+// containers lists the chick containers of data's Mother instance.
 func containers(t *testing.T, api *client.Client, data string) []container.Summary {
 	t.Helper()
 	inst := hatcherytest.InstanceFile(filepath.Join(data, "chicks"))
 	if inst == "" {
 		return nil
 	}
-	return hatcherytest.Containers(t, api, hatchery.LabelInstance, inst)
+	return hatcherytest.Chicks(t, api, inst)
 }
 
 // running waits for a running container of data's Mother and returns it.

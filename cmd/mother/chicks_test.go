@@ -27,7 +27,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/mother-chat/mother/internal/testenv"
-	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
@@ -231,7 +230,7 @@ func instanceContainers(t *testing.T, api *client.Client, data string) []contain
 	if inst == "" {
 		t.Fatal("no hatchery instance id in the data dir")
 	}
-	return hatcherytest.Containers(t, api, hatchery.LabelInstance, inst)
+	return hatcherytest.Chicks(t, api, inst)
 }
 
 // TestChickWholePath: a message asks for heavy work; Mother's model calls

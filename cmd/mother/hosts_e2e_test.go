@@ -13,7 +13,6 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
@@ -216,7 +215,7 @@ func TestTwoDockerHosts(t *testing.T) {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
 	}
 	for _, c := range []*client.Client{api, api2} {
-		if left := hatcherytest.Containers(t, c, hatchery.LabelInstance, hatcherytest.InstanceFile(filepath.Join(data, "chicks"))); len(left) != 0 {
+		if left := hatcherytest.Chicks(t, c, hatcherytest.InstanceFile(filepath.Join(data, "chicks"))); len(left) != 0 {
 			t.Errorf("%d chick containers left", len(left))
 		}
 	}

@@ -215,7 +215,7 @@ func (c *Config) SetDefaults(dataDir string) {
 		ch.Hardening.User = DefaultUser
 	}
 	if ch.Network == "" {
-		ch.Network = NetworkHost // TODO(isolation): NetworkIsolated once the gate lands
+		ch.Network = NetworkIsolated
 	}
 	if ch.Egress.MaxBytes == "" {
 		ch.Egress.MaxBytes = DefaultEgressMaxBytes

@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/docker/enginetest"
@@ -16,11 +17,26 @@ import (
 // fakeHatchery is a hatchery whose one host is a fake engine, driven by
 // the real Docker driver and client: the supervisor's answers to engine
 // errors, without an engine.
+//
+// Its chicks have no network ("none"): these tests are about the chick's
+// own container; fakeIsolatedHatchery's go through the gate first.
 func fakeHatchery(t *testing.T, e *enginetest.Engine, dockerTimeout time.Duration) (*hatchery.Hatchery, *recorder) {
+	t.Helper()
+	return fakeHatcheryWith(t, e, dockerTimeout, config.NetworkNone)
+}
+
+// fakeIsolatedHatchery is fakeHatchery with isolated chicks.
+func fakeIsolatedHatchery(t *testing.T, e *enginetest.Engine, dockerTimeout time.Duration) (*hatchery.Hatchery, *recorder) {
+	t.Helper()
+	return fakeHatcheryWith(t, e, dockerTimeout, config.NetworkIsolated)
+}
+
+func fakeHatcheryWith(t *testing.T, e *enginetest.Engine, dockerTimeout time.Duration, network string) (*hatchery.Hatchery, *recorder) {
 	t.Helper()
 	c, err := client.NewClientWithOpts(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
 	must(t, err)
 	cfg := testConfig("mother-chick:fake")
+	cfg.Chicks.Network = network
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: t.TempDir(), Logger: testLogger(t), DockerTimeout: dockerTimeout, ProbeInterval: time.Hour,
 		Hosts: []hatchery.Host{{Name: "fake", Runtime: docker.New(c), Capacity: 2, MotherAddress: "127.0.0.1:1"}},
@@ -117,6 +133,47 @@ func TestFakeEngineHungCreateRequeuesAndMarksTheHostDown(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("host still up after a hung create: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestFakeEngineGateErrorEndsTheChick(t *testing.T) {
+	t.Parallel()
+	e := enginetest.New(t)
+	e.On(http.MethodGet, "/images/{}/json", enginetest.Error(500, "engine busy"))
+	h, rec := fakeIsolatedHatchery(t, e, 30*time.Second)
+	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
+	must(t, err)
+	got := waitEnded(t, rec)
+	if got.ID != in.ID || got.Reason != hatchery.ReasonNoStart || !strings.Contains(got.Outcome, "gate") || !strings.Contains(got.Outcome, "engine busy") {
+		t.Errorf("ended %s %s %q; want %s no_start, about the gate, with the engine's words", got.ID, got.Reason, got.Outcome, in.ID)
+	}
+	for _, c := range e.Calls() {
+		if c == "POST /containers/create" {
+			t.Errorf("a chick container was made without its gate: %v", e.Calls())
+		}
+	}
+}
+
+func TestFakeEngineHungGateRequeuesAndMarksTheHostDown(t *testing.T) {
+	t.Parallel()
+	e := enginetest.New(t)
+	e.On(http.MethodGet, "/images/{}/json", enginetest.Hang())
+	h, _ := fakeIsolatedHatchery(t, e, 300*time.Millisecond)
+	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
+	must(t, err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := h.HostStates()
+		if len(st) == 1 && !st[0].Up {
+			if s := h.State(in.ID); s != hatchery.StateQueued {
+				t.Errorf("chick whose gate's host timed out is %s, want queued", s)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host still up after a hung gate call: %+v", st)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -80,6 +80,9 @@ type gateState struct {
 	ok bool
 	// id and volume are its container and volume (once ensured).
 	id, volume string
+	// gen counts the successful ensures: a watcher that sees it change
+	// knows someone else started or replaced the gate meanwhile.
+	gen uint64
 	// watching: a goroutine waits for the gate to exit.
 	watching bool
 	restarts int
@@ -156,6 +159,7 @@ func (h *Hatchery) ensureGateLocked(ctx context.Context, hs *host) (GateStatus, 
 		return st, fmt.Errorf("Docker host %s: %w", hs.Name, err)
 	}
 	hs.gate.ok, hs.gate.id, hs.gate.volume = true, st.ID, st.Volume
+	hs.gate.gen++
 	switch {
 	case st.Replaced:
 		h.logger.Info("gate replaced (its spec changed)", "host", hs.Name, "container", short(st.ID))
@@ -180,7 +184,12 @@ const (
 // again, for as long as the hatchery runs and the host answers. It clears
 // gate.watching in the same critical section that tells ensureGate the
 // gate needs asking for again, so an ensure never leaves it unwatched.
+// It does not hold gateMu while it backs off: a chick that needs the gate
+// meanwhile starts it at once.
 func (h *Hatchery) watchGate(hs *host, id string) {
+	h.mu.Lock()
+	gen := hs.gate.gen
+	h.mu.Unlock()
 	for {
 		wctx, cancel := context.WithCancel(h.ctx)
 		ex := <-hs.Runtime.Wait(wctx, id, false)
@@ -199,9 +208,9 @@ func (h *Hatchery) watchGate(hs *host, id string) {
 		}
 		hs.gateMu.Lock()
 		h.mu.Lock()
-		if hs.gate.ok && hs.gate.id != id {
-			// Replaced by an ensure meanwhile: watch the new one.
-			id = hs.gate.id
+		if hs.gate.ok && hs.gate.gen != gen {
+			// Started or replaced by an ensure meanwhile: watch that.
+			id, gen = hs.gate.id, hs.gate.gen
 			h.mu.Unlock()
 			hs.gateMu.Unlock()
 			continue
@@ -217,18 +226,28 @@ func (h *Hatchery) watchGate(hs *host, id string) {
 		hs.gate.lastExit = now
 		wait := hs.gate.backoff
 		h.mu.Unlock()
+		hs.gateMu.Unlock()
 		how := fmt.Sprintf("exit code %d", ex.Code)
 		if ex.Err != nil {
 			how = ex.Err.Error()
 		}
 		h.logger.Warn("gate exited; starting it again", "host", hs.Name, "container", short(id), "how", how, "after", wait)
-		var st GateStatus
-		err := clock.Sleep(h.ctx, h.clock, wait)
-		if err == nil {
-			ctx, dcancel := h.dctx()
-			st, err = h.ensureGateLocked(ctx, hs)
-			dcancel()
+		if clock.Sleep(h.ctx, h.clock, wait) != nil {
+			return
 		}
+		hs.gateMu.Lock()
+		h.mu.Lock()
+		if hs.gate.ok {
+			// A chick needed it meanwhile and started it.
+			id, gen = hs.gate.id, hs.gate.gen
+			h.mu.Unlock()
+			hs.gateMu.Unlock()
+			continue
+		}
+		h.mu.Unlock()
+		ctx, dcancel := h.dctx()
+		st, err := h.ensureGateLocked(ctx, hs)
+		dcancel()
 		if err != nil && (unreachable(err) || h.ctx.Err() != nil) {
 			h.mu.Lock()
 			hs.gate.watching = false
@@ -236,6 +255,9 @@ func (h *Hatchery) watchGate(hs *host, id string) {
 			hs.gateMu.Unlock()
 			return
 		}
+		h.mu.Lock()
+		gen = hs.gate.gen
+		h.mu.Unlock()
 		hs.gateMu.Unlock()
 		if err != nil {
 			h.logger.Error("cannot start the gate again; isolated chicks on this host cannot reach Mother until it runs", "host", hs.Name, "err", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // recorder is an Observer that remembers what it heard.
@@ -200,7 +201,7 @@ func TestHardenedContainerAndChannelFiles(t *testing.T) {
 		{"cpus 0.5", hc.NanoCPUs == 5e8, hc.NanoCPUs},
 		{"pids 64", hc.PidsLimit != nil && *hc.PidsLimit == 64, hc.PidsLimit},
 		{"tmpfs /tmp", strings.Contains(hc.Tmpfs["/tmp"], "size=16777216"), hc.Tmpfs},
-		{"host network", string(hc.NetworkMode) == "host", hc.NetworkMode},
+		{"no network (isolated, the default)", string(hc.NetworkMode) == "none", hc.NetworkMode},
 		{"not privileged", !hc.Privileged, hc.Privileged},
 		{"labels", insp.Config.Labels[hatchery.LabelChickID] == in.ID && insp.Config.Labels[hatchery.LabelChannel] == "cli/local" && insp.Config.Labels[hatchery.LabelInstance] == e.h.Instance(), insp.Config.Labels},
 	}
@@ -220,7 +221,8 @@ func TestHardenedContainerAndChannelFiles(t *testing.T) {
 	for _, v := range insp.Config.Env {
 		name, _, _ := strings.Cut(v, "=")
 		switch name {
-		case hatchery.EnvAddr, hatchery.EnvToken, hatchery.EnvChickID, "HOME", "TMPDIR", "PATH":
+		case hatchery.EnvAddr, hatchery.EnvToken, hatchery.EnvChickID, "HOME", "TMPDIR", "PATH",
+			wire.EnvGateProxy, wire.EnvGateKey, "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy":
 		default:
 			t.Errorf("unexpected variable in the chick's environment: %s", name)
 		}
@@ -259,7 +261,7 @@ func TestHardenedContainerAndChannelFiles(t *testing.T) {
 	if end.State != hatchery.StateKilled {
 		t.Errorf("state %s, want killed", end.State)
 	}
-	if n := len(hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance())); n != 0 {
+	if n := len(hatcherytest.Chicks(t, e.api, e.h.Instance())); n != 0 {
 		t.Errorf("%d containers left after the chick ended", n)
 	}
 }
@@ -334,7 +336,7 @@ func TestHungChickIsKilled(t *testing.T) {
 	if end.Reason != hatchery.ReasonHung || !strings.Contains(end.Outcome, "no heartbeat") {
 		t.Errorf("ended %s (%s), want hung with no heartbeat", end.Reason, end.Outcome)
 	}
-	if n := len(hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance())); n != 0 {
+	if n := len(hatcherytest.Chicks(t, e.api, e.h.Instance())); n != 0 {
 		t.Errorf("%d containers left after the hung chick was killed", n)
 	}
 }
@@ -520,7 +522,7 @@ func TestSpawnKillCyclesLeaveNothing(t *testing.T) {
 	if n := len(e.h.List(true)); n != workers*cycles {
 		t.Errorf("%d chicks remembered, want %d", n, workers*cycles)
 	}
-	if left := hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance()); len(left) != 0 {
+	if left := hatcherytest.Chicks(t, e.api, e.h.Instance()); len(left) != 0 {
 		for _, c := range left {
 			id := c.Labels[hatchery.LabelChickID]
 			in, _ := e.h.Get(id)
@@ -572,7 +574,7 @@ func TestReconcileAfterRestart(t *testing.T) {
 	}
 	_, _ = e2.h.Stop(running.ID, hatchery.ReasonKilled, "test over", 0)
 	e2.rec.wait(t, running.ID, 30*time.Second)
-	if left := hatcherytest.Containers(t, e2.api, hatchery.LabelInstance, e2.h.Instance()); len(left) != 0 {
+	if left := hatcherytest.Chicks(t, e2.api, e2.h.Instance()); len(left) != 0 {
 		t.Errorf("%d containers left", len(left))
 	}
 }
@@ -628,7 +630,7 @@ func TestReconcileStartsNeverStartedChick(t *testing.T) {
 	}
 	_, _ = e2.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
 	e2.rec.wait(t, in.ID, 30*time.Second)
-	if left := hatcherytest.Containers(t, e2.api, hatchery.LabelInstance, e2.h.Instance()); len(left) != 0 {
+	if left := hatcherytest.Chicks(t, e2.api, e2.h.Instance()); len(left) != 0 {
 		t.Errorf("%d containers left", len(left))
 	}
 }
@@ -692,7 +694,7 @@ func TestWallClockTimeout(t *testing.T) {
 	if end.Reason != hatchery.ReasonTimeout || end.Outcome != "timed out after 1s" || end.State != hatchery.StateFailed {
 		t.Errorf("ended %s/%s (%s), want failed by timeout", end.State, end.Reason, end.Outcome)
 	}
-	if n := len(hatcherytest.Containers(t, e.api, hatchery.LabelInstance, e.h.Instance())); n != 0 {
+	if n := len(hatcherytest.Chicks(t, e.api, e.h.Instance())); n != 0 {
 		t.Errorf("%d containers left after the timeout", n)
 	}
 }

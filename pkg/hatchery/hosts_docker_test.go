@@ -226,7 +226,7 @@ func TestTwoEngines(t *testing.T) {
 	}
 	stop(f.ID, g.ID)
 	for _, c := range []*client.Client{api, api2} {
-		if left := hatcherytest.Containers(t, c, hatchery.LabelInstance, h.Instance()); len(left) != 0 {
+		if left := hatcherytest.Chicks(t, c, h.Instance()); len(left) != 0 {
 			t.Errorf("%d containers left", len(left))
 		}
 	}
@@ -314,7 +314,7 @@ func TestHostStopsAnswering(t *testing.T) {
 	if end := rec.wait(t, b, time.Minute); end.Reason != hatchery.ReasonKilled || !end.Removed {
 		t.Errorf("b ended %s (removed %v), want killed and removed", end.Reason, end.Removed)
 	}
-	if left := hatcherytest.Containers(t, api2, hatchery.LabelInstance, h.Instance()); len(left) != 0 {
+	if left := hatcherytest.Chicks(t, api2, h.Instance()); len(left) != 0 {
 		t.Errorf("%d containers left", len(left))
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/mother-chat/mother/internal/testenv"
 )
@@ -130,7 +131,83 @@ func RemoveOnCleanup(t testing.TB, c *client.Client, instance func() string) {
 		for _, ct := range list {
 			_ = c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}
+		// The gate's volume (isolated chicks).
+		vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", "mother.instance="+inst))})
+		if err != nil {
+			t.Logf("cleanup: list volumes: %v", err)
+			return
+		}
+		for _, v := range vols.Volumes {
+			if err := c.VolumeRemove(ctx, v.Name, true); err != nil {
+				t.Logf("cleanup: remove volume %s: %v", v.Name, err)
+			}
+		}
 	})
+}
+
+// Chicks lists the chick containers (running or not) of a Mother
+// instance: its containers but its gates.
+func Chicks(t testing.TB, c *client.Client, instance string) []container.Summary {
+	t.Helper()
+	var out []container.Summary
+	for _, ct := range Containers(t, c, "mother.instance", instance) {
+		if _, gate := ct.Labels["mother.gate"]; !gate {
+			out = append(out, ct)
+		}
+	}
+	return out
+}
+
+// Gates lists the gate containers (running or not) of a Mother instance.
+func Gates(t testing.TB, c *client.Client, instance string) []container.Summary {
+	t.Helper()
+	return Containers(t, c, "mother.gate", instance)
+}
+
+var (
+	standInOnce sync.Once
+	standInErr  error
+	standInOut  []byte
+)
+
+// StandInGate is the chick image with a stand-in for `chick gate` added,
+// built once per test binary, and the gate command that runs it: it
+// listens on $MOTHER_GATE_DIR/nest.sock and answers each connection with
+// "gate <MOTHER_GATE_HOST>\n" (testdata/standin-gate). "standin-gate dial
+// PATH" in a container of that image prints what a socket says. For the
+// gate's lifecycle and plumbing, without Mother on the other side.
+func StandInGate(t testing.TB) (image string, command []string) {
+	t.Helper()
+	base := BuildImage(t)
+	tag := base + "-standin-gate"
+	standInOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			standInErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "standin-gate-")
+		if err != nil {
+			standInErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, "standin-gate"), "./pkg/hatchery/hatcherytest/testdata/standin-gate")
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if standInOut, standInErr = build.CombinedOutput(); standInErr != nil {
+			return
+		}
+		df := "FROM " + base + "\nCOPY standin-gate /usr/local/bin/standin-gate\n"
+		if standInErr = os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); standInErr != nil {
+			return
+		}
+		standInOut, standInErr = exec.Command("docker", "build", "-q", "-t", tag, dir).CombinedOutput()
+	})
+	if standInErr != nil {
+		t.Fatalf("build the stand-in gate image: %v\n%s", standInErr, standInOut)
+	}
+	return tag, []string{"/usr/local/bin/standin-gate", "serve"}
 }
 
 // InstanceFile reads <dir>/instance (the hatchery's instance id), or "".
