@@ -189,7 +189,7 @@ func dnsAnswer(q []byte, name string, ip net.IP) []byte {
 	binary.Write(&r, binary.BigEndian, []uint16{flags, 1, answers, 0, 0})
 	r.Write(question)
 	if answers == 1 {
-		r.Write([]byte{0xc0, 12})                                   // the question's name
+		r.Write([]byte{0xc0, 12})                                    // the question's name
 		binary.Write(&r, binary.BigEndian, []uint16{1, 1, 0, 60, 4}) // A, IN, TTL 60, 4 bytes
 		r.Write(ip)
 	}
