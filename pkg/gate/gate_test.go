@@ -578,7 +578,9 @@ func TestMotherUnreachable(t *testing.T) {
 func TestNestPipe(t *testing.T) {
 	t.Parallel()
 	e := start(t, nil)
-	e.m.SetDecide(func(*pb.AuthorizeRequest) *pb.AuthorizeResponse { return &pb.AuthorizeResponse{Reason: "through the pipe"} })
+	e.m.SetDecide(func(*pb.AuthorizeRequest) *pb.AuthorizeResponse {
+		return &pb.AuthorizeResponse{Reason: "through the pipe"}
+	})
 	creds, err := wire.ClientTLS(e.m.CAPEM)
 	if err != nil {
 		t.Fatal(err)

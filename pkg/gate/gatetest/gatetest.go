@@ -60,7 +60,9 @@ func Start(t testing.TB, chick pb.ChickServiceServer) *Mother {
 		Addr: lis.Addr().String(), CAPEM: tl.CAPEM,
 		srv:     grpc.NewServer(grpc.Creds(tl.Creds)),
 		reports: make(chan *pb.ReportRequest, 1000),
-		decide:  func(*pb.AuthorizeRequest) *pb.AuthorizeResponse { return &pb.AuthorizeResponse{Reason: "not allowed for this chick"} },
+		decide: func(*pb.AuthorizeRequest) *pb.AuthorizeResponse {
+			return &pb.AuthorizeResponse{Reason: "not allowed for this chick"}
+		},
 	}
 	pb.RegisterGateServiceServer(m.srv, &gateService{m: m})
 	if chick != nil {
