@@ -26,11 +26,15 @@ func (g *Gate) report(r *pb.ReportRequest) {
 func (g *Gate) sendReports() {
 	defer g.reportsWG.Done()
 	base := context.Background()
-	var stopDrain context.CancelFunc
+	stopDrain := context.CancelFunc(nil)
+	defer func() {
+		if stopDrain != nil {
+			stopDrain()
+		}
+	}()
 	for r := range g.reports {
 		if stopDrain == nil && g.stopping() {
 			base, stopDrain = context.WithTimeout(base, drainFor)
-			defer stopDrain()
 		}
 		ctx, cancel := context.WithTimeout(wire.Credentials(base, g.opts.HostName, g.opts.Token), g.opts.CallTimeout)
 		_, err := g.client.Report(ctx, r)
