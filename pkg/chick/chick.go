@@ -100,6 +100,9 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Addr == "" || opts.Token == "" || opts.ChickID == "" {
 		return errors.New("chick: address, token and chick id are required")
 	}
+	if opts.GateProxy != "" && opts.GateKey == "" {
+		return errors.New("chick: isolated (a gate proxy socket) without a gate key")
+	}
 	creds, err := wire.ClientTLS(opts.CAPEM)
 	if err != nil {
 		return fmt.Errorf("chick: Mother's CA certificate (MOTHER_CA_PEM): %w", err)

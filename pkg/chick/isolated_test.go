@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/chick"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/gate"
 	"github.com/mother-chat/mother/pkg/gate/gatetest"
 	"github.com/mother-chat/mother/pkg/model"
@@ -231,6 +232,17 @@ func (w *webServers) proxyClient(proxyAddr string) *http.Client {
 	tr.TLSClientConfig.ServerName = "example.com" // in httptest's certificate
 	tr.DisableKeepAlives = true
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// fetch is get for another goroutine: "code body", or the error.
+func fetch(c *http.Client, u string) string {
+	resp, err := c.Get(u)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprint(resp.StatusCode, " ", string(b))
 }
 
 func get(t *testing.T, c *http.Client, u string) (int, string) {
@@ -445,4 +457,52 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestForwarderWaitsForGate: while the gate restarts (its socket gone),
+// a connection to the chick's proxy waits for it to come back, then goes
+// through; if it does not come back in time, the client is told so.
+func TestForwarderWaitsForGate(t *testing.T) {
+	t.Parallel()
+	m := gatetest.Start(t, nil)
+	allowWeb(m)
+	dir := shortDir(t)
+	web := startWeb(t)
+	fake := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &chick.Forwarder{Socket: filepath.Join(dir, wire.GateProxySocket), ChickID: chickID, Key: chickKey, Clock: fake, WaitFor: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Serve(ctx, lis) }()
+	defer func() { cancel(); <-done }()
+	c := web.proxyClient(lis.Addr().String())
+	waitRetrying := func() {
+		for fake.Pending() == 0 { // until the forwarder waits for the socket
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	// No gate, and none comes: 502 once WaitFor has passed.
+	got := make(chan string, 1)
+	go func() { got <- fetch(c, "http://web.test:"+web.plainPort+"/") }()
+	waitRetrying()
+	for len(got) == 0 {
+		fake.Advance(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	if s := <-got; s != "502 blocked: the gate is not reachable (restarting?); try again\n" {
+		t.Errorf("without a gate: %q", s)
+	}
+
+	// The gate comes back while a request waits: it goes through.
+	go func() { got <- fetch(c, "http://web.test:"+web.plainPort+"/") }()
+	waitRetrying()
+	runGate(t, m, dir)
+	fake.Advance(time.Second)
+	if s, want := <-got, "200 hello from web.test:"+web.plainPort+" over HTTP/1.1"; s != want {
+		t.Errorf("after the gate came back: %q, want %q", s, want)
+	}
 }

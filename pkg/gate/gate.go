@@ -73,6 +73,8 @@ type Gate struct {
 	caps      *caps
 	reports   chan *pb.ReportRequest
 	reportsWG sync.WaitGroup
+	reportCtx context.Context
+	endReport context.CancelFunc
 
 	mu     sync.Mutex
 	conns  map[io.Closer]struct{}
@@ -145,18 +147,23 @@ func New(opts Options) (*Gate, error) {
 		reports: make(chan *pb.ReportRequest, 1024),
 		conns:   map[io.Closer]struct{}{},
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	g.reportCtx, g.endReport = context.WithCancel(context.Background())
+	fail := func(err error) (*Gate, error) {
+		if g.nestLis != nil {
+			g.nestLis.Close()
+		}
+		g.endReport()
 		conn.Close()
-		return nil, fmt.Errorf("gate: %w", err)
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return fail(fmt.Errorf("gate: %w", err))
 	}
 	if g.nestLis, err = listenUnix(g.NestSocket()); err != nil {
-		conn.Close()
-		return nil, err
+		return fail(err)
 	}
 	if g.proxyLis, err = listenUnix(g.ProxySocket()); err != nil {
-		g.nestLis.Close()
-		conn.Close()
-		return nil, err
+		return fail(err)
 	}
 	return g, nil
 }
@@ -207,7 +214,10 @@ func (g *Gate) Serve(ctx context.Context) error {
 	g.mu.Unlock()
 	g.wg.Wait()
 	close(g.reports)
+	drain := g.clock.AfterFunc(drainFor, g.endReport)
 	g.reportsWG.Wait()
+	drain.Stop()
+	g.endReport()
 	g.conn.Close()
 	g.log.Info("gate stopped")
 	return nil

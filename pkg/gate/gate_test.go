@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -231,6 +232,23 @@ func mustPort(s string) uint32 {
 	return uint32(n)
 }
 
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // TestLoopbackRefusedWithoutTrusted: Mother allows the destination, but
 // it is a loopback address the operator did not list: refused, never
 // dialled.
@@ -256,7 +274,8 @@ func TestLoopbackRefusedWithoutTrusted(t *testing.T) {
 // exact 403 line, is reported REFUSED, and is never even looked up.
 func TestRefusedByMother(t *testing.T) {
 	t.Parallel()
-	e := start(t, nil)
+	logs := &syncBuffer{}
+	e := start(t, func(o *gate.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	_, _, code, body := e.connect(t, "github.com:443")
 	if want := "blocked: github.com:443 (not allowed for this chick)\n"; code != http.StatusForbidden || body != want {
 		t.Errorf("CONNECT: %d %q, want 403 %q", code, body, want)
@@ -267,6 +286,9 @@ func TestRefusedByMother(t *testing.T) {
 	}
 	if n := e.lookupCount(); n != 0 {
 		t.Errorf("%d lookups for a refused destination", n)
+	}
+	if want := `level=INFO msg=refused component=gate chick=c-1 destination=github.com:443 outcome=EGRESS_OUTCOME_REFUSED reason="not allowed for this chick"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a line with %s", logs.String(), want)
 	}
 	// A plain-HTTP request gets the same answer.
 	c := e.proxy(t)

@@ -22,31 +22,16 @@ func (g *Gate) report(r *pb.ReportRequest) {
 }
 
 // sendReports delivers queued reports one by one until the queue is
-// closed; then it keeps going only for drainFor.
+// closed and empty. Serve ends reportCtx drainFor after it closes the
+// queue, which fails whatever is left at once.
 func (g *Gate) sendReports() {
 	defer g.reportsWG.Done()
-	base := context.Background()
-	stopDrain := context.CancelFunc(nil)
-	defer func() {
-		if stopDrain != nil {
-			stopDrain()
-		}
-	}()
 	for r := range g.reports {
-		if stopDrain == nil && g.stopping() {
-			base, stopDrain = context.WithTimeout(base, drainFor)
-		}
-		ctx, cancel := context.WithTimeout(wire.Credentials(base, g.opts.HostName, g.opts.Token), g.opts.CallTimeout)
+		ctx, cancel := context.WithTimeout(wire.Credentials(g.reportCtx, g.opts.HostName, g.opts.Token), g.opts.CallTimeout)
 		_, err := g.client.Report(ctx, r)
 		cancel()
 		if err != nil {
 			g.log.Warn("report not delivered", "chick", r.GetChickId(), "host", r.GetHost(), "port", r.GetPort(), "outcome", r.GetOutcome().String(), "err", err)
 		}
 	}
-}
-
-func (g *Gate) stopping() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed
 }
