@@ -3,9 +3,12 @@ package main
 import (
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // The token is the chick's own and no tool may see it: not in the
@@ -13,16 +16,30 @@ import (
 // process's initial environment for its whole life (Unsetenv does not
 // change it). So the chick re-executes itself once with the token moved
 // into a pipe: the new image's environ has no token, and the pipe is read
-// and closed before anything runs.
+// and closed before anything runs. An isolated chick's gate key
+// (MOTHER_GATE_KEY) travels the same way: it is worth nothing beyond this
+// chick, but the tools have no use for it either.
 const tokenFDVar = "MOTHER_TOKEN_FD"
 
-// hideToken re-executes the chick without MOTHER_TOKEN in its environment.
-// If anything fails it carries on with the token in the environment.
+// hidden are the variables hideToken moves into the pipe, in order.
+var hidden = []string{"MOTHER_TOKEN", wire.EnvGateKey}
+
+// hideToken re-executes the chick without MOTHER_TOKEN and
+// MOTHER_GATE_KEY in its environment. If anything fails it carries on
+// with them in the environment.
 func hideToken() {
-	tok := os.Getenv("MOTHER_TOKEN")
-	if tok == "" || os.Getenv(tokenFDVar) != "" {
+	var vals []string
+	found := false
+	for _, k := range hidden {
+		v := os.Getenv(k)
+		vals = append(vals, v)
+		found = found || v != ""
+	}
+	if !found || os.Getenv(tokenFDVar) != "" {
 		return
 	}
+	// Environment values hold no NUL: it separates them unambiguously.
+	tok := strings.Join(vals, "\x00")
 	exe, err := os.Executable()
 	if err != nil {
 		return
@@ -39,7 +56,8 @@ func hideToken() {
 	syscall.Close(p[1])
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MOTHER_TOKEN=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(hidden, k) {
 			env = append(env, kv)
 		}
 	}
@@ -48,24 +66,31 @@ func hideToken() {
 	syscall.Close(p[0])
 }
 
-// readToken returns the token from the pipe of hideToken (or, if that did
-// not happen, from the environment, which it then clears).
-func readToken() string {
+// readToken returns the token and the gate key from the pipe of
+// hideToken (or, if that did not happen, from the environment, which it
+// then clears).
+func readToken() (token, gateKey string) {
+	vals := make([]string, len(hidden))
 	if fdS := os.Getenv(tokenFDVar); fdS != "" {
 		os.Unsetenv(tokenFDVar)
 		fd, err := strconv.Atoi(fdS)
 		if err != nil {
-			return ""
+			return "", ""
 		}
 		f := os.NewFile(uintptr(fd), "token")
 		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, 4096))
+		b, err := io.ReadAll(io.LimitReader(f, 8192))
 		if err != nil {
-			return ""
+			return "", ""
 		}
-		return string(b)
+		copy(vals, strings.Split(string(b), "\x00"))
+	} else {
+		for i, k := range hidden {
+			vals[i] = os.Getenv(k)
+		}
 	}
-	tok := os.Getenv("MOTHER_TOKEN")
-	os.Unsetenv("MOTHER_TOKEN")
-	return tok
+	for _, k := range hidden {
+		os.Unsetenv(k)
+	}
+	return vals[0], vals[1]
 }

@@ -7,36 +7,54 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // TestMain doubles as the chick's start when CHICK_TOKEN_PROBE is set: it
 // hides the token as main does, then reports what it reads and whether the
-// token is still in its environment or in /proc/self/environ.
+// token is still in its environment or in /proc/self/environ. With
+// CHICK_RUN_MAIN set it is the chick command itself.
 func TestMain(m *testing.M) {
+	if os.Getenv("CHICK_RUN_MAIN") == "1" { // the whole command, with CHICK_ARGS
+		os.Args = append([]string{"chick"}, strings.Fields(os.Getenv("CHICK_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
 	if os.Getenv("CHICK_TOKEN_PROBE") == "1" {
 		hideToken()
-		tok := readToken()
+		tok, key := readToken()
 		environ, _ := os.ReadFile("/proc/self/environ")
-		fmt.Printf("token=%s env=%v proc=%v fdvar=%v\n", tok, os.Getenv("MOTHER_TOKEN") != "", bytes.Contains(environ, []byte("sk-chick-token")), os.Getenv(tokenFDVar) != "")
+		fmt.Printf("token=%s key=%s env=%v proc=%v fdvar=%v\n", tok, key,
+			os.Getenv("MOTHER_TOKEN") != "" || os.Getenv(wire.EnvGateKey) != "",
+			bytes.Contains(environ, []byte("sk-chick-token")) || bytes.Contains(environ, []byte("gate-key-1")), os.Getenv(tokenFDVar) != "")
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
 // TestTokenPassesThroughDescriptor: the chick re-executes itself with the
-// token in a pipe; afterwards it holds the token, and neither its
-// environment nor its initial environ (/proc/self/environ, what tools
-// could read) contains it.
+// token (and an isolated chick's gate key) in a pipe; afterwards it holds
+// them, and neither its environment nor its initial environ
+// (/proc/self/environ, what tools could read) contains them.
 func TestTokenPassesThroughDescriptor(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "CHICK_TOKEN_PROBE=1", "MOTHER_TOKEN=sk-chick-token")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("probe: %v\n%s", err, out)
-	}
-	if got, want := strings.TrimSpace(string(out)), "token=sk-chick-token env=false proc=false fdvar=false"; got != want {
-		t.Errorf("probe says %q, want %q", got, want)
+	for _, tc := range []struct{ env, want string }{
+		{"MOTHER_TOKEN=sk-chick-token", "token=sk-chick-token key= env=false proc=false fdvar=false"},
+		{"MOTHER_GATE_KEY=gate-key-1", "token=sk-chick-token key=gate-key-1 env=false proc=false fdvar=false"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CHICK_TOKEN_PROBE=1", "MOTHER_TOKEN=sk-chick-token")
+		if tc.env != "MOTHER_TOKEN=sk-chick-token" {
+			cmd.Env = append(cmd.Env, tc.env)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("probe: %v\n%s", err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != tc.want {
+			t.Errorf("probe with %s says %q, want %q", tc.env, got, tc.want)
+		}
 	}
 }
 
@@ -44,7 +62,8 @@ func TestTokenPassesThroughDescriptor(t *testing.T) {
 // comes from the environment, which is then cleared.
 func TestTokenFromEnvironmentWithoutPipe(t *testing.T) {
 	t.Setenv("MOTHER_TOKEN", "sk-plain")
-	if got := readToken(); got != "sk-plain" || os.Getenv("MOTHER_TOKEN") != "" {
-		t.Errorf("readToken = %q, env left %q", got, os.Getenv("MOTHER_TOKEN"))
+	t.Setenv(wire.EnvGateKey, "key-plain")
+	if tok, key := readToken(); tok != "sk-plain" || key != "key-plain" || os.Getenv("MOTHER_TOKEN") != "" || os.Getenv(wire.EnvGateKey) != "" {
+		t.Errorf("readToken = %q, %q; env left %q, %q", tok, key, os.Getenv("MOTHER_TOKEN"), os.Getenv(wire.EnvGateKey))
 	}
 }

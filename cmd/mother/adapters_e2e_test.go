@@ -62,6 +62,7 @@ func startDaemon(t *testing.T, data string, cfg map[string]any) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	noRaceAtEnd(t, "mother", d.stderr.String)
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		d.stop(t)

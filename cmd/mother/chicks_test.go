@@ -419,6 +419,7 @@ func momctl(t *testing.T, data string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(buildMomctl(t), append([]string{"--socket", filepath.Join(data, "mother.sock")}, args...)...)
 	out, err := cmd.CombinedOutput()
+	noRace(t, "momctl", string(out))
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return string(out), ee.ExitCode()
@@ -695,6 +696,7 @@ func checkSocketDenied(t *testing.T, data string) {
 	cmd := exec.Command(bin, "--socket", filepath.Join(data, "mother.sock"), "chicks", "ls")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: otherUser(t)}
 	out, err := cmd.CombinedOutput()
+	noRace(t, "momctl", string(out))
 	if err == nil || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "run momctl as the user that runs Mother") {
 		t.Errorf("momctl as another user: %v: %s", err, out)
 	}

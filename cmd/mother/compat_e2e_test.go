@@ -232,9 +232,11 @@ func runCompat(t *testing.T, api *client.Client, mother, motherVersion, image, c
 	if code := p.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
 	}
-	if out, err := exec.Command(mother, "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), motherVersion) {
+	out, err := exec.Command(mother, "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), motherVersion) {
 		t.Errorf("%s --version = %q (%v), want %s: not the Mother meant", mother, out, err, motherVersion)
 	}
+	noRace(t, "mother --version", string(out))
 	errs := p.errs()
 	if !regexp.MustCompile(`chick joined.* version=` + regexp.QuoteMeta(chickVersion)).MatchString(errs) {
 		t.Errorf("no chick of version %s joined:\n%s", chickVersion, errs)
@@ -264,6 +266,7 @@ func startMotherBinary(t *testing.T, bin, data string, env []string) *chickProc 
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	noRaceAtEnd(t, "mother", p.errs)
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {

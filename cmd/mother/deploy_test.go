@@ -71,11 +71,12 @@ func TestDaemonNotifiesSystemd(t *testing.T) {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=200000", "MOTHER_GRPC_LISTEN=127.0.0.1:0"}
 	stdin, _ := cmd.StdinPipe() // the cli adapter's stdin stays open
 	defer stdin.Close()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	noRaceAtEnd(t, "mother", stderr.String)
 	defer cmd.Process.Kill()
 
 	read := func() string {

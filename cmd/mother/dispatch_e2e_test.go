@@ -58,7 +58,7 @@ func startMother(t *testing.T, env []string, args ...string) *proc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		noRace(t, p.stderr.String())
+		noRace(t, "mother", p.stderr.String())
 	})
 	return p
 }

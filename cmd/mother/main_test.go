@@ -21,29 +21,6 @@ import (
 
 var motherBin string
 
-// raceFlags builds the binaries the end-to-end tests run (mother, momctl)
-// with the race detector when MOTHER_TEST_RACE=1 (make test sets it), so
-// the daemon's concurrency is race-checked in the runs that exercise it:
-// a race makes the binary exit 66 and print "WARNING: DATA RACE". The
-// chick stays non-race: its image is FROM scratch and needs a static,
-// CGO-free binary (images/chick/build-offline.sh builds it with
-// CGO_ENABLED=0).
-func raceFlags() []string {
-	if os.Getenv("MOTHER_TEST_RACE") == "1" {
-		return []string{"-race"}
-	}
-	return nil
-}
-
-// noRace fails the test when a race-built binary reported a data race on
-// its standard error (a binary killed by the test never exits 66).
-func noRace(t *testing.T, stderr string) {
-	t.Helper()
-	if i := strings.Index(stderr, "WARNING: DATA RACE"); i >= 0 {
-		t.Errorf("the binary under test reported a data race:\n%s", stderr[i:])
-	}
-}
-
 // goBuild is `go build` with raceFlags.
 func goBuild(args ...string) *exec.Cmd {
 	return exec.Command("go", append(append([]string{"build"}, raceFlags()...), args...)...)
@@ -86,7 +63,7 @@ func runMother(t *testing.T, stdin string, env []string, args ...string) result 
 	} else if err != nil {
 		t.Fatalf("run mother: %v", err)
 	}
-	noRace(t, errb.String())
+	noRace(t, "mother", errb.String())
 	return result{out.String(), errb.String(), code}
 }
 

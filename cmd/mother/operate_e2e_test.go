@@ -95,6 +95,7 @@ func TestOperateDaemonMetricsStatusAndLogs(t *testing.T) {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	noRaceAtEnd(t, "mother", d.stderr.String)
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		d.stop(t)

@@ -8,6 +8,14 @@
 // (host_tool, within config's chicks.hostTools), uploads attached and
 // output files, sends its result, and returns. A cancellation from Mother aborts the run.
 //
+// An isolated chick (Options.GateProxy set, docs/isolation.md) reaches
+// Mother through its host's gate (Addr is then the gate's nest socket,
+// unix:///run/mother-gate/nest.sock; TLS still runs end to end to
+// Mother), serves the HTTP proxy its tools are pointed at
+// (wire.ChickProxyAddr) with a Forwarder to the gate's proxy socket, and
+// gives its model the request_access tool, which asks the channel's
+// admins for a destination.
+//
 // It links no chat platform and no Docker client, and holds no secret but
 // its own token.
 package chick
@@ -19,6 +27,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +35,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -68,6 +78,16 @@ type Options struct {
 	// Clock times reconnects, event batching and waits (default
 	// clock.Real).
 	Clock clock.Clock
+	// GateProxy is the gate's proxy socket (MOTHER_GATE_PROXY). Set, the
+	// chick is isolated: it serves its HTTP proxy (wire.ChickProxyAddr)
+	// by forwarding to this socket, and offers the request_access tool.
+	// Addr is then the gate's nest socket (unix:///run/mother-gate/nest.sock).
+	GateProxy string
+	// GateKey names the chick to the gate (MOTHER_GATE_KEY).
+	GateKey string
+	// ProxyListener, if set, is where the proxy listens instead of
+	// wire.ChickProxyAddr (tests).
+	ProxyListener net.Listener
 }
 
 // ErrRejected means Mother refused the chick's token: it was reaped or has
@@ -79,6 +99,9 @@ var ErrRejected = errors.New("mother rejected this chick's token")
 func Run(ctx context.Context, opts Options) error {
 	if opts.Addr == "" || opts.Token == "" || opts.ChickID == "" {
 		return errors.New("chick: address, token and chick id are required")
+	}
+	if opts.GateProxy != "" && opts.GateKey == "" {
+		return errors.New("chick: isolated (a gate proxy socket) without a gate key")
 	}
 	creds, err := wire.ClientTLS(opts.CAPEM)
 	if err != nil {
@@ -104,6 +127,13 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
+		// Reconnect as often as the chick retries: gRPC's own default
+		// waits up to two minutes between attempts, too long for a gate
+		// or Mother that is back in a second.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: opts.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: opts.MaxBackoff},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 	}, opts.DialOptions...)
@@ -112,6 +142,13 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("chick: dial %s: %w", opts.Addr, err)
 	}
 	defer conn.Close()
+	if opts.GateProxy != "" {
+		stop, err := startForwarder(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	r := &runner{
 		opts:   opts,
 		client: pb.NewChickServiceClient(conn),
@@ -119,6 +156,25 @@ func Run(ctx context.Context, opts Options) error {
 		out:    newOutbox(),
 	}
 	return r.run(ctx)
+}
+
+// startForwarder serves the isolated chick's HTTP proxy until stop.
+func startForwarder(ctx context.Context, opts Options) (stop func(), err error) {
+	lis := opts.ProxyListener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", wire.ChickProxyAddr); err != nil {
+			return nil, fmt.Errorf("chick: the proxy for the gate: %w", err)
+		}
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	f := &Forwarder{Socket: opts.GateProxy, ChickID: opts.ChickID, Key: opts.GateKey, Logger: opts.Logger.With("chick", opts.ChickID), Clock: opts.Clock}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Serve(fctx, lis)
+	}()
+	opts.Logger.Info("isolated: proxy for the gate", "listen", lis.Addr().String(), "gate", opts.GateProxy)
+	return func() { cancel(); <-done }, nil
 }
 
 type runner struct {
@@ -225,6 +281,9 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	tools = append(tools, r.hostTools(join)...)
+	if r.opts.GateProxy != "" {
+		tools = append(tools, &accessTool{r: r})
+	}
 	ag, err := agent.New(agent.Config{
 		Provider: &brokerProvider{r: r},
 		Model:    join.GetTier(),

@@ -56,10 +56,35 @@ type Watcher struct {
 	timerMu sync.Mutex
 	timer   clock.Timer
 
-	fsw    *fsnotify.Watcher
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	closeWatch func() error
+	ctx        context.Context
+	cancel     context.CancelFunc
+	done       chan struct{}
+
+	// openWatch starts watching a directory (fsnotify); a test replaces
+	// it to feed the loop events of its own.
+	openWatch func(dir string) (fileWatch, error)
+}
+
+// fileWatch is what the watcher reads from a directory watch: its events,
+// its errors and how to end it.
+type fileWatch struct {
+	events <-chan fsnotify.Event
+	errors <-chan error
+	close  func() error
+}
+
+// watchDir watches dir with fsnotify.
+func watchDir(dir string) (fileWatch, error) {
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fileWatch{}, err
+	}
+	if err := fsw.Add(dir); err != nil {
+		fsw.Close()
+		return fileWatch{}, err
+	}
+	return fileWatch{events: fsw.Events, errors: fsw.Errors, close: fsw.Close}, nil
 }
 
 // New returns a watcher; nothing happens until Start.
@@ -85,6 +110,8 @@ func New(opts Options) *Watcher {
 		logger: opts.Logger.With("component", "confwatch"),
 		cur:    opts.Current,
 		done:   make(chan struct{}),
+
+		openWatch: watchDir,
 	}
 	w.lastSum, _ = w.sum()
 	return w
@@ -103,27 +130,23 @@ func (w *Watcher) sum() ([32]byte, error) {
 
 // Start watches the data directory until ctx ends or Stop.
 func (w *Watcher) Start(ctx context.Context) error {
-	fsw, err := fsnotify.NewWatcher()
+	fw, err := w.openWatch(w.opts.Dir)
 	if err != nil {
-		return fmt.Errorf("watch config: %w", err)
-	}
-	if err := fsw.Add(w.opts.Dir); err != nil {
-		fsw.Close()
 		return fmt.Errorf("watch config: %s: %w", w.opts.Dir, err)
 	}
-	w.fsw = fsw
+	w.closeWatch = fw.close
 	w.ctx, w.cancel = context.WithCancel(ctx)
-	go w.loop()
+	go w.loop(fw.events, fw.errors)
 	return nil
 }
 
-func (w *Watcher) loop() {
+func (w *Watcher) loop(events <-chan fsnotify.Event, errs <-chan error) {
 	defer close(w.done)
 	for {
 		select {
 		case <-w.ctx.Done():
 			return
-		case ev, ok := <-w.fsw.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
@@ -131,7 +154,7 @@ func (w *Watcher) loop() {
 				continue
 			}
 			w.schedule()
-		case err, ok := <-w.fsw.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}
@@ -204,7 +227,7 @@ func (w *Watcher) Stop() {
 		return
 	}
 	w.cancel()
-	w.fsw.Close()
+	w.closeWatch()
 	<-w.done
 	w.timerMu.Lock()
 	if w.timer != nil {

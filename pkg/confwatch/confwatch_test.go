@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	_ "github.com/mother-chat/mother/pkg/adapters/discord" // registers "discord" for the configs below
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
@@ -59,9 +61,8 @@ func servers(c *config.Config) []string {
 }
 
 // TestReloadOnChange: a changed config.json (written in place or saved by
-// rename) is applied after the debounce; the same content again, an
-// unrelated file, or an invalid config apply nothing; Reload applies even
-// an unchanged file.
+// rename) is applied after the debounce; the same content again or an
+// invalid config apply nothing; Reload applies even an unchanged file.
 func TestReloadOnChange(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, config.File)
@@ -107,16 +108,19 @@ func TestReloadOnChange(t *testing.T) {
 		t.Errorf("servers after the rename = %v", s)
 	}
 
-	// Invalid: nothing applied, the running configuration stays.
+	// Invalid, then the applied content again: nothing is applied and the
+	// running configuration stays. settle fires the debounce after the
+	// write, and the reload runs inside Advance: when it returns, the file
+	// as written has been read.
 	write(`{"mcpServers":{"c":{}}}`)
 	settle()
+	if n := got.n(); n != 2 {
+		t.Errorf("%d reloads after an invalid config.json, want 2: it was applied", n)
+	}
 	write(`{"mcpServers":{"b":{"url":"http://127.0.0.1:1/mcp"}}}`) // back to the applied content
 	settle()
-	os.WriteFile(filepath.Join(dir, "other.json"), []byte("{}"), 0o600)
-	time.Sleep(50 * time.Millisecond) // give a wrong reload the chance to happen
-	clk.Advance(time.Second)
 	if n := got.n(); n != 2 {
-		t.Errorf("%d reloads; an invalid config or unchanged content was applied", n)
+		t.Errorf("%d reloads after config.json got the applied content again, want 2: unchanged content was applied", n)
 	}
 	if s := servers(w.Current()); !slices.Equal(s, []string{"b"}) {
 		t.Errorf("Current() = %v", s)
@@ -156,5 +160,44 @@ func TestChanged(t *testing.T) {
 	}
 	if got := Changed(a, a, Reloadable...); len(got) != 0 {
 		t.Errorf("Changed(a, a) = %v", got)
+	}
+}
+
+// TestOtherFilesScheduleNothing: changes to other files in the data
+// directory, and config.json's attribute changes, start no reload. The test
+// feeds the loop itself; each send returns only when the loop has taken
+// the event, so after the next one the previous one has been handled.
+func TestOtherFilesScheduleNothing(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := New(Options{Dir: dir, Clock: clk, Debounce: time.Second, Load: func() (*config.Config, error) { return &config.Config{}, nil }})
+	evs := make(chan fsnotify.Event)
+	w.openWatch = func(string) (fileWatch, error) {
+		return fileWatch{events: evs, errors: make(chan error), close: func() error { return nil }}, nil
+	}
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	at := func(name string, op fsnotify.Op) fsnotify.Event {
+		return fsnotify.Event{Name: filepath.Join(dir, name), Op: op}
+	}
+	for _, ev := range []fsnotify.Event{
+		at("other.json", fsnotify.Create),
+		at("other.json", fsnotify.Write),
+		at(".config.json.tmp", fsnotify.Write),
+		at(config.File, fsnotify.Chmod),
+		at("other.json", fsnotify.Remove), // taken once the Chmod is handled
+	} {
+		evs <- ev
+	}
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("%d reloads scheduled by other files' changes, want none", n)
+	}
+	// The same way, config.json's own change does schedule one.
+	evs <- at(config.File, fsnotify.Write)
+	evs <- at("other.json", fsnotify.Write)
+	if n := clk.Pending(); n != 1 {
+		t.Errorf("%d reloads scheduled after config.json changed, want 1", n)
 	}
 }

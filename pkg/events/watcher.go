@@ -125,12 +125,37 @@ type Watcher struct {
 	ctx      context.Context
 	started  time.Time
 	stopped  bool
-	fsw      *fsnotify.Watcher
+	watch    fileWatch // the open watch (nil close until Start)
 	loopDone chan struct{}
 	entries  map[string]*entry
 	debounce map[string]clock.Timer
 	pending  map[string][]*firing // per qualified channel, oldest first
 	seq      int
+
+	// openWatch starts watching a directory (fsnotify); a test replaces
+	// it to feed the loop events and errors of its own.
+	openWatch func(dir string) (fileWatch, error)
+}
+
+// fileWatch is what the watcher reads from a directory watch: its events,
+// its errors (such as fsnotify's queue overflow) and how to end it.
+type fileWatch struct {
+	events <-chan fsnotify.Event
+	errors <-chan error
+	close  func() error
+}
+
+// watchDir watches dir with fsnotify.
+func watchDir(dir string) (fileWatch, error) {
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fileWatch{}, err
+	}
+	if err := fsw.Add(dir); err != nil {
+		fsw.Close()
+		return fileWatch{}, err
+	}
+	return fileWatch{events: fsw.Events, errors: fsw.Errors, close: fsw.Close}, nil
 }
 
 type entry struct {
@@ -193,11 +218,12 @@ func New(opts Options) (*Watcher, error) {
 		}
 	}
 	return &Watcher{
-		o:        opts,
-		logger:   opts.Logger.With("component", "events"),
-		entries:  map[string]*entry{},
-		debounce: map[string]clock.Timer{},
-		pending:  map[string][]*firing{},
+		o:         opts,
+		logger:    opts.Logger.With("component", "events"),
+		entries:   map[string]*entry{},
+		debounce:  map[string]clock.Timer{},
+		pending:   map[string][]*firing{},
+		openWatch: watchDir,
 	}, nil
 }
 
@@ -217,25 +243,21 @@ func (w *Watcher) Start(ctx context.Context, sink Sink) error {
 	if sink == nil {
 		return errors.New("events: no sink")
 	}
-	fsw, err := fsnotify.NewWatcher()
+	fw, err := w.openWatch(w.o.Dir)
 	if err != nil {
-		return fmt.Errorf("events: watch: %w", err)
-	}
-	if err := fsw.Add(w.o.Dir); err != nil {
-		fsw.Close()
 		return fmt.Errorf("events: watch %s: %w", w.o.Dir, err)
 	}
 	w.mu.Lock()
 	if w.sink != nil {
 		w.mu.Unlock()
-		fsw.Close()
+		fw.close()
 		return errors.New("events: already started")
 	}
-	w.sink, w.ctx, w.fsw = sink, context.WithoutCancel(ctx), fsw
+	w.sink, w.ctx, w.watch = sink, context.WithoutCancel(ctx), fw
 	w.started = w.o.Clock.Now()
 	w.loopDone = make(chan struct{})
 	w.mu.Unlock()
-	go w.loop(fsw)
+	go w.loop(fw.events, fw.errors)
 
 	names, err := w.listFiles()
 	if err != nil {
@@ -276,10 +298,10 @@ func (w *Watcher) Stop() {
 		t.Stop()
 		delete(w.debounce, n)
 	}
-	fsw, done := w.fsw, w.loopDone
+	closeWatch, done := w.watch.close, w.loopDone
 	w.mu.Unlock()
-	if fsw != nil {
-		fsw.Close()
+	if closeWatch != nil {
+		closeWatch()
 		<-done
 	}
 }
@@ -311,18 +333,21 @@ func isEventFile(name string) bool {
 	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") && len(name) > len(".json")
 }
 
-func (w *Watcher) loop(fsw *fsnotify.Watcher) {
+// loop reads the watch until it is closed. An error (fsnotify's queue
+// overflowed, or the watch failed) means changes may have been lost:
+// every file is looked at again.
+func (w *Watcher) loop(events <-chan fsnotify.Event, errs <-chan error) {
 	defer close(w.loopDone)
 	for {
 		select {
-		case ev, ok := <-fsw.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
 			if name := filepath.Base(ev.Name); isEventFile(name) {
 				w.touch(name)
 			}
-		case err, ok := <-fsw.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}

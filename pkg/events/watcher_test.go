@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -641,6 +643,10 @@ func TestWatchEditorSaveAndDelete(t *testing.T) {
 	}
 }
 
+// TestWatchSlowPartialWrite: a file written in pieces is read while it is
+// still incomplete (the log shows the parse retry), then fires once, whole.
+// Each piece waits for the watcher to have read the file so far, so the
+// partial read is seen, not hoped for.
 func TestWatchSlowPartialWrite(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, clock.Real{})
@@ -650,21 +656,110 @@ func TestWatchSlowPartialWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer fh.Close()
+	const retrying = "event file does not parse yet; retrying"
 	full := `{"type":"immediate","channelId":"slack-acme/C1","text":"written in pieces"}`
 	for i := 0; i < len(full); i += 25 {
+		if i > 0 {
+			// The file holds full[:i], which does not parse: wait for the
+			// watcher to have read it and to retry.
+			seen := strings.Count(f.log.String(), retrying)
+			waitFor(t, fmt.Sprintf("a read of the first %d bytes", i), func() bool { return strings.Count(f.log.String(), retrying) > seen })
+		}
 		if _, err := fh.WriteString(full[i:min(i+25, len(full))]); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond) // longer than the debounce: partial reads happen
+		if i == 0 {
+			waitFor(t, "a read of the first piece", func() bool { return strings.Contains(f.log.String(), retrying) })
+		}
 	}
-	fh.Close()
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
 	sb := f.sink.next(t)
 	if sb.f.Text != "written in pieces" {
 		t.Errorf("submitted %q", sb.f.Text)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if f.sink.count() != 1 || f.movedTo(t, rejectedDir, "slow.json") != "" {
-		t.Errorf("%d submissions (want 1), rejected copy %q", f.sink.count(), f.movedTo(t, rejectedDir, "slow.json"))
+	log := f.log.String()
+	if r, l := strings.Index(log, retrying), strings.Index(log, "event loaded"); r < 0 || l < r {
+		t.Errorf("no partial read logged before the event loaded:\n%s", log)
+	}
+	// Nothing more may come of slow.json: a marker file written after it
+	// is seen after all of slow.json's changes (fsnotify keeps their
+	// order); once it has fired and slow.json has no debounce or retry
+	// timer left, nothing can read slow.json again.
+	f.write(t, "marker.json", `{"type":"immediate","channelId":"slack-acme/C2","text":"marker"}`, time.Time{})
+	if m := f.sink.next(t); m.f.File != "marker.json" {
+		t.Fatalf("after slow.json, submitted %+v, want marker.json", m.f)
+	}
+	waitFor(t, "slow.json's timers to end", func() bool {
+		f.w.mu.Lock()
+		defer f.w.mu.Unlock()
+		e := f.w.entries["slow.json"]
+		return f.w.debounce["slow.json"] == nil && e != nil && e.retry == nil
+	})
+	if f.sink.count() != 2 || f.movedTo(t, rejectedDir, "slow.json") != "" {
+		t.Errorf("%d submissions (want slow.json and the marker), rejected copy %q", f.sink.count(), f.movedTo(t, rejectedDir, "slow.json"))
+	}
+}
+
+// blindWatch replaces the fixture's directory watch with channels the
+// test feeds: the watcher hears of no change on disk unless told.
+func (f *fixture) blindWatch() (chan<- fsnotify.Event, chan<- error) {
+	evs, errs := make(chan fsnotify.Event), make(chan error)
+	var once sync.Once
+	f.w.openWatch = func(string) (fileWatch, error) {
+		return fileWatch{events: evs, errors: errs, close: func() error { once.Do(func() { close(evs) }); return nil }}, nil
+	}
+	return evs, errs
+}
+
+// TestWatchErrorRescans: when the watch reports an error (fsnotify's queue
+// overflowed, so changes were lost), every file is looked at again: one
+// written, one changed and one deleted while the watcher heard nothing are
+// all noticed.
+func TestWatchErrorRescans(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, clock.NewFake(t0))
+	evs, errs := f.blindWatch()
+	oneShot := func(at time.Time) string {
+		return `{"type":"one-shot","channelId":"slack-acme/C1","text":"meeting","at":"` + at.Format(time.RFC3339) + `"}`
+	}
+	f.write(t, "changed.json", oneShot(t0.Add(time.Hour)), t0)
+	f.write(t, "gone.json", oneShot(t0.Add(time.Hour)), t0)
+	f.start(t)
+	if l := f.w.List(""); len(l) != 2 {
+		t.Fatalf("List after start = %+v, want changed.json and gone.json", l)
+	}
+
+	// Changes the watch does not report.
+	f.write(t, "new.json", `{"type":"immediate","channelId":"slack-acme/C2","text":"written unseen"}`, time.Time{})
+	f.write(t, "changed.json", oneShot(t0.Add(2*time.Hour)), time.Time{})
+	if err := os.Remove(filepath.Join(f.dir, "gone.json")); err != nil {
+		t.Fatal(err)
+	}
+
+	errs <- fsnotify.ErrEventOverflow
+	// The loop handles one thing at a time: once it takes this event (a
+	// name it ignores), it has finished the rescan.
+	evs <- fsnotify.Event{Name: filepath.Join(f.dir, ".ignored.tmp"), Op: fsnotify.Create}
+	f.clk.Advance(10 * time.Millisecond) // the debounce
+
+	select {
+	case sb := <-f.sink.ch:
+		if sb.f.File != "new.json" || sb.f.Text != "written unseen" {
+			t.Errorf("submitted %+v, want new.json", sb.f)
+		}
+		sb.done(Result{Finished: true})
+	default:
+		t.Fatal("new.json, written while the watch was blind, was not run after the watch error")
+	}
+	l := f.w.List("")
+	if len(l) != 1 || l[0].File != "changed.json" || !l[0].Next.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("List after the rescan = %+v, want only changed.json, moved to %s (gone.json deleted)", l, t0.Add(2*time.Hour))
+	}
+	if !strings.Contains(f.log.String(), "file watch error; rescanning the events directory") {
+		t.Errorf("the watch error is not logged:\n%s", f.log.String())
 	}
 }
 

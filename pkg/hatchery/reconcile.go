@@ -244,7 +244,7 @@ func (h *Hatchery) apply(actions []action) {
 	for _, hs := range h.hosts {
 		hostByName[hs.Name] = hs
 	}
-	var unreported []Info
+	var unreported, requeued []Info
 	// The chicks, taken under the lock (the map changes after it).
 	cs := make([]*chick, len(actions))
 	for i, a := range actions {
@@ -261,6 +261,7 @@ func (h *Hatchery) apply(actions []action) {
 			}
 			h.persist(c)
 			h.queue = append(h.queue, c)
+			requeued = append(requeued, h.info(c))
 		case actDetach:
 			if hs != nil {
 				c.host = hs
@@ -326,6 +327,13 @@ func (h *Hatchery) apply(actions []action) {
 		if a.Kind == actResume {
 			h.resume(cs[i])
 		}
+	}
+	// A requeued chick is the restarted Mother's as much as a resumed one:
+	// her channel view of it starts now, not at its first event, so
+	// nothing (the terminal's end of input, for one) takes her for idle
+	// while it waits for its slot.
+	for _, in := range requeued {
+		h.obs.ChickResumed(in)
 	}
 	for _, in := range unreported {
 		h.logger.Info("chick ended before the restart without its end being reported; reporting it now", "chick", in.ID, "state", in.State)

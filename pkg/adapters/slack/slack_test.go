@@ -211,8 +211,13 @@ func TestEventsBecomeChannelMessages(t *testing.T) {
 	fake.SendEvent(map[string]any{"type": "message", "channel": general, "user": mario.ID, "text": "bad ts", "ts": "yesterday"})
 	fake.Post(general, luigi.ID, "still here")
 
-	f.in.waitMsgs(t, 4)
-	time.Sleep(100 * time.Millisecond) // nothing else may arrive (app_mention of the mention is a duplicate)
+	// "still here" is the marker: the envelopes reach the adapter in the
+	// order sent and are delivered in that order, so when it arrives the
+	// duplicate app_mention and the malformed events, all sent before it,
+	// have been handled. Anything wrongly delivered for them comes first.
+	f.in.wait(t, `"still here"`, func() bool {
+		return len(f.in.msgs) > 0 && f.in.msgs[len(f.in.msgs)-1].msg.Text == "still here"
+	})
 	got := f.in.waitMsgs(t, 4)
 	if len(got) != 4 {
 		t.Fatalf("delivered %d, want 4: %+v", len(got), got)

@@ -12,10 +12,14 @@ import (
 )
 
 // TestLimitCapsConcurrentStreams sends 8 calls at once through a limit of 2
-// and watches, at the fake server, how many streams are open at a time.
+// over the real client and socket, and watches, at the fake server, how
+// many streams are open at a time. That calls beyond the limit wait rather
+// than arrive late is shown exactly, with synctest, by pkg/model's
+// TestLimitHoldsCallsBeyondN; this is the same limit in Mother's wiring.
 func TestLimitCapsConcurrentStreams(t *testing.T) {
 	t.Parallel()
 	var open, peak atomic.Int32
+	arrived := make(chan struct{}, 8)
 	release := make(chan struct{})
 	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
 		n := open.Add(1)
@@ -25,6 +29,7 @@ func TestLimitCapsConcurrentStreams(t *testing.T) {
 				break
 			}
 		}
+		arrived <- struct{}{}
 		<-release
 		open.Add(-1)
 		return ollamatest.Turn{Text: "ok"}
@@ -45,12 +50,9 @@ func TestLimitCapsConcurrentStreams(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// Wait until two calls are at the server, give the others a chance to
-	// (wrongly) get there too, then let everything finish.
-	for open.Load() < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
+	// Two calls are at the server at once; then let everything finish.
+	<-arrived
+	<-arrived
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -78,16 +80,18 @@ func TestLimitCapsConcurrentStreams(t *testing.T) {
 // context ends (a stop while queued).
 func TestLimitWaitHonoursContext(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn { <-release; return ollamatest.Turn{Text: "ok"} })
+	arrived, release := make(chan struct{}, 2), make(chan struct{})
+	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
+		arrived <- struct{}{}
+		<-release
+		return ollamatest.Turn{Text: "ok"}
+	})
 	defer fake.Close()
 	defer close(release)
 	p, _ := New(fake.URL, nil)
 	lim := model.Limit(p, 1)
 	go lim.Chat(t.Context(), model.Request{Model: "m"}, nil)
-	for len(fake.Requests()) < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	<-arrived // the one slot is taken
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := lim.Chat(ctx, model.Request{Model: "m"}, nil); err != context.DeadlineExceeded {

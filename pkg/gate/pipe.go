@@ -1,0 +1,145 @@
+package gate
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// takeFunc charges n bytes about to be sent out and returns how many of
+// them may go (fewer once the cap is reached).
+type takeFunc func(n int64) int64
+
+// splice copies chickR to dest and dest to chick until both directions
+// end, then closes both. A direction that ends cleanly half-closes its
+// far side (so a client's shutdown reaches the server); one that fails,
+// or is cut at the cap, closes both at once. out counts the bytes written
+// to dest, in the bytes written to chick.
+func splice(chickR io.Reader, chick, dest net.Conn, take takeFunc) (out, in int64, capped bool) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var err error
+		out, capped, err = copyOut(dest, chickR, take)
+		if capped || err != nil {
+			chick.Close()
+			dest.Close()
+			return
+		}
+		closeWrite(dest)
+	}()
+	in, err := io.CopyBuffer(countWriter{chick, nil}, dest, make([]byte, 32<<10))
+	if err != nil {
+		chick.Close()
+		dest.Close()
+	} else {
+		closeWrite(chick)
+	}
+	wg.Wait()
+	chick.Close()
+	dest.Close()
+	return out, in, capped
+}
+
+// copyOut copies src to dst, asking take before each write. It returns
+// the bytes written and whether take cut it short.
+func copyOut(dst io.Writer, src io.Reader, take takeFunc) (n int64, capped bool, err error) {
+	buf := make([]byte, 32<<10)
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			k := int64(nr)
+			if take != nil {
+				k = take(k)
+			}
+			if k > 0 {
+				nw, werr := dst.Write(buf[:k])
+				n += int64(nw)
+				if werr != nil {
+					if take != nil && int64(nw) < k {
+						take(int64(nw) - k) // give back what did not go
+					}
+					return n, false, werr
+				}
+			}
+			if k < int64(nr) {
+				return n, true, nil
+			}
+		}
+		if rerr != nil {
+			if errors.Is(rerr, io.EOF) {
+				return n, false, nil
+			}
+			return n, false, rerr
+		}
+	}
+}
+
+// countWriter counts what it writes into *n (if n is set).
+type countWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if c.n != nil {
+		*c.n += int64(n)
+	}
+	return n, err
+}
+
+// countReader counts what it reads into *n.
+type countReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	return n, err
+}
+
+// capWriter writes to w what take allows and fails with errCapped past
+// it, counting what it wrote into *n.
+type capWriter struct {
+	w    io.Writer
+	take takeFunc
+	n    *int64
+}
+
+var errCapped = errors.New("byte cap reached")
+
+func (c capWriter) Write(p []byte) (int, error) {
+	k := int64(len(p))
+	if c.take != nil {
+		k = c.take(k)
+	}
+	var nw int
+	var err error
+	if k > 0 {
+		nw, err = c.w.Write(p[:k])
+		*c.n += int64(nw)
+		if err != nil {
+			if c.take != nil && int64(nw) < k {
+				c.take(int64(nw) - k)
+			}
+			return nw, err
+		}
+	}
+	if k < int64(len(p)) {
+		return nw, errCapped
+	}
+	return nw, nil
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
