@@ -303,14 +303,15 @@ func TestChickWholePath(t *testing.T) {
 	if i, j := strings.Index(out, "A chick is on it."), strings.Index(out, "Chick says:"); i < 0 || j < 0 || i > j {
 		t.Errorf("Mother's own answer should come before the chick's result:\n%s", out)
 	}
-	for _, secret := range []string{secretKey, secretBot, "MOTHER_TOKEN="} {
+	for _, secret := range []string{secretKey, secretBot, "MOTHER_TOKEN=", "MOTHER_GATE_KEY="} {
 		if strings.Contains(out, secret) {
 			t.Errorf("%s reached the chick's tools: %s", secret, out)
 		}
 	}
 	// Both the tools' environment and PID 1's initial one (/proc/1/environ,
 	// where the re-executed chick left only the pipe's fd) were printed.
-	if !strings.Contains(out, "MOTHER_ADDR=127.0.0.1:") || !strings.Contains(out, "MOTHER_TOKEN_FD=") {
+	// Isolated (the default): the chick dialled Mother through its gate.
+	if !strings.Contains(out, "MOTHER_ADDR=unix:///run/mother-gate/nest.sock") || !strings.Contains(out, "MOTHER_TOKEN_FD=") {
 		t.Errorf("the chick's environments were not printed (the check above proves nothing):\n%s", out)
 	}
 	if left := instanceContainers(t, api, data); len(left) != 0 {
@@ -363,9 +364,28 @@ func checkChickContainer(t *testing.T, api *client.Client, data string) {
 	if !hc.ReadonlyRootfs || !slices.Equal(hc.CapDrop, []string{"ALL"}) || !slices.Equal(hc.SecurityOpt, []string{"no-new-privileges"}) || insp.Config.User != "65534:65534" || hc.PidsLimit == nil || *hc.PidsLimit <= 0 || hc.Memory <= 0 {
 		t.Errorf("chick not hardened: readonly=%v capdrop=%v secopt=%v user=%q pids=%v mem=%d", hc.ReadonlyRootfs, hc.CapDrop, hc.SecurityOpt, insp.Config.User, hc.PidsLimit, hc.Memory)
 	}
-	for _, v := range insp.Config.Env {
-		if strings.Contains(v, secretKey) || strings.Contains(v, secretBot) || strings.HasPrefix(v, "ANTHROPIC") || strings.HasPrefix(v, "DISCORD") {
-			t.Errorf("chick environment holds a secret of Mother's: %s", strings.SplitN(v, "=", 2)[0])
+	if hc.NetworkMode != "none" {
+		t.Errorf("chick network %q, want none (isolated, the default)", hc.NetworkMode)
+	}
+	envs := [][]string{insp.Config.Env}
+	// Its gate holds none of Mother's secrets either.
+	gates := hatcherytest.Gates(t, api, hatcherytest.InstanceFile(filepath.Join(data, "chicks")))
+	if len(gates) != 1 {
+		t.Errorf("%d gates, want 1", len(gates))
+	}
+	for _, g := range gates {
+		gi, err := api.ContainerInspect(context.Background(), g.ID)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		envs = append(envs, gi.Config.Env)
+	}
+	for _, env := range envs {
+		for _, v := range env {
+			if strings.Contains(v, secretKey) || strings.Contains(v, secretBot) || strings.HasPrefix(v, "ANTHROPIC") || strings.HasPrefix(v, "DISCORD") {
+				t.Errorf("chick or gate environment holds a secret of Mother's: %s", strings.SplitN(v, "=", 2)[0])
+			}
 		}
 	}
 	rc, _, err := api.CopyFromContainer(context.Background(), list[0].ID, "/")

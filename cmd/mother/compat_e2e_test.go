@@ -201,6 +201,9 @@ func runCompat(t *testing.T, api *client.Client, mother, motherVersion, image, c
 		t.Fatal(err)
 	}
 	cfg["chicks"].(map[string]any)["image"] = image
+	// On the host's network, explicitly: the baseline predates isolation
+	// (its chick image has no gate mode, its Mother no "isolated").
+	cfg["chicks"].(map[string]any)["network"] = "host"
 	b, _ = json.Marshal(cfg)
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/metrics"
@@ -65,7 +66,15 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 		br.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM})
+	// The gate secret, next to the nest's keys: the gates' tokens and the
+	// isolated chicks' gate keys derive from it (docs/isolation.md).
+	gateKeys, err := egress.LoadSecret(filepath.Join(dir, "tls"))
+	if err != nil {
+		lis.Close()
+		br.Close()
+		return nil, err
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM, GateKeys: gateKeys})
 	if err != nil {
 		lis.Close()
 		br.Close()

@@ -231,7 +231,7 @@ func (h *Hatchery) watchGate(hs *host, id string) {
 		if ex.Err != nil {
 			how = ex.Err.Error()
 		}
-		h.logger.Warn("gate exited; starting it again", "host", hs.Name, "container", short(id), "how", how, "after", wait)
+		h.logger.Warn("gate exited; starting it again (its output: docker logs "+short(id)+" on that host)", "host", hs.Name, "container", short(id), "how", how, "after", wait)
 		if clock.Sleep(h.ctx, h.clock, wait) != nil {
 			return
 		}
