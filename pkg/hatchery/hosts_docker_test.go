@@ -164,6 +164,8 @@ func TestTwoEngines(t *testing.T) {
 	// A second hatchery watches the same hosts with a short probe.
 	watcher, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Dial: docker.Open, Logger: testLogger(t), ProbeInterval: 100 * time.Millisecond})
 	must(t, err)
+	hatcherytest.RemoveOnCleanup(t, api, watcher.Instance)
+	hatcherytest.RemoveOnCleanup(t, api2, watcher.Instance)
 	t.Cleanup(func() { watcher.Close() })
 	must(t, watcher.Reconcile(t.Context()))
 
