@@ -363,3 +363,41 @@ func TestGateRemovedWhenNoLongerNeeded(t *testing.T) {
 		t.Errorf("%d gate volumes left after the network mode changed to host", len(v))
 	}
 }
+
+// TestTwoHostsOnOneEngineSayWhy: two configured hosts that are the same
+// engine cannot each have a gate (one per engine and Mother); the second
+// one's chick does not start, and says why.
+func TestTwoHostsOnOneEngineSayWhy(t *testing.T) {
+	t.Parallel()
+	image, serve := hatcherytest.StandInGate(t)
+	api := hatcherytest.Docker(t)
+	cfg := testConfig(image)
+	cfg.Chicks.Network = config.NetworkIsolated
+	var hosts []hatchery.Host
+	for _, name := range []string{"gpu1", "gpu2"} {
+		c, err := docker.Dial(config.DockerHost{Name: name}, nil)
+		must(t, err)
+		hosts = append(hosts, hatchery.Host{Name: name, Runtime: docker.New(c), Capacity: 1, MotherAddress: "127.0.0.1:1"})
+	}
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, GateCommand: serve, Hosts: hosts, Logger: testLogger(t)})
+	must(t, err)
+	rec := newRecorder()
+	h.Subscribe(rec)
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	a, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "a", Goal: "x"})
+	must(t, err)
+	waitState(t, h, a.ID, hatchery.StateRunning, time.Minute)
+	b, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "b", Goal: "x"})
+	must(t, err)
+	end := rec.wait(t, b.ID, time.Minute)
+	first, _ := h.Get(a.ID)
+	if end.Reason != hatchery.ReasonNoStart || end.Host == first.Host || !strings.Contains(end.Outcome, `already runs the gate of host "`+first.Host+`"`) || !strings.Contains(end.Outcome, "same engine") {
+		t.Errorf("second host's chick ended %s: %q; want no_start naming the other host's gate", end.Reason, end.Outcome)
+	}
+	if n := len(hatcherytest.Gates(t, api, h.Instance())); n != 1 {
+		t.Errorf("%d gates, want the first host's only", n)
+	}
+	_, _ = h.Stop(a.ID, hatchery.ReasonKilled, "test over", 0)
+	rec.wait(t, a.ID, time.Minute)
+}

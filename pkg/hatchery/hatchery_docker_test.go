@@ -395,6 +395,9 @@ func TestPlacementByFreeCapacity(t *testing.T) {
 	t.Parallel()
 	image := hatcherytest.BuildImage(t)
 	cfg := testConfig(image)
+	// Both hosts are the local engine, which has room for one gate per
+	// Mother: these chicks go without network (placement is the point).
+	cfg.Chicks.Network = config.NetworkNone
 	api := hatcherytest.Docker(t)
 	var hosts []hatchery.Host
 	for _, name := range []string{"gpu1", "gpu2"} {
@@ -422,6 +425,9 @@ func TestPlacementByFreeCapacity(t *testing.T) {
 	}
 	if c.State != hatchery.StateQueued {
 		t.Errorf("third chick %s, want queued (both hosts full)", c.State)
+	}
+	for _, id := range ids[:2] {
+		waitState(t, h, id, hatchery.StateRunning, time.Minute)
 	}
 	for _, id := range ids {
 		_, _ = h.Stop(id, hatchery.ReasonKilled, "test over", 0)
