@@ -74,7 +74,7 @@ func (k processKeys) GateToken(instance, host string) string { return k.mac("gat
 func (k processKeys) ChickKey(id string) string              { return k.mac("chick", id) }
 
 // gateState is what the hatchery knows of a host's gate. Guarded by
-// Hatchery.mu; changed only by whoever holds host.gateMu.
+// Hatchery.mu; the ensures that change it are serialized by host.gateMu.
 type gateState struct {
 	// ok: the gate was ensured and has not been seen to exit since.
 	ok bool
@@ -118,7 +118,7 @@ var errNoGate = errors.New("its runtime cannot run isolated chicks (no gate); se
 // asks nothing), and watches it. It returns the gate's volume.
 func (h *Hatchery) ensureGate(ctx context.Context, hs *host) (string, error) {
 	if _, ok := hs.Runtime.(Gater); !ok {
-		return "", fmt.Errorf("Docker host %s: %w", hs.Name, errNoGate)
+		return "", fmt.Errorf("gate of host %s: %w", hs.Name, errNoGate)
 	}
 	hs.gateMu.Lock()
 	defer hs.gateMu.Unlock()
@@ -156,7 +156,7 @@ func (h *Hatchery) ensureGateLocked(ctx context.Context, hs *host) (GateStatus, 
 		if unreachable(err) {
 			h.markDownLocked(hs, err)
 		}
-		return st, fmt.Errorf("Docker host %s: %w", hs.Name, err)
+		return st, fmt.Errorf("host %s: %w", hs.Name, err)
 	}
 	hs.gate.ok, hs.gate.id, hs.gate.volume = true, st.ID, st.Volume
 	hs.gate.gen++
