@@ -30,6 +30,10 @@ const (
 	ReasonCapped     = "byte cap reached"
 )
 
+// ErrUnavailable: nobody answers access requests now (Mother is shutting
+// down); the chick should ask again.
+var ErrUnavailable = errors.New("access requests are not answered now; ask again")
+
 // ChickInfo names a chick to the policy.
 type ChickInfo struct {
 	ID string

@@ -50,14 +50,11 @@ type EgressRecorder interface {
 
 // AccessDesk answers a chick's request_access (Mother: it asks the
 // channel's admins). The destination has been validated; the call waits
-// until an answer, a timeout, the chick's end or ctx's.
+// until an answer, a timeout, the chick's end or ctx's;
+// egress.ErrUnavailable tells the chick to ask again.
 type AccessDesk interface {
 	RequestAccess(ctx context.Context, chick hatchery.Info, destination, reason string) (egress.Grant, error)
 }
-
-// ErrAccessUnavailable: nobody can answer access requests now (Mother is
-// shutting down); the chick should ask again.
-var ErrAccessUnavailable = errors.New("access requests are not answered now")
 
 // SetAccess sets who answers RequestAccess (Mother, once she is built).
 func (s *Server) SetAccess(a AccessDesk) {
@@ -250,7 +247,7 @@ func (c *chickService) RequestAccess(ctx context.Context, req *pb.RequestAccessR
 	reason := clip(strings.Join(strings.Fields(req.GetReason()), " "), 500)
 	g, err := desk.RequestAccess(ctx, in, dest, reason)
 	switch {
-	case errors.Is(err, ErrAccessUnavailable):
+	case errors.Is(err, egress.ErrUnavailable):
 		return nil, status.Error(codes.Unavailable, err.Error())
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()

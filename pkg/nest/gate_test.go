@@ -290,7 +290,7 @@ func TestRequestAccessGoesToTheDesk(t *testing.T) {
 	if _, err := g.client.RequestAccess(ctx, &pb.RequestAccessRequest{Destination: "not a host!"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("bad destination: %v", err)
 	}
-	d.err = nest.ErrAccessUnavailable
+	d.err = egress.ErrUnavailable
 	if _, err := g.client.RequestAccess(ctx, req); status.Code(err) != codes.Unavailable {
 		t.Errorf("desk unavailable: %v, want Unavailable (the chick asks again)", err)
 	}
