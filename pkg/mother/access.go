@@ -196,6 +196,17 @@ func (m *Mother) accessChickEnded(id string) {
 	}
 }
 
+// stopAccess stops the requests' timers at shutdown: their callers
+// return egress.ErrUnavailable and ask the next Mother.
+func (m *Mother) stopAccess() {
+	m.accessMu.Lock()
+	defer m.accessMu.Unlock()
+	for k, r := range m.access {
+		r.timer.Stop()
+		delete(m.access, k)
+	}
+}
+
 // shortDuration writes d as "10m", "1h30m" or "45s".
 func shortDuration(d time.Duration) string {
 	s := d.Round(time.Second).String()

@@ -301,6 +301,7 @@ func (m *Mother) Shutdown(ctx context.Context) error {
 	names := append([]string(nil), m.order...)
 	m.mu.Unlock()
 	m.cancel()
+	m.stopAccess()
 	werr := m.idleJobs(ctx)
 	var errs []error
 	for _, n := range names {
