@@ -237,7 +237,7 @@ func (w *Watcher) Stop() {
 }
 
 // Reloadable are the fields applied without a restart.
-var Reloadable = []string{"mcpServers", "chicks.hostTools"}
+var Reloadable = []string{"mcpServers", "chicks.hostTools", "chicks.egress"}
 
 // Changed lists the fields (top-level sections, and chicks' fields one
 // level down) that differ between two configurations, skipping the given

@@ -28,7 +28,9 @@ type chicks struct {
 	broker   *broker.Broker
 	hatchery *hatchery.Hatchery
 	nest     *nest.Server
-	lis      net.Listener
+	// policy decides what isolated chicks reach through their gates.
+	policy *egress.Policy
+	lis    net.Listener
 	// logger is scoped component=hatchery, nestLog component=nest.
 	logger  *slog.Logger
 	nestLog *slog.Logger
@@ -82,6 +84,38 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 	}
 	// The metrics count spawns, joins and ends as a lifecycle subscriber.
 	h.Subscribe(mx)
+	// The gates' side: their tokens and the chicks' gate keys derive from
+	// a secret kept beside the nest's CA; the policy keeps the admins'
+	// approvals in DATA/state/egress.json and follows config reloads.
+	secret, err := egress.LoadSecret(filepath.Join(dir, "tls"))
+	if err != nil {
+		lis.Close()
+		h.Close()
+		br.Close()
+		return nil, err
+	}
+	policy, err := egress.NewPolicy(egress.Options{
+		Config: cfg.Chicks, StateDir: filepath.Join(st.DataDir(), "state"), Logger: logger,
+		LoadSent: func(id string) int64 {
+			n, err := h.EgressSent(id)
+			if err != nil {
+				logger.Warn("chick egress log unreadable; its byte count restarts", "chick", id, "err", err)
+			}
+			return n
+		},
+	})
+	if err != nil {
+		lis.Close()
+		h.Close()
+		br.Close()
+		return nil, err
+	}
+	h.Subscribe(policyEnds{p: policy, logger: logger})
+	host.onReload(func(cur *config.Config) { policy.SetConfig(cur.Chicks) })
+	hostNames := make([]string, 0, len(cfg.Chicks.Hosts))
+	for _, hc := range cfg.Chicks.Hosts {
+		hostNames = append(hostNames, hc.Name)
+	}
 	admin, err := nest.ListenUnix(cfg.Admin.Socket)
 	if err != nil {
 		lis.Close()
@@ -93,6 +127,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 	n := nest.New(nest.Options{
 		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: clk.Now(), Clock: clk, KillGrace: cfg.Chicks.KillGrace.Duration,
 		ChickImage: cfg.Chicks.Image, TLS: tl.Creds, HostTools: host.chicks, ToolServers: host.tools,
+		Gate: &nest.Gate{Secret: secret, Instance: h.Instance(), Hosts: hostNames, Policy: policy, Metrics: mx},
 	})
 	go func() {
 		if err := n.ServeAdmin(admin); err != nil {
@@ -100,7 +135,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 		}
 	}()
 	nlog.Info("nest listening", "grpc", lis.Addr().String(), "tls", "mother's CA", "cert_expires", tl.NotAfter.Format(time.DateOnly), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
-	return &chicks{broker: br, hatchery: h, nest: n, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
+	return &chicks{broker: br, hatchery: h, nest: n, policy: policy, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
 }
 
 // reconcile takes over the chicks a previous Mother left running, then
@@ -115,12 +150,35 @@ func (c *chicks) reconcile(ctx context.Context) {
 			}
 		}()
 	}()
+	defer func() {
+		// Approvals of chicks that ended while Mother was down go.
+		err := c.policy.DropChicks(func(id string) bool {
+			st := c.hatchery.State(id)
+			return st == "" || st.Final()
+		})
+		if err != nil {
+			c.logger.Warn("egress approvals of ended chicks not dropped", "err", err)
+		}
+	}()
 	if err := c.hatchery.Reconcile(ctx); err != nil {
 		if errors.Is(err, hatchery.ErrHostsUnreachable) {
 			c.logger.Warn("chicks unavailable until the Docker host answers", "err", err)
 			return
 		}
 		c.logger.Error("reconcile chicks", "err", err)
+	}
+}
+
+// policyEnds drops a chick's own approvals and byte ledger when it ends.
+type policyEnds struct {
+	hatchery.NopObserver
+	p      *egress.Policy
+	logger *slog.Logger
+}
+
+func (o policyEnds) ChickEnded(in hatchery.Info) {
+	if err := o.p.ChickEnded(in.ID); err != nil {
+		o.logger.Warn("egress approvals of an ended chick not dropped", "chick", in.ID, "err", err)
 	}
 }
 

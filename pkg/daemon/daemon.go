@@ -228,12 +228,13 @@ func Run(ctx context.Context, opts Options) error {
 	motherTools = append(motherTools, events.Tools(watcher)...)
 	motherTools = append(motherTools, host.tools.InvokeTool())
 	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
-		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx})
+		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy})
 	if err != nil {
 		return r.fail(err)
 	}
 	ch.hatchery.Subscribe(m.ChickObserver())
 	ch.nest.SetAdapters(m)
+	ch.nest.SetAccess(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
 	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)
 	if err != nil {

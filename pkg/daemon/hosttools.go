@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +26,11 @@ type hostSide struct {
 	logger  *slog.Logger
 	hup     chan os.Signal
 	done    chan struct{}
+
+	// reloads are the other parts that take a reloaded configuration
+	// (onReload).
+	reloadMu sync.Mutex
+	reloads  []func(*config.Config)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -54,9 +60,23 @@ func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger, vers
 		Apply: func(_ context.Context, _, cur *config.Config) {
 			h.tools.Apply(cur.MCPServers)
 			h.chicks.SetAllowed(cur.Chicks.HostTools)
+			h.reloadMu.Lock()
+			fs := slices.Clone(h.reloads)
+			h.reloadMu.Unlock()
+			for _, f := range fs {
+				f(cur)
+			}
 		},
 	})
 	return h
+}
+
+// onReload makes f hear every reloaded configuration (after the host
+// tools have taken theirs).
+func (h *hostSide) onReload(f func(*config.Config)) {
+	h.reloadMu.Lock()
+	h.reloads = append(h.reloads, f)
+	h.reloadMu.Unlock()
 }
 
 // watch reloads config.json when it changes and on SIGHUP, until ctx ends.

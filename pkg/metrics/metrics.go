@@ -90,6 +90,12 @@ type Metrics struct {
 	chickSeconds, spawnSeconds      *prometheus.HistogramVec
 	modelCalls, chickTokens, costUS *prometheus.CounterVec
 	eventsFired                     *prometheus.CounterVec
+	gateConns, egressBytes          *prometheus.CounterVec
+
+	// destinations are the destination labels in use (at most
+	// MaxGateDestinations; later ones count as "other").
+	destMu       sync.Mutex
+	destinations map[string]bool
 
 	mu      sync.Mutex
 	mother  MotherState
@@ -113,7 +119,7 @@ func New(opts Options) *Metrics {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), prices: opts.Prices, version: opts.Version, clock: opts.Clock, started: opts.Clock.Now()}
+	m := &Metrics{reg: prometheus.NewRegistry(), destinations: map[string]bool{}, prices: opts.Prices, version: opts.Version, clock: opts.Clock, started: opts.Clock.Now()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 		m.reg.MustRegister(c)
@@ -136,6 +142,8 @@ func New(opts Options) *Metrics {
 	m.modelCalls = counter("chick_model_calls_total", "Chicks' model calls through the broker, by tier and result (ok, error, refused: a budget).", "tier", "result")
 	m.chickTokens = counter("chick_model_tokens_total", "Chicks' model tokens, by tier and direction (input, output).", "tier", "direction")
 	m.costUS = counter("chick_model_cost_usd_total", "Chicks' model cost in US dollars, for tiers with a configured price.", "tier")
+	m.gateConns = counter("gate_connections_total", "Connections of isolated chicks through their gate, by destination (host:port; \"other\" beyond the first 200) and outcome (allowed, refused, blocked_address, capped, failed).", "destination", "outcome")
+	m.egressBytes = counter("chick_egress_bytes_total", "Bytes isolated chicks exchanged through their gate, by tier and direction (out: sent, counted against chicks.egress.maxBytes; in: received).", "tier", "direction")
 	m.eventsFired = counter("events_fired_total", "Scheduled events fired, by type (immediate, one-shot, periodic).", "type")
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info", Help: "Mother's version.", ConstLabels: prometheus.Labels{"version": opts.Version}})
 	info.Set(1)
@@ -206,6 +214,28 @@ func (m *Metrics) ModelCall(tier string, u model.Usage, err error) {
 
 // EventFired implements events.Metrics.
 func (m *Metrics) EventFired(t events.Type, _ bool) { m.eventsFired.WithLabelValues(string(t)).Inc() }
+
+// MaxGateDestinations bounds the destination label of
+// mother_gate_connections_total: a chick cannot grow the metrics without
+// end by trying names; destinations beyond the first ones count as
+// "other".
+const MaxGateDestinations = 200
+
+// GateConnection implements nest.GateMetrics.
+func (m *Metrics) GateConnection(destination, outcome, tier string, bytesOut, bytesIn int64) {
+	m.destMu.Lock()
+	if !m.destinations[destination] {
+		if len(m.destinations) < MaxGateDestinations {
+			m.destinations[destination] = true
+		} else {
+			destination = "other"
+		}
+	}
+	m.destMu.Unlock()
+	m.gateConns.WithLabelValues(destination, outcome).Inc()
+	m.egressBytes.WithLabelValues(tier, "out").Add(float64(max(bytesOut, 0)))
+	m.egressBytes.WithLabelValues(tier, "in").Add(float64(max(bytesIn, 0)))
+}
 
 // stateCollector reads the gauges from their owners at scrape time.
 type stateCollector struct{ m *Metrics }

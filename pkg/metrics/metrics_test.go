@@ -165,3 +165,43 @@ func TestHealthz(t *testing.T) {
 		}
 	}
 }
+
+// TestGateConnectionsCardinality: connections are counted by destination
+// and outcome, bytes by tier and direction, and the destination label has
+// a cap (a chick trying names cannot grow the metrics without end).
+func TestGateConnectionsCardinality(t *testing.T) {
+	t.Parallel()
+	mx := metrics.New(metrics.Options{Version: "v"})
+	mx.GateConnection("pypi.org:443", "allowed", "web", 1000, 50_000)
+	mx.GateConnection("pypi.org:443", "allowed", "web", 500, 0)
+	mx.GateConnection("github.com:443", "refused", "local", 0, 0)
+	for i := range metrics.MaxGateDestinations + 50 {
+		mx.GateConnection(fmt.Sprintf("h%d.example:443", i), "refused", "local", 0, 0)
+	}
+	mx.GateConnection("pypi.org:443", "capped", "web", 10, 0) // known: keeps its label
+	srv := httptest.NewServer(mx.Handler())
+	defer srv.Close()
+	s := metricstest.Get(t, srv.URL+"/metrics")
+	for _, w := range []struct {
+		labels []string
+		v      float64
+	}{
+		{[]string{"destination", "pypi.org:443", "outcome", "allowed"}, 2},
+		{[]string{"destination", "pypi.org:443", "outcome", "capped"}, 1},
+		{[]string{"destination", "github.com:443", "outcome", "refused"}, 1},
+		{[]string{"destination", "other", "outcome", "refused"}, 52},
+	} {
+		if got, ok := s.Value("mother_gate_connections_total", w.labels...); !ok || got != w.v {
+			t.Errorf("mother_gate_connections_total%v = %v (present %v), want %v", w.labels, got, ok, w.v)
+		}
+	}
+	if got, _ := s.Value("mother_chick_egress_bytes_total", "tier", "web", "direction", "out"); got != 1510 {
+		t.Errorf("bytes out of tier web = %v, want 1510", got)
+	}
+	if got, _ := s.Value("mother_chick_egress_bytes_total", "tier", "web", "direction", "in"); got != 50_000 {
+		t.Errorf("bytes in of tier web = %v, want 50000", got)
+	}
+	if n := strings.Count(s.Series("mother_gate_connections_total"), "\n"); n > metrics.MaxGateDestinations+5 {
+		t.Errorf("%d series of mother_gate_connections_total", n)
+	}
+}

@@ -42,6 +42,9 @@ type chickView struct {
 	// done is closed once the end has been posted; later calls are dropped.
 	done  chan struct{}
 	files []string
+	// egressSeen are the connection lines shown (only the view's
+	// goroutine touches it).
+	egressSeen map[string]bool
 }
 
 // do queues f for the view's goroutine; after the end it is dropped.
@@ -157,6 +160,7 @@ func (o chickObserver) ChickResumed(in hatchery.Info) {
 
 func (o chickObserver) ChickEnded(in hatchery.Info) {
 	m := o.m
+	m.accessChickEnded(in.ID)
 	m.mu.Lock()
 	v := m.viewLocked(in)
 	_, known := m.adapters[in.Adapter]

@@ -121,7 +121,8 @@ func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 }
 
 // Deliver implements chat.Inbox: log every message; apply access control
-// to DMs; handle stop commands; queue the messages that address Mother.
+// to DMs; handle admins' answers to chicks' access requests and stop
+// commands; queue the messages that address Mother.
 //
 // A message addresses Mother when it is a DM (IsDM), mentions her
 // (IsMention), or is posted in a thread she started
@@ -179,6 +180,9 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		return
 	}
 	addressed := Addressed(a.SelfID(), msg)
+	if m.handleAccessAnswer(ctx, a, msg, late, addressed, unlock) {
+		return
+	}
 	if all, isStop := ParseStop(msg.Text); isStop {
 		switch {
 		case late:

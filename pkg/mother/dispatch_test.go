@@ -167,7 +167,7 @@ func TestStopDuringTool(t *testing.T) {
 	}
 	var seq []string
 	for _, r := range h.ad.all() {
-		if r.Kind != "tool" {
+		if r.Kind != "tool" && r.Kind != "detail" {
 			seq = append(seq, r.Kind+":"+r.Text)
 		}
 	}

@@ -15,7 +15,9 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/ollama"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
@@ -24,7 +26,7 @@ import (
 
 // rec is one thing the adapter was asked to render.
 type rec struct {
-	Kind    string // "post", "finish", "tool"
+	Kind    string // "post", "finish", "tool" (a tool's start), "detail" (a tool's end: its result)
 	Channel string
 	Text    string
 	Title   string
@@ -87,8 +89,11 @@ type recReply struct {
 }
 
 func (r *recReply) Event(_ context.Context, ev agent.Event) {
-	if ev.Type == agent.EventToolStart {
+	switch ev.Type {
+	case agent.EventToolStart:
 		r.a.add(rec{Kind: "tool", Channel: r.channel, Text: ev.ToolName, Title: r.title, Trigger: r.trigger})
+	case agent.EventToolEnd:
+		r.a.add(rec{Kind: "detail", Channel: r.channel, Text: ev.ToolName + ": " + ev.Result, Title: r.title, Trigger: r.trigger})
 	}
 }
 
@@ -199,6 +204,8 @@ type harness struct {
 	logs   *strings.Builder
 	logMu  *sync.Mutex
 	script func(ollamatest.Request) ollamatest.Turn
+	egress *egress.Policy
+	clock  clock.Clock
 }
 
 type harnessOpt func(*harness)
@@ -210,6 +217,8 @@ func withScript(f func(ollamatest.Request) ollamatest.Turn) harnessOpt {
 	return func(h *harness) { h.script = f }
 }
 func withChicks(c ChickCanceller) harnessOpt { return func(h *harness) { h.chick = c } }
+func withEgress(p *egress.Policy) harnessOpt { return func(h *harness) { h.egress = p } }
+func withClock(c clock.Clock) harnessOpt     { return func(h *harness) { h.clock = c } }
 func withAdapterConfig(ac config.Adapter) harnessOpt {
 	return func(h *harness) { h.cfg.Adapters["rec"] = ac }
 }
@@ -262,7 +271,7 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{h.logMu, h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tools := append([]agent.Tool{MemoryTool(st.Workspace())}, h.tools...)
-	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick})
+	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick, Egress: h.egress, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/memtrim"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
@@ -49,6 +50,10 @@ type Options struct {
 	// ChickHostTools lists the host tools chicks may ask for (their
 	// host_tool tool), for the chick's prompt (nil: none).
 	ChickHostTools func() []prompt.HostTool
+	// Egress, if set, lets chicks ask the channel's admins for network
+	// destinations (RequestAccess; admins answer "allow", "always" or
+	// "deny" in the channel) and keeps the approvals.
+	Egress *egress.Policy
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -103,6 +108,12 @@ type Mother struct {
 	chickWork sync.WaitGroup
 
 	idSeq atomic.Uint64
+
+	// egress keeps the approvals of access requests (nil: none taken);
+	// access holds the pending ones by chick and destination.
+	egress   *egress.Policy
+	accessMu sync.Mutex
+	access   map[string]*accessRequest
 }
 
 // New builds Mother's core.
@@ -138,6 +149,8 @@ func New(opts Options) (*Mother, error) {
 		hostTools:        opts.HostTools,
 		chickHostToolsFn: opts.ChickHostTools,
 		ready:            make(chan struct{}),
+		egress:           opts.Egress,
+		access:           map[string]*accessRequest{},
 	}
 	m.settled = sync.NewCond(&m.mu)
 	m.trimmer = memtrim.New(opts.Clock, trimDelay, m.logger)
@@ -288,6 +301,7 @@ func (m *Mother) Shutdown(ctx context.Context) error {
 	names := append([]string(nil), m.order...)
 	m.mu.Unlock()
 	m.cancel()
+	m.stopAccess()
 	werr := m.idleJobs(ctx)
 	var errs []error
 	for _, n := range names {

@@ -14,6 +14,13 @@
 // certificate and trusts nothing else, so a token crossing the LAN is
 // encrypted and reaches only the Mother that started the chick.
 //
+// GateService shares ChickService's listener and answers the egress gates
+// of isolated chicks (docs/isolation.md): a gate authenticates with its
+// Docker host's name and a token derived from Mother's gate secret; it
+// asks whether a chick (named by its gate key) may reach a destination,
+// and reports how each connection ended. RequestAccess lets a chick ask
+// its channel's admins for more (see AccessDesk).
+//
 // AdminService listens on a unix socket (mode 0600) for momctl.
 package nest
 
@@ -26,6 +33,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,6 +142,10 @@ type Options struct {
 	HostTools HostTools
 	// ToolServers serves ListTools (nil: no servers to list).
 	ToolServers ToolServers
+	// Gate serves GateService for the egress gates (nil: every gate call
+	// is refused). Connections are recorded with the chick if Chicks is an
+	// EgressRecorder (the hatchery is).
+	Gate *Gate
 }
 
 // Server serves both services.
@@ -152,8 +164,11 @@ type Server struct {
 	tls       credentials.TransportCredentials
 	hostTools HostTools
 	servers   ToolServers
+	gate      *Gate
+	egress    EgressRecorder
 
 	mu       sync.Mutex
+	access   AccessDesk
 	events   Events
 	adapters Adapters
 	versions map[string]string // chick id -> the version it joined with
@@ -167,6 +182,7 @@ type sessionSlot struct{ cancel context.CancelFunc }
 var (
 	_ pb.ChickServiceServer = (*chickService)(nil)
 	_ pb.AdminServiceServer = (*adminService)(nil)
+	_ EgressRecorder        = (*hatchery.Hatchery)(nil)
 )
 
 // New returns a Server.
@@ -181,12 +197,16 @@ func New(opts Options) *Server {
 	if opts.StartedAt.IsZero() {
 		opts.StartedAt = opts.Clock.Now()
 	}
-	return &Server{
+	srv := &Server{
 		chicks: opts.Chicks, admin: opts.Chicks, models: opts.Models, logger: opts.Logger.With("component", "nest"),
 		version: opts.Version, startedAt: opts.StartedAt, clock: opts.Clock, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
 		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
-		hostTools: opts.HostTools, servers: opts.ToolServers,
+		hostTools: opts.HostTools, servers: opts.ToolServers, gate: opts.Gate,
 	}
+	if r, ok := opts.Chicks.(EgressRecorder); ok {
+		srv.egress = r
+	}
+	return srv
 }
 
 // SetAdapters lets momctl see the adapters' connections.
@@ -253,7 +273,8 @@ func (s *Server) eventList() []events.Info {
 // ErrNoTLS: ChickService is served over TLS only (Options.TLS).
 var ErrNoTLS = errors.New("nest: ChickService needs TLS credentials (see LoadTLS)")
 
-// ServeChicks serves ChickService on lis, over TLS only, until Stop. A
+// ServeChicks serves ChickService and GateService on lis, over TLS only,
+// until Stop. A
 // client speaking plaintext, or one that does not accept the nest's
 // certificate, fails its handshake before any call is read.
 func (s *Server) ServeChicks(lis net.Listener) error {
@@ -270,6 +291,7 @@ func (s *Server) ServeChicks(lis net.Listener) error {
 		grpc.MaxSendMsgSize(64<<20),
 	)
 	pb.RegisterChickServiceServer(g, &chickService{s: s})
+	pb.RegisterGateServiceServer(g, &gateService{s: s})
 	if !s.track(g) {
 		lis.Close()
 		return grpc.ErrServerStopped
@@ -390,8 +412,12 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 	return context.WithValue(ctx, ctxKey{}, id), nil
 }
 
-func (s *Server) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	ctx, err := s.authenticate(ctx)
+func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	auth := s.authenticate
+	if strings.HasPrefix(info.FullMethod, gateMethodPrefix) {
+		auth = s.authenticateGate
+	}
+	ctx, err := auth(ctx)
 	if err != nil {
 		return nil, err
 	}

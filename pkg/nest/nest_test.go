@@ -34,7 +34,9 @@ import (
 
 type fixture struct {
 	h      *hatchery.Hatchery
+	srv    *nest.Server
 	client pb.ChickServiceClient
+	gate   pb.GateServiceClient
 	admin  pb.AdminServiceClient
 	dir    string
 	chDir  string
@@ -45,7 +47,10 @@ type fixture struct {
 // newFixture runs a hatchery whose chicks sleep (they never dial), the
 // nest on loopback and its admin socket, and a broker on a fake Ollama.
 // The test plays the chicks with their real tokens.
-func newFixture(t testing.TB, budget int64) *fixture {
+//
+// Options may change the configuration and the nest's options before the
+// nest is built (the hatchery is already running).
+func newFixture(t testing.TB, budget int64, opts ...func(cfg *config.Config, h *hatchery.Hatchery, o *nest.Options)) *fixture {
 	t.Helper()
 	api := hatcherytest.Docker(t)
 	image := hatcherytest.BuildImage(t)
@@ -79,7 +84,11 @@ func newFixture(t testing.TB, budget int64) *fixture {
 	}
 	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
 	t.Cleanup(func() { h.Close() })
-	srv := nest.New(nest.Options{Chicks: h, Models: br, KillGrace: time.Second, Version: "test", TLS: tl.Creds})
+	no := nest.Options{Chicks: h, Models: br, KillGrace: time.Second, Version: "test", TLS: tl.Creds}
+	for _, o := range opts {
+		o(cfg, h, &no)
+	}
+	srv := nest.New(no)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +117,7 @@ func newFixture(t testing.TB, budget int64) *fixture {
 	t.Cleanup(func() { aconn.Close() })
 	chDir := filepath.Join(t.TempDir(), "chan")
 	os.MkdirAll(chDir, 0o700)
-	return &fixture{h: h, client: pb.NewChickServiceClient(conn), admin: pb.NewAdminServiceClient(aconn), dir: dir, chDir: chDir, fake: fake, ca: tl.CAPEM}
+	return &fixture{h: h, srv: srv, client: pb.NewChickServiceClient(conn), gate: pb.NewGateServiceClient(conn), admin: pb.NewAdminServiceClient(aconn), dir: dir, chDir: chDir, fake: fake, ca: tl.CAPEM}
 }
 
 // spawn starts a chick and returns its id and token (read from its

@@ -1,0 +1,413 @@
+package mother
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/egress"
+	"github.com/mother-chat/mother/pkg/hatchery"
+)
+
+// accessRequest is one chick's pending request_access: one per chick and
+// destination; a chick that asks again (its call was cut) joins the wait.
+type accessRequest struct {
+	key    string
+	chick  hatchery.Info
+	dest   string
+	adapt  chat.Adapter
+	done   chan struct{}
+	grant  egress.Grant
+	timer  clock.Timer
+	posted chan struct{} // closed once the request is in the channel
+}
+
+// Answers to access requests (ParseAccessAnswer).
+const (
+	AnswerAllow  = "allow"
+	AnswerAlways = "always"
+	AnswerDeny   = "deny"
+)
+
+// ParseAccessAnswer recognises an admin's answer to a chick's access
+// request: "allow <chick id>", "always <chick id>" or "deny <chick id>",
+// optionally followed by the destination (when the chick asked for more
+// than one), in any case, after leading mentions, with the id in
+// backticks or not.
+func ParseAccessAnswer(text string) (verb, chickID, destination string, ok bool) {
+	fields := strings.Fields(text)
+	for len(fields) > 0 && (strings.HasPrefix(fields[0], "@") || strings.HasPrefix(fields[0], "<@")) {
+		fields = fields[1:]
+	}
+	if len(fields) < 2 || len(fields) > 3 {
+		return "", "", "", false
+	}
+	verb = strings.ToLower(strings.Trim(fields[0], ".,!:;"))
+	if verb != AnswerAllow && verb != AnswerAlways && verb != AnswerDeny {
+		return "", "", "", false
+	}
+	chickID = strings.ToLower(strings.Trim(fields[1], "`.,!:;"))
+	if !strings.HasPrefix(chickID, "c-") || len(chickID) < 4 {
+		return "", "", "", false
+	}
+	if len(fields) == 3 {
+		destination = strings.ToLower(strings.TrimRight(strings.Trim(fields[2], "`"), ".,!;"))
+	}
+	return verb, chickID, destination, true
+}
+
+// RequestAccess implements nest.AccessDesk: a chick asks for a
+// destination its allowlist does not hold. Already allowed: granted at
+// once. Otherwise Mother posts the request in the chick's channel and the
+// call waits for an admin's answer (allow, always, deny), the request
+// timeout (chicks.egress.requestTimeout), the chick's end or Mother's
+// shutdown (egress.ErrUnavailable: the chick asks the next Mother).
+func (m *Mother) RequestAccess(ctx context.Context, in hatchery.Info, destination, reason string) (egress.Grant, error) {
+	if m.egress == nil {
+		return egress.Grant{Message: "this Mother takes no access requests; ask the operator to add the destination to chicks.egress.allow"}, nil
+	}
+	ci := egress.ChickInfo{ID: in.ID, Channel: in.Channel, Tier: in.Tier}
+	covered, err := m.egress.Covered(ci, destination)
+	if err != nil {
+		return egress.Grant{}, err
+	}
+	dest := destination
+	if covered {
+		return egress.Grant{Granted: true, Message: dest + " is already allowed for this chick"}, nil
+	}
+	a, ok := m.Adapter(in.Adapter)
+	if !ok {
+		return egress.Grant{Message: "nobody can be asked: this chick's chat adapter is not configured"}, nil
+	}
+	key := in.ID + "\x00" + strings.ToLower(dest)
+	m.accessMu.Lock()
+	if m.ctx.Err() != nil {
+		m.accessMu.Unlock()
+		return egress.Grant{}, egress.ErrUnavailable
+	}
+	r, waiting := m.access[key]
+	if !waiting {
+		r = &accessRequest{key: key, chick: in, dest: dest, adapt: a, done: make(chan struct{}), posted: make(chan struct{})}
+		m.access[key] = r
+		wait := m.egress.RequestTimeout()
+		r.timer = m.clock.AfterFunc(wait, func() { m.accessTimedOut(r, wait) })
+	}
+	others := 0
+	for _, o := range m.access {
+		if o.chick.ID == in.ID && o != r {
+			others++
+		}
+	}
+	m.accessMu.Unlock()
+	if !waiting {
+		m.postAccessRequest(r, reason, others > 0)
+	} else {
+		m.logger.Info("chick asks again for access it is waiting for", "chick", in.ID, "destination", dest)
+	}
+	select {
+	case <-r.done:
+		return r.grant, nil
+	case <-ctx.Done():
+		return egress.Grant{}, ctx.Err()
+	case <-m.ctx.Done():
+		return egress.Grant{}, egress.ErrUnavailable
+	}
+}
+
+// postAccessRequest posts (and logs) the request in the chick's channel.
+// If it cannot be posted, the request is refused at once: nobody would
+// see it.
+func (m *Mother) postAccessRequest(r *accessRequest, reason string, several bool) {
+	defer close(r.posted)
+	answer := r.chick.ID
+	if several {
+		answer += " " + r.dest
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "🔐 chick `%s` asks to reach `%s`", r.chick.ID, r.dest)
+	if reason = tame(reason, 300); reason != "" {
+		b.WriteString(": " + reason)
+		if !strings.ContainsAny(reason[len(reason)-1:], ".!?") {
+			b.WriteString(".")
+		}
+	} else {
+		b.WriteString(".")
+	}
+	fmt.Fprintf(&b, "\nAn admin answers `allow %s` (this chick), `always %s` (this channel, kept) or `deny %s`.", answer, answer, answer)
+	m.logger.Info("chick asks for network access", "chick", r.chick.ID, "channel", r.chick.Channel, "destination", r.dest)
+	if err := m.postLogged(r.adapt, r.chick.ChannelID, b.String(), ""); err != nil {
+		m.resolveAccess(r, egress.Grant{Message: "the request could not be posted in the channel: " + firstLine(err.Error())})
+	}
+}
+
+// tame makes a chick's words safe to show: one line, at most n runes, no
+// code spans to break out of, and no mentions that would notify people.
+func tame(s string, n int) string {
+	s = oneLine(s, n)
+	s = strings.ReplaceAll(s, "`", "'")
+	return strings.ReplaceAll(s, "@", "@\u200b")
+}
+
+// resolveAccess ends a pending request with g, unless it has ended
+// already; it reports whether it did.
+func (m *Mother) resolveAccess(r *accessRequest, g egress.Grant) bool {
+	m.accessMu.Lock()
+	defer m.accessMu.Unlock()
+	if m.access[r.key] != r {
+		return false
+	}
+	delete(m.access, r.key)
+	r.timer.Stop()
+	r.grant = g
+	close(r.done)
+	return true
+}
+
+func (m *Mother) accessTimedOut(r *accessRequest, wait time.Duration) {
+	msg := "no admin answered within " + shortDuration(wait)
+	if !m.resolveAccess(r, egress.Grant{Message: msg}) {
+		return
+	}
+	m.logger.Info("access request timed out", "chick", r.chick.ID, "destination", r.dest)
+	<-r.posted
+	_ = m.postLogged(r.adapt, r.chick.ChannelID, fmt.Sprintf("⌛ chick `%s` asked to reach `%s`: %s; it was told so.", r.chick.ID, r.dest, msg), "")
+}
+
+// accessChickEnded ends the requests of a chick that ended (nobody waits
+// for the answer any more).
+func (m *Mother) accessChickEnded(id string) {
+	m.accessMu.Lock()
+	var rs []*accessRequest
+	for _, r := range m.access {
+		if r.chick.ID == id {
+			rs = append(rs, r)
+		}
+	}
+	m.accessMu.Unlock()
+	for _, r := range rs {
+		if m.resolveAccess(r, egress.Grant{Message: "the chick has ended"}) {
+			m.logger.Info("access request dropped: the chick ended", "chick", id, "destination", r.dest)
+		}
+	}
+}
+
+// stopAccess stops the requests' timers at shutdown: their callers
+// return egress.ErrUnavailable and ask the next Mother.
+func (m *Mother) stopAccess() {
+	m.accessMu.Lock()
+	defer m.accessMu.Unlock()
+	for k, r := range m.access {
+		r.timer.Stop()
+		delete(m.access, k)
+	}
+}
+
+// shortDuration writes d as "10m", "1h30m" or "45s".
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// mayApprove: an admin of the adapter, or the operator at the terminal
+// (a "cli" adapter or one without configuration, as mayDM has it).
+func (m *Mother) mayApprove(adapterName, userID string) bool {
+	ac, ok := m.cfg.Adapters[adapterName]
+	if !ok || ac.Type == "cli" {
+		return true
+	}
+	return m.isAdmin(adapterName, userID)
+}
+
+// pendingIn returns the requests pending in channel qid whose chick id
+// starts with idPrefix (and whose destination is dest, if set), and
+// whether any request is pending there at all.
+func (m *Mother) pendingIn(qid, idPrefix, dest string) (match []*accessRequest, any bool) {
+	m.accessMu.Lock()
+	defer m.accessMu.Unlock()
+	for _, r := range m.access {
+		if r.chick.Channel != qid {
+			continue
+		}
+		any = true
+		if strings.HasPrefix(r.chick.ID, idPrefix) && (dest == "" || strings.EqualFold(r.dest, dest)) {
+			match = append(match, r)
+		}
+	}
+	slices.SortFunc(match, func(a, b *accessRequest) int { return strings.Compare(a.key, b.key) })
+	return match, any
+}
+
+// handleAccessAnswer deals with a message that reads as an answer to an
+// access request. It reports whether the message was one (handled here,
+// not by the model). Called with the channel's order lock held; it calls
+// unlock before posting.
+func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg chat.ChannelMessage, late, addressed bool, unlock func()) bool {
+	verb, idPrefix, dest, ok := ParseAccessAnswer(msg.Text)
+	if !ok || m.egress == nil {
+		return false
+	}
+	qid := chat.QualifiedID(a.Name(), msg.ChannelID)
+	match, anyPending := m.pendingIn(qid, idPrefix, dest)
+	if late && len(match) == 0 {
+		// An answer sent while Mother was down, to a request nobody waits
+		// for any more: logged, nothing else.
+		return true
+	}
+	if len(match) == 0 && !addressed && !anyPending {
+		return false
+	}
+	unlock()
+	lg := m.logger.With("channel", qid, "user", msg.Sender.ID)
+	reply := func(text string) { _ = m.postLogged(a, msg.ChannelID, text, msg.ID) }
+	if len(match) == 0 {
+		what := "`" + idPrefix + "`"
+		if dest != "" {
+			what += " for `" + dest + "`"
+		}
+		reply("There is no pending access request of chick " + what + " here.")
+		return true
+	}
+	if !m.mayApprove(a.Name(), msg.Sender.ID) {
+		lg.Info("access answer from a non-admin ignored", "chick", idPrefix, "answer", verb)
+		if !late {
+			reply("Only an admin can answer access requests; yours was ignored.")
+		}
+		return true
+	}
+	ids := map[string]bool{}
+	for _, r := range match {
+		ids[r.chick.ID] = true
+	}
+	if len(ids) > 1 {
+		reply(fmt.Sprintf("`%s` names more than one chick; answer with the full id.", idPrefix))
+		return true
+	}
+	who := "@" + msg.Sender.Username
+	if msg.Sender.Username == "" {
+		who = "@" + msg.Sender.ID
+	}
+	for _, r := range match {
+		<-r.posted
+		ci := egress.ChickInfo{ID: r.chick.ID, Channel: r.chick.Channel, Tier: r.chick.Tier}
+		var g egress.Grant
+		var notice string
+		switch verb {
+		case AnswerAllow, AnswerAlways:
+			scope, scopeText := egress.ScopeChick, "for this chick"
+			notice = fmt.Sprintf("✅ %s allowed chick `%s` to reach `%s` (this chick, until it ends).", who, r.chick.ID, r.dest)
+			if verb == AnswerAlways {
+				scope, scopeText = egress.ScopeChannel, "for this channel"
+				notice = fmt.Sprintf("✅ %s allowed chick `%s`, and every chick of this channel from now on, to reach `%s` (kept).", who, r.chick.ID, r.dest)
+			}
+			if err := m.egress.Approve(ci, scope, r.dest); err != nil {
+				lg.Error("cannot keep an approval", "chick", r.chick.ID, "destination", r.dest, "err", err)
+				reply(fmt.Sprintf("I could not save the approval of `%s` for chick `%s` (%s); the request is still open.", r.dest, r.chick.ID, firstLine(err.Error())))
+				continue
+			}
+			g = egress.Grant{Granted: true, Scope: scope, Message: "approved by " + who + " " + scopeText}
+		case AnswerDeny:
+			g = egress.Grant{Message: "refused by " + who}
+			notice = fmt.Sprintf("⛔ %s refused chick `%s` access to `%s`.", who, r.chick.ID, r.dest)
+		}
+		if !m.resolveAccess(r, g) {
+			continue // answered (or timed out) meanwhile
+		}
+		lg.Info("access request answered", "chick", r.chick.ID, "destination", r.dest, "answer", verb)
+		reply(notice)
+	}
+	return true
+}
+
+// postLogged posts a notice and writes it to the channel's log as
+// Mother's message (replyTo: the message it answers, if any).
+func (m *Mother) postLogged(a chat.Adapter, channelID, text, replyTo string) error {
+	ctx := context.WithoutCancel(m.ctx)
+	id, err := a.Post(ctx, channelID, text)
+	if err != nil {
+		m.logger.Error("cannot post notice", "channel", chat.QualifiedID(a.Name(), channelID), "err", err)
+		return err
+	}
+	m.metrics.MessageOut(a.Name())
+	if id == "" {
+		id = m.newID()
+	}
+	ch, err := m.store.Channel(a.Name(), channelID)
+	if err == nil {
+		_, err = ch.AppendMessage(chat.ChannelMessage{ID: id, ChannelID: channelID, Timestamp: m.now(),
+			Sender: chat.Sender{ID: a.SelfID(), Username: "mother", IsBot: true}, Text: text, ReplyTo: replyTo})
+	}
+	if err != nil {
+		m.logger.Error("cannot log notice", "channel", chat.QualifiedID(a.Name(), channelID), "err", err)
+	}
+	return nil
+}
+
+// egressLine is how one gate connection reads in the chick's progress.
+func egressLine(e hatchery.Egress) string {
+	dest := egress.Destination(e.Host, e.Port)
+	why := strings.TrimSpace(e.Reason)
+	switch e.Outcome {
+	case hatchery.EgressAllowed:
+		return "reached: " + dest
+	case hatchery.EgressRefused:
+		if why == "" {
+			why = egress.ReasonNotAllowed
+		}
+	case hatchery.EgressCapped:
+		if why == "" {
+			why = egress.ReasonCapped
+		}
+	case hatchery.EgressFailed:
+		if why == "" {
+			why = "unreachable"
+		}
+		return "failed: " + dest + " (" + oneLine(why, 200) + ")"
+	}
+	if why == "" {
+		why = "blocked address"
+	}
+	return "blocked: " + dest + " (" + oneLine(why, 200) + ")"
+}
+
+// maxEgressLines bounds the distinct connection lines shown per chick.
+const maxEgressLines = 50
+
+// ChickEgress implements hatchery.EgressObserver: each distinct
+// connection line once in the chick's progress, as a tool detail (so the
+// adapter's quiet settings apply).
+func (o chickObserver) ChickEgress(in hatchery.Info, e hatchery.Egress) {
+	m := o.m
+	v := m.view(in)
+	if v == nil {
+		return
+	}
+	line := egressLine(e)
+	v.do(func() {
+		if v.egressSeen == nil {
+			v.egressSeen = map[string]bool{}
+		}
+		if v.egressSeen[line] || len(v.egressSeen) > maxEgressLines {
+			return
+		}
+		v.egressSeen[line] = true
+		if len(v.egressSeen) > maxEgressLines {
+			line = "more connections not shown"
+		}
+		ev := agent.Event{Type: agent.EventToolEnd, Time: e.Time, ToolCallID: fmt.Sprintf("egress-%d", len(v.egressSeen)),
+			ToolName: "egress", Label: "egress", Result: line, IsError: e.Outcome != hatchery.EgressAllowed, Duration: e.Duration}
+		v.replyFor(m, m.ctx).Event(context.WithoutCancel(m.ctx), ev)
+	})
+}
+
+var _ hatchery.EgressObserver = chickObserver{}
