@@ -12,6 +12,8 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/mother-chat/mother/pkg/config"
+
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/docker/enginetest"
@@ -48,8 +50,12 @@ func TestRecordEgress(t *testing.T) {
 	c, err := client.NewClientWithOpts(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
 	must(t, err)
 	dir := t.TempDir()
+	// The ledger is the hatchery's, whatever carries the reports: no
+	// gate is started on the fake engine (network none).
+	cfg := testConfig("mother-chick:fake")
+	cfg.Chicks.Network = config.NetworkNone
 	h, err := hatchery.New(hatchery.Options{
-		Config: testConfig("mother-chick:fake"), Dir: dir, Logger: testLogger(t), ProbeInterval: time.Hour,
+		Config: cfg, Dir: dir, Logger: testLogger(t), ProbeInterval: time.Hour,
 		Hosts: []hatchery.Host{{Name: "fake", Runtime: docker.New(c), Capacity: 2, MotherAddress: "127.0.0.1:1"}},
 	})
 	must(t, err)

@@ -75,7 +75,10 @@ func testConfig(image string) *config.Config {
 	cfg := &config.Config{}
 	cfg.SetDefaults("")
 	cfg.Chicks.Image = image
-	cfg.Chicks.HeartbeatInterval = config.Dur(200 * time.Millisecond)
+	// Test chicks run "sleep" and never beat: a short interval would have
+	// the watchdog (started by Reconcile) kill them before a loaded test
+	// sees them run. TestHungChickIsKilled sets its own.
+	cfg.Chicks.HeartbeatInterval = config.Dur(time.Minute)
 	cfg.Chicks.KillGrace = config.Dur(time.Second)
 	cfg.Chicks.Timeout = config.Dur(2 * time.Minute)
 	cfg.Chicks.Resources.Memory = "256m"
@@ -329,7 +332,9 @@ func execIn(t *testing.T, api *client.Client, id string, cmd ...string) string {
 func TestHungChickIsKilled(t *testing.T) {
 	t.Parallel()
 	image := hatcherytest.BuildImage(t)
-	e := newEnv(t, testConfig(image), []string{"sleep", "60"}, "")
+	cfg := testConfig(image)
+	cfg.Chicks.HeartbeatInterval = config.Dur(200 * time.Millisecond)
+	e := newEnv(t, cfg, []string{"sleep", "60"}, "")
 	must(t, e.h.Reconcile(t.Context())) // starts the watchdog
 	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
 	end := e.rec.wait(t, in.ID, 60*time.Second)

@@ -21,7 +21,8 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 	t.Parallel()
 	image := hatcherytest.BuildImage(t)
 	api := hatcherytest.Docker(t)
-	cfg := testConfig(image) // heartbeat every 200ms
+	cfg := testConfig(image)
+	cfg.Chicks.HeartbeatInterval = config.Dur(200 * time.Millisecond)
 	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
@@ -62,7 +63,8 @@ func TestResultStoredIsNotHung(t *testing.T) {
 	t.Parallel()
 	image := hatcherytest.BuildImage(t)
 	api := hatcherytest.Docker(t)
-	cfg := testConfig(image) // heartbeat every 200ms, kill grace 1s
+	cfg := testConfig(image) // kill grace 1s
+	cfg.Chicks.HeartbeatInterval = config.Dur(200 * time.Millisecond)
 	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
