@@ -13,6 +13,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // Markers planted where a chick must not reach: another channel's files.
@@ -179,8 +180,13 @@ func TestChickViewFromInside(t *testing.T) {
 	if n := strings.Count(s["docker"], "No such file or directory"); n != 2 {
 		t.Errorf("the Docker socket is reachable:\n%s", s["docker"])
 	}
-	if strings.TrimSpace(s["sockets"]) != "" {
-		t.Errorf("sockets in the chick's filesystem:\n%s", s["sockets"])
+	// The only sockets are the gate's two (its way to Mother and its
+	// proxy, mounted read-only from the gate's volume): no Docker socket,
+	// no Mother socket, nothing of the host's.
+	for _, sock := range strings.Fields(s["sockets"]) {
+		if sock != wire.GateDir+"/"+wire.GateNestSocket && sock != wire.GateDir+"/"+wire.GateProxySocket {
+			t.Errorf("a socket other than the gate's in the chick's filesystem: %s\n%s", sock, s["sockets"])
+		}
 	}
 	if n := strings.Count(s["rootfs"], "Read-only file system"); n != 4 {
 		t.Errorf("the root filesystem took a write (%d of 4 refused):\n%s", n, s["rootfs"])
