@@ -197,56 +197,74 @@ func chicks(bin, tmp string, quick bool) {
 	})
 	defer fake.Close()
 
+	start := func(name, network string) (d *daemon, out *lineLog, stop func()) {
+		data := filepath.Join(tmp, name)
+		chDir := filepath.Join(data, "workspace", "channels", "cli", "local")
+		check(os.MkdirAll(chDir, 0o700))
+		check(os.WriteFile(filepath.Join(chDir, "MEMORY.md"), []byte("A small file the chicks read.\n"), 0o600))
+		cfg, _ := json.Marshal(map[string]any{
+			"adapters":  map[string]any{"cli": map[string]any{"type": "cli"}},
+			"model":     map[string]any{"provider": "ollama", "id": motherModel},
+			"providers": map[string]any{"ollama": map[string]any{"url": fake.URL}},
+			"chicks": map[string]any{
+				"image": benchImage, "defaultTier": "local", "maxConcurrent": 10, "maxPerChannel": 10, "maxTurns": 1000,
+				"tiers":     map[string]any{"local": map[string]any{"provider": "ollama", "model": chickModel, "description": "bench"}},
+				"resources": map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "16m"},
+				"network":   network,
+			},
+			"log": map[string]any{"level": "warn"},
+		})
+		d = startDaemonWith(bin, data, cfg)
+		return d, newLineLog(d.stdout), func() {
+			d.stop()
+			removeInstance(filepath.Join(data, "chicks"))
+		}
+	}
+	// measure times spawns one at a time: spawn_chick (the model's call)
+	// to the chick's first event rendered.
+	measure := func(d *daemon, out *lineLog, prefix string) []time.Duration {
+		var spawn []time.Duration
+		for i := range spawns {
+			goal := fmt.Sprintf("job-%s%d", prefix, i)
+			from := out.len()
+			fmt.Fprintln(d.stdin, "please do "+goal)
+			first, _ := out.wait(from, "→ first "+goal, 2*time.Minute)
+			mu.Lock()
+			spawn = append(spawn, first.at.Sub(spawnAt[goal]))
+			mu.Unlock()
+			out.wait(from, goal+" finished", 2*time.Minute)
+		}
+		sortD(spawn)
+		return spawn
+	}
+	// The same spawns with the host's network, for the cost of isolation.
+	hd, hout, hstop := start("chicks-host", "host")
+	hostSpawn := measure(hd, hout, "host-")
+	hstop()
+
 	data := filepath.Join(tmp, "chicks")
-	chDir := filepath.Join(data, "workspace", "channels", "cli", "local")
-	check(os.MkdirAll(chDir, 0o700))
-	check(os.WriteFile(filepath.Join(chDir, "MEMORY.md"), []byte("A small file the chicks read.\n"), 0o600))
-	cfg, _ := json.Marshal(map[string]any{
-		"adapters":  map[string]any{"cli": map[string]any{"type": "cli"}},
-		"model":     map[string]any{"provider": "ollama", "id": motherModel},
-		"providers": map[string]any{"ollama": map[string]any{"url": fake.URL}},
-		"chicks": map[string]any{
-			"image": benchImage, "defaultTier": "local", "maxConcurrent": 10, "maxPerChannel": 10, "maxTurns": 1000,
-			"tiers":     map[string]any{"local": map[string]any{"provider": "ollama", "model": chickModel, "description": "bench"}},
-			"resources": map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "16m"},
-		},
-		"log": map[string]any{"level": "warn"},
-	})
-	d := startDaemonWith(bin, data, cfg)
-	defer func() {
-		d.stop()
-		removeInstance(filepath.Join(data, "chicks"))
-	}()
-	out := newLineLog(d.stdout)
+	d, out, stop := start("chicks", "isolated")
+	defer stop()
 
 	// Spawn: spawn_chick (the model's call) to the chick's first event
 	// rendered, one chick at a time, beside `docker run --rm` of the image.
-	var spawn []time.Duration
-	for i := range spawns {
-		goal := fmt.Sprintf("job-%d", i)
-		from := out.len()
-		fmt.Fprintln(d.stdin, "please do "+goal)
-		first, _ := out.wait(from, "→ first "+goal, 2*time.Minute)
-		mu.Lock()
-		spawn = append(spawn, first.at.Sub(spawnAt[goal]))
-		mu.Unlock()
-		out.wait(from, goal+" finished", 2*time.Minute)
-	}
+	spawn := measure(d, out, "")
 	var runFirst, runExit []time.Duration
 	for range spawns {
 		f, e := dockerRun()
 		runFirst, runExit = append(runFirst, f), append(runExit, e)
 	}
-	sortD(spawn)
 	sortD(runFirst)
 	sortD(runExit)
 	fmt.Printf("## Chick spawn (real Docker engine, offline image, %d spawns one at a time)\n\n", spawns)
 	fmt.Printf("| | p50 | p95 |\n|---|---|---|\n")
-	fmt.Printf("| `spawn_chick` to the chick's first event rendered | %s | %s |\n", pct(spawn, 50), pct(spawn, 95))
+	fmt.Printf("| `spawn_chick` to the chick's first event rendered (isolated: network none, through the gate) | %s | %s |\n", pct(spawn, 50), pct(spawn, 95))
+	fmt.Printf("| the same with `chicks.network: host` | %s | %s |\n", pct(hostSpawn, 50), pct(hostSpawn, 95))
 	fmt.Printf("| `docker run --rm %s --version`: to its first output | %s | %s |\n", benchImage, pct(runFirst, 50), pct(runFirst, 95))
 	fmt.Printf("| `docker run --rm %s --version`: to exit | %s | %s |\n\n", benchImage, pct(runExit, 50), pct(runExit, 95))
 	fmt.Printf("Ratio (p50): %.2fx `docker run --rm` to exit, %.2fx to first output. Goal: under 1.5x.\n",
 		float64(pct(spawn, 50))/float64(pct(runExit, 50)), float64(pct(spawn, 50))/float64(pct(runFirst, 50)))
+	fmt.Printf("Isolation costs %.2fx the host-network spawn at p50 (a host's gate is started once, by its first isolated spawn or at start, not per chick).\n", float64(pct(spawn, 50))/float64(pct(hostSpawn, 50)))
 	fmt.Printf("The spawn includes creating the hardened container, copying the channel's files in, starting it, the chick's re-exec, dialling Mother over TLS, joining, its first model call through the broker (answered at once), and rendering.\n\n")
 
 	// Overhead: a chick's tool_start event (its own timestamp, taken in the

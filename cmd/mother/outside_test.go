@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -221,11 +222,8 @@ func (o *outside) probeScript(nest string) string {
 // probes reads the script's "PROBE name ok|fail" lines.
 func probes(out string) map[string]bool {
 	m := map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "PROBE" {
-			m[f[1]] = f[2] == "ok"
-		}
+	for _, f := range regexp.MustCompile(`PROBE (\S+) (ok|fail)\b`).FindAllStringSubmatch(out, -1) {
+		m[f[1]] = f[2] == "ok"
 	}
 	return m
 }

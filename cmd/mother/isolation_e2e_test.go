@@ -1,0 +1,483 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+)
+
+// The isolation tests run real chicks under the default configuration
+// (chicks.network "isolated") and look at the world from inside them the
+// way a prompt-injected model would, with bash. Everything they try to
+// reach is the test's own (outside_test.go); every probe that must fail
+// from a chick succeeds from a container on the host's network.
+
+// scriptedChick is a chick model that runs, for the goal it was given, a
+// list of tool calls one after the other, then answers "Done: " with the
+// results joined by " || ". Mother's model delegates every message as the
+// goal, verbatim.
+type scriptedChick struct {
+	mu    sync.Mutex
+	calls map[string][]ollamatest.Call // by the goal's first word
+}
+
+func (s *scriptedChick) set(word string, calls ...ollamatest.Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string][]ollamatest.Call{}
+	}
+	s.calls[word] = calls
+}
+
+func bashCall(label, command string) ollamatest.Call {
+	return ollamatest.Call{Name: "bash", Args: map[string]any{"label": label, "command": command}}
+}
+
+func (s *scriptedChick) fake() *ollamatest.Server {
+	return ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		switch r.Model {
+		case motherModel:
+			// Delegated once per message: the history holds earlier
+			// messages' tool results too.
+			if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "tool" {
+				return ollamatest.Turn{Text: "Delegated."}
+			}
+			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"label": "delegating", "goal": r.LastUser()}}}}
+		case chickModel:
+			goal := ""
+			for _, m := range r.Messages {
+				if m.Role == "user" {
+					goal = m.Content
+					break
+				}
+			}
+			s.mu.Lock()
+			var calls []ollamatest.Call
+			for word, c := range s.calls {
+				if strings.Contains(goal, word) {
+					calls = c
+				}
+			}
+			s.mu.Unlock()
+			res := toolResults(r)
+			if len(res) < len(calls) {
+				return ollamatest.Turn{Calls: []ollamatest.Call{calls[len(res)]}}
+			}
+			return ollamatest.Turn{Text: "Done: " + strings.Join(res, " || ")}
+		}
+		return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
+	})
+}
+
+// setEgress writes chicks.egress (and any other chicks settings) into the
+// data dir's config.
+func setChicks(t *testing.T, data string, settings map[string]any) {
+	t.Helper()
+	path := filepath.Join(data, "config.json")
+	var cfg map[string]any
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	chicks := cfg["chicks"].(map[string]any)
+	for k, v := range settings {
+		if v == nil {
+			delete(chicks, k)
+		} else {
+			chicks[k] = v
+		}
+	}
+	b, _ = json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gates lists the gate containers of the data dir's Mother.
+func gates(t *testing.T, api *client.Client, data string) []container.Summary {
+	t.Helper()
+	return hatcherytest.Gates(t, api, hatcherytest.InstanceFile(filepath.Join(data, "chicks")))
+}
+
+// gateVolumes lists the gate volumes of the data dir's Mother.
+func gateVolumes(t *testing.T, api *client.Client, data string) []string {
+	t.Helper()
+	inst := hatcherytest.InstanceFile(filepath.Join(data, "chicks"))
+	vs, err := api.VolumeList(context.Background(), volume.ListOptions{Filters: filters.NewArgs(filters.Arg("name", "mother-gate-"+inst))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vs.Volumes {
+		names = append(names, v.Name)
+	}
+	return names
+}
+
+// removeGateVolumes removes, at cleanup, the gate volume the data dir's
+// Mother leaves behind (its containers go with RemoveOnCleanup).
+func removeGateVolumes(t *testing.T, api *client.Client, data string) {
+	t.Cleanup(func() {
+		inst := hatcherytest.InstanceFile(filepath.Join(data, "chicks"))
+		if inst == "" {
+			return
+		}
+		for _, c := range hatcherytest.Containers(t, api, "mother.instance", inst) {
+			api.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+		}
+		api.VolumeRemove(context.Background(), "mother-gate-"+inst, true)
+	})
+}
+
+// waitCount waits until stdout holds n copies of s.
+func (p *chickProc) waitCount(t *testing.T, s string, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for strings.Count(p.out(), s) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("stdout shows %q %d times, want %d; stdout:\n%s\nstderr:\n%s", s, strings.Count(p.out(), s), n, p.out(), p.errs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestIsolatedChickReachesOnlyMother: under the default configuration a
+// real chick joins Mother, runs, streams and returns its result, yet from
+// inside it no connection reaches a listener on the Docker host's
+// loopback, on the host's bridge address, a neighbouring container or
+// Mother's own nest port, and the test's DNS server cannot be asked; it
+// has no network interface but its loopback and no IPv6 address but
+// loopback's. Every one of these probes succeeds from a container on the
+// host's network.
+func TestIsolatedChickReachesOnlyMother(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	o := makeOutside(t, api)
+	data, listen := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	script := o.probeScript(listen)
+	var s scriptedChick
+	s.set("probe", bashCall("probe", script))
+	fake := s.fake()
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "probe the network\n")
+	p.waitOut(t, "Done: ", 3*time.Minute)
+	out := p.out()
+	got := probes(out)
+	for _, name := range []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"} {
+		ok, ran := got[name]
+		switch {
+		case !ran:
+			t.Errorf("probe %s did not run in the chick:\n%s", name, out)
+		case ok:
+			t.Errorf("an isolated chick reached %s", name)
+		}
+	}
+	if m := regexp.MustCompile(`INTERFACES ([^\n]*)`).FindStringSubmatch(out); m == nil || strings.TrimSpace(m[1]) != "lo" {
+		t.Errorf("the chick's network interfaces: %q, want only lo", m)
+	}
+	if m := regexp.MustCompile(`INET6 (\d+)`).FindStringSubmatch(out); m == nil || (m[1] != "0" && m[1] != "1") {
+		t.Errorf("the chick's IPv6 addresses: %q, want at most loopback's", m)
+	}
+	// The positive control: the same probes from the host's network.
+	control := probes(o.onHostNetwork(t, script))
+	for _, name := range []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"} {
+		if !control[name] {
+			t.Errorf("probe %s failed from the host's network too: it proves nothing", name)
+		}
+	}
+	if gs := gates(t, api, data); len(gs) != 1 {
+		t.Errorf("%d gates, want 1", len(gs))
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.errs())
+	}
+}
+
+// proxyRequest is a shell line that sends one raw request to the chick's
+// proxy (127.0.0.1:3128, its forwarder to the gate) and prints the first
+// bytes of the answer between markers.
+func proxyRequest(name, request string) string {
+	return fmt.Sprintf("echo '<<%s'; (printf '%s'; sleep 2) | nc 127.0.0.1 3128 | head -c 400; echo; echo '%s>>'\n", name, request, name)
+}
+
+// answerOf cuts one proxyRequest's answer out of the output.
+func answerOf(out, name string) string {
+	_, rest, ok := strings.Cut(out, "<<"+name)
+	if !ok {
+		return ""
+	}
+	ans, _, _ := strings.Cut(rest, name+">>")
+	return ans
+}
+
+// TestIsolatedChickEgressAllowlist: the gate's proxy reaches a listed
+// address (a web server container of the test's), refuses a name not
+// listed with the message the channel sees, and refuses listed names that
+// resolve to loopback or link-local addresses; the refusal shows in the
+// chick's progress.
+func TestIsolatedChickEgressAllowlist(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	o := makeOutside(t, api)
+	data, _ := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	_, loopPort, _ := net.SplitHostPort(o.Loopback)
+	setChicks(t, data, map[string]any{"egress": map[string]any{
+		"allow": []string{o.Web, "loop.test", "meta.test"},
+		"hosts": map[string]string{"loop.test": "127.0.0.1", "meta.test": "169.254.169.254", "web.test": o.WebIP},
+	}})
+	crlf := `\r\n`
+	script := proxyRequest("listed", "GET http://"+o.Web+"/hello.txt HTTP/1.0"+crlf+"Host: "+o.Web+crlf+crlf) +
+		proxyRequest("unlisted", "CONNECT other.test:443 HTTP/1.1"+crlf+"Host: other.test:443"+crlf+crlf) +
+		proxyRequest("unlisted-name", "GET http://web.test:8080/hello.txt HTTP/1.0"+crlf+crlf) +
+		proxyRequest("loopback", "CONNECT loop.test:"+loopPort+" HTTP/1.1"+crlf+crlf) +
+		proxyRequest("link-local", "CONNECT meta.test:80 HTTP/1.1"+crlf+crlf)
+	var s scriptedChick
+	s.set("fetch", bashCall("fetch", script))
+	fake := s.fake()
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "fetch things\n")
+	p.waitOut(t, "Done: ", 3*time.Minute)
+	out := p.out()
+	if a := answerOf(out, "listed"); !strings.Contains(a, "HELLO-WEB") {
+		t.Errorf("the listed web server was not reached: %q", a)
+	}
+	for name, want := range map[string]string{
+		"unlisted":      "blocked: other.test:443 (not allowed for this chick)",
+		"unlisted-name": "blocked: web.test:8080 (not allowed for this chick)",
+		"loopback":      "blocked: loop.test:" + loopPort + " (resolves to",
+		"link-local":    "blocked: meta.test:80 (resolves to",
+	} {
+		a := answerOf(out, name)
+		if !strings.Contains(a, "403") || !strings.Contains(a, want) {
+			t.Errorf("%s: the proxy answered %q, want a 403 with %q", name, a, want)
+		}
+	}
+	// The channel saw the refusal as the chick's progress.
+	if !strings.Contains(out, "✗ egress: blocked: other.test:443 (not allowed for this chick)") {
+		t.Errorf("the refusal is not in the channel:\n%s", out)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.errs())
+	}
+	// Every connection is in the chick's egress record.
+	recs, _ := filepath.Glob(filepath.Join(data, "chicks", "c-*", "egress.jsonl"))
+	var lines int
+	for _, r := range recs {
+		b, _ := os.ReadFile(r)
+		lines += strings.Count(string(b), "\n")
+	}
+	if lines < 5 {
+		t.Errorf("%d connections recorded in egress.jsonl, want 5", lines)
+	}
+}
+
+// accessID finds the chick id of the n-th access request posted.
+func accessID(t *testing.T, p *chickProc, n int) string {
+	t.Helper()
+	p.waitCount(t, "asks to reach", n, 2*time.Minute)
+	ms := regexp.MustCompile("`allow ([^`]+)`").FindAllStringSubmatch(p.out(), -1)
+	if len(ms) < n {
+		t.Fatalf("no answer id in the request:\n%s", p.out())
+	}
+	return ms[n-1][1]
+}
+
+// TestRequestAccessInChat: a chick asks for a destination with
+// request_access; an admin (the terminal's operator) approves it once (the
+// chick then reaches it through the proxy), refuses it (it stays
+// blocked), lets it time out (the chick is told), and approves it for the
+// channel, which survives a restart of Mother: the next chick reaches it
+// without asking.
+func TestRequestAccessInChat(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	o := makeOutside(t, api)
+	data, _ := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	// web.test resolves to the web server's private address, which the
+	// operator listed exactly; the name itself is not allowed.
+	setChicks(t, data, map[string]any{"egress": map[string]any{
+		"allow":          []string{o.WebIP},
+		"hosts":          map[string]string{"web.test": o.WebIP},
+		"requestTimeout": "6s",
+	}})
+	crlf := `\r\n`
+	get := bashCall("get", proxyRequest("get", "GET http://web.test:8080/hello.txt HTTP/1.0"+crlf+crlf))
+	ask := ollamatest.Call{Name: "request_access", Args: map[string]any{"label": "ask", "destination": "web.test:8080", "reason": "fetch the hello file"}}
+	var s scriptedChick
+	for _, w := range []string{"once", "refused", "unanswered", "always"} {
+		s.set(w, ask, get)
+	}
+	s.set("again", get)
+	fake := s.fake()
+	defer fake.Close()
+
+	p := startChickMother(t, data, chickEnv(fake))
+	step := func(n int, goal, answer string) string {
+		t.Helper()
+		io.WriteString(p.stdin, goal+"\n")
+		id := accessID(t, p, n)
+		if answer != "" {
+			io.WriteString(p.stdin, answer+" "+id+"\n")
+		}
+		p.waitCount(t, "Done: ", n, 3*time.Minute)
+		outs := strings.Split(p.out(), "Done: ")
+		return outs[n]
+	}
+	if r := step(1, "fetch once", "allow"); !strings.Contains(r, "HELLO-WEB") {
+		t.Errorf("approved once, the chick did not reach web.test: %s", r)
+	}
+	if r := step(2, "fetch refused", "deny"); strings.Contains(r, "HELLO-WEB") || !strings.Contains(answerOf(r, "get"), "not allowed for this chick") {
+		t.Errorf("refused, the chick still reached web.test (or was not told): %s", r)
+	}
+	if r := step(3, "fetch unanswered", ""); !strings.Contains(r, "no admin answered") || strings.Contains(r, "HELLO-WEB") {
+		t.Errorf("unanswered, the chick was not told of the timeout: %s", r)
+	}
+	if r := step(4, "fetch always", "always"); !strings.Contains(r, "HELLO-WEB") {
+		t.Errorf("approved for the channel, the chick did not reach web.test: %s", r)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.errs())
+	}
+	// Every request and answer is in the channel's log.
+	var requests int
+	for _, m := range readLog(t, data) {
+		if strings.Contains(m.Text, "asks to reach") {
+			requests++
+		}
+	}
+	if requests != 4 {
+		t.Errorf("%d access requests in log.jsonl, want 4", requests)
+	}
+
+	// Restarted, the channel's approval holds: no question asked.
+	p2 := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p2.stdin, "fetch again\n")
+	p2.waitOut(t, "Done: ", 3*time.Minute)
+	if r := p2.out(); !strings.Contains(r, "HELLO-WEB") || strings.Contains(r, "asks to reach") {
+		t.Errorf("after a restart the channel's approval did not hold: %s", r)
+	}
+	p2.stdin.Close()
+	p2.wait(t, 2*time.Minute)
+}
+
+// TestGateKilledMidRun: the gate is killed while a chick works; Mother
+// starts it again, the chick reconnects to her through it, and its events
+// and result arrive.
+func TestGateKilledMidRun(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	var s scriptedChick
+	s.set("slow", bashCall("before", "echo before-kill"), bashCall("wait", "sleep 8; echo slept"), bashCall("after", "echo after-kill"))
+	fake := s.fake()
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "slow work\n")
+	p.waitOut(t, "→ wait", 2*time.Minute)
+	gs := gates(t, api, data)
+	if len(gs) != 1 {
+		t.Fatalf("%d gates, want 1", len(gs))
+	}
+	if err := api.ContainerKill(context.Background(), gs[0].ID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	p.waitOut(t, "Done: ", 3*time.Minute)
+	if out := p.out(); !strings.Contains(out, "slept") || !strings.Contains(out, "after-kill") {
+		t.Errorf("the chick's work across the gate's death is incomplete:\n%s", out)
+	}
+	if !strings.Contains(p.errs(), "gate exited; starting it again") {
+		t.Errorf("Mother did not log the gate's restart:\n%s", p.errs())
+	}
+	gs = gates(t, api, data)
+	if len(gs) != 1 || gs[0].State != "running" {
+		t.Errorf("after the kill: %d gates (%+v), want 1 running", len(gs), gs)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.errs())
+	}
+}
+
+// TestGatesReconciled: Mother SIGKILLed while a chick works and started
+// again keeps the same gate (none duplicated) and the chick finishes;
+// when the configuration no longer isolates chicks, the gate and its
+// volume are removed.
+func TestGatesReconciled(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	var s scriptedChick
+	s.set("slow", bashCall("wait", "sleep 6; echo slept"))
+	fake := s.fake()
+	defer fake.Close()
+	a := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(a.stdin, "slow work\n")
+	a.waitOut(t, "→ wait", 2*time.Minute)
+	before := gates(t, api, data)
+	if len(before) != 1 {
+		t.Fatalf("%d gates, want 1", len(before))
+	}
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	a.wait(t, time.Minute)
+
+	b := startChickMother(t, data, chickEnv(fake))
+	b.waitOut(t, "Done: ", 3*time.Minute)
+	after := gates(t, api, data)
+	if len(after) != 1 || after[0].ID != before[0].ID {
+		t.Errorf("after a restart: gates %v, want the same one (%s)", after, before[0].ID)
+	}
+	b.stdin.Close()
+	if code := b.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, b.errs())
+	}
+	if len(gateVolumes(t, api, data)) != 1 {
+		t.Errorf("the gate volume is missing while isolation is configured")
+	}
+
+	setChicks(t, data, map[string]any{"network": "bridge"})
+	c := startChickMother(t, data, chickEnv(fake))
+	c.stdin.Close()
+	if code := c.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, c.errs())
+	}
+	if gs := gates(t, api, data); len(gs) != 0 {
+		t.Errorf("%d gates left when no chick is isolated", len(gs))
+	}
+	if vs := gateVolumes(t, api, data); len(vs) != 0 {
+		t.Errorf("gate volumes left when no chick is isolated: %v", vs)
+	}
+}
