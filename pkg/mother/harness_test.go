@@ -199,6 +199,8 @@ type harness struct {
 	logs   *strings.Builder
 	logMu  *sync.Mutex
 	script func(ollamatest.Request) ollamatest.Turn
+	// crashHook is the next booted Mother's crash hook (see crashed).
+	crashHook func(point string) bool
 }
 
 type harnessOpt func(*harness)
@@ -266,6 +268,7 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.crashHook, h.crashHook = h.crashHook, nil
 	ad := newRecAdapter("rec")
 	for _, f := range extra {
 		f(ad)

@@ -108,7 +108,14 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		m.post(ctx, a, channelID, "I could not load this channel's context, so I am not answering. The operator has the details in my log.")
 		return nil, nil, &Outcome{Err: err}
 	}
-	if job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd) {
+	synced := job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd)
+	if !synced && !job.interrupted && job.kind() == KindMessage && sess.Holds(job.Trigger.ID) {
+		// The same message logged again further on (an adapter delivered
+		// it a second time after a restart): the first was answered.
+		lg.Info("trigger already in the context: delivered twice; not answering it again")
+		return nil, nil, &Outcome{Skipped: true}
+	}
+	if synced {
 		if !job.interrupted {
 			// An earlier run already read this message along with another one.
 			lg.Debug("trigger already answered with an earlier message")

@@ -380,6 +380,38 @@ func (c *Channel) Pending(cur Cursor, upTo int64, seen func(id string) bool) ([]
 	return out, next, nil
 }
 
+// LogSize is the length of log.jsonl's whole lines: the offset the next
+// message will start at.
+func (c *Channel) LogSize() int64 { return c.log.Size() }
+
+// FindMessage looks for message id in log.jsonl from offset from (a line
+// start, such as an earlier LogSize; an offset past the end means the log
+// was replaced, and the whole log is searched) and returns the first
+// message with that id and its end offset.
+func (c *Channel) FindMessage(id string, from int64) (LoggedMessage, bool, error) {
+	size := c.log.Size()
+	if from > size || from < 0 {
+		from = 0
+	}
+	var found LoggedMessage
+	errFound := errors.New("found")
+	err := jsonl.Scan(c.LogPath(), from, size, func(line []byte, _, end int64) error {
+		var m chat.ChannelMessage
+		if json.Unmarshal(line, &m) != nil || m.ID != id {
+			return nil
+		}
+		found = LoggedMessage{Msg: m, End: end}
+		return errFound
+	})
+	switch {
+	case errors.Is(err, errFound):
+		return found, true, nil
+	case err != nil:
+		return LoggedMessage{}, false, fmt.Errorf("find message %s: %w", id, err)
+	}
+	return LoggedMessage{}, false, nil
+}
+
 // IDsAfter returns the ids of the messages logged after offset; it reads
 // only that part of the log.
 func (c *Channel) IDsAfter(offset int64) (map[string]bool, error) {
