@@ -236,7 +236,7 @@ func (m *Mother) findTrigger(lg *slog.Logger, adapter, channel string, ij inflig
 		lg.Error("cannot open channel store to find a recovered message", "msg_id", ij.Trigger.ID, "err", err)
 		return 0
 	}
-	lm, ok, err := ch.FindMessage(ij.Trigger.ID, ij.LogFrom)
+	lm, ok, err := ch.FindMessage(ij.LogFrom, func(msg chat.ChannelMessage) bool { return msg.ID == ij.Trigger.ID })
 	if err != nil {
 		lg.Error("cannot look for a recovered message in the log", "msg_id", ij.Trigger.ID, "err", err)
 		return 0

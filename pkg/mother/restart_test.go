@@ -259,3 +259,77 @@ func TestCrashWhileStartingKeepsACutOffRun(t *testing.T) {
 		t.Errorf("replies after the second crash = %q, want the resumed run's answer", r)
 	}
 }
+
+// TestCrashAroundTheAnswer crashes Mother after her answer was posted but
+// before it was logged, and just after it was logged. The next Mother
+// posts it again in the first case (she cannot tell whether it reached
+// the channel) and not in the second; either way the log then holds one
+// answer, and the context holds it once.
+func TestCrashAroundTheAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		point string
+		again bool
+	}{
+		{"answer posted", true},
+		{"answer logged", false},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			hit, frozen := make(chan struct{}), make(chan struct{})
+			t.Cleanup(func() { close(frozen) })
+			h.m.crashHook = func(p string) bool {
+				if p != tc.point {
+					return false
+				}
+				close(hit)
+				<-frozen // the process is gone: nothing of it runs on
+				return true
+			}
+			msg := h.say("C1", "hello", false, mention)
+			select {
+			case <-hit:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the run never reached the crash point %q", tc.point)
+			}
+
+			h.boot()
+			h.idle()
+			replies := texts(h.ad.of("finish"))
+			switch {
+			case tc.again && (len(replies) != 1 || replies[0] != "(Resumed after a restart.)\n\nanswer to: hello"):
+				t.Errorf("replies after the crash = %q, want the answer posted again", replies)
+			case !tc.again && len(replies) != 0:
+				t.Errorf("replies after the crash = %q, want none (the answer was logged)", replies)
+			}
+			answers := 0
+			for _, l := range h.logged("C1") {
+				if l.ReplyTo == msg.ID {
+					answers++
+				}
+			}
+			if answers != 1 {
+				t.Errorf("log.jsonl holds %d answers to the message, want 1", answers)
+			}
+
+			h.say("C1", "and now?", false, mention)
+			h.idle()
+			var last ollamatest.Request
+			for _, r := range h.fake.Requests() {
+				if r.LastUser() != "" && strings.Contains(r.LastUser(), "and now?") {
+					last = r
+				}
+			}
+			seen := 0
+			for _, m := range last.Messages {
+				if m.Role == "assistant" && strings.Contains(m.Content, "answer to: hello") {
+					seen++
+				}
+			}
+			if seen != 1 {
+				t.Errorf("the next run's context holds the first answer %d times, want once: %+v", seen, last.Messages)
+			}
+		})
+	}
+}

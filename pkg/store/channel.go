@@ -384,11 +384,11 @@ func (c *Channel) Pending(cur Cursor, upTo int64, seen func(id string) bool) ([]
 // message will start at.
 func (c *Channel) LogSize() int64 { return c.log.Size() }
 
-// FindMessage looks for message id in log.jsonl from offset from (a line
-// start, such as an earlier LogSize; an offset past the end means the log
-// was replaced, and the whole log is searched) and returns the first
-// message with that id and its end offset.
-func (c *Channel) FindMessage(id string, from int64) (LoggedMessage, bool, error) {
+// FindMessage returns the first message in log.jsonl from offset from (a
+// line start, such as an earlier LogSize or a message's end; an offset
+// past the end means the log was replaced, and the whole log is searched)
+// that match accepts, with its end offset.
+func (c *Channel) FindMessage(from int64, match func(chat.ChannelMessage) bool) (LoggedMessage, bool, error) {
 	size := c.log.Size()
 	if from > size || from < 0 {
 		from = 0
@@ -397,7 +397,7 @@ func (c *Channel) FindMessage(id string, from int64) (LoggedMessage, bool, error
 	errFound := errors.New("found")
 	err := jsonl.Scan(c.LogPath(), from, size, func(line []byte, _, end int64) error {
 		var m chat.ChannelMessage
-		if json.Unmarshal(line, &m) != nil || m.ID != id {
+		if json.Unmarshal(line, &m) != nil || !match(m) {
 			return nil
 		}
 		found = LoggedMessage{Msg: m, End: end}
@@ -407,7 +407,7 @@ func (c *Channel) FindMessage(id string, from int64) (LoggedMessage, bool, error
 	case errors.Is(err, errFound):
 		return found, true, nil
 	case err != nil:
-		return LoggedMessage{}, false, fmt.Errorf("find message %s: %w", id, err)
+		return LoggedMessage{}, false, fmt.Errorf("find message: %w", err)
 	}
 	return LoggedMessage{}, false, nil
 }

@@ -230,7 +230,7 @@ func TestFindMessage(t *testing.T) {
 		{"from past the end (log replaced)", "a", lm.End + 1000, from},
 		{"missing", "c", 0, 0},
 	} {
-		got, found, err := ch.FindMessage(tc.id, tc.from)
+		got, found, err := ch.FindMessage(tc.from, func(m chat.ChannelMessage) bool { return m.ID == tc.id })
 		if err != nil || found != (tc.wantEnd > 0) || got.End != tc.wantEnd || (found && got.Msg.ID != tc.id) {
 			t.Errorf("%s: FindMessage(%q, %d) = %+v, %v, %v; want end %d", tc.name, tc.id, tc.from, got, found, err, tc.wantEnd)
 		}
