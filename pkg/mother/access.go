@@ -248,24 +248,36 @@ func (m *Mother) pendingIn(qid, idPrefix, dest string) (match []*accessRequest, 
 	return match, any
 }
 
+// isAccessAnswer reports whether msg is an answer to an access request
+// (handleAccessAnswer's business, not the model's): "allow|always|deny
+// <id>" naming a pending request, or while requests are pending in the
+// channel, or addressed to Mother, or sent while she was down (then only
+// logged: nobody waits for it any more). Deliver asks before the message
+// is logged, so no job is reserved for it.
+func (m *Mother) isAccessAnswer(a chat.Adapter, msg chat.ChannelMessage, late, addressed bool) bool {
+	_, idPrefix, dest, ok := ParseAccessAnswer(msg.Text)
+	if !ok || m.egress == nil {
+		return false
+	}
+	match, anyPending := m.pendingIn(chat.QualifiedID(a.Name(), msg.ChannelID), idPrefix, dest)
+	return late || len(match) > 0 || addressed || anyPending
+}
+
 // handleAccessAnswer deals with a message that reads as an answer to an
 // access request. It reports whether the message was one (handled here,
 // not by the model). Called with the channel's order lock held; it calls
 // unlock before posting.
 func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg chat.ChannelMessage, late, addressed bool, unlock func()) bool {
-	verb, idPrefix, dest, ok := ParseAccessAnswer(msg.Text)
-	if !ok || m.egress == nil {
+	if !m.isAccessAnswer(a, msg, late, addressed) {
 		return false
 	}
+	verb, idPrefix, dest, _ := ParseAccessAnswer(msg.Text)
 	qid := chat.QualifiedID(a.Name(), msg.ChannelID)
-	match, anyPending := m.pendingIn(qid, idPrefix, dest)
+	match, _ := m.pendingIn(qid, idPrefix, dest)
 	if late && len(match) == 0 {
 		// An answer sent while Mother was down, to a request nobody waits
 		// for any more: logged, nothing else.
 		return true
-	}
-	if len(match) == 0 && !addressed && !anyPending {
-		return false
 	}
 	unlock()
 	lg := m.logger.With("channel", qid, "user", msg.Sender.ID)

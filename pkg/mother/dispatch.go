@@ -55,6 +55,9 @@ type Job struct {
 
 	// resumes counts the restarts this job has been carried over.
 	resumes int
+	// logFrom is the size of log.jsonl before the trigger was logged:
+	// where recovery looks for it if the marker was written first.
+	logFrom int64
 	// interrupted: the job was running when Mother went down.
 	interrupted bool
 }
@@ -92,6 +95,9 @@ type channelState struct {
 	// short (kept so the in-flight marker still names it).
 	current     *Job
 	interrupted *Job
+	// incoming is the message job being logged (see reserve): in the
+	// in-flight marker, not yet in the queue.
+	incoming *Job
 	// cancel aborts the run in progress (nil when idle).
 	cancel context.CancelFunc
 	// stopping is set when a user stopped the current run; it is closed
@@ -146,6 +152,17 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	if msg.Timestamp.IsZero() {
 		msg.Timestamp = m.now()
 	}
+	// Decide first whether the message is one to answer (not Mother's own,
+	// not a bot's, not a refused DM, not a stop, and addressed to her):
+	// its job goes into the in-flight marker before the message goes into
+	// the log, so a crash between the two leaves a job the next start
+	// finds (logging the message then if it is missing), never a logged
+	// message nobody answers.
+	addressed := Addressed(a.SelfID(), msg)
+	stopAll, isStop := ParseStop(msg.Text)
+	refused := msg.IsDM && !m.mayDM(adapterName, msg.Sender.ID)
+	access := !refused && !msg.Sender.IsBot && msg.Sender.ID != a.SelfID() && m.isAccessAnswer(a, msg, late, addressed)
+	answer := addressed && !isStop && !access && !refused && !msg.Sender.IsBot && msg.Sender.ID != a.SelfID()
 	cs.order.Lock()
 	locked := true
 	unlock := func() {
@@ -155,8 +172,22 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		}
 	}
 	defer unlock()
+	var job *Job
+	var qerr error
+	if answer {
+		job = &Job{Kind: KindMessage, Trigger: msg, Late: late}
+		if qerr = m.reserve(cs, ch, job); qerr != nil {
+			job = nil
+		}
+	}
+	if m.crashed("reserved") {
+		return
+	}
 	lm, err := ch.AppendMessage(msg)
 	if err != nil {
+		if job != nil {
+			m.unreserve(cs)
+		}
 		unlock()
 		lg.Error("cannot log message", "err", err)
 		if _, perr := a.Post(ctx, msg.ChannelID, "I could not store your message (disk problem?), so I am not answering it. The operator has the details in my log."); perr != nil {
@@ -164,6 +195,9 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		} else {
 			m.metrics.MessageOut(adapterName)
 		}
+		return
+	}
+	if m.crashed("logged") {
 		return
 	}
 	lg.Debug("message logged", "mention", msg.IsMention, "dm", msg.IsDM, "late", late)
@@ -174,39 +208,44 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	if msg.Sender.IsBot {
 		return
 	}
-	if msg.IsDM && !m.mayDM(adapterName, msg.Sender.ID) {
+	if refused {
 		unlock()
 		m.refuseDM(ctx, a, ch, msg, lg)
 		return
 	}
-	addressed := Addressed(a.SelfID(), msg)
-	if m.handleAccessAnswer(ctx, a, msg, late, addressed, unlock) {
+	if access {
+		m.handleAccessAnswer(ctx, a, msg, late, addressed, unlock)
 		return
 	}
-	if all, isStop := ParseStop(msg.Text); isStop {
+	if isStop {
 		switch {
 		case late:
 			lg.Info("ignoring a stop that arrived while Mother was down")
 			return
 		case addressed || m.busy(chat.QualifiedID(adapterName, msg.ChannelID)):
 			unlock()
-			m.stop(ctx, a, msg.ChannelID, msg.Sender.ID, all)
+			m.stop(ctx, a, msg.ChannelID, msg.Sender.ID, stopAll)
 			return
 		}
 	}
-	if !addressed {
-		return
+	if job != nil {
+		job.TriggerEnd = lm.End
+		if err := m.queue(cs, *job); err != nil {
+			// Shutting down: the job stays in the marker for the next start.
+			qerr = errKept
+		}
 	}
-	job := Job{Kind: KindMessage, Trigger: msg, TriggerEnd: lm.End, Late: late}
-	err = m.enqueueOrdered(cs, job)
 	unlock()
-	if err != nil {
+	if qerr != nil {
 		n := m.queueSize()
 		notice := fmt.Sprintf("I am busy in this channel and %d messages are already waiting, so I will not answer this one separately. It is logged and I will see it with the next message.", n)
-		if errors.Is(err, errClosing) {
+		switch {
+		case errors.Is(qerr, errKept):
+			notice = "I am shutting down; I will answer this once I am back."
+		case errors.Is(qerr, errClosing):
 			notice = "I am shutting down and will not answer this now. It is logged; ask again once I am back."
 		}
-		lg.Warn("message not queued", "err", err)
+		lg.Warn("message not queued", "err", qerr)
 		if _, perr := a.Post(ctx, msg.ChannelID, notice); perr != nil {
 			lg.Error("cannot post notice", "err", perr)
 		} else {
@@ -294,6 +333,10 @@ func (m *Mother) eventQueueSize() int {
 
 var errClosing = errors.New("mother is shutting down")
 
+// errKept: Mother began shutting down while a message was being logged;
+// its job stays in the in-flight marker for the next start.
+var errKept = errors.New("mother is shutting down; the message is kept for the next start")
+
 // Enqueue queues a job for a channel. Messages and events have separate
 // limits (dispatch.queueSize, events.maxQueuedPerChannel), counting the
 // jobs waiting, not the one running. When the message queue is full, a
@@ -316,42 +359,11 @@ func (m *Mother) Enqueue(adapterName, channelID string, job Job) error {
 func (m *Mother) enqueueOrdered(cs *channelState, job Job) error {
 	job.Kind = job.kind()
 	m.mu.Lock()
-	if m.closing {
-		m.mu.Unlock()
-		return errClosing
-	}
-	var msgs, evs int
-	for i := range cs.pending {
-		if cs.pending[i].kind() == KindEvent {
-			evs++
-		} else {
-			msgs++
-		}
-	}
-	switch {
-	case job.Kind == KindEvent && evs >= m.eventQueueSize():
-		m.mu.Unlock()
-		return fmt.Errorf("%w (%w)", ErrQueueFull, events.ErrChannelFull)
-	case job.Kind == KindMessage && msgs >= m.queueSize():
-		merged := false
-		if job.Late {
-			for i := len(cs.pending) - 1; i >= 0; i-- {
-				if p := &cs.pending[i]; p.kind() == KindMessage && p.Late && !p.interrupted {
-					p.TriggerEnd = max(p.TriggerEnd, job.TriggerEnd)
-					merged = true
-					break
-				}
-			}
-		}
-		m.mu.Unlock()
-		if !merged {
-			return ErrQueueFull
-		}
-		m.logger.Info("late message folded into an earlier queued late message", "channel", cs.qid(), "msg_id", job.Trigger.ID)
-		m.persist(cs)
-		return nil
-	}
+	err := m.roomLocked(cs, job)
 	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if job.Kind == KindEvent && job.TriggerEnd == 0 {
 		// Only event enqueues add event jobs, and they hold cs.order: the
 		// slot checked above is still free.
@@ -359,10 +371,100 @@ func (m *Mother) enqueueOrdered(cs *channelState, job Job) error {
 			return err
 		}
 	}
+	return m.queue(cs, job)
+}
+
+// roomLocked tells whether job may be queued: not while closing, and only
+// within the queue limits (a late message past the limit may be folded
+// into a queued late message). Caller holds m.mu and cs.order; jobs only
+// leave the queue until cs.order is released, so room found stays.
+func (m *Mother) roomLocked(cs *channelState, job Job) error {
+	if m.closing {
+		return errClosing
+	}
+	msgs, evs := countLocked(cs)
+	switch {
+	case job.kind() == KindEvent && evs >= m.eventQueueSize():
+		return fmt.Errorf("%w (%w)", ErrQueueFull, events.ErrChannelFull)
+	case job.kind() == KindMessage && msgs >= m.queueSize() && (!job.Late || foldableLocked(cs) == nil):
+		return ErrQueueFull
+	}
+	return nil
+}
+
+func countLocked(cs *channelState) (msgs, evs int) {
+	for i := range cs.pending {
+		if cs.pending[i].kind() == KindEvent {
+			evs++
+		} else {
+			msgs++
+		}
+	}
+	return msgs, evs
+}
+
+// foldableLocked is the last queued late message a late message past the
+// limit is folded into (nil: none).
+func foldableLocked(cs *channelState) *Job {
+	for i := len(cs.pending) - 1; i >= 0; i-- {
+		if p := &cs.pending[i]; p.kind() == KindMessage && p.Late && !p.interrupted {
+			return p
+		}
+	}
+	return nil
+}
+
+// reserve checks that a message job may be queued and writes it to the
+// channel's in-flight marker (as its incoming job) before its message is
+// logged. Caller holds cs.order, so there is one reservation at a time;
+// queue or unreserve ends it.
+func (m *Mother) reserve(cs *channelState, ch *store.Channel, job *Job) error {
+	m.mu.Lock()
+	if err := m.roomLocked(cs, *job); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	job.logFrom = ch.LogSize()
+	j := *job
+	cs.incoming = &j
+	cs.seq++
+	m.mu.Unlock()
+	m.persist(cs)
+	return nil
+}
+
+// unreserve drops the incoming job (its message could not be logged).
+func (m *Mother) unreserve(cs *channelState) {
+	m.mu.Lock()
+	cs.incoming = nil
+	cs.seq++
+	m.mu.Unlock()
+	m.persist(cs)
+}
+
+// queue adds a job roomLocked allowed, its message logged, and ends the
+// channel's reservation in the same step (the marker names the job
+// throughout). A late message past the limit is folded into the last
+// queued late message when there is one. While closing it queues nothing
+// and returns errClosing; a reserved job then stays in the marker.
+func (m *Mother) queue(cs *channelState, job Job) error {
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
 		return errClosing
+	}
+	cs.incoming = nil
+	if msgs, _ := countLocked(cs); job.kind() == KindMessage && job.Late && msgs >= m.queueSize() {
+		if p := foldableLocked(cs); p != nil {
+			p.TriggerEnd = max(p.TriggerEnd, job.TriggerEnd)
+			cs.seq++
+			m.mu.Unlock()
+			m.logger.Info("late message folded into an earlier queued late message", "channel", cs.qid(), "msg_id", job.Trigger.ID)
+			m.persist(cs)
+			return nil
+		}
+		// The job it was to be folded into has started: queue it past
+		// the limit rather than drop what was promised.
 	}
 	m.pushLocked(cs, job)
 	m.mu.Unlock()

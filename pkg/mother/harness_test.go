@@ -206,6 +206,8 @@ type harness struct {
 	script func(ollamatest.Request) ollamatest.Turn
 	egress *egress.Policy
 	clock  clock.Clock
+	// crashHook is the next booted Mother's crash hook (see crashed).
+	crashHook func(point string) bool
 }
 
 type harnessOpt func(*harness)
@@ -275,6 +277,7 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.crashHook, h.crashHook = h.crashHook, nil
 	ad := newRecAdapter("rec")
 	for _, f := range extra {
 		f(ad)

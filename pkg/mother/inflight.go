@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -36,16 +37,22 @@ type inflightJob struct {
 	Late       bool                 `json:"late,omitempty"`
 	Event      string               `json:"event,omitempty"`
 	Resumes    int                  `json:"resumes,omitempty"`
+	// LogFrom: where in log.jsonl to look for the trigger when TriggerEnd
+	// is 0 (the marker was written before the message was logged).
+	LogFrom int64 `json:"logFrom,omitempty"`
+	// Interrupted: a queued job whose run a restart cut off (it was
+	// recovered and has not run again yet).
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Graceful: a shutdown (not a crash) cut the run short; that does not
 	// count towards the crash-loop guard.
 	Graceful bool `json:"graceful,omitempty"`
 }
 
 func toInflight(j *Job) inflightJob {
-	ij := inflightJob{Kind: j.kind(), Late: j.Late, Event: j.EventFile, Resumes: j.resumes}
+	ij := inflightJob{Kind: j.kind(), Late: j.Late, Event: j.EventFile, Resumes: j.resumes, Interrupted: j.interrupted}
 	if ij.Kind == KindMessage {
 		t := j.Trigger
-		ij.Trigger, ij.TriggerEnd = &t, j.TriggerEnd
+		ij.Trigger, ij.TriggerEnd, ij.LogFrom = &t, j.TriggerEnd, j.logFrom
 	}
 	return ij
 }
@@ -73,6 +80,9 @@ func (m *Mother) persist(cs *channelState) {
 	}
 	for i := range cs.pending {
 		f.Queued = append(f.Queued, toInflight(&cs.pending[i]))
+	}
+	if cs.incoming != nil {
+		f.Queued = append(f.Queued, toInflight(cs.incoming))
 	}
 	m.mu.Unlock()
 
@@ -173,11 +183,16 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 			lost = append(lost, fmt.Sprintf("Lost: my answer to %s was cut off by a restart twice, so I am not trying again. Ask again if you still need it.", who))
 			return
 		}
+		if ij.TriggerEnd == 0 {
+			ij.TriggerEnd = m.findTrigger(lg, f.Adapter, f.Channel, ij)
+		}
 		j := Job{Kind: KindMessage, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Late: true,
 			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes}
-		if wasRunning {
-			j.interrupted, j.resumes = true, ij.Resumes
-			if !ij.Graceful {
+		if wasRunning || ij.Interrupted {
+			// Cut off by this restart (running), or by an earlier one and
+			// not run again since (queued, interrupted).
+			j.interrupted = true
+			if wasRunning && !ij.Graceful {
 				j.resumes++
 			}
 			j.LateNote = "(Resumed after a restart.)"
@@ -208,6 +223,32 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 	lg.Info("recovered in-flight work after a restart", "resumed", len(jobs), "events", len(evs), "lost", len(lost))
 	text := "I restarted (after a crash or an upgrade) while I had work in this channel.\n- " + strings.Join(lines, "\n- ")
 	return restartNotice{adapter: a, channel: f.Channel, text: text}, true
+}
+
+// findTrigger returns the end offset in log.jsonl of the message of a job
+// written to the marker before its message was logged: found in the log,
+// or logged now if the crash came first (the adapter had handed it over,
+// so it is Mother's to keep). 0 if the log cannot be read or written: the
+// run then reads the whole log.
+func (m *Mother) findTrigger(lg *slog.Logger, adapter, channel string, ij inflightJob) int64 {
+	ch, err := m.store.Channel(adapter, channel)
+	if err != nil {
+		lg.Error("cannot open channel store to find a recovered message", "msg_id", ij.Trigger.ID, "err", err)
+		return 0
+	}
+	lm, ok, err := ch.FindMessage(ij.LogFrom, func(msg chat.ChannelMessage) bool { return msg.ID == ij.Trigger.ID })
+	if err != nil {
+		lg.Error("cannot look for a recovered message in the log", "msg_id", ij.Trigger.ID, "err", err)
+		return 0
+	}
+	if !ok {
+		if lm, err = ch.AppendMessage(*ij.Trigger); err != nil {
+			lg.Error("cannot log a recovered message", "msg_id", ij.Trigger.ID, "err", err)
+			return 0
+		}
+		lg.Info("logged a message the previous process had received but not logged", "msg_id", ij.Trigger.ID)
+	}
+	return lm.End
 }
 
 // describe names a message for a notice: @user ("first words…").

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
 
@@ -153,4 +154,182 @@ func TestUpgradesDoNotCountAsCrashes(t *testing.T) {
 	}
 	block.release <- struct{}{}
 	h.idle()
+}
+
+// TestCrashWhileQueueingAMessage crashes Mother on a message's way from
+// the adapter to the queue: at "reserved" its job is in the in-flight
+// marker and its line not yet in log.jsonl; at "logged" the line is
+// written and the job not yet queued. Either way the next Mother answers
+// it, once, and the log holds it once, before the answer.
+func TestCrashWhileQueueingAMessage(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"reserved", "logged"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			crashed := false
+			h.m.crashHook = func(p string) bool {
+				crashed = crashed || p == point
+				return p == point
+			}
+			msg := h.say("C1", "are you there?", false, mention)
+			if !crashed {
+				t.Fatalf("Deliver never reached the crash point %q", point)
+			}
+
+			h.boot() // a new process on the same data directory
+			h.idle()
+			posts := texts(h.ad.of("post"))
+			if len(posts) != 1 || !strings.Contains(posts[0], `Answering @mario ("are you there?"), which was waiting.`) {
+				t.Errorf("notice after the crash = %q, want the message announced as waiting", posts)
+			}
+			replies := h.ad.of("finish")
+			if len(replies) != 1 || replies[0].Trigger != msg.ID || !strings.HasSuffix(replies[0].Text, "answer to: are you there?") {
+				t.Fatalf("replies after the crash = %+v, want one answer to %s", replies, msg.ID)
+			}
+			var order []string
+			for _, l := range h.logged("C1") {
+				switch {
+				case l.ID == msg.ID:
+					order = append(order, "message")
+				case l.ReplyTo == msg.ID:
+					order = append(order, "answer")
+				}
+			}
+			if strings.Join(order, ",") != "message,answer" {
+				t.Errorf("log.jsonl holds %v, want the message once, then the answer", order)
+			}
+
+			h.boot() // nothing is left to answer
+			h.idle()
+			if all := h.ad.all(); len(all) != 0 {
+				t.Errorf("a restart after the answer rendered %+v", all)
+			}
+			if _, err := os.Stat(filepath.Join(h.data, "state/inflight/rec/C1.json")); !os.IsNotExist(err) {
+				t.Errorf("in-flight marker left after the work finished: %v", err)
+			}
+		})
+	}
+}
+
+// TestRedeliveredMessageIsAnsweredOnce: Mother crashed after logging a
+// message, and the adapter delivers it again after the restart (as
+// Telegram does with an update whose offset was not saved). The job
+// recovered from the marker answers it; the second delivery does not.
+func TestRedeliveredMessageIsAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.m.crashHook = func(p string) bool { return p == "logged" }
+	msg := h.say("C1", "are you there?", false, mention)
+
+	h.boot(func(a *recAdapter) {
+		a.onStart = func(in chat.Inbox) { in.Deliver(t.Context(), "rec", msg, true) }
+	})
+	h.idle()
+	replies := h.ad.of("finish")
+	if len(replies) != 1 || replies[0].Trigger != msg.ID {
+		t.Fatalf("replies after the restart = %+v, want one answer to %s", replies, msg.ID)
+	}
+	if !strings.Contains(h.log(), "delivered twice") {
+		t.Errorf("the second delivery was not recognised:\n%s", h.log())
+	}
+}
+
+// TestCrashWhileStartingKeepsACutOffRun: the run cut off by a crash is
+// recovered and queued again, and Mother crashes again before it runs
+// (while starting). The next Mother still resumes it as cut off (it
+// does not take it for answered), and that crash, which did not cut the
+// run, does not count towards "cut off twice".
+func TestCrashWhileStartingKeepsACutOffRun(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	h := newHarness(t, withTools(block))
+	h.say("C1", "please block", false, mention)
+	block.waitStarted(t)
+
+	h.crashHook = func(p string) bool { return p == "recovered" }
+	h.boot() // recovers the run, then dies before running it
+	h.boot()
+	h.idle()
+	posts := texts(h.ad.of("post"))
+	if len(posts) != 1 || !strings.Contains(posts[0], `Resuming my answer to @mario ("please block"), which was cut off.`) {
+		t.Errorf("notice after the second crash = %q, want the run resumed", posts)
+	}
+	if r := texts(h.ad.of("finish")); len(r) != 1 || !strings.HasPrefix(r[0], "(Resumed after a restart.)\n\nanswer to: [restart]") {
+		t.Errorf("replies after the second crash = %q, want the resumed run's answer", r)
+	}
+}
+
+// TestCrashAroundTheAnswer crashes Mother after her answer was posted but
+// before it was logged, and just after it was logged. The next Mother
+// posts it again in the first case (she cannot tell whether it reached
+// the channel) and not in the second; either way the log then holds one
+// answer, and the context holds it once.
+func TestCrashAroundTheAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		point string
+		again bool
+	}{
+		{"answer posted", true},
+		{"answer logged", false},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			hit, frozen := make(chan struct{}), make(chan struct{})
+			t.Cleanup(func() { close(frozen) })
+			h.m.crashHook = func(p string) bool {
+				if p != tc.point {
+					return false
+				}
+				close(hit)
+				<-frozen // the process is gone: nothing of it runs on
+				return true
+			}
+			msg := h.say("C1", "hello", false, mention)
+			select {
+			case <-hit:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the run never reached the crash point %q", tc.point)
+			}
+
+			h.boot()
+			h.idle()
+			replies := texts(h.ad.of("finish"))
+			switch {
+			case tc.again && (len(replies) != 1 || replies[0] != "(Resumed after a restart.)\n\nanswer to: hello"):
+				t.Errorf("replies after the crash = %q, want the answer posted again", replies)
+			case !tc.again && len(replies) != 0:
+				t.Errorf("replies after the crash = %q, want none (the answer was logged)", replies)
+			}
+			answers := 0
+			for _, l := range h.logged("C1") {
+				if l.ReplyTo == msg.ID {
+					answers++
+				}
+			}
+			if answers != 1 {
+				t.Errorf("log.jsonl holds %d answers to the message, want 1", answers)
+			}
+
+			h.say("C1", "and now?", false, mention)
+			h.idle()
+			var last ollamatest.Request
+			for _, r := range h.fake.Requests() {
+				if r.LastUser() != "" && strings.Contains(r.LastUser(), "and now?") {
+					last = r
+				}
+			}
+			seen := 0
+			for _, m := range last.Messages {
+				if m.Role == "assistant" && strings.Contains(m.Content, "answer to: hello") {
+					seen++
+				}
+			}
+			if seen != 1 {
+				t.Errorf("the next run's context holds the first answer %d times, want once: %+v", seen, last.Messages)
+			}
+		})
+	}
 }

@@ -108,14 +108,21 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		m.post(ctx, a, channelID, "I could not load this channel's context, so I am not answering. The operator has the details in my log.")
 		return nil, nil, &Outcome{Err: err}
 	}
-	if job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd) {
+	synced := job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd)
+	if !synced && !job.interrupted && job.kind() == KindMessage && sess.Holds(job.Trigger.ID) {
+		// The same message logged again further on (an adapter delivered
+		// it a second time after a restart): the first was answered.
+		lg.Info("trigger already in the context: delivered twice; not answering it again")
+		return nil, nil, &Outcome{Skipped: true}
+	}
+	if synced {
 		if !job.interrupted {
 			// An earlier run already read this message along with another one.
 			lg.Debug("trigger already answered with an earlier message")
 			return nil, nil, &Outcome{Skipped: true}
 		}
 		if !resumeContext(sess, lg) {
-			lg.Info("the interrupted run had already answered; nothing to resume")
+			m.recordFinished(ctx, a, ch, sess, job, lg)
 			return nil, nil, &Outcome{Skipped: true}
 		}
 	} else if _, err := sess.Sync(job.TriggerEnd); err != nil {
@@ -221,7 +228,7 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 	} else if final != "" {
 		m.metrics.MessageOut(a.Name())
 	}
-	if final == "" {
+	if final == "" || m.crashed("answer posted") {
 		return
 	}
 	id := platformID
@@ -238,9 +245,51 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 	}
 	if _, err := ch.AppendMessage(msg); err != nil {
 		lg.Error("cannot log reply", "err", err)
+	} else if m.crashed("answer logged") {
+		return
 	} else if err := sess.MarkSeen(id); err != nil {
 		lg.Error("cannot mark reply as seen in context", "err", err)
 	}
+}
+
+// recordFinished completes a run cut off by a restart after it had
+// finished (its context ends with the answer). If log.jsonl holds no
+// reply of hers to the trigger, the crash came between the answer and its
+// log line, before or after it was posted (she cannot tell which), so the
+// answer is posted again and logged: twice is better than not at all.
+func (m *Mother) recordFinished(ctx context.Context, a chat.Adapter, ch *store.Channel, sess *session.Session, job Job, lg *slog.Logger) {
+	self := a.SelfID()
+	logged, found, err := ch.FindMessage(job.TriggerEnd, func(msg chat.ChannelMessage) bool {
+		return msg.Sender.ID == self && msg.ReplyTo == job.Trigger.ID
+	})
+	if err != nil {
+		lg.Error("cannot look for the interrupted run's answer in the log", "err", err)
+		return
+	}
+	if found {
+		lg.Info("the interrupted run had already answered; nothing to resume")
+		if !sess.Holds(logged.Msg.ID) {
+			// The crash came before the answer was marked as in the
+			// context: mark it now, or the next sync adds it again.
+			if err := sess.MarkSeen(logged.Msg.ID); err != nil {
+				lg.Error("cannot mark reply as seen in context", "err", err)
+			}
+		}
+		return
+	}
+	h := sess.History()
+	final, silent := composeAnswer(agent.Output{Final: h[len(h)-1].Content, StopReason: agent.StopDone}, job, false, false)
+	if silent || final == "" {
+		return
+	}
+	lg.Info("the interrupted run had answered, but the answer is not in the log; posting it again")
+	var trigger *chat.ChannelMessage
+	if job.kind() == KindMessage {
+		t := job.Trigger
+		trigger = &t
+	}
+	reply := a.NewReply(ctx, ch.ID, trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), ch.ID)})
+	m.record(ctx, a, ch, sess, reply, job, final, lg)
 }
 
 // ResumeNote is the context note a run resumed after a restart starts

@@ -51,6 +51,10 @@ func Load(ch *store.Channel, selfID string) (*Session, error) {
 // Synced reports whether the log up to end has been synced into the context.
 func (s *Session) Synced(end int64) bool { return end <= s.cursor.Offset }
 
+// Holds reports whether the context holds log message id (synced, or
+// marked seen).
+func (s *Session) Holds(id string) bool { return s.ids[id] }
+
 // Sync brings messages logged since the last sync, up to log offset upTo
 // (<= 0: everything), into the context, in log order, and returns the ones
 // from other people. It costs O(new messages).

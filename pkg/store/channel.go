@@ -380,6 +380,38 @@ func (c *Channel) Pending(cur Cursor, upTo int64, seen func(id string) bool) ([]
 	return out, next, nil
 }
 
+// LogSize is the length of log.jsonl's whole lines: the offset the next
+// message will start at.
+func (c *Channel) LogSize() int64 { return c.log.Size() }
+
+// FindMessage returns the first message in log.jsonl from offset from (a
+// line start, such as an earlier LogSize or a message's end; an offset
+// past the end means the log was replaced, and the whole log is searched)
+// that match accepts, with its end offset.
+func (c *Channel) FindMessage(from int64, match func(chat.ChannelMessage) bool) (LoggedMessage, bool, error) {
+	size := c.log.Size()
+	if from > size || from < 0 {
+		from = 0
+	}
+	var found LoggedMessage
+	errFound := errors.New("found")
+	err := jsonl.Scan(c.LogPath(), from, size, func(line []byte, _, end int64) error {
+		var m chat.ChannelMessage
+		if json.Unmarshal(line, &m) != nil || !match(m) {
+			return nil
+		}
+		found = LoggedMessage{Msg: m, End: end}
+		return errFound
+	})
+	switch {
+	case errors.Is(err, errFound):
+		return found, true, nil
+	case err != nil:
+		return LoggedMessage{}, false, fmt.Errorf("find message: %w", err)
+	}
+	return LoggedMessage{}, false, nil
+}
+
 // IDsAfter returns the ids of the messages logged after offset; it reads
 // only that part of the log.
 func (c *Channel) IDsAfter(offset int64) (map[string]bool, error) {

@@ -207,6 +207,36 @@ func TestPendingFallsBackWhenCursorDoesNotMatch(t *testing.T) {
 	}
 }
 
+func TestFindMessage(t *testing.T) {
+	t.Parallel()
+	s, ch := openTest(t, t.TempDir())
+	defer s.Close()
+	ch.AppendMessage(msg("a", "first"))
+	from := ch.LogSize()
+	lm, err := ch.AppendMessage(msg("b", "second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.AppendMessage(msg("b", "second, delivered again"))
+	for _, tc := range []struct {
+		name    string
+		id      string
+		from    int64
+		wantEnd int64
+	}{
+		{"from the size before it", "b", from, lm.End},
+		{"from the start", "b", 0, lm.End},
+		{"before the offset", "a", from, 0},
+		{"from past the end (log replaced)", "a", lm.End + 1000, from},
+		{"missing", "c", 0, 0},
+	} {
+		got, found, err := ch.FindMessage(tc.from, func(m chat.ChannelMessage) bool { return m.ID == tc.id })
+		if err != nil || found != (tc.wantEnd > 0) || got.End != tc.wantEnd || (found && got.Msg.ID != tc.id) {
+			t.Errorf("%s: FindMessage(%q, %d) = %+v, %v, %v; want end %d", tc.name, tc.id, tc.from, got, found, err, tc.wantEnd)
+		}
+	}
+}
+
 // The normal sync path must not read the log before the cursor. The test
 // makes the first 9,000 lines unreadable (bytes overwritten in place): if
 // sync read them, it would log a warning per line.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,12 +272,22 @@ func TestReplyProgressStopAndTyping(t *testing.T) {
 	if !strings.Contains(answers, cb1+":Only whoever asked") || !strings.Contains(answers, cb2+":Stopping") || !strings.Contains(answers, cb3+":Stopping") {
 		t.Errorf("callback answers = %q", answers)
 	}
-	time.Sleep(50 * time.Millisecond)
-	in.mu.Lock()
-	stops := append([]string(nil), in.stops...)
-	in.mu.Unlock()
-	if len(stops) != 2 {
-		t.Errorf("stops = %v, want the admin's and the requester's", stops)
+	// The stops go to Mother on goroutines of their own: wait for the two
+	// the adapter answered "Stopping" to. Luigi's refusal was decided and
+	// answered while handling his click, before the other two clicks were
+	// handled (one polling loop, updates in order), and that path starts
+	// no stop: a stray one would show among those seen by then.
+	var stops []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(stops) < 2; time.Sleep(5 * time.Millisecond) {
+		in.mu.Lock()
+		stops = append([]string(nil), in.stops...)
+		in.mu.Unlock()
+	}
+	slices.Sort(stops)
+	want := []string{trigger.ChannelID + "/" + strconv.FormatInt(mario.ID, 10), trigger.ChannelID + "/777"}
+	slices.Sort(want)
+	if !slices.Equal(stops, want) {
+		t.Errorf("stops = %v, want the admin's and the requester's %v", stops, want)
 	}
 	r.Event(t.Context(), agent.Event{Type: agent.EventToolEnd, ToolCallID: "1", ToolName: "bash", Label: "ls", Result: "a.txt\nb_c.txt"})
 	if _, err := r.Finish(t.Context(), "All *done*."); err != nil {
