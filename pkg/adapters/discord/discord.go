@@ -118,6 +118,8 @@ type Adapter struct {
 	selfName string
 	users    map[string]chat.UserInfo
 	chans    map[string]*channelInfo
+	// clicks are the interactions of recent choice clicks, by id.
+	clicks   map[string]click
 	started  bool
 	stopping bool
 	cancel   context.CancelFunc
@@ -179,6 +181,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		seen:         feed.NewSeen(0),
 		users:        map[string]chat.UserInfo{},
 		chans:        map[string]*channelInfo{},
+		clicks:       map[string]click{},
 		disconnected: make(chan struct{}, 1),
 		cursor:       &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isSnowflake, LoggedChannel: isSnowflake, Log: lg},
 		intake:       feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
