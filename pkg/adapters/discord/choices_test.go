@@ -172,11 +172,11 @@ func TestMalformedInteractionsSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, raw := range []string{
-		`{"id":"1","type":3,"token":"t","channel_id":"` + general + `","data":{"custom_id":"choice:allow c-1 x"}}`,                                 // nobody clicked
-		`{"id":"2","type":3,"token":"t","channel_id":"` + general + `","member":{"user":{"id":"` + mario.ID + `"}},"data":{"custom_id":7}}`,      // custom_id not a string
+		`{"id":"1","type":3,"token":"t","channel_id":"` + general + `","data":{"custom_id":"choice:allow c-1 x"}}`,                                // nobody clicked
+		`{"id":"2","type":3,"token":"t","channel_id":"` + general + `","member":{"user":{"id":"` + mario.ID + `"}},"data":{"custom_id":7}}`,       // custom_id not a string
 		`{"id":"3","type":3,"token":"t","channel_id":"` + general + `","user":{"id":"` + mario.ID + `"}}`,                                         // no data
 		`{"id":"4","type":3,"token":"","channel_id":"` + general + `","user":{"id":"` + mario.ID + `"},"data":{"custom_id":"choice:deny c-1 x"}}`, // no token
-		`{"id":"5","type":3,"token":"t","user":{"id":"` + mario.ID + `"},"data":{"custom_id":"choice:deny c-1 x"}}`,                              // no channel
+		`{"id":"5","type":3,"token":"t","user":{"id":"` + mario.ID + `"},"data":{"custom_id":"choice:deny c-1 x"}}`,                               // no channel
 		`{"id":"6","type":3,"token":"t","channel_id":"` + general + `","user":{"id":"` + mario.ID + `"},"data":{"custom_id":""}}`,                 // no custom_id
 		`{"type":"three"}`, `[]`, `null`,
 	} {
