@@ -3,6 +3,8 @@
 // guild messages, message content, direct messages) and become
 // chat.ChannelMessages; agent runs are rendered as a working message with a
 // stop button, replaced by the answer, with tool details in a thread.
+// Questions such as a chick's access request carry buttons (chat.Chooser);
+// clicks arrive as interactions, are acknowledged and delivered as choices.
 //
 // The gateway connection is supervised: a drop, or a connection that looks
 // open but stops acknowledging heartbeats, is reconnected with backoff and
