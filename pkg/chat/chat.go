@@ -10,8 +10,11 @@ package chat
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mother-chat/mother/pkg/agent"
 )
@@ -40,6 +43,13 @@ type ChannelMessage struct {
 	ReplyTo string `json:"replyTo,omitempty"`
 	// Metadata carries platform-specific details (thread ids, guild ids).
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// Choice marks a click on a button of a message posted with
+	// Chooser.PostChoices: Text is the chosen Choice's ID, Sender is who
+	// clicked, ReplyTo is the message holding the buttons and ID is the
+	// click's own id. A click is an answer, not something said: Mother
+	// acts on it but neither logs it as a message nor shows it to her
+	// model, and adapters never backfill clicks.
+	Choice bool `json:"choice,omitempty"`
 }
 
 // Sender identifies who wrote a message.
@@ -146,6 +156,87 @@ type Reply interface {
 type Uploader interface {
 	// Upload posts a file from disk to a channel.
 	Upload(ctx context.Context, channelID, path, title string) error
+}
+
+// Choice is one button of a message posted with Chooser.PostChoices.
+type Choice struct {
+	// ID is what a click on the button delivers (as the Text of a
+	// ChannelMessage with Choice set): opaque to the adapter, unique
+	// within the message, 1 to MaxChoiceID bytes.
+	ID string
+	// Label is the button's text (1 to MaxChoiceLabel characters).
+	Label string
+	// Style colours the button (ChoiceDefault when empty).
+	Style ChoiceStyle
+}
+
+// ChoiceStyle is how a button looks.
+type ChoiceStyle string
+
+// Choice styles; platforms without colours show every button alike.
+const (
+	ChoiceDefault ChoiceStyle = ""
+	ChoicePrimary ChoiceStyle = "primary"
+	ChoiceDanger  ChoiceStyle = "danger"
+)
+
+// Limits on choices, the tightest of the platforms' (Discord's custom_id
+// is 100 bytes, of which adapters keep some for their own prefix; a
+// Discord action row holds 5 buttons; a Slack button label 75 characters).
+const (
+	MaxChoices     = 5
+	MaxChoiceID    = 80
+	MaxChoiceLabel = 75
+)
+
+// CheckChoices validates choices for PostChoices: 1 to MaxChoices of
+// them, each with a unique ID within the limit, a label and a known style.
+func CheckChoices(choices []Choice) error {
+	if len(choices) == 0 || len(choices) > MaxChoices {
+		return fmt.Errorf("%d choices: want 1 to %d", len(choices), MaxChoices)
+	}
+	seen := map[string]bool{}
+	for _, c := range choices {
+		switch {
+		case c.ID == "" || len(c.ID) > MaxChoiceID:
+			return fmt.Errorf("choice id %q: want 1 to %d bytes", c.ID, MaxChoiceID)
+		case seen[c.ID]:
+			return fmt.Errorf("choice id %q: used twice", c.ID)
+		case strings.TrimSpace(c.Label) == "" || utf8.RuneCountInString(c.Label) > MaxChoiceLabel:
+			return fmt.Errorf("choice %q: want a label of 1 to %d characters", c.ID, MaxChoiceLabel)
+		}
+		switch c.Style {
+		case ChoiceDefault, ChoicePrimary, ChoiceDanger:
+		default:
+			return fmt.Errorf("choice %q: unknown style %q", c.ID, c.Style)
+		}
+		seen[c.ID] = true
+	}
+	return nil
+}
+
+// Chooser is implemented by adapters that can post a message with
+// buttons. A click comes back through Inbox.Deliver as a ChannelMessage
+// with Choice set, from the user who clicked. The two methods belong
+// together: buttons that could not be taken away would stay clickable
+// after the question was answered.
+type Chooser interface {
+	// PostChoices posts markdown to a channel with one button per choice
+	// (in order) and returns the platform id of the message holding the
+	// buttons. The choices are checked with CheckChoices.
+	PostChoices(ctx context.Context, channelID, markdown string, choices []Choice) (string, error)
+	// EndChoices replaces the text of that message with markdown and
+	// removes its buttons (the question was answered or has lapsed).
+	EndChoices(ctx context.Context, channelID, messageID, markdown string) error
+}
+
+// ClickReplier is implemented by adapters that can answer a click so that
+// only the user who clicked sees the answer (Discord: an ephemeral
+// follow-up of the interaction; Slack: an ephemeral message).
+type ClickReplier interface {
+	// ReplyToClick shows markdown to the sender of click (a ChannelMessage
+	// with Choice set, as the adapter delivered it) and to nobody else.
+	ReplyToClick(ctx context.Context, click ChannelMessage, markdown string) error
 }
 
 // QualifiedID joins an adapter name and a channel id: "slack-acme/C123".

@@ -68,3 +68,28 @@ func TestRunInfo(t *testing.T) {
 		t.Errorf("QualifiedChannel = %q", q)
 	}
 }
+
+func TestCheckChoices(t *testing.T) {
+	t.Parallel()
+	ok := Choice{ID: "allow c-7f3a91c2 pypi.org:443", Label: "Allow", Style: ChoicePrimary}
+	for _, c := range []struct {
+		name    string
+		choices []Choice
+		want    string // "" for valid
+	}{
+		{"three", []Choice{ok, {ID: "deny", Label: "Deny", Style: ChoiceDanger}, {ID: "x", Label: "X"}}, ""},
+		{"none", nil, "0 choices"},
+		{"six", []Choice{{ID: "1", Label: "1"}, {ID: "2", Label: "2"}, {ID: "3", Label: "3"}, {ID: "4", Label: "4"}, {ID: "5", Label: "5"}, {ID: "6", Label: "6"}}, "6 choices"},
+		{"empty id", []Choice{{Label: "A"}}, "want 1 to 80 bytes"},
+		{"long id", []Choice{{ID: strings.Repeat("x", 81), Label: "A"}}, "want 1 to 80 bytes"},
+		{"twice", []Choice{ok, ok}, "used twice"},
+		{"blank label", []Choice{{ID: "a", Label: " "}}, "label"},
+		{"long label", []Choice{{ID: "a", Label: strings.Repeat("é", 76)}}, "label"},
+		{"style", []Choice{{ID: "a", Label: "A", Style: "green"}}, "unknown style"},
+	} {
+		err := CheckChoices(c.choices)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: CheckChoices = %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -25,6 +25,12 @@ type accessRequest struct {
 	grant  egress.Grant
 	timer  clock.Timer
 	posted chan struct{} // closed once the request is in the channel
+	// Set before posted is closed, when the request went out with
+	// buttons: the adapter that takes them away, the message holding them
+	// and the request's first line (what the message keeps once answered).
+	chooser chat.Chooser
+	msgID   string
+	header  string
 }
 
 // Answers to access requests (ParseAccessAnswer).
@@ -138,10 +144,57 @@ func (m *Mother) postAccessRequest(r *accessRequest, reason string, several bool
 	} else {
 		b.WriteString(".")
 	}
+	header := b.String()
 	fmt.Fprintf(&b, "\nAn admin answers `allow %s` (this chick), `always %s` (this channel, kept) or `deny %s`.", answer, answer, answer)
+	text := b.String()
 	m.logger.Info("chick asks for network access", "chick", r.chick.ID, "channel", r.chick.Channel, "destination", r.dest)
-	if err := m.postLogged(r.adapt, r.chick.ChannelID, b.String(), ""); err != nil {
+	// With buttons where the adapter has them; the text keeps the typed
+	// answers for admins on clients that show no buttons.
+	post := func(ctx context.Context) (string, error) { return r.adapt.Post(ctx, r.chick.ChannelID, text) }
+	ch, buttons := r.adapt.(chat.Chooser)
+	choices := accessChoices(r.chick.ID, r.dest)
+	if buttons && choices != nil {
+		post = func(ctx context.Context) (string, error) {
+			id, err := ch.PostChoices(ctx, r.chick.ChannelID, text, choices)
+			if err == nil {
+				r.chooser, r.msgID, r.header = ch, id, header
+				return id, nil
+			}
+			m.logger.Warn("cannot post an access request with buttons; posting it without", "chick", r.chick.ID, "err", err)
+			return r.adapt.Post(ctx, r.chick.ChannelID, text)
+		}
+	}
+	if _, err := m.postLoggedWith(r.adapt, r.chick.ChannelID, text, "", post); err != nil {
 		m.resolveAccess(r, egress.Grant{Message: "the request could not be posted in the channel: " + firstLine(err.Error())})
+	}
+}
+
+// accessChoices are the buttons of a request: each answers exactly this
+// chick and destination (a stale button cannot approve something else).
+// None when the answer does not fit a button's id; admins then type it.
+func accessChoices(chickID, dest string) []chat.Choice {
+	answer := chickID + " " + dest
+	if len(AnswerAlways+" "+answer) > chat.MaxChoiceID || strings.ContainsAny(dest, " \t\n") {
+		return nil
+	}
+	return []chat.Choice{
+		{ID: AnswerAllow + " " + answer, Label: "Allow this chick", Style: chat.ChoicePrimary},
+		{ID: AnswerAlways + " " + answer, Label: "Always (this channel)"},
+		{ID: AnswerDeny + " " + answer, Label: "Deny", Style: chat.ChoiceDanger},
+	}
+}
+
+// endChoices takes the buttons off an answered or lapsed request, whose
+// message then reads its first line and outcome. Call it once r.posted is
+// closed.
+func (m *Mother) endChoices(r *accessRequest, outcome string) {
+	if r.chooser == nil || r.msgID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), time.Minute)
+	defer cancel()
+	if err := r.chooser.EndChoices(ctx, r.chick.ChannelID, r.msgID, r.header+"\n"+outcome); err != nil {
+		m.logger.Warn("cannot take the buttons off an access request", "chick", r.chick.ID, "destination", r.dest, "err", err)
 	}
 }
 
@@ -176,6 +229,7 @@ func (m *Mother) accessTimedOut(r *accessRequest, wait time.Duration) {
 	m.logger.Info("access request timed out", "chick", r.chick.ID, "destination", r.dest)
 	<-r.posted
 	_ = m.postLogged(r.adapt, r.chick.ChannelID, fmt.Sprintf("⌛ chick `%s` asked to reach `%s`: %s; it was told so.", r.chick.ID, r.dest, msg), "")
+	m.endChoices(r, "⌛ "+msg+"; the chick was told so.")
 }
 
 // accessChickEnded ends the requests of a chick that ended (nobody waits
@@ -192,6 +246,10 @@ func (m *Mother) accessChickEnded(id string) {
 	for _, r := range rs {
 		if m.resolveAccess(r, egress.Grant{Message: "the chick has ended"}) {
 			m.logger.Info("access request dropped: the chick ended", "chick", id, "destination", r.dest)
+			go func() {
+				<-r.posted
+				m.endChoices(r, "The chick ended before an admin answered.")
+			}()
 		}
 	}
 }
@@ -264,9 +322,12 @@ func (m *Mother) isAccessAnswer(a chat.Adapter, msg chat.ChannelMessage, late, a
 }
 
 // handleAccessAnswer deals with a message that reads as an answer to an
-// access request. It reports whether the message was one (handled here,
-// not by the model). Called with the channel's order lock held; it calls
-// unlock before posting.
+// access request, typed or clicked (msg.Choice: a button of the request).
+// It reports whether the message was one (handled here, not by the
+// model). Called with the channel's order lock held; it calls unlock
+// before posting. A click is answered like a typed answer; what concerns
+// only the clicker (not an admin, nothing pending) is shown to them alone
+// where the adapter can (chat.ClickReplier).
 func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg chat.ChannelMessage, late, addressed bool, unlock func()) bool {
 	if !m.isAccessAnswer(a, msg, late, addressed) {
 		return false
@@ -281,19 +342,27 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 	}
 	unlock()
 	lg := m.logger.With("channel", qid, "user", msg.Sender.ID)
-	reply := func(text string) { _ = m.postLogged(a, msg.ChannelID, text, msg.ID) }
+	replyTo := msg.ID
+	if msg.Choice {
+		replyTo = msg.ReplyTo // a click is no message: answer the request
+	}
+	reply := func(text string) { _ = m.postLogged(a, msg.ChannelID, text, replyTo) }
+	tell := reply
+	if msg.Choice {
+		tell = func(text string) { m.replyToClick(a, msg, text) }
+	}
 	if len(match) == 0 {
 		what := "`" + idPrefix + "`"
 		if dest != "" {
 			what += " for `" + dest + "`"
 		}
-		reply("There is no pending access request of chick " + what + " here.")
+		tell("There is no pending access request of chick " + what + " here.")
 		return true
 	}
 	if !m.mayApprove(a.Name(), msg.Sender.ID) {
-		lg.Info("access answer from a non-admin ignored", "chick", idPrefix, "answer", verb)
+		lg.Info("access answer from a non-admin ignored", "chick", idPrefix, "answer", verb, "click", msg.Choice)
 		if !late {
-			reply("Only an admin can answer access requests; yours was ignored.")
+			tell("Only an admin can answer access requests; yours was ignored.")
 		}
 		return true
 	}
@@ -302,7 +371,7 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 		ids[r.chick.ID] = true
 	}
 	if len(ids) > 1 {
-		reply(fmt.Sprintf("`%s` names more than one chick; answer with the full id.", idPrefix))
+		tell(fmt.Sprintf("`%s` names more than one chick; answer with the full id.", idPrefix))
 		return true
 	}
 	who := "@" + msg.Sender.Username
@@ -335,20 +404,61 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 		if !m.resolveAccess(r, g) {
 			continue // answered (or timed out) meanwhile
 		}
-		lg.Info("access request answered", "chick", r.chick.ID, "destination", r.dest, "answer", verb)
+		lg.Info("access request answered", "chick", r.chick.ID, "destination", r.dest, "answer", verb, "click", msg.Choice)
 		reply(notice)
+		m.endChoices(r, notice)
 	}
 	return true
+}
+
+// choose handles a click on one of Mother's buttons (msg.Choice). Clicks
+// are answers, never messages: they are not logged as something said and
+// never reach the model. The only buttons Mother posts answer access
+// requests.
+func (m *Mother) choose(ctx context.Context, a chat.Adapter, msg chat.ChannelMessage, late bool) {
+	lg := m.logger.With("channel", chat.QualifiedID(a.Name(), msg.ChannelID), "user", msg.Sender.ID)
+	if late || msg.Sender.ID == "" || msg.Sender.ID == a.SelfID() || msg.Sender.IsBot {
+		lg.Warn("ignoring a click that is late, anonymous or a bot's")
+		return
+	}
+	if m.handleAccessAnswer(ctx, a, msg, false, true, func() {}) {
+		return
+	}
+	lg.Info("click on a button that is no longer in use", "choice", oneLine(msg.Text, 100))
+	m.replyToClick(a, msg, "This button no longer does anything.")
+}
+
+// replyToClick answers a click so that only the clicker sees it, where
+// the adapter can; otherwise in the channel, as a reply to the message
+// with the buttons.
+func (m *Mother) replyToClick(a chat.Adapter, msg chat.ChannelMessage, text string) {
+	if cr, ok := a.(chat.ClickReplier); ok {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), time.Minute)
+		defer cancel()
+		err := cr.ReplyToClick(ctx, msg, text)
+		if err == nil {
+			return
+		}
+		m.logger.Warn("cannot answer a click privately; answering in the channel", "channel", chat.QualifiedID(a.Name(), msg.ChannelID), "err", err)
+	}
+	_ = m.postLogged(a, msg.ChannelID, text, msg.ReplyTo)
 }
 
 // postLogged posts a notice and writes it to the channel's log as
 // Mother's message (replyTo: the message it answers, if any).
 func (m *Mother) postLogged(a chat.Adapter, channelID, text, replyTo string) error {
+	_, err := m.postLoggedWith(a, channelID, text, replyTo, func(ctx context.Context) (string, error) { return a.Post(ctx, channelID, text) })
+	return err
+}
+
+// postLoggedWith is postLogged posting with post; it returns the
+// platform id of the message.
+func (m *Mother) postLoggedWith(a chat.Adapter, channelID, text, replyTo string, post func(context.Context) (string, error)) (string, error) {
 	ctx := context.WithoutCancel(m.ctx)
-	id, err := a.Post(ctx, channelID, text)
+	id, err := post(ctx)
 	if err != nil {
 		m.logger.Error("cannot post notice", "channel", chat.QualifiedID(a.Name(), channelID), "err", err)
-		return err
+		return "", err
 	}
 	m.metrics.MessageOut(a.Name())
 	if id == "" {
@@ -362,7 +472,7 @@ func (m *Mother) postLogged(a chat.Adapter, channelID, text, replyTo string) err
 	if err != nil {
 		m.logger.Error("cannot log notice", "channel", chat.QualifiedID(a.Name(), channelID), "err", err)
 	}
-	return nil
+	return id, nil
 }
 
 // egressLine is how one gate connection reads in the chick's progress.

@@ -24,7 +24,7 @@ type accessHarness struct {
 	cc     config.Chicks
 }
 
-func newAccessHarness(t *testing.T) *accessHarness {
+func newAccessHarness(t *testing.T, opts ...harnessOpt) *accessHarness {
 	t.Helper()
 	a := &accessHarness{clk: clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)), dir: t.TempDir()}
 	cfg := &config.Config{}
@@ -36,7 +36,7 @@ func newAccessHarness(t *testing.T) *accessHarness {
 		t.Fatal(err)
 	}
 	a.policy = p
-	a.harness = newHarness(t, withEgress(p), withClock(a.clk))
+	a.harness = newHarness(t, append([]harnessOpt{withEgress(p), withClock(a.clk)}, opts...)...)
 	return a
 }
 

@@ -127,8 +127,9 @@ func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 }
 
 // Deliver implements chat.Inbox: log every message; apply access control
-// to DMs; handle admins' answers to chicks' access requests and stop
-// commands; queue the messages that address Mother.
+// to DMs; handle admins' answers to chicks' access requests (typed, or
+// clicked: a click, msg.Choice, is handled and never logged as a message)
+// and stop commands; queue the messages that address Mother.
 //
 // A message addresses Mother when it is a DM (IsDM), mentions her
 // (IsMention), or is posted in a thread she started
@@ -139,6 +140,10 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	a, cs, err := m.state(adapterName, msg.ChannelID)
 	if err != nil {
 		lg.Error("message not logged", "err", err)
+		return
+	}
+	if msg.Choice {
+		m.choose(ctx, a, msg, late)
 		return
 	}
 	ch, err := m.store.Channel(adapterName, msg.ChannelID)

@@ -31,6 +31,11 @@ type rec struct {
 	Text    string
 	Title   string
 	Trigger string // trigger message id of a reply ("" for events)
+	// ID is the platform id of a post; Choices the buttons of "choices";
+	// ReplyTo the message an "end" edits or the click a "private" answers.
+	ID      string
+	Choices []chat.Choice
+	ReplyTo string
 }
 
 // recAdapter is a chat.Adapter that records what Mother asks it to render.
@@ -67,8 +72,36 @@ func (a *recAdapter) SelfID() string               { return a.self }
 func (a *recAdapter) add(r rec) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	r.ID = fmt.Sprintf("P%d", platformSeq.Add(1))
 	a.recs = append(a.recs, r)
-	return fmt.Sprintf("P%d", platformSeq.Add(1))
+	return r.ID
+}
+
+// chooserAdapter is a recAdapter with buttons: it records "choices" (a
+// post with buttons), "end" (the buttons taken away) and "private" (an
+// answer to a click only the clicker sees).
+type chooserAdapter struct{ *recAdapter }
+
+var (
+	_ chat.Chooser      = chooserAdapter{}
+	_ chat.ClickReplier = chooserAdapter{}
+)
+
+func (a chooserAdapter) PostChoices(_ context.Context, channelID, markdown string, choices []chat.Choice) (string, error) {
+	if err := chat.CheckChoices(choices); err != nil {
+		return "", err
+	}
+	return a.add(rec{Kind: "choices", Channel: channelID, Text: markdown, Choices: choices}), nil
+}
+
+func (a chooserAdapter) EndChoices(_ context.Context, channelID, messageID, markdown string) error {
+	a.add(rec{Kind: "end", Channel: channelID, Text: markdown, ReplyTo: messageID})
+	return nil
+}
+
+func (a chooserAdapter) ReplyToClick(_ context.Context, click chat.ChannelMessage, markdown string) error {
+	a.add(rec{Kind: "private", Channel: click.ChannelID, Text: markdown, ReplyTo: click.ID})
+	return nil
 }
 
 func (a *recAdapter) Post(_ context.Context, channelID, markdown string) (string, error) {
@@ -208,6 +241,8 @@ type harness struct {
 	clock  clock.Clock
 	// crashHook is the next booted Mother's crash hook (see crashed).
 	crashHook func(point string) bool
+	// buttons: the adapter is a chooserAdapter.
+	buttons bool
 }
 
 type harnessOpt func(*harness)
@@ -221,6 +256,7 @@ func withScript(f func(ollamatest.Request) ollamatest.Turn) harnessOpt {
 func withChicks(c ChickCanceller) harnessOpt { return func(h *harness) { h.chick = c } }
 func withEgress(p *egress.Policy) harnessOpt { return func(h *harness) { h.egress = p } }
 func withClock(c clock.Clock) harnessOpt     { return func(h *harness) { h.clock = c } }
+func withButtons() harnessOpt                { return func(h *harness) { h.buttons = true } }
 func withAdapterConfig(ac config.Adapter) harnessOpt {
 	return func(h *harness) { h.cfg.Adapters["rec"] = ac }
 }
@@ -282,7 +318,11 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	for _, f := range extra {
 		f(ad)
 	}
-	if err := m.AddAdapter(ad); err != nil {
+	var added chat.Adapter = ad
+	if h.buttons {
+		added = chooserAdapter{ad}
+	}
+	if err := m.AddAdapter(added); err != nil {
 		t.Fatal(err)
 	}
 	h.st, h.ad, h.m = st, ad, m

@@ -101,6 +101,8 @@ func TestConformance(t *testing.T) {
 			chattest.Edits:         "stdout is append-only: progress is a line per tool, never edited",
 			chattest.RateLimit:     "no platform to limit it",
 			chattest.Reconnect:     "no connection to lose: the channel ends with stdin",
+			chattest.Choices:       "a terminal has no buttons: the operator types the answer",
+			chattest.ClickReplies:  "no buttons, so no clicks to answer",
 		},
 	})
 }

@@ -2,9 +2,11 @@ package discord
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/mother-chat/mother/pkg/adapters/discord/discordtest"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/chat/chattest"
@@ -107,6 +109,46 @@ func (p *platform) RateLimited(t *testing.T) bool {
 }
 
 func (p *platform) Drop(t *testing.T) { p.fake.DropConnections() }
+
+func (p *platform) Buttons(t *testing.T, channelID, messageID string) []chat.Choice {
+	var out []chat.Choice
+	for _, m := range p.fake.Messages(channelID) {
+		if m.ID != messageID {
+			continue
+		}
+		for _, b := range m.Buttons() {
+			id, ok := strings.CutPrefix(b.CustomID, choicePrefix)
+			if !ok {
+				continue
+			}
+			c := chat.Choice{ID: id, Label: b.Label}
+			switch b.Style {
+			case int(discordgo.PrimaryButton):
+				c.Style = chat.ChoicePrimary
+			case int(discordgo.DangerButton):
+				c.Style = chat.ChoiceDanger
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (p *platform) Click(t *testing.T, channelID, messageID, choiceID string) {
+	p.fake.Click(channelID, messageID, mario, choicePrefix+choiceID)
+}
+
+func (p *platform) Acknowledged(t *testing.T) int { return len(p.fake.Callbacks()) }
+
+func (p *platform) Private(t *testing.T, channelID string) []string {
+	var out []string
+	for _, f := range p.fake.Followups() {
+		if f.ChannelID == channelID && f.Ephemeral {
+			out = append(out, f.Content)
+		}
+	}
+	return out
+}
 
 func TestConformance(t *testing.T) {
 	t.Parallel()

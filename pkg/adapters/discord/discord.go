@@ -3,6 +3,8 @@
 // guild messages, message content, direct messages) and become
 // chat.ChannelMessages; agent runs are rendered as a working message with a
 // stop button, replaced by the answer, with tool details in a thread.
+// Questions such as a chick's access request carry buttons (chat.Chooser);
+// clicks arrive as interactions, are acknowledged and delivered as choices.
 //
 // The gateway connection is supervised: a drop, or a connection that looks
 // open but stops acknowledging heartbeats, is reconnected with backoff and
@@ -118,6 +120,8 @@ type Adapter struct {
 	selfName string
 	users    map[string]chat.UserInfo
 	chans    map[string]*channelInfo
+	// clicks are the interactions of recent choice clicks, by id.
+	clicks   map[string]click
 	started  bool
 	stopping bool
 	cancel   context.CancelFunc
@@ -179,6 +183,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		seen:         feed.NewSeen(0),
 		users:        map[string]chat.UserInfo{},
 		chans:        map[string]*channelInfo{},
+		clicks:       map[string]click{},
 		disconnected: make(chan struct{}, 1),
 		cursor:       &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isSnowflake, LoggedChannel: isSnowflake, Log: lg},
 		intake:       feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},

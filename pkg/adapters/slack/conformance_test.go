@@ -2,6 +2,9 @@ package slack
 
 import (
 	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,9 @@ import (
 type platform struct {
 	a    *Adapter
 	fake *slacktest.Server
+
+	mu     sync.Mutex
+	clicks []string // envelope ids of clicks
 }
 
 func newPlatform(t *testing.T) chattest.Platform {
@@ -107,6 +113,58 @@ func (p *platform) RateLimited(t *testing.T) bool {
 }
 
 func (p *platform) Drop(t *testing.T) { p.fake.DropConnections() }
+
+func (p *platform) Buttons(t *testing.T, channelID, messageID string) []chat.Choice {
+	var out []chat.Choice
+	for _, m := range p.fake.Messages(channelID) {
+		if m.TS != messageID {
+			continue
+		}
+		for _, b := range m.Buttons() {
+			if strings.HasPrefix(b.ActionID, choiceActionPrefix) {
+				out = append(out, chat.Choice{ID: b.Value, Label: b.Label, Style: chat.ChoiceStyle(b.Style)})
+			}
+		}
+	}
+	return out
+}
+
+func (p *platform) Click(t *testing.T, channelID, messageID, choiceID string) {
+	for _, m := range p.fake.Messages(channelID) {
+		for _, b := range m.Buttons() {
+			if m.TS == messageID && b.Value == choiceID {
+				env := p.fake.Click(channelID, messageID, mario.ID, b.ActionID)
+				p.mu.Lock()
+				p.clicks = append(p.clicks, env)
+				p.mu.Unlock()
+				return
+			}
+		}
+	}
+	t.Fatalf("no button %q on message %s", choiceID, messageID)
+}
+
+func (p *platform) Acknowledged(t *testing.T) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, ack := range p.fake.Acks() {
+		if slices.Contains(p.clicks, ack) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *platform) Private(t *testing.T, channelID string) []string {
+	var out []string
+	for _, e := range p.fake.Ephemerals() {
+		if e.Channel == channelID {
+			out = append(out, e.Text)
+		}
+	}
+	return out
+}
 
 func TestConformance(t *testing.T) {
 	t.Parallel()

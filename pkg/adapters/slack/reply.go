@@ -186,29 +186,3 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	}
 	return nil
 }
-
-// onInteraction handles the stop button.
-func (a *Adapter) onInteraction(cb slack.InteractionCallback) {
-	if cb.Type != slack.InteractionTypeBlockActions {
-		return
-	}
-	for _, act := range cb.ActionCallback.BlockActions {
-		if act == nil || act.ActionID != stopActionID {
-			continue
-		}
-		channel := cb.Channel.ID
-		if channel == "" {
-			channel = cb.Container.ChannelID
-		}
-		if channel == "" || cb.User.ID == "" {
-			a.lg.Warn("skipping stop click without user or channel")
-			return
-		}
-		a.mu.Lock()
-		in := a.inbox
-		a.mu.Unlock()
-		a.lg.Info("stop button clicked", "channel", channel, "user", cb.User.ID)
-		go in.Stop(context.Background(), a.name, channel, cb.User.ID)
-		return
-	}
-}

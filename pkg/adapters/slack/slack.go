@@ -4,7 +4,9 @@
 // thread replies) become chat.ChannelMessages; agent runs are rendered as
 // a working message with a stop button, replaced by the answer, with tool
 // details and usage in the message's thread; files go up with
-// files.uploadV2.
+// files.uploadV2. Questions such as a chick's access request carry Block
+// Kit buttons (chat.Chooser); clicks arrive as block_actions and are
+// delivered as choices.
 //
 // slack-go keeps the socket alive (it expects Slack's PINGs and reconnects
 // with backoff when they stop); the adapter logs each reconnect, restarts

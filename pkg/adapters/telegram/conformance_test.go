@@ -151,5 +151,8 @@ func (p *platform) Drop(t *testing.T) { p.fake.Drop() }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	chattest.Run(t, chattest.Harness{Limit: MessageLimit, New: newPlatform})
+	chattest.Run(t, chattest.Harness{Limit: MessageLimit, New: newPlatform, Lacks: map[chattest.Capability]string{
+		chattest.Choices:      "not built yet: choices (inline keyboards) are on Discord and Slack; Telegram admins type the answer",
+		chattest.ClickReplies: "no choice buttons yet (see choices)",
+	}})
 }

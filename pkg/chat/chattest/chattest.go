@@ -52,6 +52,14 @@ const (
 	Reconnect Capability = "reconnect"
 	// Stop: Stop is repeat-safe and nothing is delivered afterwards.
 	Stop Capability = "stop"
+	// Choices: PostChoices posts a message with buttons; a click is
+	// acknowledged to the platform and delivered as a ChannelMessage with
+	// Choice set, the choice's id as its text, from the user who clicked;
+	// EndChoices takes the buttons away.
+	Choices Capability = "choices"
+	// ClickReplies: ReplyToClick shows a text to the user who clicked
+	// and to nobody else.
+	ClickReplies Capability = "click-replies"
 )
 
 // Harness is one adapter under test.
@@ -125,6 +133,25 @@ type Dropper interface {
 	Drop(t *testing.T)
 }
 
+// Clicker is a Platform whose messages carry buttons users can click.
+type Clicker interface {
+	// Buttons lists the buttons of one of Mother's messages as the
+	// platform shows them, decoded back into choices (none once they were
+	// taken away).
+	Buttons(t *testing.T, channelID, messageID string) []chat.Choice
+	// Click presses, as a user, the button of choiceID on a message.
+	Click(t *testing.T, channelID, messageID, choiceID string)
+	// Acknowledged is how many clicks the adapter acknowledged to the
+	// platform (Discord: an interaction response; Slack: the envelope).
+	Acknowledged(t *testing.T) int
+}
+
+// Whispers is a Platform that lists what was shown to single users
+// (ephemeral messages) in a channel.
+type Whispers interface {
+	Private(t *testing.T, channelID string) []string
+}
+
 // Run checks every capability of the adapter h builds.
 func Run(t *testing.T, h Harness) {
 	checks := []struct {
@@ -140,6 +167,8 @@ func Run(t *testing.T, h Harness) {
 		{RateLimit, checkRateLimit},
 		{Reconnect, checkReconnect},
 		{Stop, checkStop},
+		{Choices, checkChoices},
+		{ClickReplies, checkClickReplies},
 	}
 	for _, c := range checks {
 		// A capability the adapter declares lacking is no claim: it is
@@ -269,7 +298,7 @@ func checkMentions(t *testing.T, h Harness) {
 	got := in.wait(t, "both messages", func(ds []Delivery) bool { return withText("just chatting")(ds) && withText("are you there?")(ds) })
 	chatter, _ := find(got, "just chatting")
 	mention, _ := find(got, "are you there?")
-	if chatter.Msg.IsMention || chatter.Msg.IsDM {
+	if chatter.Msg.IsMention || chatter.Msg.IsDM || chatter.Msg.Choice || mention.Msg.Choice {
 		t.Errorf("chatter delivered as %+v, want neither mention nor DM", chatter.Msg)
 	}
 	if !mention.Msg.IsMention || mention.Msg.IsDM {
@@ -481,6 +510,125 @@ func checkStop(t *testing.T, h Harness) {
 	time.Sleep(300 * time.Millisecond)
 	if _, n := find(in.all(), "anyone?"); n != 0 {
 		t.Errorf("a message was delivered after Stop")
+	}
+}
+
+// question is what checkChoices and checkClickReplies ask.
+var question = []chat.Choice{
+	{ID: "allow c-7f3a91c2 pypi.org:443", Label: "Allow", Style: chat.ChoicePrimary},
+	{ID: "always c-7f3a91c2 pypi.org:443", Label: "Always (this channel)"},
+	{ID: "deny c-7f3a91c2 pypi.org:443", Label: "Deny", Style: chat.ChoiceDanger},
+}
+
+// ask posts question with its buttons and returns the message's id once
+// the platform shows them.
+func ask(t *testing.T, p Platform, clicker Clicker) string {
+	t.Helper()
+	ch, ok := p.Adapter().(chat.Chooser)
+	if !ok {
+		t.Fatalf("the adapter is no chat.Chooser; declare %s lacking", Choices)
+	}
+	id, err := ch.PostChoices(t.Context(), p.Channel(), "🔐 chick `c-7f3a91c2` asks to reach **pypi.org:443**.", question)
+	if err != nil || id == "" {
+		t.Fatalf("PostChoices = %q, %v", id, err)
+	}
+	var got []chat.Choice
+	eventually(t, func() bool { got = clicker.Buttons(t, p.Channel(), id); return len(got) == len(question) })
+	if fmt.Sprint(got) != fmt.Sprint(question) {
+		t.Errorf("buttons on the message = %+v, want %+v", got, question)
+	}
+	return id
+}
+
+// clicked clicks choice on message id and returns the delivered click.
+func clicked(t *testing.T, p Platform, in *inbox, clicker Clicker, id, choice string) Delivery {
+	t.Helper()
+	clicker.Click(t, p.Channel(), id, choice)
+	got := in.wait(t, "the click", func(ds []Delivery) bool {
+		for _, d := range ds {
+			if d.Msg.Choice {
+				return true
+			}
+		}
+		return false
+	})
+	for _, d := range got {
+		if d.Msg.Choice {
+			return d
+		}
+	}
+	t.Fatal("no click delivered")
+	return Delivery{}
+}
+
+func checkChoices(t *testing.T, h Harness) {
+	p, in := started(t, h)
+	clicker := need[Clicker](t, p, Choices)
+	ch, ok := p.Adapter().(chat.Chooser)
+	if !ok {
+		t.Fatalf("the adapter is no chat.Chooser; declare %s lacking", Choices)
+	}
+	for name, bad := range map[string][]chat.Choice{
+		"none":      nil,
+		"too many":  {{ID: "1", Label: "1"}, {ID: "2", Label: "2"}, {ID: "3", Label: "3"}, {ID: "4", Label: "4"}, {ID: "5", Label: "5"}, {ID: "6", Label: "6"}},
+		"twice":     {{ID: "a", Label: "A"}, {ID: "a", Label: "B"}},
+		"long id":   {{ID: strings.Repeat("x", chat.MaxChoiceID+1), Label: "X"}},
+		"no label":  {{ID: "a"}},
+		"bad style": {{ID: "a", Label: "A", Style: "green"}},
+	} {
+		if _, err := ch.PostChoices(t.Context(), p.Channel(), "a question", bad); err == nil {
+			t.Errorf("PostChoices with %s choices: no error", name)
+		}
+	}
+	id := ask(t, p, clicker)
+	if a := strings.Join(p.Answers(t, p.Channel()), "\n"); !strings.Contains(a, "asks to reach") || !strings.Contains(a, "pypi.org:443") {
+		t.Errorf("answers = %q, want the question's text", a)
+	}
+	d := clicked(t, p, in, clicker, id, question[2].ID)
+	c := d.Msg
+	if c.Text != question[2].ID || c.ChannelID != p.Channel() || c.Sender.ID == "" || c.Sender.Username == "" || c.ID == "" || c.ReplyTo != id || d.Late {
+		t.Errorf("click delivered as %+v (late %v), want text %q in %s from a user, replying to %s, live", c, d.Late, question[2].ID, p.Channel(), id)
+	}
+	var acked int
+	eventually(t, func() bool { acked = clicker.Acknowledged(t); return acked >= 1 })
+	if acked != 1 {
+		t.Errorf("%d clicks acknowledged to the platform, want 1", acked)
+	}
+	if err := ch.EndChoices(t.Context(), p.Channel(), id, "⛔ refused."); err != nil {
+		t.Fatalf("EndChoices: %v", err)
+	}
+	var left []chat.Choice
+	var answers string
+	eventually(t, func() bool {
+		left = clicker.Buttons(t, p.Channel(), id)
+		answers = strings.Join(p.Answers(t, p.Channel()), "\n")
+		return len(left) == 0 && strings.Contains(answers, "refused")
+	})
+	if len(left) != 0 || !strings.Contains(answers, "refused") || strings.Contains(answers, "asks to reach") {
+		t.Errorf("after EndChoices: buttons %+v, answers %q; want no buttons and the new text in place of the question", left, answers)
+	}
+}
+
+func checkClickReplies(t *testing.T, h Harness) {
+	p, in := started(t, h)
+	clicker := need[Clicker](t, p, ClickReplies)
+	whispers := need[Whispers](t, p, ClickReplies)
+	cr, ok := p.Adapter().(chat.ClickReplier)
+	if !ok {
+		t.Fatalf("the adapter is no chat.ClickReplier; declare %s lacking", ClickReplies)
+	}
+	id := ask(t, p, clicker)
+	d := clicked(t, p, in, clicker, id, question[0].ID)
+	if err := cr.ReplyToClick(t.Context(), d.Msg, "Only an admin can answer."); err != nil {
+		t.Fatalf("ReplyToClick: %v", err)
+	}
+	var private []string
+	eventually(t, func() bool { private = whispers.Private(t, p.Channel()); return len(private) > 0 })
+	if len(private) != 1 || !strings.Contains(private[0], "Only an admin can answer.") {
+		t.Errorf("shown privately: %q, want the reply", private)
+	}
+	if a := strings.Join(p.Answers(t, p.Channel()), "\n"); strings.Contains(a, "Only an admin") {
+		t.Errorf("the private reply is in the channel for everyone: %q", a)
 	}
 }
 

@@ -2,7 +2,8 @@
 // that speaks Discord's REST API (v9, the calls Mother makes) and its
 // gateway websocket (HELLO, IDENTIFY/RESUME, READY, heartbeats, dispatches),
 // so the real discordgo client is exercised end to end. Tests script users
-// posting messages, clicking buttons, rate-limit answers (429 with
+// posting messages, clicking buttons (with the interaction callback and
+// follow-ups Discord expects), rate-limit answers (429 with
 // retry_after), dropped and silent connections, and inspect what Mother
 // posted, edited, uploaded and threaded.
 package discordtest
@@ -93,10 +94,109 @@ type Message struct {
 	AllowedMentions json.RawMessage
 }
 
-// HasStopButton reports whether the message carries a button with
+// HasButton reports whether the message carries a button with
 // custom_id id.
 func (m Message) HasButton(customID string) bool {
 	return bytes.Contains(m.Components, []byte(`"custom_id":"`+customID+`"`))
+}
+
+// Button is a button of a message's components.
+type Button struct {
+	CustomID string `json:"custom_id"`
+	Label    string `json:"label"`
+	// Style is Discord's number: 1 primary, 2 secondary, 3 success, 4
+	// danger.
+	Style int `json:"style"`
+}
+
+type component struct {
+	Type       int         `json:"type"`
+	Components []component `json:"components"`
+	CustomID   string      `json:"custom_id"`
+	Label      string      `json:"label"`
+	Style      int         `json:"style"`
+	URL        string      `json:"url"`
+}
+
+// Buttons returns the buttons of the message's action rows, in order.
+func (m Message) Buttons() []Button {
+	var rows []component
+	_ = json.Unmarshal(m.Components, &rows)
+	var out []Button
+	for _, r := range rows {
+		for _, c := range r.Components {
+			if c.Type == 2 {
+				out = append(out, Button{CustomID: c.CustomID, Label: c.Label, Style: c.Style})
+			}
+		}
+	}
+	return out
+}
+
+// checkComponents applies Discord's rules for message components: at
+// most 5 action rows of at most 5 buttons, each with a label of at most
+// 80 characters and (except link buttons) a custom_id of 1 to 100
+// characters unique in the message.
+func checkComponents(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var rows []component
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return fmt.Errorf("components: %v", err)
+	}
+	if len(rows) > 5 {
+		return fmt.Errorf("components: %d action rows, at most 5", len(rows))
+	}
+	ids := map[string]bool{}
+	for _, r := range rows {
+		if r.Type != 1 || len(r.Components) == 0 || len(r.Components) > 5 {
+			return fmt.Errorf("components: an action row (type 1) holds 1 to 5 components, got type %d with %d", r.Type, len(r.Components))
+		}
+		for _, c := range r.Components {
+			if c.Type != 2 {
+				continue
+			}
+			if c.Style < 1 || c.Style > 5 || len([]rune(c.Label)) > 80 {
+				return fmt.Errorf("components: button style %d, label %q", c.Style, c.Label)
+			}
+			if c.Style == 5 {
+				continue
+			}
+			if c.CustomID == "" || len([]rune(c.CustomID)) > 100 || ids[c.CustomID] {
+				return fmt.Errorf("components: custom_id %q (1 to 100 characters, unique)", c.CustomID)
+			}
+			ids[c.CustomID] = true
+		}
+	}
+	return nil
+}
+
+// Callback is an interaction response Mother sent
+// (POST /interactions/{id}/{token}/callback).
+type Callback struct {
+	InteractionID string
+	// Type is the response type (6: deferred update, 4: a message ...).
+	Type int
+	// Data is the raw response data, if any.
+	Data json.RawMessage
+}
+
+// Followup is a message Mother sent with an interaction's webhook (POST
+// /webhooks/{application}/{token}).
+type Followup struct {
+	InteractionID string
+	ChannelID     string
+	// UserID is who clicked, the only one to see it if Ephemeral.
+	UserID    string
+	Content   string
+	Ephemeral bool
+}
+
+// interaction is a click the fake dispatched.
+type interaction struct {
+	id, channelID, userID string
+	acked                 bool
 }
 
 // Request is one REST call the fake received.
@@ -141,6 +241,10 @@ type Server struct {
 	lastID    uint64
 	sessionID string
 	ackCount  int
+	// interactions by token; callbacks and followups received.
+	interactions map[string]*interaction
+	callbacks    []Callback
+	followups    []Followup
 }
 
 type limit struct {
@@ -164,13 +268,14 @@ func New(opts Options) *Server {
 		opts.Guild.ID, opts.Guild.Name = "800000000000000001", "Test Guild"
 	}
 	s := &Server{
-		opts:      opts,
-		changed:   make(chan struct{}),
-		channels:  map[string]*Channel{},
-		members:   append([]User(nil), opts.Members...),
-		messages:  map[string][]*Message{},
-		conns:     map[*gwConn]bool{},
-		sessionID: "fake-session",
+		opts:         opts,
+		changed:      make(chan struct{}),
+		channels:     map[string]*Channel{},
+		members:      append([]User(nil), opts.Members...),
+		messages:     map[string][]*Message{},
+		conns:        map[*gwConn]bool{},
+		sessionID:    "fake-session",
+		interactions: map[string]*interaction{},
 	}
 	for _, c := range opts.Channels {
 		c := c
@@ -407,14 +512,37 @@ func (s *Server) DispatchRaw(event string, data json.RawMessage) {
 	s.dispatchLocked(event, data)
 }
 
+// Callbacks returns the interaction responses received.
+func (s *Server) Callbacks() []Callback {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Callback(nil), s.callbacks...)
+}
+
+// CallbacksLocked is Callbacks for Wait conditions (the fake locked).
+func (s *Server) CallbacksLocked() []Callback { return s.callbacks }
+
+// Followups returns the interaction follow-ups received.
+func (s *Server) Followups() []Followup {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Followup(nil), s.followups...)
+}
+
+// FollowupsLocked is Followups for Wait conditions (the fake locked).
+func (s *Server) FollowupsLocked() []Followup { return s.followups }
+
 // Click dispatches a button click (INTERACTION_CREATE, message component)
-// on a message by user.
-func (s *Server) Click(channelID, messageID string, user User, customID string) {
+// on a message by user, and returns the interaction's id.
+func (s *Server) Click(channelID, messageID string, user User, customID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.channels[channelID]
+	id := s.newIDLocked()
+	token := "itoken-" + id
+	s.interactions[token] = &interaction{id: id, channelID: channelID, userID: user.ID}
 	payload := map[string]any{
-		"id": s.newIDLocked(), "application_id": s.opts.Bot.ID, "type": 3, "token": "itoken",
+		"id": id, "application_id": s.opts.Bot.ID, "type": 3, "token": token,
 		"channel_id": channelID, "version": 1,
 		"data":    map[string]any{"custom_id": customID, "component_type": 2},
 		"message": json.RawMessage(s.messageJSON(s.findLocked(channelID, messageID))),
@@ -427,6 +555,7 @@ func (s *Server) Click(channelID, messageID string, user User, customID string) 
 	}
 	b, _ := json.Marshal(payload)
 	s.dispatchLocked("INTERACTION_CREATE", b)
+	return id
 }
 
 func (s *Server) findLocked(channelID, id string) *Message {
@@ -553,11 +682,62 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request, path string) int {
 		return notFound(w)
 	case len(parts) == 5 && parts[0] == "channels" && parts[2] == "messages" && parts[4] == "threads" && r.Method == http.MethodPost:
 		return s.startThread(w, r, parts[1], parts[3])
-	case len(parts) == 4 && parts[0] == "interactions" && parts[3] == "callback":
-		w.WriteHeader(http.StatusNoContent)
-		return http.StatusNoContent
+	case len(parts) == 4 && parts[0] == "interactions" && parts[3] == "callback" && r.Method == http.MethodPost:
+		return s.interactionCallback(w, r, parts[1], parts[2])
+	case len(parts) == 3 && parts[0] == "webhooks" && r.Method == http.MethodPost:
+		return s.followup(w, r, parts[1], parts[2])
 	}
 	return notFound(w)
+}
+
+// interactionCallback answers an interaction once, as Discord does.
+func (s *Server) interactionCallback(w http.ResponseWriter, r *http.Request, id, token string) int {
+	var body struct {
+		Type int             `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Type == 0 {
+		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body", "code": 50035})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.interactions[token]
+	if !ok || in.id != id {
+		return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Unknown interaction", "code": 10062})
+	}
+	if in.acked {
+		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Interaction has already been acknowledged.", "code": 40060})
+	}
+	in.acked = true
+	s.callbacks = append(s.callbacks, Callback{InteractionID: id, Type: body.Type, Data: body.Data})
+	s.notify()
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+// followup posts a message with an interaction's webhook; Discord takes
+// one only after the interaction was answered.
+func (s *Server) followup(w http.ResponseWriter, r *http.Request, appID, token string) int {
+	var body struct {
+		Content string `json:"content"`
+		Flags   int    `json:"flags"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Content == "" || len([]rune(body.Content)) > 2000 {
+		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body", "code": 50035})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.interactions[token]
+	if !ok || appID != s.opts.Bot.ID || !in.acked {
+		return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Unknown Webhook", "code": 10015})
+	}
+	f := Followup{InteractionID: in.id, ChannelID: in.channelID, UserID: in.userID, Content: body.Content, Ephemeral: body.Flags&(1<<6) != 0}
+	s.followups = append(s.followups, f)
+	s.notify()
+	m := &Message{ID: s.newIDLocked(), ChannelID: in.channelID, Author: s.opts.Bot, Content: body.Content, Timestamp: time.Now().UTC()}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(s.messageJSON(m))
+	return http.StatusOK
 }
 
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, channelID string) int {
@@ -651,6 +831,9 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, channelID
 	if content == "" && len(files) == 0 {
 		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Cannot send an empty message", "code": 50006})
 	}
+	if err := checkComponents(body.Components); err != nil {
+		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body: " + err.Error(), "code": 50035})
+	}
 	if len([]rune(content)) > 2000 {
 		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body", "code": 50035,
 			"errors": map[string]any{"content": map[string]any{"_errors": []any{map[string]any{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}}}}})
@@ -677,6 +860,9 @@ func (s *Server) editMessage(w http.ResponseWriter, r *http.Request, channelID, 
 	body, _, err := readBody(r)
 	if err != nil {
 		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "bad body", "code": 50109})
+	}
+	if err := checkComponents(body.Components); err != nil {
+		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body: " + err.Error(), "code": 50035})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,7 @@
 // Package slacktest is a fake Slack for tests: one loopback HTTP server
 // speaking the Web API methods Mother calls (auth.test, users.list,
-// conversations.*, chat.postMessage/update/delete, files.uploadV2's three
+// conversations.*, chat.postMessage/update/delete/postEphemeral (blocks
+// checked against Block Kit's limits), files.uploadV2's three
 // steps, file downloads) and Socket Mode (apps.connections.open, then a
 // websocket with hello, events_api and interactive envelopes, acks, and
 // server PINGs), so the real slack-go client is exercised end to end.
@@ -86,6 +87,98 @@ func (m Message) HasButton(id string) bool {
 	return strings.Contains(m.Blocks, `"action_id":"`+id+`"`)
 }
 
+// Button is a button of a message's actions blocks.
+type Button struct {
+	BlockID  string
+	ActionID string
+	Value    string
+	Label    string
+	// Style is "", "primary" or "danger".
+	Style string
+}
+
+type textObject struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type block struct {
+	Type     string      `json:"type"`
+	BlockID  string      `json:"block_id"`
+	Text     *textObject `json:"text"`
+	Elements []struct {
+		Type     string      `json:"type"`
+		ActionID string      `json:"action_id"`
+		Value    string      `json:"value"`
+		Style    string      `json:"style"`
+		Text     *textObject `json:"text"`
+	} `json:"elements"`
+}
+
+// Buttons returns the buttons of the message's actions blocks, in order.
+func (m Message) Buttons() []Button {
+	var bs []block
+	_ = json.Unmarshal([]byte(m.Blocks), &bs)
+	var out []Button
+	for _, b := range bs {
+		if b.Type != "actions" {
+			continue
+		}
+		for _, e := range b.Elements {
+			if e.Type == "button" && e.Text != nil {
+				out = append(out, Button{BlockID: b.BlockID, ActionID: e.ActionID, Value: e.Value, Label: e.Text.Text, Style: e.Style})
+			}
+		}
+	}
+	return out
+}
+
+// checkBlocks applies Block Kit's rules to the blocks Mother sends:
+// section text (mrkdwn or plain_text) of at most 3,000 characters;
+// actions blocks of 1 to 25 elements; buttons with a plain_text label of
+// at most 75 characters, a value of at most 2,000, a style of primary,
+// danger or none, and an action_id of at most 255 characters unique in
+// the message. Slack answers invalid_blocks otherwise.
+func checkBlocks(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	var bs []block
+	if err := json.Unmarshal([]byte(raw), &bs); err != nil {
+		return err
+	}
+	ids := map[string]bool{}
+	for _, b := range bs {
+		switch b.Type {
+		case "section":
+			if b.Text == nil || (b.Text.Type != "mrkdwn" && b.Text.Type != "plain_text") || b.Text.Text == "" || len([]rune(b.Text.Text)) > 3000 {
+				return fmt.Errorf("section text")
+			}
+		case "actions":
+			if len(b.Elements) == 0 || len(b.Elements) > 25 {
+				return fmt.Errorf("actions: %d elements", len(b.Elements))
+			}
+			for _, e := range b.Elements {
+				if e.Type != "button" {
+					continue
+				}
+				if e.Text == nil || e.Text.Type != "plain_text" || e.Text.Text == "" || len([]rune(e.Text.Text)) > 75 ||
+					len(e.Value) > 2000 || (e.Style != "" && e.Style != "primary" && e.Style != "danger") ||
+					e.ActionID == "" || len(e.ActionID) > 255 || ids[e.ActionID] {
+					return fmt.Errorf("button %q", e.ActionID)
+				}
+				ids[e.ActionID] = true
+			}
+		}
+	}
+	return nil
+}
+
+// Ephemeral is a message shown to one user only (chat.postEphemeral).
+type Ephemeral struct {
+	Channel, User, Text, ThreadTS string
+}
+
 // Request is one Web API call received.
 type Request struct {
 	Method string // the API method ("chat.update")
@@ -125,6 +218,8 @@ type Server struct {
 	pending []any
 	lastTS  int64
 	seq     int
+	// ephemerals are the chat.postEphemeral messages received.
+	ephemerals []Ephemeral
 }
 
 // New starts a fake Slack workspace.
@@ -465,20 +560,64 @@ func (s *Server) deliverLocked(env any) {
 	}
 }
 
+// Ephemerals returns the messages shown to single users so far.
+func (s *Server) Ephemerals() []Ephemeral {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Ephemeral(nil), s.ephemerals...)
+}
+
+// EphemeralsLocked is Ephemerals for Wait conditions.
+func (s *Server) EphemeralsLocked() []Ephemeral { return s.ephemerals }
+
 // Click sends a block_actions interaction: user pressed the button
-// actionID on message ts.
-func (s *Server) Click(channel, ts, user, actionID string) {
+// actionID on message ts (its value as the message holds it, "stop" if
+// none). It returns the envelope id.
+func (s *Server) Click(channel, ts, user, actionID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	value, blockID := "stop", "mother"
+	for _, m := range s.messages[channel] {
+		if m.TS != ts {
+			continue
+		}
+		for _, b := range m.Buttons() {
+			if b.ActionID == actionID {
+				value, blockID = b.Value, b.BlockID
+			}
+		}
+	}
+	name := ""
+	for _, u := range s.users {
+		if u.ID == user {
+			name = u.Name
+		}
+	}
+	s.seq++
+	envID := fmt.Sprintf("env-%d", s.seq)
+	action := map[string]any{"action_id": actionID, "block_id": blockID, "type": "button", "value": value, "action_ts": s.newTSLocked(),
+		"text": map[string]any{"type": "plain_text", "text": "button"}}
+	env := map[string]any{
+		"envelope_id": envID, "type": "interactive", "accepts_response_payload": false,
+		"payload": map[string]any{"type": "block_actions", "user": map[string]any{"id": user, "username": name, "name": name, "team_id": "T1"},
+			"channel":   map[string]any{"id": channel},
+			"container": map[string]any{"type": "message", "message_ts": ts, "channel_id": channel},
+			"message":   map[string]any{"ts": ts, "type": "message"}, "trigger_id": fmt.Sprintf("trig-%d", s.seq),
+			"actions": []any{action}},
+	}
+	s.deliverLocked(env)
+	return envID
+}
+
+// SendInteractive sends any payload (malformed ones too) in an
+// interactive envelope and returns the envelope id.
+func (s *Server) SendInteractive(payload any) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	env := map[string]any{
-		"envelope_id": fmt.Sprintf("env-%d", s.seq), "type": "interactive", "accepts_response_payload": false,
-		"payload": map[string]any{"type": "block_actions", "user": map[string]any{"id": user}, "channel": map[string]any{"id": channel},
-			"container": map[string]any{"type": "message", "message_ts": ts, "channel_id": channel},
-			"message":   map[string]any{"ts": ts, "type": "message"}, "trigger_id": "trig",
-			"actions": []any{map[string]any{"action_id": actionID, "block_id": "mother", "type": "button", "value": "stop", "action_ts": s.newTSLocked()}}},
-	}
-	s.deliverLocked(env)
+	envID := fmt.Sprintf("env-%d", s.seq)
+	s.deliverLocked(map[string]any{"envelope_id": envID, "type": "interactive", "accepts_response_payload": false, "payload": payload})
+	return envID
 }
 
 // ---- Web API ----
@@ -608,10 +747,13 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) int 
 				if len([]rune(f("text"))) > 40000 {
 					return fail(w, "msg_too_long")
 				}
-				m.Text = f("text")
 				if _, ok := r.Form["blocks"]; ok {
+					if checkBlocks(f("blocks")) != nil {
+						return fail(w, "invalid_blocks")
+					}
 					m.Blocks = f("blocks")
 				}
+				m.Text = f("text")
 				m.Edits++
 				m.History = append(m.History, m.Text)
 				s.notify()
@@ -619,6 +761,21 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) int 
 			}
 		}
 		return fail(w, "message_not_found")
+	case "chat.postEphemeral":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.channels[f("channel")]; !ok {
+			return fail(w, "channel_not_found")
+		}
+		if f("user") == "" {
+			return fail(w, "user_not_in_channel")
+		}
+		if f("text") == "" && f("blocks") == "" {
+			return fail(w, "no_text")
+		}
+		s.ephemerals = append(s.ephemerals, Ephemeral{Channel: f("channel"), User: f("user"), Text: f("text"), ThreadTS: f("thread_ts")})
+		s.notify()
+		return reply(w, map[string]any{"message_ts": s.newTSLocked()})
 	case "chat.delete":
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -714,6 +871,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) int {
 	}
 	if len([]rune(f("text"))) > 40000 {
 		return fail(w, "msg_too_long")
+	}
+	if checkBlocks(f("blocks")) != nil {
+		return fail(w, "invalid_blocks")
 	}
 	m := &Message{TS: s.newTSLocked(), Channel: ch, User: s.opts.Bot.ID, BotID: "B1", Text: f("text"), ThreadTS: f("thread_ts"), Blocks: f("blocks"), History: []string{f("text")}}
 	s.messages[ch] = append(s.messages[ch], m)
