@@ -481,3 +481,71 @@ func TestGatesReconciled(t *testing.T) {
 		t.Errorf("gate volumes left when no chick is isolated: %v", vs)
 	}
 }
+
+// TestIsolatedChickOnSecondEngine: the same isolation on a second, real
+// dockerd reached over TLS, the only host in config: its own gate starts
+// there (none on the local engine); from inside its chick nothing of the
+// outside world is reachable, not even Mother's nest port, while the chick
+// joins Mother through that gate, reaches a listed web server through its
+// proxy and returns its result.
+func TestIsolatedChickOnSecondEngine(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	image := hatcherytest.BuildImage(t)
+	eng := hatcherytest.SecondEngine(t, image)
+	api2 := eng.Client()
+	o := makeOutside(t, api)
+	data, listen := chickData(t, api, nil)
+	hatcherytest.RemoveOnCleanup(t, api2, func() string { return hatcherytest.InstanceFile(filepath.Join(data, "chicks")) })
+	removeGateVolumes(t, api2, data)
+	setChicks(t, data, map[string]any{
+		"hosts": []any{map[string]any{
+			"name": "gpu2", "address": eng.Address, "tlsCA": eng.CA, "tlsCert": eng.Cert, "tlsKey": eng.Key, "capacity": 1,
+		}},
+		"egress": map[string]any{"allow": []string{o.Web}},
+	})
+	crlf := `\r\n`
+	script := o.probeScript(listen) + proxyRequest("listed", "GET http://"+o.Web+"/hello.txt HTTP/1.0"+crlf+"Host: "+o.Web+crlf+crlf)
+	var s scriptedChick
+	s.set("probe", bashCall("probe", script))
+	fake := s.fake()
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "probe the network\n")
+	p.waitOut(t, "Done: ", 3*time.Minute)
+	out := p.out()
+	got := probes(out)
+	names := []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"}
+	for _, name := range names {
+		ok, ran := got[name]
+		switch {
+		case !ran:
+			t.Errorf("probe %s did not run in the chick:\n%s", name, out)
+		case ok:
+			t.Errorf("an isolated chick on the second engine reached %s", name)
+		}
+	}
+	if m := regexp.MustCompile(`INTERFACES ([^\n]*)`).FindStringSubmatch(out); m == nil || strings.TrimSpace(m[1]) != "lo" {
+		t.Errorf("the chick's network interfaces: %q, want only lo", m)
+	}
+	if a := answerOf(out, "listed"); !strings.Contains(a, "HELLO-WEB") {
+		t.Errorf("the listed web server was not reached through the second engine's gate: %q", a)
+	}
+	control := probes(o.onHostNetwork(t, o.probeScript(listen)))
+	for _, name := range names {
+		if !control[name] {
+			t.Errorf("probe %s failed from the host's network too: it proves nothing", name)
+		}
+	}
+	inst := hatcherytest.InstanceFile(filepath.Join(data, "chicks"))
+	if n := len(hatcherytest.Gates(t, api2, inst)); n != 1 {
+		t.Errorf("%d gates on the second engine, want 1", n)
+	}
+	if n := len(hatcherytest.Gates(t, api, inst)); n != 0 {
+		t.Errorf("%d gates on the local engine, which is not configured, want 0", n)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.errs())
+	}
+}
