@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,39 +54,56 @@ func bashCall(label, command string) ollamatest.Call {
 }
 
 func (s *scriptedChick) fake() *ollamatest.Server {
-	return ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
-		switch r.Model {
-		case motherModel:
-			// Delegated once per message: the history holds earlier
-			// messages' tool results too.
-			if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "tool" {
-				return ollamatest.Turn{Text: "Delegated."}
-			}
-			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"label": "delegating", "goal": r.LastUser()}}}}
-		case chickModel:
-			goal := ""
-			for _, m := range r.Messages {
-				if m.Role == "user" {
-					goal = m.Content
-					break
-				}
-			}
-			s.mu.Lock()
-			var calls []ollamatest.Call
-			for word, c := range s.calls {
-				if strings.Contains(goal, word) {
-					calls = c
-				}
-			}
-			s.mu.Unlock()
-			res := toolResults(r)
-			if len(res) < len(calls) {
-				return ollamatest.Turn{Calls: []ollamatest.Call{calls[len(res)]}}
-			}
-			return ollamatest.Turn{Text: "Done: " + strings.Join(res, " || ")}
+	return ollamatest.NewFunc(s.turn)
+}
+
+// toolNames lists the tools a model request offers.
+func toolNames(r ollamatest.Request) []string {
+	var names []string
+	for _, raw := range r.Tools {
+		var tool struct {
+			Function struct{ Name string } `json:"function"`
 		}
-		return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
-	})
+		if json.Unmarshal(raw, &tool) == nil {
+			names = append(names, tool.Function.Name)
+		}
+	}
+	return names
+}
+
+// turn answers one model request.
+func (s *scriptedChick) turn(r ollamatest.Request) ollamatest.Turn {
+	switch r.Model {
+	case motherModel:
+		// Delegated once per message: the history holds earlier
+		// messages' tool results too.
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "tool" {
+			return ollamatest.Turn{Text: "Delegated."}
+		}
+		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"label": "delegating", "goal": r.LastUser()}}}}
+	case chickModel:
+		goal := ""
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				goal = m.Content
+				break
+			}
+		}
+		s.mu.Lock()
+		var calls []ollamatest.Call
+		for word, c := range s.calls {
+			if strings.Contains(goal, word) {
+				calls = c
+			}
+		}
+		s.mu.Unlock()
+		res := toolResults(r)
+		if len(res) < len(calls) {
+			return ollamatest.Turn{Calls: []ollamatest.Call{calls[len(res)]}}
+		}
+		return ollamatest.Turn{Text: "Done: " + strings.Join(res, " || ")}
+	}
+	return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
 }
 
 // setEgress writes chicks.egress (and any other chicks settings) into the
@@ -543,6 +561,67 @@ func TestIsolatedChickOnSecondEngine(t *testing.T) {
 	}
 	if n := len(hatcherytest.Gates(t, api, inst)); n != 0 {
 		t.Errorf("%d gates on the local engine, which is not configured, want 0", n)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.errs())
+	}
+}
+
+// TestNetworkNoneReachesOnlyMother: with chicks.network "none" a chick
+// still joins Mother through its host's gate and returns its result, but
+// gets no proxy and no gate key, so nothing beyond Mother: no proxy
+// settings, no forwarder on 127.0.0.1:3128 even for a destination
+// chicks.egress allows (the gate's proxy socket wants a gate key, which
+// it does not have: pkg/nest's gate tests), and no request_access tool.
+func TestNetworkNoneReachesOnlyMother(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	o := makeOutside(t, api)
+	data, listen := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	setChicks(t, data, map[string]any{"network": "none", "egress": map[string]any{"allow": []string{o.Web}}})
+	crlf := `\r\n`
+	script := o.probeScript(listen) +
+		"echo \"PROXYENV $(env | grep -ci -e _proxy -e MOTHER_GATE)\"\n" +
+		proxyRequest("forwarder", "GET http://"+o.Web+"/hello.txt HTTP/1.0"+crlf+crlf)
+	var s scriptedChick
+	s.set("probe", bashCall("probe", script))
+	var tools []string
+	var mu sync.Mutex
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == chickModel {
+			mu.Lock()
+			tools = toolNames(r)
+			mu.Unlock()
+		}
+		return s.turn(r)
+	})
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "probe the network\n")
+	p.waitOut(t, "Done: ", 3*time.Minute)
+	out := p.out()
+	got := probes(out)
+	for _, name := range []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"} {
+		if ok, ran := got[name]; !ran || ok {
+			t.Errorf("probe %s: ran %v, reached %v; want run and refused", name, ran, ok)
+		}
+	}
+	if !strings.Contains(out, "PROXYENV 0") {
+		t.Errorf("proxy or gate settings in the chick's environment:\n%s", out)
+	}
+	if a := answerOf(out, "forwarder"); strings.Contains(a, "HELLO-WEB") || strings.Contains(a, "HTTP/") {
+		t.Errorf("something answers on 127.0.0.1:3128 in a chick of network none: %q", a)
+	}
+	mu.Lock()
+	if slices.Contains(tools, "request_access") || len(tools) == 0 {
+		t.Errorf("the chick's tools %v: want its tools without request_access", tools)
+	}
+	mu.Unlock()
+	if n := len(gates(t, api, data)); n != 1 {
+		t.Errorf("%d gates, want 1 (the chicks' way to Mother)", n)
 	}
 	p.stdin.Close()
 	if code := p.wait(t, 2*time.Minute); code != 0 {

@@ -51,9 +51,9 @@ func TestRecordEgress(t *testing.T) {
 	must(t, err)
 	dir := t.TempDir()
 	// The ledger is the hatchery's, whatever carries the reports: no
-	// gate is started on the fake engine (network none).
+	// gate is started on the fake engine (network bridge).
 	cfg := testConfig("mother-chick:fake")
-	cfg.Chicks.Network = config.NetworkNone
+	cfg.Chicks.Network = config.NetworkBridge
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: dir, Logger: testLogger(t), ProbeInterval: time.Hour,
 		Hosts: []hatchery.Host{{Name: "fake", Runtime: docker.New(c), Capacity: 2, MotherAddress: "127.0.0.1:1"}},

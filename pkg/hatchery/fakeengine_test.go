@@ -18,11 +18,11 @@ import (
 // the real Docker driver and client: the supervisor's answers to engine
 // errors, without an engine.
 //
-// Its chicks have no network ("none"): these tests are about the chick's
+// Its chicks are on Docker's bridge, without a gate: these tests are about the chick's
 // own container; fakeIsolatedHatchery's go through the gate first.
 func fakeHatchery(t *testing.T, e *enginetest.Engine, dockerTimeout time.Duration) (*hatchery.Hatchery, *recorder) {
 	t.Helper()
-	return fakeHatcheryWith(t, e, dockerTimeout, config.NetworkNone)
+	return fakeHatcheryWith(t, e, dockerTimeout, config.NetworkBridge)
 }
 
 // fakeIsolatedHatchery is fakeHatchery with isolated chicks.

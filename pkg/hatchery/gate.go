@@ -91,10 +91,16 @@ type gateState struct {
 }
 
 // isolatedEnv is the part of an isolated chick's environment that points
-// it at its gate.
+// it at its gate. Under chicks.network "none" it gets the way to Mother
+// only: no proxy, no gate key (so the gate's proxy refuses it), no
+// request_access.
 func (h *Hatchery) isolatedEnv(id string) []string {
+	nest := EnvAddr + "=unix://" + wire.GateDir + "/" + wire.GateNestSocket
+	if !h.proxy {
+		return []string{nest}
+	}
 	return []string{
-		EnvAddr + "=unix://" + wire.GateDir + "/" + wire.GateNestSocket,
+		nest,
 		wire.EnvGateProxy + "=" + wire.GateDir + "/" + wire.GateProxySocket,
 		wire.EnvGateKey + "=" + h.keys.ChickKey(id),
 		"HTTP_PROXY=" + chickProxyURL, "HTTPS_PROXY=" + chickProxyURL,

@@ -95,9 +95,11 @@ type Hatchery struct {
 	dockerTO time.Duration
 	obs      publisher
 	caPEM    string
-	// isolated: chicks.network is "isolated"; chicks go through their
-	// host's gate.
+	// isolated: chicks.network is "isolated" or "none"; chicks reach
+	// Mother through their host's gate. proxy: "isolated" only; the gate
+	// is also their HTTP proxy ("none": Mother and nothing else).
 	isolated bool
+	proxy    bool
 	keys     GateKeys
 	gateCmd  []string
 
@@ -193,7 +195,8 @@ func New(opts Options) (*Hatchery, error) {
 		command: opts.Command, grace: opts.StartupGrace, dockerTO: opts.DockerTimeout,
 		chicks: map[string]*chick{}, caPEM: string(opts.CAPEM),
 		probeEvery: opts.ProbeInterval, probeTO: opts.ProbeTimeout,
-		isolated: cfg.Chicks.Network == config.NetworkIsolated, keys: opts.GateKeys, gateCmd: opts.GateCommand,
+		isolated: cfg.Chicks.Network == config.NetworkIsolated || cfg.Chicks.Network == config.NetworkNone,
+		proxy:    cfg.Chicks.Network == config.NetworkIsolated, keys: opts.GateKeys, gateCmd: opts.GateCommand,
 	}
 	if h.keys == nil {
 		h.keys = newProcessKeys()

@@ -401,8 +401,8 @@ func TestPlacementByFreeCapacity(t *testing.T) {
 	image := hatcherytest.BuildImage(t)
 	cfg := testConfig(image)
 	// Both hosts are the local engine, which has room for one gate per
-	// Mother: these chicks go without network (placement is the point).
-	cfg.Chicks.Network = config.NetworkNone
+	// Mother: these chicks go on the default bridge, without a gate (placement is the point).
+	cfg.Chicks.Network = config.NetworkBridge
 	api := hatcherytest.Docker(t)
 	var hosts []hatchery.Host
 	for _, name := range []string{"gpu1", "gpu2"} {
