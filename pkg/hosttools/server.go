@@ -76,7 +76,7 @@ type server struct {
 // session is one connection to a server (one process for stdio).
 type session struct {
 	cs    *mcp.ClientSession
-	cmd   *exec.Cmd
+	proc  *stdioProcess // a stdio server's process (nil over HTTP)
 	done  chan struct{} // closed when the connection has ended
 	err   error         // why it ended, set before done closes
 	tools map[string]*Tool
@@ -239,12 +239,12 @@ func (s *server) sleep(d time.Duration) bool {
 
 // exitError describes why a session ended: the process's exit status and
 // the last line it wrote to stderr, when there are any. The exit status is
-// read only once the session has closed (the SDK has waited for the
-// process by then).
+// read only once the session has closed (the process has been waited
+// for by then, see stdioProcess).
 func (s *server) exitError(l *session, closed bool) error {
 	var parts []string
-	if l.cmd != nil {
-		if ps := l.cmd.ProcessState; closed && ps != nil {
+	if l.proc != nil {
+		if ps, ok := l.proc.exitState(); closed && ok {
 			parts = append(parts, "the process exited ("+ps.String()+")")
 		} else {
 			parts = append(parts, "the process closed its output")
@@ -274,8 +274,8 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 	l := &session{done: make(chan struct{})}
 	var tr mcp.Transport
 	if s.cfg.Command != "" {
-		l.cmd = s.command()
-		tr = &mcp.CommandTransport{Command: l.cmd, TerminateDuration: s.m.opts.StopTimeout}
+		l.proc = newStdioProcess(s.command(), s.m.opts.StopTimeout, s.m.opts.Clock)
+		tr = l.proc
 	} else {
 		tr = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient(), MaxRetries: 2}
 	}
