@@ -164,6 +164,12 @@ func (h *Hatchery) ensureGateLocked(ctx context.Context, hs *host) (GateStatus, 
 		}
 		return st, fmt.Errorf("host %s: %w", hs.Name, err)
 	}
+	if !hs.gate.ok {
+		// Chicks running on the host lost Mother with the gate (none at
+		// a first start): the grace of a reconnect before their
+		// heartbeats count again.
+		h.reconnectGraceLocked(hs)
+	}
 	hs.gate.ok, hs.gate.id, hs.gate.volume = true, st.ID, st.Volume
 	hs.gate.gen++
 	switch {
@@ -379,4 +385,15 @@ func splitGates(list []Container) (chicks, gates []Container) {
 		chicks = append(chicks, c)
 	}
 	return chicks, gates
+}
+
+// reconnectGraceLocked gives the running chicks of hs a reconnect grace:
+// silence until then is not a missed heartbeat. Callers hold h.mu.
+func (h *Hatchery) reconnectGraceLocked(hs *host) {
+	until := h.clock.Now().Add(h.grace)
+	for _, c := range h.chicks {
+		if c.host == hs && c.rec.State == StateRunning && c.lastSeen.Before(until) {
+			c.lastSeen = until
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
@@ -33,6 +34,10 @@ type gateEnv struct {
 type gateOpts struct {
 	dir, host, network string
 	gateCmd            []string
+	// clock and heartbeat, when set: the hatchery's clock and
+	// chicks.heartbeatInterval.
+	clock     clock.Clock
+	heartbeat time.Duration
 }
 
 func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
@@ -54,12 +59,15 @@ func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
 	} else {
 		cfg.Chicks.Network = config.NetworkIsolated
 	}
+	if o.heartbeat > 0 {
+		cfg.Chicks.HeartbeatInterval = config.Dur(o.heartbeat)
+	}
 	c, err := docker.Dial(config.DockerHost{Name: o.host}, nil)
 	must(t, err)
 	keys := egress.NewSecret([]byte("0123456789abcdef0123456789abcdef"))
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: o.dir, Command: []string{"sleep", "60"}, GateCommand: o.gateCmd, GateKeys: keys,
-		StartupGrace: time.Minute, Logger: testLogger(t), CAPEM: []byte("test CA"),
+		StartupGrace: time.Minute, Logger: testLogger(t), CAPEM: []byte("test CA"), Clock: o.clock,
 		Hosts: []hatchery.Host{{Name: o.host, Runtime: docker.New(c), Capacity: 4, MotherAddress: "127.0.0.1:1"}},
 	})
 	must(t, err)
@@ -285,6 +293,46 @@ func TestKilledGateIsStartedAgain(t *testing.T) {
 	}
 	_, _ = e.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
 	e.rec.wait(t, in.ID, time.Minute)
+}
+
+// TestGateRestartIsNotAHang: while its gate is down a chick cannot reach
+// Mother, and once the gate runs again it needs a moment to reconnect:
+// the watchdog does not take that silence for a hang (the gate's restart
+// gives its chicks the startup grace again); silence beyond that grace
+// still is one.
+func TestGateRestartIsNotAHang(t *testing.T) {
+	t.Parallel()
+	fc := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	e := newGateEnv(t, gateOpts{clock: fc, heartbeat: 200 * time.Millisecond}) // hung: 600ms silent
+	must(t, e.h.Reconcile(t.Context()))                                        // starts the watchdog
+	in, err := e.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x", Files: hatchery.Files{ChannelDir: t.TempDir()}})
+	must(t, err)
+	waitState(t, e.h, in.ID, hatchery.StateRunning, time.Minute)
+	e.h.Touch(in.ID) // it joined and speaks: from now on 600ms of silence is a hang
+
+	g := e.oneGate(t)
+	if err := e.api.ContainerKill(t.Context(), g.ID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for restarts := 0; restarts == 0; {
+		for _, s := range e.h.HostStates() {
+			restarts += s.GateRestarts
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed gate was not started again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.waitGateRunning(t)
+	fc.Advance(30 * time.Second) // silent 50 intervals, within the minute's grace
+	if st := e.h.State(in.ID); st != hatchery.StateRunning {
+		t.Fatalf("the chick was stopped (%s) while it reconnects through a restarted gate", st)
+	}
+	fc.Advance(31 * time.Second) // the grace is over: silence is a hang again
+	if end := e.rec.wait(t, in.ID, time.Minute); end.Reason != hatchery.ReasonHung {
+		t.Errorf("ended %s (%s), want hung once the reconnect grace ran out", end.Reason, end.Outcome)
+	}
 }
 
 func TestGateOutlivesAMotherRestart(t *testing.T) {

@@ -33,7 +33,11 @@ func (h *Hatchery) checkHeartbeats(limit time.Duration) {
 	for id, c := range h.chicks {
 		// A chick whose result is stored has nothing left to say: it is
 		// exiting (Finish armed the kill), not hung.
-		if c.rec.State == StateRunning && !c.stopped && c.rec.Result == nil && now.Sub(c.lastSeen) > limit {
+		// One whose host's gate is down cannot say anything: its way to
+		// Mother is gone, not the chick (the gate's restart gives it a
+		// reconnect grace; chicks.timeout still bounds it).
+		gateDown := h.isolated && c.host != nil && !c.host.gate.ok
+		if c.rec.State == StateRunning && !c.stopped && c.rec.Result == nil && !gateDown && now.Sub(c.lastSeen) > limit {
 			hung = append(hung, id)
 		}
 	}

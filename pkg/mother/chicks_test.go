@@ -1,6 +1,7 @@
 package mother
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -96,7 +97,13 @@ func TestEndedChicksBounded(t *testing.T) {
 			State: hatchery.StateKilled, Reason: hatchery.ReasonKilled, Outcome: "killed"}, Channel: "rec/C1"}
 		obs.ChickEnded(in)
 	}
-	h.idle()
+	// Each ending posts and logs its notice (an fsync each): more than
+	// harness.idle's ten seconds under a loaded -race run.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if err := h.m.Idle(ctx); err != nil {
+		t.Fatalf("Mother did not become idle: %v", err)
+	}
 	h.m.mu.Lock()
 	n, views := len(h.m.chicksEnded), len(h.m.chickViews)
 	newest := h.m.chicksEnded[fmt.Sprintf("c-%d", maxEndedViews+99)]
