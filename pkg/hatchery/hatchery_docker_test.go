@@ -75,6 +75,10 @@ func testConfig(image string) *config.Config {
 	cfg := &config.Config{}
 	cfg.SetDefaults("")
 	cfg.Chicks.Image = image
+	// On Docker's bridge, without a gate: these chicks run "sleep" from
+	// the test image, which has no gate to offer (the gate tests use the
+	// stand-in gate, gate_docker_test.go).
+	cfg.Chicks.Network = config.NetworkBridge
 	// Test chicks run "sleep" and never beat: a short interval would have
 	// the watchdog (started by Reconcile) kill them before a loaded test
 	// sees them run. TestHungChickIsKilled sets its own.
@@ -164,6 +168,9 @@ func TestHardenedContainerAndChannelFiles(t *testing.T) {
 	t.Parallel()
 	image := hatcherytest.BuildImage(t)
 	cfg := testConfig(image)
+	var defaults config.Config
+	defaults.SetDefaults("")
+	cfg.Chicks.Network = defaults.Chicks.Network // the default network mode
 	e := newEnv(t, cfg, []string{"sleep", "60"}, "")
 	chDir := e.channelDir(t)
 	must(t, os.WriteFile(filepath.Join(chDir, "MEMORY.md"), []byte("channel memory"), 0o600))
