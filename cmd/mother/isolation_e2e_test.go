@@ -178,6 +178,37 @@ func (p *chickProc) waitCount(t *testing.T, s string, n int, d time.Duration) {
 	}
 }
 
+// probeNames are the probes of probeScript: each must fail from an
+// isolated chick and succeed from the host's network.
+var probeNames = []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"}
+
+// checkProbesFailed checks a chick's output of probeScript(listen): every
+// probe ran and failed, its only network interface is loopback, and the
+// same probes succeed from a container on the host's network (the
+// positive control, without which a failed probe proves nothing).
+func (o *outside) checkProbesFailed(t *testing.T, out, listen string) {
+	t.Helper()
+	got := probes(out)
+	for _, name := range probeNames {
+		ok, ran := got[name]
+		switch {
+		case !ran:
+			t.Errorf("probe %s did not run in the chick:\n%s", name, out)
+		case ok:
+			t.Errorf("an isolated chick reached %s", name)
+		}
+	}
+	if m := regexp.MustCompile(`INTERFACES ([^\n]*)`).FindStringSubmatch(out); m == nil || strings.TrimSpace(m[1]) != "lo" {
+		t.Errorf("the chick's network interfaces: %q, want only lo", m)
+	}
+	control := probes(o.onHostNetwork(t, o.probeScript(listen)))
+	for _, name := range probeNames {
+		if !control[name] {
+			t.Errorf("probe %s failed from the host's network too: it proves nothing", name)
+		}
+	}
+}
+
 // TestIsolatedChickReachesOnlyMother: under the default configuration a
 // real chick joins Mother, runs, streams and returns its result, yet from
 // inside it no connection reaches a listener on the Docker host's
@@ -202,28 +233,9 @@ func TestIsolatedChickReachesOnlyMother(t *testing.T) {
 	io.WriteString(p.stdin, "probe the network\n")
 	p.waitOut(t, "Done: ", 3*time.Minute)
 	out := p.out()
-	got := probes(out)
-	for _, name := range []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"} {
-		ok, ran := got[name]
-		switch {
-		case !ran:
-			t.Errorf("probe %s did not run in the chick:\n%s", name, out)
-		case ok:
-			t.Errorf("an isolated chick reached %s", name)
-		}
-	}
-	if m := regexp.MustCompile(`INTERFACES ([^\n]*)`).FindStringSubmatch(out); m == nil || strings.TrimSpace(m[1]) != "lo" {
-		t.Errorf("the chick's network interfaces: %q, want only lo", m)
-	}
+	o.checkProbesFailed(t, out, listen)
 	if m := regexp.MustCompile(`INET6 (\d+)`).FindStringSubmatch(out); m == nil || (m[1] != "0" && m[1] != "1") {
 		t.Errorf("the chick's IPv6 addresses: %q, want at most loopback's", m)
-	}
-	// The positive control: the same probes from the host's network.
-	control := probes(o.onHostNetwork(t, script))
-	for _, name := range []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"} {
-		if !control[name] {
-			t.Errorf("probe %s failed from the host's network too: it proves nothing", name)
-		}
 	}
 	if gs := gates(t, api, data); len(gs) != 1 {
 		t.Errorf("%d gates, want 1", len(gs))
@@ -500,6 +512,40 @@ func TestGatesReconciled(t *testing.T) {
 	}
 }
 
+// isolatedOnOneHost runs one isolated chick (the default network) on
+// host, the only chicks.hosts entry of the data dir's config: the chick
+// runs probeScript and fetches the listed web server through its proxy.
+// Every probe fails (with the positive control), its only interface is
+// loopback, the web server answers through that host's gate, and Mother
+// exits 0. whileRunning, called with the Mother instance before she is
+// stopped, checks where the gates are.
+func isolatedOnOneHost(t *testing.T, o *outside, data, listen string, host map[string]any, whileRunning func(inst string)) {
+	t.Helper()
+	setChicks(t, data, map[string]any{
+		"hosts":  []any{host},
+		"egress": map[string]any{"allow": []string{o.Web}},
+	})
+	crlf := `\r\n`
+	script := o.probeScript(listen) + proxyRequest("listed", "GET http://"+o.Web+"/hello.txt HTTP/1.0"+crlf+"Host: "+o.Web+crlf+crlf)
+	var s scriptedChick
+	s.set("probe", bashCall("probe", script))
+	fake := s.fake()
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "probe the network\n")
+	p.waitOut(t, "Done: ", 3*time.Minute)
+	out := p.out()
+	o.checkProbesFailed(t, out, listen)
+	if a := answerOf(out, "listed"); !strings.Contains(a, "HELLO-WEB") {
+		t.Errorf("the listed web server was not reached through %s's gate: %q", host["name"], a)
+	}
+	whileRunning(hatcherytest.InstanceFile(filepath.Join(data, "chicks")))
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.errs())
+	}
+}
+
 // TestIsolatedChickOnSecondEngine: the same isolation on a second, real
 // dockerd reached over TLS, the only host in config: its own gate starts
 // there (none on the local engine); from inside its chick nothing of the
@@ -516,56 +562,38 @@ func TestIsolatedChickOnSecondEngine(t *testing.T) {
 	data, listen := chickData(t, api, nil)
 	hatcherytest.RemoveOnCleanup(t, api2, func() string { return hatcherytest.InstanceFile(filepath.Join(data, "chicks")) })
 	removeGateVolumes(t, api2, data)
-	setChicks(t, data, map[string]any{
-		"hosts": []any{map[string]any{
-			"name": "gpu2", "address": eng.Address, "tlsCA": eng.CA, "tlsCert": eng.Cert, "tlsKey": eng.Key, "capacity": 1,
-		}},
-		"egress": map[string]any{"allow": []string{o.Web}},
+	host := map[string]any{"name": "gpu2", "address": eng.Address, "tlsCA": eng.CA, "tlsCert": eng.Cert, "tlsKey": eng.Key, "capacity": 1}
+	isolatedOnOneHost(t, o, data, listen, host, func(inst string) {
+		if n := len(hatcherytest.Gates(t, api2, inst)); n != 1 {
+			t.Errorf("%d gates on the second engine, want 1", n)
+		}
+		if n := len(hatcherytest.Gates(t, api, inst)); n != 0 {
+			t.Errorf("%d gates on the local engine, which is not configured, want 0", n)
+		}
 	})
-	crlf := `\r\n`
-	script := o.probeScript(listen) + proxyRequest("listed", "GET http://"+o.Web+"/hello.txt HTTP/1.0"+crlf+"Host: "+o.Web+crlf+crlf)
-	var s scriptedChick
-	s.set("probe", bashCall("probe", script))
-	fake := s.fake()
-	defer fake.Close()
-	p := startChickMother(t, data, chickEnv(fake))
-	io.WriteString(p.stdin, "probe the network\n")
-	p.waitOut(t, "Done: ", 3*time.Minute)
-	out := p.out()
-	got := probes(out)
-	names := []string{"host-loopback", "host-bridge", "neighbour", "mother-nest", "dns"}
-	for _, name := range names {
-		ok, ran := got[name]
-		switch {
-		case !ran:
-			t.Errorf("probe %s did not run in the chick:\n%s", name, out)
-		case ok:
-			t.Errorf("an isolated chick on the second engine reached %s", name)
+}
+
+// TestIsolatedChickOverSSH: the same isolation on a Docker host reached
+// over ssh (a real sshd on loopback, `docker system dial-stdio` on the far
+// side), the only host in config. The far side is this machine's engine,
+// so its one gate is there; the chick reaches nothing of the outside
+// world, joins Mother through that gate and reaches a listed web server
+// through its proxy.
+func TestIsolatedChickOverSSH(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	sshd := hatcherytest.SSHD(t)
+	o := makeOutside(t, api)
+	data, listen := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	host := map[string]any{"name": "viassh", "address": sshd.Address(), "sshIdentityFile": sshd.ClientKey, "sshKnownHostsFile": sshd.KnownHosts, "capacity": 1}
+	isolatedOnOneHost(t, o, data, listen, host, func(inst string) {
+		gs := hatcherytest.Gates(t, api, inst)
+		if len(gs) != 1 || gs[0].Labels["mother.gate.host"] != "viassh" {
+			t.Errorf("gates on the engine behind ssh: %+v, want 1 for host viassh", gs)
 		}
-	}
-	if m := regexp.MustCompile(`INTERFACES ([^\n]*)`).FindStringSubmatch(out); m == nil || strings.TrimSpace(m[1]) != "lo" {
-		t.Errorf("the chick's network interfaces: %q, want only lo", m)
-	}
-	if a := answerOf(out, "listed"); !strings.Contains(a, "HELLO-WEB") {
-		t.Errorf("the listed web server was not reached through the second engine's gate: %q", a)
-	}
-	control := probes(o.onHostNetwork(t, o.probeScript(listen)))
-	for _, name := range names {
-		if !control[name] {
-			t.Errorf("probe %s failed from the host's network too: it proves nothing", name)
-		}
-	}
-	inst := hatcherytest.InstanceFile(filepath.Join(data, "chicks"))
-	if n := len(hatcherytest.Gates(t, api2, inst)); n != 1 {
-		t.Errorf("%d gates on the second engine, want 1", n)
-	}
-	if n := len(hatcherytest.Gates(t, api, inst)); n != 0 {
-		t.Errorf("%d gates on the local engine, which is not configured, want 0", n)
-	}
-	p.stdin.Close()
-	if code := p.wait(t, 2*time.Minute); code != 0 {
-		t.Fatalf("exit %d\n%s", code, p.errs())
-	}
+	})
 }
 
 // TestNetworkNoneReachesOnlyMother: with chicks.network "none" a chick
