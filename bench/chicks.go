@@ -240,7 +240,6 @@ func chicks(bin, tmp string, quick bool) {
 	// The same spawns with the host's network, for the cost of isolation.
 	hd, hout, hstop := start("chicks-host", "host")
 	hostSpawn := measure(hd, hout, "host-")
-	hstop()
 
 	data := filepath.Join(tmp, "chicks")
 	d, out, stop := start("chicks", "isolated")
@@ -290,56 +289,23 @@ func chicks(bin, tmp string, quick bool) {
 	fmt.Printf("## Overhead: a chick's event to the adapter's render (terminal adapter, model answering instantly)\n\n")
 	fmt.Printf("%d tool_start events (of %d): p50 %s, p99 %s. The path: the chick's outbox, the Session stream, the nest, the event stored and fsynced in events.jsonl, the observer, the channel's view, the terminal.\n\n", len(lat), events, pct(lat, 50), pct(lat, 99))
 
-	// Relay: 10 chicks at once, each streaming turns of tool calls.
+	// Relay: 10 chicks at once, each streaming turns of tool calls, in the
+	// isolated daemon and in the host-network one (the gate's cost).
 	const n = 10
-	var goals []string
-	for c := range n {
-		goals = append(goals, fmt.Sprintf("relay-%d", c))
-	}
-	from = out.len()
-	fmt.Fprintln(d.stdin, "please run "+strings.Join(goals, " "))
-	first, _ := out.wait(from, "→ relay-", 5*time.Minute)
-	cpu0, t0 := cpuTicks(d.cmd.Process.Pid), first.at
-	last := first
-	for _, g := range goals {
-		l, _ := out.wait(from, g+" finished", 10*time.Minute)
-		if l.at.After(last.at) {
-			last = l
-		}
-	}
-	cpu1, t1 := cpuTicks(d.cmd.Process.Pid), time.Now()
 	perChick := batch * turns
-	renderedN, storedN, storedTools := 0, 0, 0
-	lost := 0
-	for _, g := range goals {
-		r := 0
-		for _, l := range out.snapshot()[from:] {
-			if strings.Contains(l.text, "→ "+g+"-") {
-				r++
-			}
-		}
-		evs := storedEvents(filepath.Join(data, "chicks"), g)
-		tools := 0
-		for _, ev := range evs {
-			if ev.Type == "tool_start" {
-				tools++
-			}
-		}
-		renderedN += r
-		storedN += len(evs)
-		storedTools += tools
-		lost += perChick - r
-	}
-	window := last.at.Sub(t0)
+	hostRelay := relay(hd, hout, filepath.Join(tmp, "chicks-host"), n, perChick)
+	hstop()
+	iso := relay(d, out, data, n, perChick)
 	fmt.Printf("## Relay throughput: %d chicks at once through Mother to the terminal adapter\n\n", n)
-	fmt.Printf("| | |\n|---|---|\n")
-	fmt.Printf("| events stored by Mother (all types, fsynced) | %d |\n", storedN)
-	fmt.Printf("| tool calls asked for / stored / rendered | %d / %d / %d |\n", n*perChick, storedTools, renderedN)
-	fmt.Printf("| lost | %d |\n", lost)
-	fmt.Printf("| window (first event rendered to last chick's result) | %s |\n", window.Round(time.Millisecond))
-	fmt.Printf("| events per second | %.0f |\n", float64(storedN)/window.Seconds())
-	fmt.Printf("| Mother's CPU over the window (utime+stime from /proc/PID/stat) | %.2f s = %.0f%% of one core |\n\n",
-		float64(cpu1-cpu0)/clockTicks, 100*float64(cpu1-cpu0)/clockTicks/t1.Sub(t0).Seconds())
+	fmt.Printf("| | isolated (through the gate) | `network: host` |\n|---|---|---|\n")
+	fmt.Printf("| events stored by Mother (all types, fsynced) | %d | %d |\n", iso.stored, hostRelay.stored)
+	fmt.Printf("| tool calls asked for / stored / rendered | %d / %d / %d | %d / %d / %d |\n", n*perChick, iso.tools, iso.rendered, n*perChick, hostRelay.tools, hostRelay.rendered)
+	fmt.Printf("| lost | %d | %d |\n", iso.lost, hostRelay.lost)
+	fmt.Printf("| window (first event rendered to last chick's result) | %s | %s |\n", iso.window.Round(time.Millisecond), hostRelay.window.Round(time.Millisecond))
+	fmt.Printf("| events per second | %.0f | %.0f |\n", iso.perSecond(), hostRelay.perSecond())
+	fmt.Printf("| Mother's CPU over the window (utime+stime from /proc/PID/stat) | %.2f s = %.0f%% of one core | %.2f s = %.0f%% of one core |\n\n",
+		iso.cpu, 100*iso.cpu/iso.wall.Seconds(), hostRelay.cpu, 100*hostRelay.cpu/hostRelay.wall.Seconds())
+	fmt.Printf("Isolated relay: %.2fx the host-network events per second.\n", iso.perSecond()/hostRelay.perSecond())
 	fmt.Printf("Each chick ran %d turns of %d tool calls (reads of a small file) with the model answering at once: every model call also went through Mother's broker. Events per second counts every event Mother stored (message start/end, tool start/end, run end).\n\n", turns, batch)
 }
 
@@ -413,3 +379,54 @@ func removeInstance(dir string) {
 }
 
 func sortD(d []time.Duration) { sort.Slice(d, func(i, j int) bool { return d[i] < d[j] }) }
+
+// relayStats is one relay run.
+type relayStats struct {
+	stored, tools, rendered, lost int
+	window, wall                  time.Duration
+	cpu                           float64 // Mother's CPU seconds over the run
+}
+
+func (r relayStats) perSecond() float64 { return float64(r.stored) / r.window.Seconds() }
+
+// relay runs n relay chicks at once in the daemon d (data: its data dir)
+// and measures what Mother stored and rendered of their events.
+func relay(d *daemon, out *lineLog, data string, n, perChick int) relayStats {
+	var goals []string
+	for c := range n {
+		goals = append(goals, fmt.Sprintf("relay-%d", c))
+	}
+	from := out.len()
+	fmt.Fprintln(d.stdin, "please run "+strings.Join(goals, " "))
+	first, _ := out.wait(from, "→ relay-", 5*time.Minute)
+	cpu0, t0 := cpuTicks(d.cmd.Process.Pid), first.at
+	last := first
+	for _, g := range goals {
+		l, _ := out.wait(from, g+" finished", 10*time.Minute)
+		if l.at.After(last.at) {
+			last = l
+		}
+	}
+	cpu1, t1 := cpuTicks(d.cmd.Process.Pid), time.Now()
+	var r relayStats
+	for _, g := range goals {
+		rendered := 0
+		for _, l := range out.snapshot()[from:] {
+			if strings.Contains(l.text, "→ "+g+"-") {
+				rendered++
+			}
+		}
+		evs := storedEvents(filepath.Join(data, "chicks"), g)
+		for _, ev := range evs {
+			if ev.Type == "tool_start" {
+				r.tools++
+			}
+		}
+		r.rendered += rendered
+		r.stored += len(evs)
+		r.lost += perChick - rendered
+	}
+	r.window, r.wall = last.at.Sub(t0), t1.Sub(t0)
+	r.cpu = float64(cpu1-cpu0) / clockTicks
+	return r
+}
