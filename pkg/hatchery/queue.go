@@ -103,8 +103,12 @@ func (h *Hatchery) checkUserLocked(user string) error {
 		return nil
 	}
 	slices.Sort(live)
-	return &RefusedError{Err: ErrUserLimit, Reason: fmt.Sprintf("%s already has %d chicks running or queued (%s), the most one person may have (chicks.maxPerUser is %d); another can start when one of them ends",
-		user, len(live), strings.Join(live, ", "), lim)}
+	n := fmt.Sprintf("%d chicks", len(live))
+	if len(live) == 1 {
+		n = "1 chick"
+	}
+	return &RefusedError{Err: ErrUserLimit, Reason: fmt.Sprintf("%s already has %s running or queued (%s), the most one person may have (chicks.maxPerUser is %d); another can start when one of them ends",
+		user, n, strings.Join(live, ", "), lim)}
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
