@@ -52,14 +52,14 @@ var (
 	ErrBadToken     = errors.New("token not valid for this chick")
 	ErrChickEnded   = errors.New("chick has ended")
 	ErrUnknownTier  = errors.New("unknown tier")
-	// ErrUserLimit: the requester already has chicks.maxPerUser chicks
-	// running or queued (wrapped in a *RefusedError).
-	ErrUserLimit = errors.New("per-person chick limit reached")
-	ErrClosed    = errors.New("hatchery closed")
-	ErrSeqGap    = errors.New("event sequence gap")
+	ErrClosed       = errors.New("hatchery closed")
+	ErrSeqGap       = errors.New("event sequence gap")
 	// ErrHostsUnreachable: Reconcile could not list the chicks of one or
 	// more Docker hosts; their chicks were left as they are.
 	ErrHostsUnreachable = errors.New("did not answer")
+	// ErrUserLimit: the requester already has chicks.maxPerUser chicks
+	// running or queued (wrapped in a *RefusedError).
+	ErrUserLimit = errors.New("per-person chick limit reached")
 )
 
 // RefusedError is a spawn refused by a per-person limit
