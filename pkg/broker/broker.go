@@ -1,14 +1,19 @@
 // Package broker makes every model call of every chick (decision 2): a
 // chick asks over the nest, the broker picks the provider of the chick's
 // tier with keys that never leave Mother, refuses a call once a budget is
-// spent (per chick, per channel per day, per tier per day), and meters the
-// tokens in a durable ledger.
+// spent (per chick, per channel per day, per tier per day, per requester
+// per day), and meters the tokens in a durable ledger.
 //
 // The ledger is one JSONL file per day under <dir>/usage/YYYY-MM-DD.jsonl,
 // each call one fsynced line, so usage survives a restart. A call is
 // refused when a budget is already reached; the call that crosses a budget
 // completes (its size is not known in advance), so a budget can be
 // overshot by at most one call.
+//
+// Days are local days of Mother's host: the daily budgets reset at local
+// midnight. A chick's requester is the chat user whose message led to it,
+// qualified by adapter ("slack-acme/U123"); chicks of scheduled events have
+// none and count against no user's budget.
 package broker
 
 import (
@@ -35,6 +40,9 @@ type Caller struct {
 	// Channel is the qualified channel id.
 	Channel string
 	Tier    string
+	// User is the requester, qualified by adapter ("discord/123"); empty
+	// for a chick no person asked for (a scheduled event's).
+	User string
 }
 
 // ProviderFunc builds the provider named name ("ollama", "anthropic").
@@ -85,6 +93,7 @@ type Broker struct {
 	ledger    *jsonl.File
 	channel   map[string]int64
 	tier      map[string]int64
+	user      map[string]int64
 	chick     map[string]model.Usage
 	calls     map[string]int
 }
@@ -95,6 +104,7 @@ type Entry struct {
 	Chick   string    `json:"chick"`
 	Channel string    `json:"channel"`
 	Tier    string    `json:"tier"`
+	User    string    `json:"user,omitempty"`
 	Model   string    `json:"model"`
 	Input   int64     `json:"in"`
 	Output  int64     `json:"out"`
@@ -157,6 +167,9 @@ func (b *Broker) scan(day string, today bool) error {
 		if today {
 			b.channel[e.Channel] += u.Total()
 			b.tier[e.Tier] += u.Total()
+			if e.User != "" {
+				b.user[e.User] += u.Total()
+			}
 		}
 		return nil
 	})
@@ -183,7 +196,7 @@ func (b *Broker) rollLocked(t time.Time) error {
 	if torn > 0 {
 		b.logger.Warn("repaired torn last line of the usage ledger", "day", day, "bytes", torn)
 	}
-	b.channel, b.tier = map[string]int64{}, map[string]int64{}
+	b.channel, b.tier, b.user = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	if b.day == "" {
 		// First open: today's lines count for the daily budgets and the
 		// chicks.
@@ -214,7 +227,48 @@ func (b *Broker) check(c Caller) error {
 			return model.Wrap(model.ErrBudgetExhausted, "budget exhausted: tier %s used %d of its %d tokens today", c.Tier, used, lim)
 		}
 	}
+	return b.checkUser(c.User)
+}
+
+// checkUser returns a budget error when user has spent today's tokens.
+// Callers hold b.mu.
+func (b *Broker) checkUser(user string) error {
+	lim := b.budgets.UserDailyTokens
+	if user == "" || lim <= 0 {
+		return nil
+	}
+	if used := b.user[user]; used >= lim {
+		return model.Wrap(model.ErrBudgetExhausted, "budget exhausted: user %s used %d of their %d chick tokens today (budgets.userDailyTokens); it resets %s",
+			user, used, lim, resetText(b.clock.Now()))
+	}
 	return nil
+}
+
+// ResetAt is when the daily budgets of the day of t reset: the next local
+// midnight.
+func ResetAt(t time.Time) time.Time {
+	l := t.Local()
+	return time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, time.Local)
+}
+
+// resetText says when the daily budgets reset, for a person: "at 00:00
+// CET (2026-11-24), in 5h12m0s".
+func resetText(now time.Time) string {
+	r := ResetAt(now)
+	return fmt.Sprintf("at %s (%s), in %s", r.Format("15:04 MST"), r.Format("2006-01-02"), r.Sub(now).Truncate(time.Minute))
+}
+
+// CheckUser returns an error matching model.ErrBudgetExhausted, saying
+// when it resets, when user (qualified by adapter) has spent today's
+// budgets.userDailyTokens; nil when they may start another chick, or
+// when user is empty. The hatchery asks it before a spawn.
+func (b *Broker) CheckUser(user string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.rollLocked(b.clock.Now()); err != nil {
+		return err
+	}
+	return b.checkUser(user)
 }
 
 // Generate runs one model call for c through the provider of c's tier.
@@ -272,7 +326,10 @@ func (b *Broker) record(c Caller, modelID string, u model.Usage) error {
 	b.calls[c.ChickID]++
 	b.channel[c.Channel] += u.Total()
 	b.tier[c.Tier] += u.Total()
-	_, _, err := b.ledger.Append(Entry{Time: now, Chick: c.ChickID, Channel: c.Channel, Tier: c.Tier, Model: modelID, Input: u.InputTokens, Output: u.OutputTokens})
+	if c.User != "" {
+		b.user[c.User] += u.Total()
+	}
+	_, _, err := b.ledger.Append(Entry{Time: now, Chick: c.ChickID, Channel: c.Channel, Tier: c.Tier, User: c.User, Model: modelID, Input: u.InputTokens, Output: u.OutputTokens})
 	return err
 }
 
@@ -294,14 +351,16 @@ func (b *Broker) ChickCalls(id string) int {
 type Budget struct {
 	// Scope says it in words: "tier local today".
 	Scope string
-	// Kind is "tier" or "channel"; Name the tier or the qualified channel.
+	// Kind is "tier", "channel" or "user"; Name the tier, the qualified
+	// channel or the qualified user.
 	Kind, Name string
 	Used       int64
 	// Limit is 0 when there is no cap.
 	Limit int64
 }
 
-// Budgets reports today's daily budgets (and per-channel usage).
+// Budgets reports today's daily budgets (and per-channel and per-user
+// usage).
 func (b *Broker) Budgets() []Budget {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -312,6 +371,9 @@ func (b *Broker) Budgets() []Budget {
 	}
 	for _, ch := range slices.Sorted(keys(b.channel)) {
 		out = append(out, Budget{Scope: "channel " + ch + " today", Kind: "channel", Name: ch, Used: b.channel[ch], Limit: b.budgets.ChannelDailyTokens})
+	}
+	for _, u := range slices.Sorted(keys(b.user)) {
+		out = append(out, Budget{Scope: "user " + u + " today", Kind: "user", Name: u, Used: b.user[u], Limit: b.budgets.UserDailyTokens})
 	}
 	return out
 }

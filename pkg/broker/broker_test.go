@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,14 @@ func TestBudgetsRefuse(t *testing.T) {
 			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, {ChickID: "c-2", Channel: "cli/b", Tier: "big"}, {ChickID: "c-3", Channel: "cli/c", Tier: "big"}, {ChickID: "c-4", Channel: "cli/d", Tier: "big"}},
 			want:    "tier big used 300 of its 250 tokens today",
 			other:   broker.Caller{ChickID: "c-5", Channel: "cli/e", Tier: "local"},
+		},
+		{
+			name:    "per user per day, across channels",
+			budgets: config.Budgets{UserDailyTokens: 250},
+			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big", User: "slack/alice"}, {ChickID: "c-2", Channel: "slack/C1", Tier: "big", User: "slack/alice"}, {ChickID: "c-3", Channel: "slack/C2", Tier: "big", User: "slack/alice"}, {ChickID: "c-4", Channel: "slack/C3", Tier: "big", User: "slack/alice"}},
+			want:    "user slack/alice used 300 of their 250 chick tokens today",
+			// The same user id on another adapter is another person.
+			other: broker.Caller{ChickID: "c-5", Channel: "slack/C1", Tier: "big", User: "discord/alice"},
 		},
 	}
 	for _, tc := range cases {
@@ -224,5 +233,105 @@ func TestAnthropicTier(t *testing.T) {
 	}
 	if u := b.ChickUsage("c-1"); u.InputTokens != 12 || u.OutputTokens != 3 {
 		t.Errorf("metered %+v", u)
+	}
+}
+
+// TestUserDailyBudget: budgets.userDailyTokens counts a requester's chicks
+// across channels, says when it resets, ignores chicks no person asked
+// for, survives a restart (the ledger is read back) and starts over at
+// local midnight.
+func TestUserDailyBudget(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
+		return ollamatest.Turn{Text: "ok", PromptTokens: 60, OutputTokens: 40}
+	})
+	defer fake.Close()
+	dir := t.TempDir()
+	budgets := config.Budgets{UserDailyTokens: 250}
+	clk := clock.NewFake(time.Date(2026, 3, 1, 23, 30, 0, 0, time.Local))
+	b := setup(t, budgets, dir, clk, fake)
+	alice := "discord/alice"
+	must(t, b.CheckUser(alice))
+	for i, ch := range []string{"discord/a", "discord/b", "discord/c"} {
+		must(t, call(t, b, broker.Caller{ChickID: fmt.Sprintf("c-%d", i), Channel: ch, Tier: "big", User: alice}))
+	}
+	// An event's chick (no requester) spends nobody's budget, and is not
+	// refused by it.
+	event := broker.Caller{ChickID: "c-ev", Channel: "discord/a", Tier: "big"}
+	must(t, call(t, b, event))
+	must(t, b.CheckUser(""))
+
+	checkRefused := func(when string) {
+		t.Helper()
+		err := b.CheckUser(alice)
+		want := []string{"user discord/alice used 300 of their 250 chick tokens today", "budgets.userDailyTokens", "resets at 00:00 ", "(2026-03-02)"}
+		if !errors.Is(err, model.ErrBudgetExhausted) {
+			t.Fatalf("%s: CheckUser(%q) = %v, want a budget error", when, alice, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: CheckUser(%q) = %q, want it to contain %q", when, alice, err, w)
+			}
+		}
+		calls := len(fake.Requests())
+		if err := call(t, b, broker.Caller{ChickID: "c-new", Channel: "discord/z", Tier: "big", User: alice}); !errors.Is(err, model.ErrBudgetExhausted) {
+			t.Errorf("%s: a call of alice's chick: %v, want refused", when, err)
+		}
+		if len(fake.Requests()) != calls {
+			t.Errorf("%s: a refused call reached the provider", when)
+		}
+	}
+	checkRefused("first day")
+	if err := b.CheckUser(alice); err == nil || !strings.Contains(err.Error(), "in 30m0s") {
+		t.Errorf("CheckUser at 23:30 = %v, want it to reset in 30m0s", err)
+	}
+	must(t, b.CheckUser("slack/alice"))
+	must(t, call(t, b, event))
+	found := false
+	for _, bs := range b.Budgets() {
+		if bs.Kind == "user" && bs.Name == alice && bs.Used == 300 && bs.Limit == 250 && bs.Scope == "user discord/alice today" {
+			found = true
+		}
+		if bs.Kind == "user" && bs.Name != alice {
+			t.Errorf("budget of a user who spent nothing: %+v", bs)
+		}
+	}
+	if !found {
+		t.Errorf("Budgets() = %+v, want discord/alice at 300 of 250", b.Budgets())
+	}
+
+	// Restart: the ledger is read back.
+	must(t, b.Close())
+	b = setup(t, budgets, dir, clk, fake)
+	checkRefused("after a restart")
+
+	// Past local midnight the budget starts over.
+	clk.Advance(31 * time.Minute)
+	must(t, b.CheckUser(alice))
+	must(t, call(t, b, broker.Caller{ChickID: "c-0", Channel: "discord/a", Tier: "big", User: alice}))
+	must(t, b.Close())
+	b = setup(t, budgets, dir, clk, fake)
+	for _, bs := range b.Budgets() {
+		if bs.Kind == "user" && bs.Name == alice && bs.Used != 100 {
+			t.Errorf("the next day after a restart: %+v, want 100 (only today's call)", bs)
+		}
+	}
+}
+
+func TestResetAt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		now  time.Time
+		want time.Time
+	}{
+		{"evening", time.Date(2026, 3, 1, 23, 59, 0, 0, time.Local), time.Date(2026, 3, 2, 0, 0, 0, 0, time.Local)},
+		{"just after midnight", time.Date(2026, 3, 2, 0, 0, 1, 0, time.Local), time.Date(2026, 3, 3, 0, 0, 0, 0, time.Local)},
+		{"end of the year", time.Date(2026, 12, 31, 12, 0, 0, 0, time.Local), time.Date(2027, 1, 1, 0, 0, 0, 0, time.Local)},
+	}
+	for _, tc := range cases {
+		if got := broker.ResetAt(tc.now); !got.Equal(tc.want) {
+			t.Errorf("%s: ResetAt(%v) = %v, want %v", tc.name, tc.now, got, tc.want)
+		}
 	}
 }

@@ -103,6 +103,10 @@ type Chicks struct {
 	MaxConcurrent int `json:"maxConcurrent"`
 	// MaxPerChannel caps running chicks per channel.
 	MaxPerChannel int `json:"maxPerChannel"`
+	// MaxPerUser caps the chicks one requester has running or queued,
+	// across channels (0: no cap). A requester is an adapter's user;
+	// chicks spawned by events have none and count against no one.
+	MaxPerUser int `json:"maxPerUser"`
 	// QueueSize caps chicks waiting for a free slot.
 	QueueSize int `json:"queueSize"`
 	// Timeout is a chick's wall-clock limit.
@@ -255,6 +259,9 @@ type Budgets struct {
 	ChannelDailyTokens int64 `json:"channelDailyTokens"`
 	// TierDailyTokens caps tokens per tier per day across all channels.
 	TierDailyTokens map[string]int64 `json:"tierDailyTokens"`
+	// UserDailyTokens caps chick tokens per requester per day across
+	// channels (0: no cap); chicks of events count against no user.
+	UserDailyTokens int64 `json:"userDailyTokens"`
 }
 
 // Events tunes the events watcher.

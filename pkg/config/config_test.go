@@ -68,6 +68,8 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"grpc listen", `{"grpc": {"listen": "7777"}}`, []string{"grpc.listen: must be host:port"}},
 		{"budget tier", `{"budgets": {"tierDailyTokens": {"gpu": 5}}}`, []string{"budgets.tierDailyTokens.gpu: unknown tier"}},
 		{"negative budget", `{"budgets": {"chickTokens": -5}}`, []string{"budgets.chickTokens: must not be negative"}},
+		{"negative user budget", `{"budgets": {"userDailyTokens": -1}}`, []string{"budgets.userDailyTokens: must not be negative"}},
+		{"negative per-user cap", `{"chicks": {"maxPerUser": -1}}`, []string{"chicks.maxPerUser: must not be negative"}},
 		{"mcp neither", `{"mcpServers": {"notes": {}}}`, []string{"mcpServers.notes: needs \"command\""}},
 		{"mcp both", `{"mcpServers": {"notes": {"command": "x", "url": "http://127.0.0.1:1"}}}`, []string{"mcpServers.notes: has both"}},
 		{"log format", `{"log": {"format": "xml"}}`, []string{"log.format: must be"}},

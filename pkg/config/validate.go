@@ -98,6 +98,9 @@ func (c *Config) validateChicks(p *problems) {
 	if ch.MaxPerChannel < 0 {
 		p.bad("chicks.maxPerChannel", "must be positive")
 	}
+	if ch.MaxPerUser < 0 {
+		p.bad("chicks.maxPerUser", "must not be negative (0: no cap)")
+	}
 	if ch.QueueSize < 0 {
 		p.bad("chicks.queueSize", "must be positive")
 	}
@@ -185,6 +188,9 @@ func (c *Config) validateBudgets(p *problems) {
 	}
 	if c.Budgets.ChannelDailyTokens < 0 {
 		p.bad("budgets.channelDailyTokens", "must not be negative")
+	}
+	if c.Budgets.UserDailyTokens < 0 {
+		p.bad("budgets.userDailyTokens", "must not be negative (0: no cap)")
 	}
 	for t, n := range c.Budgets.TierDailyTokens {
 		if _, ok := c.Chicks.Tiers[t]; !ok {

@@ -22,6 +22,9 @@ import (
 	"github.com/mother-chat/mother/pkg/store"
 )
 
+// The broker keeps the per-person daily budget the hatchery asks about.
+var _ hatchery.UserMeter = (*broker.Broker)(nil)
+
 // chicks is the chick machinery of one Mother process: the broker, the
 // hatchery, and the nest's two listeners.
 type chicks struct {

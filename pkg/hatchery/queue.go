@@ -20,13 +20,17 @@ type SpawnRequest struct {
 	// System is extra system prompt text for the chick.
 	System string
 	Files  Files
-	// StartedBy is the user who asked for it (for "stop all").
+	// StartedBy is the user (of Adapter) who asked for it: "stop all"
+	// and the per-person limits go by it. Empty for a chick no person
+	// asked for (a scheduled event's).
 	StartedBy string
 }
 
 // Spawn creates a chick: it starts at once when a slot is free, or waits
 // in the queue. It fails with ErrQueueFull when the queue is full and
-// ErrUnknownTier for a tier not in the configuration.
+// ErrUnknownTier for a tier not in the configuration. A spawn for a
+// person who has reached chicks.maxPerUser or spent today's
+// budgets.userDailyTokens fails with a *RefusedError.
 func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	if strings.TrimSpace(req.Goal) == "" {
 		return Info{}, errors.New("spawn chick: empty goal")
@@ -42,10 +46,19 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	if !h.anyHostServes(tier) {
 		return Info{}, fmt.Errorf("spawn chick: no Docker host serves tier %q", tier)
 	}
+	user := Requester(req.Adapter, req.StartedBy)
+	if um, ok := h.meter.(UserMeter); ok && user != "" {
+		if err := um.CheckUser(user); err != nil {
+			return Info{}, &RefusedError{Reason: err.Error(), Err: err}
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return Info{}, ErrClosed
+	}
+	if err := h.checkUserLocked(user); err != nil {
+		return Info{}, err
 	}
 	id := h.newID()
 	c := &chick{
@@ -71,6 +84,31 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	}
 	h.begin(c, hs)
 	return h.info(c), nil
+}
+
+// checkUserLocked refuses a chick of user when they already have
+// chicks.maxPerUser running or queued, across channels. Callers hold h.mu.
+func (h *Hatchery) checkUserLocked(user string) error {
+	lim := h.cfg.MaxPerUser
+	if lim <= 0 || user == "" {
+		return nil
+	}
+	var live []string
+	for _, o := range h.chicks {
+		if !o.rec.State.Final() && o.rec.Requester() == user {
+			live = append(live, o.rec.ID)
+		}
+	}
+	if len(live) < lim {
+		return nil
+	}
+	slices.Sort(live)
+	n := fmt.Sprintf("%d chicks", len(live))
+	if len(live) == 1 {
+		n = "1 chick"
+	}
+	return &RefusedError{Err: ErrUserLimit, Reason: fmt.Sprintf("%s already has %s running or queued (%s), the most one person may have (chicks.maxPerUser is %d); another can start when one of them ends",
+		user, n, strings.Join(live, ", "), lim)}
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -56,7 +57,38 @@ var (
 	// ErrHostsUnreachable: Reconcile could not list the chicks of one or
 	// more Docker hosts; their chicks were left as they are.
 	ErrHostsUnreachable = errors.New("did not answer")
+	// ErrUserLimit: the requester already has chicks.maxPerUser chicks
+	// running or queued (wrapped in a *RefusedError).
+	ErrUserLimit = errors.New("per-person chick limit reached")
 )
+
+// RefusedError is a spawn refused by a per-person limit
+// (chicks.maxPerUser, budgets.userDailyTokens). Reason says which limit
+// and when it frees up, in words a chat user can be shown; Err is what
+// callers branch on (ErrUserLimit, or an error matching
+// model.ErrBudgetExhausted).
+type RefusedError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RefusedError) Error() string { return "spawn chick: " + e.Reason }
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Requester is the person a chick counts against for the per-person
+// limits: the user qualified by adapter ("discord/123"), so a Discord
+// user and a Slack user are different people. Empty when userID is (a
+// chick spawned by a scheduled event counts against no one).
+func Requester(adapter, userID string) string {
+	if userID == "" {
+		return ""
+	}
+	return chat.QualifiedID(adapter, userID)
+}
+
+// Requester is who the chick counts against (see the function Requester).
+func (r Record) Requester() string { return Requester(r.Adapter, r.StartedBy) }
 
 // Result is a chick's last word.
 type Result struct {
@@ -133,6 +165,14 @@ type Observer interface {
 // Meter reports a chick's token usage (the broker's ledger).
 type Meter interface {
 	ChickUsage(id string) model.Usage
+}
+
+// UserMeter is a Meter that also keeps a daily budget per requester (the
+// broker does): Spawn asks it before a chick of a person is created.
+type UserMeter interface {
+	// CheckUser returns an error matching model.ErrBudgetExhausted,
+	// saying when the budget resets, when user has spent today's.
+	CheckUser(user string) error
 }
 
 // Assignment is what a chick receives when it joins.

@@ -301,6 +301,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if b.Kind == "channel" && b.Limit <= 0 {
 				continue // uncapped channels: no series per channel
 			}
+			if b.Kind == "user" {
+				continue // no user ids in metrics (momctl status shows them)
+			}
 			gauge(descBudgetUsed, float64(b.Used), b.Kind, b.Name)
 			if b.Limit > 0 {
 				gauge(descBudgetLim, float64(b.Limit), b.Kind, b.Name)

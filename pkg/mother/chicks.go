@@ -340,9 +340,12 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 		m.viewLocked(info)
 	}
 	m.mu.Unlock()
+	var refused *hatchery.RefusedError
 	switch {
 	case errors.Is(err, hatchery.ErrQueueFull):
 		return agent.Result{Text: "Not started: every chick slot is busy and the queue is full. Tell the user to try again later.", IsError: true}, nil
+	case errors.As(err, &refused):
+		return agent.Result{Text: "Not started, a per-person limit: " + refused.Reason + ". Tell the user which limit stopped it and when it frees up; do not try again before then.", IsError: true}, nil
 	case err != nil:
 		return agent.Result{}, err
 	}

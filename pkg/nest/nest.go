@@ -590,7 +590,7 @@ func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_
 		return status.Error(codes.NotFound, err.Error())
 	}
 	c.s.chicks.Touch(id)
-	caller := broker.Caller{ChickID: id, Channel: info.Channel, Tier: info.Tier}
+	caller := broker.Caller{ChickID: id, Channel: info.Channel, Tier: info.Tier, User: info.Requester()}
 	var sendErr error
 	resp, err := c.s.models.Generate(stream.Context(), caller, wire.RequestFromProto(req), func(d string) {
 		if sendErr == nil {
