@@ -486,10 +486,15 @@ func (p *modelsPlan) apply(root map[string]any, rep *ModelsReport) bool {
 	return changed
 }
 
-// lineCol turns a byte offset into a 1-based line and column.
+// lineCol turns a syntax error's offset (just past the offending byte)
+// into the 1-based line and column of that byte.
 func lineCol(b []byte, off int64) (int, int) {
+	off--
 	if off > int64(len(b)) {
 		off = int64(len(b))
+	}
+	if off < 0 {
+		off = 0
 	}
 	line, col := 1, 1
 	for _, c := range b[:off] {
