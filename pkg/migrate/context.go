@@ -59,7 +59,7 @@ type oldEntry struct {
 	Content             json.RawMessage `json:"content"` // custom_message
 
 	line int
-	time time.Time
+	at   time.Time
 }
 
 // oldMessage is an old agent message (pi-ai's user, assistant and
@@ -135,7 +135,7 @@ func readOldContext(path, rel string) (*oldContext, error) {
 			return
 		}
 		e.line = n
-		e.time, _ = time.Parse(time.RFC3339Nano, e.Timestamp)
+		e.at, _ = time.Parse(time.RFC3339Nano, e.Timestamp)
 		entries = append(entries, &e)
 	})
 	if err != nil {
@@ -144,10 +144,10 @@ func readOldContext(path, rel string) (*oldContext, error) {
 	oc.Entries = len(entries)
 	for _, e := range entries {
 		if e.Type == "session" {
-			oc.Provider, oc.Model, oc.Started = e.Provider, e.ModelID, e.time
+			oc.Provider, oc.Model, oc.Started = e.Provider, e.ModelID, e.at
 		}
-		if e.time.After(oc.Last) {
-			oc.Last = e.time
+		if e.at.After(oc.Last) {
+			oc.Last = e.at
 		}
 		if e.Type == "message" {
 			oc.remember(e)
@@ -169,7 +169,7 @@ func readOldContext(path, rel string) (*oldContext, error) {
 		kept = path2
 	} else {
 		c := path2[comp]
-		oc.Summary, oc.SummaryTime = c.Summary, c.time
+		oc.Summary, oc.SummaryTime = c.Summary, c.at
 		start := comp // nothing before the compaction unless its first kept entry is found
 		for i := 0; i < comp; i++ {
 			e := path2[i]
@@ -352,11 +352,11 @@ func (oc *oldContext) convert(kept []*oldEntry, rel string) []carriedMessage {
 		switch e.Type {
 		case "custom_message":
 			text, images, _ := partsText(e.Content)
-			user(e.time, withImageNote(text, images))
+			user(e.at, withImageNote(text, images))
 			continue
 		case "branch_summary":
 			if e.Summary != "" {
-				user(e.time, "[Summary of a branch of the earlier conversation]\n"+e.Summary)
+				user(e.at, "[Summary of a branch of the earlier conversation]\n"+e.Summary)
 			}
 			continue
 		case "message":
@@ -376,16 +376,16 @@ func (oc *oldContext) convert(kept []*oldEntry, rel string) []carriedMessage {
 		}
 		switch m.Role {
 		case "user":
-			user(e.time, withImageNote(text, images))
+			user(e.at, withImageNote(text, images))
 		case "custom", "hookMessage":
-			user(e.time, withImageNote(text, images))
+			user(e.at, withImageNote(text, images))
 		case "branchSummary", "compactionSummary":
-			user(e.time, "[Summary of a branch of the earlier conversation]\n"+m.Summary)
+			user(e.at, "[Summary of a branch of the earlier conversation]\n"+m.Summary)
 		case "bashExecution":
-			user(e.time, fmt.Sprintf("[ran `%s`]\n%s", m.Command, clipText(m.Output, toolResultChars)))
+			user(e.at, fmt.Sprintf("[ran `%s`]\n%s", m.Command, clipText(m.Output, toolResultChars)))
 		case "assistant":
 			if len(answer) == 0 {
-				answerTime = e.time
+				answerTime = e.at
 			}
 			if s, ok := stringContent(m.Content); ok {
 				if strings.TrimSpace(s) != "" {
@@ -407,7 +407,7 @@ func (oc *oldContext) convert(kept []*oldEntry, rel string) []carriedMessage {
 			}
 		case "toolResult":
 			if len(answer) == 0 {
-				answerTime = e.time
+				answerTime = e.at
 			}
 			kind := "result"
 			if m.IsError {
