@@ -127,3 +127,51 @@ func TestMigratedChannelContinues(t *testing.T) {
 		t.Error("the old directory changed")
 	}
 }
+
+func TestDefaultModelsFiles(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
+	}
+	if got := defaultModelsFiles(env(map[string]string{"HOME": home})); len(got) != 0 {
+		t.Errorf("with no files: %v", got)
+	}
+	for _, p := range []string{".pi/mother/models.json", ".pi/agent/models.json"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(home, p)), 0o700)
+		os.WriteFile(filepath.Join(home, p), []byte("{}"), 0o600)
+	}
+	got := defaultModelsFiles(env(map[string]string{"HOME": home}))
+	if want := []string{filepath.Join(home, ".pi/mother/models.json"), filepath.Join(home, ".pi/agent/models.json")}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("defaults = %v, want %v", got, want)
+	}
+	// MOTHER_MODELS_JSON replaces the old Mother's default, even when the
+	// file is missing (the report then says so).
+	got = defaultModelsFiles(env(map[string]string{"HOME": home, "MOTHER_MODELS_JSON": "/nowhere/models.json"}))
+	if want := []string{"/nowhere/models.json", filepath.Join(home, ".pi/agent/models.json")}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("with MOTHER_MODELS_JSON = %v, want %v", got, want)
+	}
+}
+
+// TestMigrateModelsFlags: --no-models reads none (no config.json is
+// written); --models with a missing file is reported, not fatal.
+func TestMigrateModelsFlags(t *testing.T) {
+	t.Parallel()
+	old := copyTreeForTest(t, "testdata/oldmother")
+	data := filepath.Join(t.TempDir(), "data")
+	r := runMother(t, "", []string{"MOTHER_MODELS_JSON=" + filepath.Join(old, "models.json")}, "migrate", "--no-models", old, data, "--adapter", "cli")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, "config.json")); err == nil || strings.Contains(r.stdout, "models files") {
+		t.Errorf("--no-models read a models file:\n%s", r.stdout)
+	}
+	data2 := filepath.Join(t.TempDir(), "data")
+	r = runMother(t, "", nil, "migrate", old, data2, "--adapter", "cli", "--models", filepath.Join(old, "missing.json"))
+	if r.code != 0 || !strings.Contains(r.stdout, "not mapped: "+filepath.Join(old, "missing.json")+": open ") {
+		t.Errorf("exit %d, report:\n%s", r.code, r.stdout)
+	}
+	if r := runMother(t, "", nil, "migrate", old, data2, "--adapter", "cli", "--models", "x", "--no-models"); r.code != 2 {
+		t.Errorf("--models with --no-models: exit %d", r.code)
+	}
+}
