@@ -62,7 +62,7 @@ type oldEntry struct {
 	at   time.Time
 }
 
-// oldMessage is an old agent message (pi-ai's user, assistant and
+// oldAgentMessage is an old agent message (pi-ai's user, assistant and
 // toolResult messages, and the coding agent's own kinds).
 type oldAgentMessage struct {
 	Role         string          `json:"role"`
@@ -153,10 +153,10 @@ func readOldContext(path, rel string) (*oldContext, error) {
 			oc.remember(e)
 		}
 	}
-	path2 := contextPath(entries)
+	onPath := contextPath(entries)
 	// The latest compaction on the path and where its kept part starts.
 	comp := -1
-	for i, e := range path2 {
+	for i, e := range onPath {
 		if e.Type == "compaction" {
 			if comp >= 0 {
 				oc.Earlier++
@@ -166,20 +166,20 @@ func readOldContext(path, rel string) (*oldContext, error) {
 	}
 	var kept []*oldEntry
 	if comp < 0 {
-		kept = path2
+		kept = onPath
 	} else {
-		c := path2[comp]
+		c := onPath[comp]
 		oc.Summary, oc.SummaryTime = c.Summary, c.at
 		start := comp // nothing before the compaction unless its first kept entry is found
 		for i := 0; i < comp; i++ {
-			e := path2[i]
+			e := onPath[i]
 			if (c.FirstKeptEntryID != "" && e.ID == c.FirstKeptEntryID) ||
 				(c.FirstKeptEntryIndex != nil && indexOf(entries, e) == *c.FirstKeptEntryIndex) {
 				start = i
 				break
 			}
 		}
-		kept = append(append([]*oldEntry(nil), path2[start:comp]...), path2[comp+1:]...)
+		kept = append(append([]*oldEntry(nil), onPath[start:comp]...), onPath[comp+1:]...)
 	}
 	oc.Messages = oc.convert(kept, rel)
 	if n := len(oc.Messages); n > MaxCarriedMessages {
