@@ -3,7 +3,7 @@
 //
 //	mother [--cli] [--log-level LEVEL] <data>
 //	mother --check-config <data>
-//	mother migrate OLD NEW --adapter NAME
+//	mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
 //	mother --version
 package main
 
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	// IANA zones for periodic events, even where the host has no zoneinfo.
 	_ "time/tzdata"
@@ -51,7 +52,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: config, or warn with --cli)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME\n       mother --version\n\n")
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -93,14 +94,24 @@ func exitStatus(err error) int {
 }
 
 // runMigrate imports a TypeScript Mother or mom data directory:
-// mother migrate OLD NEW --adapter NAME (flags may come anywhere).
+// mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
+// (flags may come anywhere).
 func runMigrate(args []string, stdout, stderr io.Writer) int {
 	usage := func() int {
-		fmt.Fprintln(stderr, "usage: mother migrate OLD NEW --adapter NAME\n\nImports the data directory of the TypeScript Mother (Discord) or mom (Slack)\ninto NEW, placing its channels under the adapter NAME. OLD is never modified.")
+		fmt.Fprintln(stderr, `usage: mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
+
+Imports the data directory of the TypeScript Mother (Discord) or mom (Slack)
+into NEW, placing its channels under the adapter NAME. OLD is never modified.
+
+The old models files (pi's models.json format) are merged into NEW/config.json
+where they map: --models FILE (repeatable), else $MOTHER_MODELS_JSON (or
+~/.pi/mother/models.json) and ~/.pi/agent/models.json where they exist.
+--no-models reads none.`)
 		return exitUsage
 	}
 	var adapter string
-	var pos []string
+	var pos, models []string
+	noModels := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -112,6 +123,16 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 			i++
 		case strings.HasPrefix(a, "--adapter="):
 			adapter = strings.TrimPrefix(a, "--adapter=")
+		case a == "--models" || a == "-models":
+			if i+1 >= len(args) {
+				return usage()
+			}
+			models = append(models, args[i+1])
+			i++
+		case strings.HasPrefix(a, "--models="):
+			models = append(models, strings.TrimPrefix(a, "--models="))
+		case a == "--no-models":
+			noModels = true
 		case a == "-h" || a == "--help":
 			return usage()
 		case strings.HasPrefix(a, "-"):
@@ -121,14 +142,44 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 			pos = append(pos, a)
 		}
 	}
-	if len(pos) != 2 || adapter == "" {
+	if len(pos) != 2 || adapter == "" || (noModels && len(models) > 0) {
 		return usage()
 	}
-	rep, err := migrate.Run(migrate.Options{OldDir: pos[0], NewDir: pos[1], Adapter: adapter})
+	if !noModels && len(models) == 0 {
+		models = defaultModelsFiles(os.Getenv)
+	}
+	rep, err := migrate.Run(migrate.Options{OldDir: pos[0], NewDir: pos[1], Adapter: adapter, ModelsFiles: models})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother migrate: %v\n", err)
 		return exitFailure
 	}
 	fmt.Fprint(stdout, rep.String())
 	return exitOK
+}
+
+// defaultModelsFiles are the old models files that exist: the TypeScript
+// Mother's ($MOTHER_MODELS_JSON, default ~/.pi/mother/models.json), then
+// pi's (~/.pi/agent/models.json). A MOTHER_MODELS_JSON that names a missing
+// file is kept, so the report says so.
+func defaultModelsFiles(getenv func(string) string) []string {
+	var out []string
+	home := getenv("HOME")
+	if p := getenv("MOTHER_MODELS_JSON"); p != "" {
+		out = append(out, p)
+	} else if home != "" {
+		if p := filepath.Join(home, ".pi/mother/models.json"); exists(p) {
+			out = append(out, p)
+		}
+	}
+	if home != "" {
+		if p := filepath.Join(home, ".pi/agent/models.json"); exists(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -10,8 +10,13 @@
 //
 // Messages are converted to chat.ChannelMessage, channels are placed under
 // NEW/workspace/channels/<adapter>/, and event channel ids are qualified
-// with the adapter name. The old context.jsonl is not imported (its format
-// belongs to the old agent); the new context is rebuilt from the log.
+// with the adapter name. The old context.jsonl (pi's session format) is
+// carried into the new context: its latest compaction summary and the
+// turns after it, with the sync cursor placed after the last logged
+// message it held (see context.go). Old models files (pi's models.json)
+// are merged into NEW/config.json where they map (see models.go).
+// Malformed lines are reported as file:line and skipped; nothing under OLD
+// is ever written.
 package migrate
 
 import (
@@ -47,6 +52,8 @@ type Report struct {
 	NewDir    string
 	Adapter   string
 	Workspace []string
+	// Models is what the old models files mapped to (nil: none given).
+	Models *ModelsReport
 }
 
 // ChannelReport is one channel's conversion.
@@ -54,6 +61,8 @@ type ChannelReport struct {
 	ID       string
 	Messages int
 	Files    int
+	// Context says what was carried over from the old context.jsonl.
+	Context  string
 	Problems []string
 }
 
@@ -70,11 +79,31 @@ func (r *Report) String() string {
 		msgs += c.Messages
 		files += c.Files
 		fmt.Fprintf(&b, "channel %s: %d messages, %d files\n", c.ID, c.Messages, c.Files)
+		if c.Context != "" {
+			fmt.Fprintf(&b, "  context: %s\n", c.Context)
+		}
 		for _, p := range c.Problems {
 			fmt.Fprintf(&b, "  not converted: %s\n", p)
 		}
 	}
 	fmt.Fprintf(&b, "total: %d channels, %d messages, %d files\n", len(r.Channels), msgs, files+r.Files)
+	if m := r.Models; m != nil {
+		if len(m.Files) > 0 {
+			fmt.Fprintf(&b, "models files: %s\n", strings.Join(m.Files, ", "))
+		}
+		for _, s := range m.Mapped {
+			fmt.Fprintf(&b, "  mapped: %s\n", s)
+		}
+		for _, s := range m.NotMapped {
+			fmt.Fprintf(&b, "  not mapped: %s\n", s)
+		}
+		switch {
+		case m.Config != "" && m.Backup != "":
+			fmt.Fprintf(&b, "config: merged into %s (the previous one kept as %s)\n", m.Config, m.Backup)
+		case m.Config != "":
+			fmt.Fprintf(&b, "config: written to %s\n", m.Config)
+		}
+	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(&b, "skipped: %s\n", s)
 	}
@@ -89,6 +118,9 @@ type Options struct {
 	OldDir  string
 	NewDir  string
 	Adapter string
+	// ModelsFiles are old models files (pi's models.json format) whose
+	// providers and models are merged into NEW/config.json.
+	ModelsFiles []string
 }
 
 // workspaceFiles are copied from the old workspace root when present.
@@ -152,6 +184,15 @@ func Run(opts Options) (*Report, error) {
 	events, problems := migrateEvents(filepath.Join(src, "events"), st.EventsDir(), opts.Adapter)
 	rep.Events = events
 	rep.Problems = append(rep.Problems, problems...)
+
+	if len(opts.ModelsFiles) > 0 {
+		mr, err := migrateModels(opts.ModelsFiles, newAbs)
+		if err != nil {
+			rep.Problems = append(rep.Problems, "models: "+err.Error())
+		} else {
+			rep.Models = mr
+		}
+	}
 
 	entries, err := os.ReadDir(src)
 	if err != nil {
@@ -223,50 +264,46 @@ func migrateChannel(st *store.Store, adapter, id, dir string) (ChannelReport, er
 	if info, err := os.Stat(ch.LogPath()); err == nil && info.Size() > 0 {
 		return cr, fmt.Errorf("the new data directory already has a log for %s/%s; not overwriting", adapter, id)
 	}
-	// Convert into a temp file, then rename over the (empty) new log.
+	// Convert the log in memory; it is written (temp file, fsync, rename)
+	// after the context, so a crash in between leaves an empty log and
+	// running again redoes the channel.
 	var buf bytes.Buffer
+	var logged []loggedMessage
 	seen := map[string]int{}
 	daily := map[string][]string{}
-	f, err := os.Open(filepath.Join(dir, "log.jsonl"))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	rel := id + "/log.jsonl"
+	err = scanLines(filepath.Join(dir, "log.jsonl"), func(lineNo int, line []byte, torn bool) {
+		if torn {
+			cr.Problems = append(cr.Problems, fmt.Sprintf("%s:%d: torn last line (%d bytes), probably cut by a crash; skipped", rel, lineNo, len(line)))
+			return
+		}
+		m, err := convert(line, id, seen)
+		if err != nil {
+			cr.Problems = append(cr.Problems, fmt.Sprintf("%s:%d: %v; skipped", rel, lineNo, err))
+			return
+		}
+		out, _ := json.Marshal(m)
+		buf.Write(append(out, '\n'))
+		logged = append(logged, loggedMessage{Msg: m, End: int64(buf.Len())})
+		cr.Messages++
+		file, line2 := store.DailyLine(m, m.Timestamp)
+		daily[file] = append(daily[file], line2)
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return cr, err
-	default:
-		defer f.Close()
-		br := bufio.NewReaderSize(f, 64<<10)
-		for lineNo := 1; ; lineNo++ {
-			line, rerr := br.ReadBytes('\n')
-			complete := len(line) > 0 && line[len(line)-1] == '\n'
-			trimmed := bytes.TrimSpace(line)
-			if len(trimmed) > 0 {
-				if !complete && rerr == io.EOF {
-					cr.Problems = append(cr.Problems, fmt.Sprintf("log.jsonl line %d: torn last line (%d bytes), probably cut by a crash", lineNo, len(trimmed)))
-				} else if m, err := convert(trimmed, id, seen); err != nil {
-					cr.Problems = append(cr.Problems, fmt.Sprintf("log.jsonl line %d: %v", lineNo, err))
-				} else {
-					out, _ := json.Marshal(m)
-					buf.Write(append(out, '\n'))
-					cr.Messages++
-					file, line := store.DailyLine(m, m.Timestamp)
-					daily[file] = append(daily[file], line)
-				}
-			}
-			if rerr != nil {
-				if !errors.Is(rerr, io.EOF) {
-					return cr, fmt.Errorf("read log.jsonl: %w", rerr)
-				}
-				break
-			}
+	}
+	oldCtx := filepath.Join(dir, "context.jsonl")
+	if info, err := os.Lstat(oldCtx); err == nil {
+		if !info.Mode().IsRegular() {
+			cr.Problems = append(cr.Problems, id+"/context.jsonl: not a regular file (symlink?); not read")
+		} else if err := carryContext(ch, oldCtx, id+"/context.jsonl", logged, &cr); err != nil {
+			return cr, err
 		}
 	}
 	if buf.Len() > 0 {
 		if err := ch.ReplaceLog(buf.Bytes()); err != nil {
 			return cr, err
 		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "context.jsonl")); err == nil {
-		cr.Problems = append(cr.Problems, "context.jsonl: old agent format, not imported; the new context is rebuilt from the log (the most recent 100 messages)")
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "MEMORY.md")); err == nil {
 		if err := copyFile(filepath.Join(dir, "MEMORY.md"), filepath.Join(ch.Dir(), "MEMORY.md")); err != nil {
@@ -498,6 +535,31 @@ func copyTree(from, to string) (int, []string) {
 		n++
 	}
 	return n, problems
+}
+
+// scanLines calls fn with each non-blank line of path (without its
+// newline) and its 1-based number; torn is set for a last line without a
+// newline (cut by a crash). A missing file is fs.ErrNotExist.
+func scanLines(path string, fn func(n int, line []byte, torn bool)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	for n := 1; ; n++ {
+		line, rerr := br.ReadBytes('\n')
+		complete := len(line) > 0 && line[len(line)-1] == '\n'
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+			fn(n, trimmed, !complete && rerr == io.EOF)
+		}
+		if rerr != nil {
+			if errors.Is(rerr, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read %s: %w", path, rerr)
+		}
+	}
 }
 
 func copyFile(from, to string) error {

@@ -119,9 +119,10 @@ func TestMigrateFixture(t *testing.T) {
 		t.Errorf("attachments = %+v", a)
 	}
 	for _, want := range []string{
-		"log.jsonl line 4: not JSON",
-		"log.jsonl line 6: torn last line",
-		"context.jsonl: old agent format, not imported",
+		"1234567890/log.jsonl:4: not JSON",
+		"1234567890/log.jsonl:6: torn last line",
+		"1234567890/context.jsonl:11: not JSON",
+		"context: the compaction summary carried; 6 recent message(s) carried; it holds the log up to message 1317777777777777779 (matched by text); the 1 message(s) logged after it come in on the first run",
 		"events/broken.json: not JSON",
 		"attachments/passwd: not a regular file",
 		"skipped: notachannel/",

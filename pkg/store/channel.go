@@ -219,6 +219,38 @@ func (c *Channel) ReplaceLog(data []byte) error {
 	return nil
 }
 
+// ReplaceContext replaces context.jsonl with recs through temp file, fsync
+// and rename, without archiving what was there: it is for importers
+// (mother migrate) writing a channel's first context. Records keep their
+// times; a zero time is set to now.
+func (c *Channel) ReplaceContext(recs []ContextRecord) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var buf []byte
+	for _, r := range recs {
+		if r.Time.IsZero() {
+			r.Time = c.clock.Now()
+		}
+		line, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("replace context: %w", err)
+		}
+		buf = append(append(buf, line...), '\n')
+	}
+	if err := atomicfile.WriteFile(c.ContextPath(), buf, 0o600); err != nil {
+		return err
+	}
+	if err := c.ctx.Close(); err != nil {
+		return err
+	}
+	nctx, _, err := jsonl.Open(c.ContextPath(), true)
+	if err != nil {
+		return err
+	}
+	c.ctx = nctx
+	return nil
+}
+
 // AppendContext appends records to context.jsonl, each as one line.
 func (c *Channel) AppendContext(recs ...ContextRecord) error {
 	c.mu.Lock()

@@ -311,6 +311,42 @@ func TestRewriteContextArchivesAndIsAtomic(t *testing.T) {
 	}
 }
 
+func TestReplaceContextKeepsTimesAndCursor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, ch := openTest(t, dir)
+	defer s.Close()
+	stale := model.Message{Role: model.RoleUser, Content: "stale"}
+	ch.AppendContext(ContextRecord{Type: RecordMessage, Message: &stale})
+	then := time.Date(2025, 12, 14, 9, 0, 0, 0, time.UTC)
+	m := model.Message{Role: model.RoleUser, Content: "carried"}
+	err := ch.ReplaceContext([]ContextRecord{
+		{Type: RecordCompaction, Time: then, Summary: "sum"},
+		{Type: RecordMessage, Time: then, Message: &m},
+		{Type: RecordSeen, Time: then, MsgID: "m9", LogEnd: 1234},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := model.Message{Role: model.RoleAssistant, Content: "after"}
+	if err := ch.AppendContext(ContextRecord{Type: RecordMessage, Message: &m2}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ch.LoadContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Records) != 4 || st.Records[0].Summary != "sum" || !st.Records[1].Time.Equal(then) || st.Records[3].Message.Content != "after" {
+		t.Errorf("context after replace = %+v", st.Records)
+	}
+	if st.Cursor != (Cursor{Offset: 1234, LastID: "m9"}) || !st.Seen["m9"] {
+		t.Errorf("cursor %+v, seen %v", st.Cursor, st.Seen)
+	}
+	if _, err := os.Stat(filepath.Join(ch.Dir(), "context.archive.jsonl")); err == nil {
+		t.Error("replacing archived the previous context")
+	}
+}
+
 func TestConcurrentAppendsStayWholeLines(t *testing.T) {
 	t.Parallel()
 	s, ch := openTest(t, t.TempDir())
