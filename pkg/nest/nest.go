@@ -169,6 +169,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	access   AccessDesk
+	contrib  Contributions
 	events   Events
 	adapters Adapters
 	versions map[string]string // chick id -> the version it joined with
