@@ -96,7 +96,9 @@ func TestChickOffersOnlyTheSkillsItChanged(t *testing.T) {
 		os.WriteFile(filepath.Join(ws, "skills", s, "SKILL.md"), []byte(s+"\n"), 0o600)
 	}
 	err = chick.Run(t.Context(), chick.Options{Addr: addr, Token: token, ChickID: in.ID, Workspace: ws, CAPEM: m.ca,
-		Tools: func(root string, attach func(string, string) error) ([]agent.Tool, error) { return tools.Chick(root, attach) }})
+		Tools: func(root string, attach func(string, string) error) ([]agent.Tool, error) {
+			return tools.Chick(root, attach)
+		}})
 	if err != nil {
 		t.Fatalf("chick.Run: %v", err)
 	}
