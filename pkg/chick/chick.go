@@ -5,8 +5,10 @@
 // every event over the Session stream (buffered until Mother acknowledges
 // it, resent after a reconnect), sends heartbeats, makes every model call
 // through Mother's broker, asks Mother to run the host tools she offers it
-// (host_tool, within config's chicks.hostTools), uploads attached and
-// output files, sends its result, and returns. A cancellation from Mother aborts the run.
+// (host_tool, within config's chicks.hostTools) and to update its
+// channel's memory (update_memory), uploads attached and output files,
+// offers Mother the skills it created or changed under skills/, sends its
+// result, and returns. A cancellation from Mother aborts the run.
 //
 // An isolated chick (Options.GateProxy set, docs/isolation.md) reaches
 // Mother through its host's gate (Addr is then the gate's nest socket,
@@ -44,6 +46,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/skills"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -281,6 +284,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	tools = append(tools, r.hostTools(join)...)
+	tools = append(tools, &memoryTool{r: r})
 	if r.opts.GateProxy != "" {
 		tools = append(tools, &accessTool{r: r})
 	}
@@ -293,6 +297,8 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chick: %w", err)
 	}
+	// What the chick received, to find the skills it creates or changes.
+	skillsBefore := skills.Snapshot(filepath.Join(r.opts.Workspace, "skills"))
 	emit := r.coalescer()
 	out := ag.Run(runCtx, agent.Input{
 		System:  join.GetSystemPrompt(),
@@ -318,6 +324,13 @@ func (r *runner) run(ctx context.Context) error {
 	// Output files travel even after a cancellation: they may be what the
 	// user needs to see of a stopped chick.
 	upCtx := context.WithoutCancel(ctx)
+	if out.StopReason != agent.StopAborted {
+		// Skills of a stopped run may be half written: only a run that
+		// ended by itself offers them.
+		if lost := r.proposeSkills(upCtx, skillsBefore); len(lost) > 0 {
+			res.Text = strings.TrimSpace(res.Text + "\n\nSkills not delivered: " + strings.Join(lost, "; ") + ".")
+		}
+	}
 	var failed []string
 	res.OutputFiles, failed = r.uploadOutputs(upCtx)
 	if len(failed) > 0 {

@@ -235,6 +235,7 @@ func Run(ctx context.Context, opts Options) error {
 	ch.hatchery.Subscribe(m.ChickObserver())
 	ch.nest.SetAdapters(m)
 	ch.nest.SetAccess(m)
+	ch.nest.SetContributions(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
 	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)
 	if err != nil {

@@ -24,6 +24,8 @@ type SpawnRequest struct {
 	// and the per-person limits go by it. Empty for a chick no person
 	// asked for (a scheduled event's).
 	StartedBy string
+	// SkillsTo is where the skills it sends back go (Record.SkillsTo).
+	SkillsTo string
 }
 
 // Spawn creates a chick: it starts at once when a slot is free, or waits
@@ -65,7 +67,7 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 		rec: Record{
 			ID: id, Adapter: req.Adapter, ChannelID: req.ChannelID, ChannelDir: req.Files.ChannelDir, Skills: req.Files.SharedSkills,
 			Goal: req.Goal, Tier: tier, Model: t.Model, System: req.System, State: StateQueued, CreatedAt: h.clock.Now(),
-			StartedBy: req.StartedBy,
+			StartedBy: req.StartedBy, SkillsTo: req.SkillsTo,
 		},
 		stopCh: make(chan struct{}),
 		ended:  make(chan struct{}),

@@ -107,6 +107,7 @@ type Record struct {
 	ChannelDir  string    `json:"channelDir,omitempty"`
 	StartedBy   string    `json:"startedBy,omitempty"`
 	Skills      string    `json:"skills,omitempty"`
+	SkillsTo    string    `json:"skillsTo,omitempty"` // "" (the channel's skills/) or SkillsToWorkspace
 	Goal        string    `json:"goal"`
 	Tier        string    `json:"tier"`
 	Model       string    `json:"model"`
@@ -130,6 +131,10 @@ type Record struct {
 	// came just before a crash is not lost.
 	Unreported bool `json:"unreported,omitempty"`
 }
+
+// SkillsToWorkspace is Record.SkillsTo for a chick whose skills go to the
+// workspace's skills/ (shared by every channel).
+const SkillsToWorkspace = "workspace"
 
 // Info is a snapshot of one chick for observers and momctl.
 type Info struct {

@@ -297,7 +297,8 @@ func (t spawnTool) Spec() model.ToolSpec {
 	params := fmt.Sprintf(`{"type":"object","properties":{
 "label":{"type":"string","description":"a few words shown to users"},
 "goal":{"type":"string","description":"the complete goal for the chick, with every detail it needs: it does not see this conversation"},
-"tier":{"type":"string","enum":%s,"description":"model tier (default %s)"}},
+"tier":{"type":"string","enum":%s,"description":"model tier (default %s)"},
+"skills":{"type":"string","enum":["channel","workspace"],"description":"where skills the chick creates or changes under skills/ go: this channel's (default) or the workspace's, shared by every channel (only when an admin asks for it)"}},
 "required":["goal"]}`, tiers, cc.DefaultTier)
 	return model.ToolSpec{
 		Name: "spawn_chick",
@@ -310,8 +311,9 @@ func (t spawnTool) Spec() model.ToolSpec {
 
 func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result, error) {
 	var in struct {
-		Goal string `json:"goal"`
-		Tier string `json:"tier"`
+		Goal   string `json:"goal"`
+		Tier   string `json:"tier"`
+		Skills string `json:"skills"`
 	}
 	if err := json.Unmarshal(args, &in); err != nil {
 		return agent.Result{}, fmt.Errorf("spawn_chick: bad arguments: %w", err)
@@ -328,11 +330,15 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 	if !ok {
 		return agent.Result{}, fmt.Errorf("spawn_chick: unknown adapter %q", ri.Adapter)
 	}
+	skillsTo, err := chickSkillsTo(in.Skills, ri.IsAdmin)
+	if err != nil {
+		return agent.Result{Text: err.Error(), IsError: true}, nil
+	}
 	// Hold m.mu across the spawn, so the chick is counted as work before
 	// any of its callbacks (even a fast end) can run.
 	m.mu.Lock()
 	info, err := m.chicks.Spawn(ctx, hatchery.SpawnRequest{
-		Adapter: ri.Adapter, ChannelID: ri.ChannelID, Goal: in.Goal, Tier: in.Tier, StartedBy: ri.UserID,
+		Adapter: ri.Adapter, ChannelID: ri.ChannelID, Goal: in.Goal, Tier: in.Tier, StartedBy: ri.UserID, SkillsTo: skillsTo,
 		System: m.chickPrompt(ri, a),
 		Files:  hatchery.Files{ChannelDir: ri.ChannelDir, SharedSkills: filepath.Join(m.store.Workspace(), "skills")},
 	})
@@ -355,6 +361,21 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 		where = "It is queued until a slot frees up"
 	}
 	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; its progress and result will be posted to the channel when it ends. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where)}, nil
+}
+
+// chickSkillsTo checks spawn_chick's skills argument: "workspace" only
+// for a run an admin asked for.
+func chickSkillsTo(arg string, admin bool) (string, error) {
+	switch arg {
+	case "", "channel":
+		return "", nil
+	case "workspace":
+		if !admin {
+			return "", errors.New("spawn_chick: skills \"workspace\" refused: only an admin can ask for a chick whose skills go to the workspace; spawn it with skills \"channel\" or leave skills out")
+		}
+		return hatchery.SkillsToWorkspace, nil
+	}
+	return "", fmt.Errorf("spawn_chick: skills: %q is not \"channel\" or \"workspace\"", arg)
 }
 
 // chickHostTools are the host tools chicks may ask Mother to run.

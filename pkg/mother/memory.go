@@ -25,7 +25,6 @@ func MemoryTool(workspace string) agent.Tool { return &memoryTool{workspace: wor
 
 type memoryTool struct {
 	workspace string
-	mu        sync.Mutex // serialises read-modify-write of the files
 }
 
 var _ agent.Tool = (*memoryTool)(nil)
@@ -66,36 +65,55 @@ func (t *memoryTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result
 	default:
 		return agent.Result{}, fmt.Errorf("scope: %q is not \"channel\" or \"workspace\"", a.Scope)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	msg, err := updateMemoryFile(path, a.Scope, budget, a.Mode, a.Content)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	return agent.Result{Text: msg}, nil
+}
+
+// memoryMu serialises the read-modify-write of memory files: Mother's
+// update_memory and chicks' UpdateMemory both go through it.
+var memoryMu sync.Mutex
+
+// errMemoryRefused marks a memory update refused on its arguments or
+// budget (the message is for the model); other errors are I/O.
+var errMemoryRefused = errors.New("refused")
+
+// updateMemoryFile appends to or replaces the memory file path (scope
+// names it for the messages), atomically, refusing a result over budget
+// characters.
+func updateMemoryFile(path, scope string, budget int, mode, content string) (string, error) {
+	memoryMu.Lock()
+	defer memoryMu.Unlock()
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return agent.Result{}, fmt.Errorf("read memory: %w", err)
+		return "", fmt.Errorf("read memory: %w", err)
 	}
 	var text string
-	switch a.Mode {
+	switch mode {
 	case "replace":
-		text = strings.TrimSpace(a.Content) + "\n"
+		text = strings.TrimSpace(content) + "\n"
 	case "append":
 		cur := strings.TrimRight(string(old), "\n")
-		add := strings.TrimSpace(a.Content)
+		add := strings.TrimSpace(content)
 		if cur == "" {
 			text = add + "\n"
 		} else {
 			text = cur + "\n" + add + "\n"
 		}
 	default:
-		return agent.Result{}, fmt.Errorf("mode: %q is not \"append\" or \"replace\"", a.Mode)
+		return "", fmt.Errorf("%w: mode: %q is not \"append\" or \"replace\"", errMemoryRefused, mode)
 	}
 	if strings.TrimSpace(text) == "" {
 		text = ""
 	}
 	if n := len([]rune(text)); n > budget {
-		return agent.Result{}, fmt.Errorf("refused: %s memory would be %d characters, over its budget of %d (it now has %d). Nothing was written; shorten it with mode \"replace\"",
-			a.Scope, n, budget, len([]rune(string(old))))
+		return "", fmt.Errorf("%w: %s memory would be %d characters, over its budget of %d (it now has %d). Nothing was written; shorten it with mode \"replace\"",
+			errMemoryRefused, scope, n, budget, len([]rune(string(old))))
 	}
 	if err := atomicfile.WriteFile(path, []byte(text), 0o600); err != nil {
-		return agent.Result{}, fmt.Errorf("write memory: %w", err)
+		return "", fmt.Errorf("write memory: %w", err)
 	}
-	return agent.Result{Text: fmt.Sprintf("Updated %s memory (%d of %d characters).", a.Scope, len([]rune(text)), budget)}, nil
+	return fmt.Sprintf("Updated %s memory (%d of %d characters).", scope, len([]rune(text)), budget), nil
 }

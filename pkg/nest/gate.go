@@ -13,6 +13,7 @@ import (
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/skills"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -262,4 +263,89 @@ func (c *chickService) RequestAccess(ctx context.Context, req *pb.RequestAccessR
 		scope = pb.AccessScope_ACCESS_SCOPE_CHANNEL
 	}
 	return &pb.RequestAccessResponse{Granted: g.Granted, Scope: scope, Message: g.Message}, nil
+}
+
+// Contributions takes what a chick gives back to its channel (Mother): a
+// skill it created or changed, and channel memory. A refusal is an
+// answer (ok false) with the reason; err is for Mother's own failures.
+type Contributions interface {
+	ProposeSkill(ctx context.Context, chick hatchery.Info, p skills.Proposal) (ok bool, message string, err error)
+	UpdateChickMemory(ctx context.Context, chick hatchery.Info, mode, content string) (ok bool, message string, err error)
+}
+
+// SetContributions sets who takes ProposeSkill and UpdateMemory (Mother,
+// once she is built).
+func (s *Server) SetContributions(c Contributions) {
+	s.mu.Lock()
+	s.contrib = c
+	s.mu.Unlock()
+}
+
+// contributor returns who takes contributions and the calling chick,
+// which must still be running.
+func (c *chickService) contributor(ctx context.Context) (Contributions, hatchery.Info, error) {
+	c.s.mu.Lock()
+	ct := c.s.contrib
+	c.s.mu.Unlock()
+	if ct == nil {
+		return nil, hatchery.Info{}, status.Error(codes.Unavailable, "Mother takes no skills or memory from chicks")
+	}
+	in, err := c.s.chicks.Get(chickOf(ctx))
+	if err != nil {
+		return nil, hatchery.Info{}, status.Error(codes.NotFound, err.Error())
+	}
+	if in.State.Final() {
+		return nil, hatchery.Info{}, status.Error(codes.FailedPrecondition, "the chick has ended")
+	}
+	return ct, in, nil
+}
+
+// ProposeSkill hands a skill the chick created or changed to Mother.
+func (c *chickService) ProposeSkill(ctx context.Context, req *pb.ProposeSkillRequest) (*pb.ProposeSkillResponse, error) {
+	ct, in, err := c.contributor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := skills.Proposal{Name: req.GetName()}
+	for _, e := range req.GetEntries() {
+		k := skills.KindOther
+		switch e.GetKind() {
+		case pb.SkillEntryKind_SKILL_ENTRY_KIND_FILE:
+			k = skills.KindFile
+		case pb.SkillEntryKind_SKILL_ENTRY_KIND_DIR:
+			k = skills.KindDir
+		case pb.SkillEntryKind_SKILL_ENTRY_KIND_SYMLINK:
+			k = skills.KindSymlink
+		}
+		p.Entries = append(p.Entries, skills.Entry{Path: e.GetPath(), Kind: k, Size: e.GetSize(), Data: e.GetData(), Executable: e.GetExecutable()})
+	}
+	ok, msg, err := ct.ProposeSkill(ctx, in, p)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	c.s.logger.Info("chick proposed a skill", "chick", in.ID, "skill", clip(req.GetName(), 80), "accepted", ok)
+	return &pb.ProposeSkillResponse{Accepted: ok, Message: msg}, nil
+}
+
+// UpdateMemory updates the chick's channel memory through Mother.
+func (c *chickService) UpdateMemory(ctx context.Context, req *pb.UpdateMemoryRequest) (*pb.UpdateMemoryResponse, error) {
+	var mode string
+	switch req.GetMode() {
+	case pb.MemoryMode_MEMORY_MODE_APPEND:
+		mode = "append"
+	case pb.MemoryMode_MEMORY_MODE_REPLACE:
+		mode = "replace"
+	default:
+		return nil, status.Error(codes.InvalidArgument, "mode: append or replace")
+	}
+	ct, in, err := c.contributor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok, msg, err := ct.UpdateChickMemory(ctx, in, mode, req.GetContent())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	c.s.logger.Info("chick asked for a memory update", "chick", in.ID, "mode", mode, "updated", ok)
+	return &pb.UpdateMemoryResponse{Updated: ok, Message: msg}, nil
 }

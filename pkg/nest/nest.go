@@ -19,7 +19,9 @@
 // Docker host's name and a token derived from Mother's gate secret; it
 // asks whether a chick (named by its gate key) may reach a destination,
 // and reports how each connection ended. RequestAccess lets a chick ask
-// its channel's admins for more (see AccessDesk).
+// its channel's admins for more (see AccessDesk). ProposeSkill and
+// UpdateMemory hand Mother a skill the chick wrote and a change to its
+// channel's memory (see Contributions).
 //
 // AdminService listens on a unix socket (mode 0600) for momctl.
 package nest
@@ -169,6 +171,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	access   AccessDesk
+	contrib  Contributions
 	events   Events
 	adapters Adapters
 	versions map[string]string // chick id -> the version it joined with

@@ -240,7 +240,7 @@ func motherLayout(in Input) string {
 - This channel: %[1]s/ with MEMORY.md, log.jsonl (every message), daily/YYYY-MM-DD.md (one line a message: search past talk there), attachments/, scratch/, skills/. Attachment paths in messages are relative to %[1]s/.`, ch)
 }
 
-const chickLayout = `%[1]s is this channel's directory: MEMORY.md, attachments/ (files people sent), scratch/ (work area), daily/ (logs), skills/ (channel and shared skills). Work there; relative paths start there. Long command output is saved under scratch/bash-output/. Only files you attach reach the channel.`
+const chickLayout = `%[1]s is this channel's directory: MEMORY.md, attachments/ (files people sent), scratch/ (work area), daily/ (logs), skills/ (channel and shared skills). Work there; relative paths start there. Long command output is saved under scratch/bash-output/. Only files you attach reach the channel, with two exceptions: a skill you create or change under skills/<name>/ (SKILL.md starting with front matter: "---", "name: <name>", "description: <one line>", "---") is offered to the channel when you finish, and update_memory changes the channel's MEMORY.md (editing your copy changes nothing).`
 
 func events(in Input) string {
 	tz := in.Location.String()

@@ -113,7 +113,10 @@ any scripts it needs. SKILL.md starts with front matter:
 
 The prompt lists each skill's name and description; read SKILL.md before using
 one. Channel skills (channels/<adapter>/<id>/skills/) override shared skills
-of the same name. Keep the description to one line.
+of the same name. Keep the description to one line. Skills a chick creates or
+changes come back validated into the channel's skills/ (the workspace's when
+spawn_chick had skills "workspace", which only an admin's request may ask
+for), announced in the channel.
 
 ## Searching the past
 

@@ -136,6 +136,118 @@ func (AccessScope) EnumDescriptor() ([]byte, []int) {
 	return file_mother_v1_chick_proto_rawDescGZIP(), []int{1}
 }
 
+// SkillEntryKind is what a skill entry is in the chick's workspace.
+type SkillEntryKind int32
+
+const (
+	SkillEntryKind_SKILL_ENTRY_KIND_UNSPECIFIED SkillEntryKind = 0
+	SkillEntryKind_SKILL_ENTRY_KIND_FILE        SkillEntryKind = 1
+	SkillEntryKind_SKILL_ENTRY_KIND_DIR         SkillEntryKind = 2
+	// A symbolic link: reported so Mother can refuse the skill with the
+	// reason; its target is not sent.
+	SkillEntryKind_SKILL_ENTRY_KIND_SYMLINK SkillEntryKind = 3
+	// A device, pipe, socket or anything else that is not a file or a
+	// directory.
+	SkillEntryKind_SKILL_ENTRY_KIND_OTHER SkillEntryKind = 4
+)
+
+// Enum value maps for SkillEntryKind.
+var (
+	SkillEntryKind_name = map[int32]string{
+		0: "SKILL_ENTRY_KIND_UNSPECIFIED",
+		1: "SKILL_ENTRY_KIND_FILE",
+		2: "SKILL_ENTRY_KIND_DIR",
+		3: "SKILL_ENTRY_KIND_SYMLINK",
+		4: "SKILL_ENTRY_KIND_OTHER",
+	}
+	SkillEntryKind_value = map[string]int32{
+		"SKILL_ENTRY_KIND_UNSPECIFIED": 0,
+		"SKILL_ENTRY_KIND_FILE":        1,
+		"SKILL_ENTRY_KIND_DIR":         2,
+		"SKILL_ENTRY_KIND_SYMLINK":     3,
+		"SKILL_ENTRY_KIND_OTHER":       4,
+	}
+)
+
+func (x SkillEntryKind) Enum() *SkillEntryKind {
+	p := new(SkillEntryKind)
+	*p = x
+	return p
+}
+
+func (x SkillEntryKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SkillEntryKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_chick_proto_enumTypes[2].Descriptor()
+}
+
+func (SkillEntryKind) Type() protoreflect.EnumType {
+	return &file_mother_v1_chick_proto_enumTypes[2]
+}
+
+func (x SkillEntryKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SkillEntryKind.Descriptor instead.
+func (SkillEntryKind) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{2}
+}
+
+// MemoryMode is how UpdateMemory changes the memory file.
+type MemoryMode int32
+
+const (
+	MemoryMode_MEMORY_MODE_UNSPECIFIED MemoryMode = 0
+	// Append adds the content as a line.
+	MemoryMode_MEMORY_MODE_APPEND MemoryMode = 1
+	// Replace rewrites the whole file.
+	MemoryMode_MEMORY_MODE_REPLACE MemoryMode = 2
+)
+
+// Enum value maps for MemoryMode.
+var (
+	MemoryMode_name = map[int32]string{
+		0: "MEMORY_MODE_UNSPECIFIED",
+		1: "MEMORY_MODE_APPEND",
+		2: "MEMORY_MODE_REPLACE",
+	}
+	MemoryMode_value = map[string]int32{
+		"MEMORY_MODE_UNSPECIFIED": 0,
+		"MEMORY_MODE_APPEND":      1,
+		"MEMORY_MODE_REPLACE":     2,
+	}
+)
+
+func (x MemoryMode) Enum() *MemoryMode {
+	p := new(MemoryMode)
+	*p = x
+	return p
+}
+
+func (x MemoryMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MemoryMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_chick_proto_enumTypes[3].Descriptor()
+}
+
+func (MemoryMode) Type() protoreflect.EnumType {
+	return &file_mother_v1_chick_proto_enumTypes[3]
+}
+
+func (x MemoryMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MemoryMode.Descriptor instead.
+func (MemoryMode) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{3}
+}
+
 type JoinRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Version of the chick binary, for the operator's eyes.
@@ -2408,6 +2520,299 @@ func (x *RequestAccessResponse) GetMessage() string {
 	return ""
 }
 
+// SkillEntry is one entry of a proposed skill's directory.
+type SkillEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Path is relative to the skill's directory, slash-separated.
+	Path string         `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Kind SkillEntryKind `protobuf:"varint,2,opt,name=kind,proto3,enum=mother.v1.SkillEntryKind" json:"kind,omitempty"`
+	// Size is the file's size in the chick's workspace.
+	Size int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// Data is the file's content; left empty when the skill is over the
+	// size limit (Mother refuses it on the sizes).
+	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	Executable    bool   `protobuf:"varint,5,opt,name=executable,proto3" json:"executable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkillEntry) Reset() {
+	*x = SkillEntry{}
+	mi := &file_mother_v1_chick_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkillEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkillEntry) ProtoMessage() {}
+
+func (x *SkillEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkillEntry.ProtoReflect.Descriptor instead.
+func (*SkillEntry) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SkillEntry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SkillEntry) GetKind() SkillEntryKind {
+	if x != nil {
+		return x.Kind
+	}
+	return SkillEntryKind_SKILL_ENTRY_KIND_UNSPECIFIED
+}
+
+func (x *SkillEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SkillEntry) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SkillEntry) GetExecutable() bool {
+	if x != nil {
+		return x.Executable
+	}
+	return false
+}
+
+type ProposeSkillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name is the skill's directory name under skills/.
+	Name          string        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Entries       []*SkillEntry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeSkillRequest) Reset() {
+	*x = ProposeSkillRequest{}
+	mi := &file_mother_v1_chick_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeSkillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeSkillRequest) ProtoMessage() {}
+
+func (x *ProposeSkillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeSkillRequest.ProtoReflect.Descriptor instead.
+func (*ProposeSkillRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ProposeSkillRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProposeSkillRequest) GetEntries() []*SkillEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type ProposeSkillResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Accepted bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// Message says what happened ("added skill weather to this channel's
+	// skills") or why it was refused.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeSkillResponse) Reset() {
+	*x = ProposeSkillResponse{}
+	mi := &file_mother_v1_chick_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeSkillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeSkillResponse) ProtoMessage() {}
+
+func (x *ProposeSkillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeSkillResponse.ProtoReflect.Descriptor instead.
+func (*ProposeSkillResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ProposeSkillResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *ProposeSkillResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type UpdateMemoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          MemoryMode             `protobuf:"varint,1,opt,name=mode,proto3,enum=mother.v1.MemoryMode" json:"mode,omitempty"`
+	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMemoryRequest) Reset() {
+	*x = UpdateMemoryRequest{}
+	mi := &file_mother_v1_chick_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMemoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMemoryRequest) ProtoMessage() {}
+
+func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
+func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *UpdateMemoryRequest) GetMode() MemoryMode {
+	if x != nil {
+		return x.Mode
+	}
+	return MemoryMode_MEMORY_MODE_UNSPECIFIED
+}
+
+func (x *UpdateMemoryRequest) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+type UpdateMemoryResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Updated bool                   `protobuf:"varint,1,opt,name=updated,proto3" json:"updated,omitempty"`
+	// Message says what happened or why it was refused.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMemoryResponse) Reset() {
+	*x = UpdateMemoryResponse{}
+	mi := &file_mother_v1_chick_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMemoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMemoryResponse) ProtoMessage() {}
+
+func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
+func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *UpdateMemoryResponse) GetUpdated() bool {
+	if x != nil {
+		return x.Updated
+	}
+	return false
+}
+
+func (x *UpdateMemoryResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_mother_v1_chick_proto protoreflect.FileDescriptor
 
 const file_mother_v1_chick_proto_rawDesc = "" +
@@ -2561,7 +2966,28 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x15RequestAccessResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12,\n" +
 	"\x05scope\x18\x02 \x01(\x0e2\x16.mother.v1.AccessScopeR\x05scope\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage*N\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x97\x01\n" +
+	"\n" +
+	"SkillEntry\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12-\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x19.mother.v1.SkillEntryKindR\x04kind\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\x12\x1e\n" +
+	"\n" +
+	"executable\x18\x05 \x01(\bR\n" +
+	"executable\"Z\n" +
+	"\x13ProposeSkillRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\aentries\x18\x02 \x03(\v2\x15.mother.v1.SkillEntryR\aentries\"L\n" +
+	"\x14ProposeSkillResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"Z\n" +
+	"\x13UpdateMemoryRequest\x12)\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x15.mother.v1.MemoryModeR\x04mode\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"J\n" +
+	"\x14UpdateMemoryResponse\x12\x18\n" +
+	"\aupdated\x18\x01 \x01(\bR\aupdated\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*N\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
@@ -2570,7 +2996,18 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\vAccessScope\x12\x1c\n" +
 	"\x18ACCESS_SCOPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ACCESS_SCOPE_CHICK\x10\x01\x12\x18\n" +
-	"\x14ACCESS_SCOPE_CHANNEL\x10\x022\xcc\x03\n" +
+	"\x14ACCESS_SCOPE_CHANNEL\x10\x02*\xa1\x01\n" +
+	"\x0eSkillEntryKind\x12 \n" +
+	"\x1cSKILL_ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SKILL_ENTRY_KIND_FILE\x10\x01\x12\x18\n" +
+	"\x14SKILL_ENTRY_KIND_DIR\x10\x02\x12\x1c\n" +
+	"\x18SKILL_ENTRY_KIND_SYMLINK\x10\x03\x12\x1a\n" +
+	"\x16SKILL_ENTRY_KIND_OTHER\x10\x04*Z\n" +
+	"\n" +
+	"MemoryMode\x12\x1b\n" +
+	"\x17MEMORY_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MEMORY_MODE_APPEND\x10\x01\x12\x17\n" +
+	"\x13MEMORY_MODE_REPLACE\x10\x022\xee\x04\n" +
 	"\fChickService\x127\n" +
 	"\x04Join\x12\x16.mother.v1.JoinRequest\x1a\x17.mother.v1.JoinResponse\x12D\n" +
 	"\aSession\x12\x19.mother.v1.SessionRequest\x1a\x1a.mother.v1.SessionResponse(\x010\x01\x12E\n" +
@@ -2578,7 +3015,9 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\n" +
 	"UploadFile\x12\x1c.mother.v1.UploadFileRequest\x1a\x1d.mother.v1.UploadFileResponse(\x01\x12U\n" +
 	"\x0eInvokeHostTool\x12 .mother.v1.InvokeHostToolRequest\x1a!.mother.v1.InvokeHostToolResponse\x12R\n" +
-	"\rRequestAccess\x12\x1f.mother.v1.RequestAccessRequest\x1a .mother.v1.RequestAccessResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
+	"\rRequestAccess\x12\x1f.mother.v1.RequestAccessRequest\x1a .mother.v1.RequestAccessResponse\x12O\n" +
+	"\fProposeSkill\x12\x1e.mother.v1.ProposeSkillRequest\x1a\x1f.mother.v1.ProposeSkillResponse\x12O\n" +
+	"\fUpdateMemory\x12\x1e.mother.v1.UpdateMemoryRequest\x1a\x1f.mother.v1.UpdateMemoryResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
 
 var (
 	file_mother_v1_chick_proto_rawDescOnce sync.Once
@@ -2592,108 +3031,122 @@ func file_mother_v1_chick_proto_rawDescGZIP() []byte {
 	return file_mother_v1_chick_proto_rawDescData
 }
 
-var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_mother_v1_chick_proto_goTypes = []any{
 	(Role)(0),                      // 0: mother.v1.Role
 	(AccessScope)(0),               // 1: mother.v1.AccessScope
-	(*JoinRequest)(nil),            // 2: mother.v1.JoinRequest
-	(*JoinResponse)(nil),           // 3: mother.v1.JoinResponse
-	(*ChickLimits)(nil),            // 4: mother.v1.ChickLimits
-	(*SessionRequest)(nil),         // 5: mother.v1.SessionRequest
-	(*SessionHello)(nil),           // 6: mother.v1.SessionHello
-	(*Heartbeat)(nil),              // 7: mother.v1.Heartbeat
-	(*SessionResponse)(nil),        // 8: mother.v1.SessionResponse
-	(*Ack)(nil),                    // 9: mother.v1.Ack
-	(*Cancel)(nil),                 // 10: mother.v1.Cancel
-	(*AgentEvent)(nil),             // 11: mother.v1.AgentEvent
-	(*MessageStart)(nil),           // 12: mother.v1.MessageStart
-	(*MessageDelta)(nil),           // 13: mother.v1.MessageDelta
-	(*MessageEnd)(nil),             // 14: mother.v1.MessageEnd
-	(*ToolCall)(nil),               // 15: mother.v1.ToolCall
-	(*ToolStart)(nil),              // 16: mother.v1.ToolStart
-	(*ToolEnd)(nil),                // 17: mother.v1.ToolEnd
-	(*CompactionStart)(nil),        // 18: mother.v1.CompactionStart
-	(*CompactionEnd)(nil),          // 19: mother.v1.CompactionEnd
-	(*RunEnd)(nil),                 // 20: mother.v1.RunEnd
-	(*Retry)(nil),                  // 21: mother.v1.Retry
-	(*ChickResult)(nil),            // 22: mother.v1.ChickResult
-	(*ModelImage)(nil),             // 23: mother.v1.ModelImage
-	(*ModelToolCall)(nil),          // 24: mother.v1.ModelToolCall
-	(*ModelMessage)(nil),           // 25: mother.v1.ModelMessage
-	(*GenerateRequest)(nil),        // 26: mother.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 27: mother.v1.GenerateResponse
-	(*GenerateDone)(nil),           // 28: mother.v1.GenerateDone
-	(*UploadFileRequest)(nil),      // 29: mother.v1.UploadFileRequest
-	(*UploadFileHeader)(nil),       // 30: mother.v1.UploadFileHeader
-	(*UploadFileResponse)(nil),     // 31: mother.v1.UploadFileResponse
-	(*InvokeHostToolRequest)(nil),  // 32: mother.v1.InvokeHostToolRequest
-	(*InvokeHostToolResponse)(nil), // 33: mother.v1.InvokeHostToolResponse
-	(*RequestAccessRequest)(nil),   // 34: mother.v1.RequestAccessRequest
-	(*RequestAccessResponse)(nil),  // 35: mother.v1.RequestAccessResponse
-	(*ToolSpec)(nil),               // 36: mother.v1.ToolSpec
-	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
-	(*Usage)(nil),                  // 39: mother.v1.Usage
-	(StopReason)(0),                // 40: mother.v1.StopReason
+	(SkillEntryKind)(0),            // 2: mother.v1.SkillEntryKind
+	(MemoryMode)(0),                // 3: mother.v1.MemoryMode
+	(*JoinRequest)(nil),            // 4: mother.v1.JoinRequest
+	(*JoinResponse)(nil),           // 5: mother.v1.JoinResponse
+	(*ChickLimits)(nil),            // 6: mother.v1.ChickLimits
+	(*SessionRequest)(nil),         // 7: mother.v1.SessionRequest
+	(*SessionHello)(nil),           // 8: mother.v1.SessionHello
+	(*Heartbeat)(nil),              // 9: mother.v1.Heartbeat
+	(*SessionResponse)(nil),        // 10: mother.v1.SessionResponse
+	(*Ack)(nil),                    // 11: mother.v1.Ack
+	(*Cancel)(nil),                 // 12: mother.v1.Cancel
+	(*AgentEvent)(nil),             // 13: mother.v1.AgentEvent
+	(*MessageStart)(nil),           // 14: mother.v1.MessageStart
+	(*MessageDelta)(nil),           // 15: mother.v1.MessageDelta
+	(*MessageEnd)(nil),             // 16: mother.v1.MessageEnd
+	(*ToolCall)(nil),               // 17: mother.v1.ToolCall
+	(*ToolStart)(nil),              // 18: mother.v1.ToolStart
+	(*ToolEnd)(nil),                // 19: mother.v1.ToolEnd
+	(*CompactionStart)(nil),        // 20: mother.v1.CompactionStart
+	(*CompactionEnd)(nil),          // 21: mother.v1.CompactionEnd
+	(*RunEnd)(nil),                 // 22: mother.v1.RunEnd
+	(*Retry)(nil),                  // 23: mother.v1.Retry
+	(*ChickResult)(nil),            // 24: mother.v1.ChickResult
+	(*ModelImage)(nil),             // 25: mother.v1.ModelImage
+	(*ModelToolCall)(nil),          // 26: mother.v1.ModelToolCall
+	(*ModelMessage)(nil),           // 27: mother.v1.ModelMessage
+	(*GenerateRequest)(nil),        // 28: mother.v1.GenerateRequest
+	(*GenerateResponse)(nil),       // 29: mother.v1.GenerateResponse
+	(*GenerateDone)(nil),           // 30: mother.v1.GenerateDone
+	(*UploadFileRequest)(nil),      // 31: mother.v1.UploadFileRequest
+	(*UploadFileHeader)(nil),       // 32: mother.v1.UploadFileHeader
+	(*UploadFileResponse)(nil),     // 33: mother.v1.UploadFileResponse
+	(*InvokeHostToolRequest)(nil),  // 34: mother.v1.InvokeHostToolRequest
+	(*InvokeHostToolResponse)(nil), // 35: mother.v1.InvokeHostToolResponse
+	(*RequestAccessRequest)(nil),   // 36: mother.v1.RequestAccessRequest
+	(*RequestAccessResponse)(nil),  // 37: mother.v1.RequestAccessResponse
+	(*SkillEntry)(nil),             // 38: mother.v1.SkillEntry
+	(*ProposeSkillRequest)(nil),    // 39: mother.v1.ProposeSkillRequest
+	(*ProposeSkillResponse)(nil),   // 40: mother.v1.ProposeSkillResponse
+	(*UpdateMemoryRequest)(nil),    // 41: mother.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),   // 42: mother.v1.UpdateMemoryResponse
+	(*ToolSpec)(nil),               // 43: mother.v1.ToolSpec
+	(*durationpb.Duration)(nil),    // 44: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 45: google.protobuf.Timestamp
+	(*Usage)(nil),                  // 46: mother.v1.Usage
+	(StopReason)(0),                // 47: mother.v1.StopReason
 }
 var file_mother_v1_chick_proto_depIdxs = []int32{
-	4,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
-	36, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
-	37, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
-	37, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
-	6,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
-	11, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
-	7,  // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
-	22, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
-	38, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	9,  // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
-	10, // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
-	38, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	12, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
-	13, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
-	14, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
-	16, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
-	17, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
-	18, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
-	19, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
-	20, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
-	21, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
-	39, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
-	15, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
-	15, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
-	37, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
-	40, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
-	39, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
-	37, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
-	40, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
+	6,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
+	43, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
+	44, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
+	44, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	8,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
+	13, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
+	9,  // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
+	24, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
+	45, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	11, // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
+	12, // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
+	45, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	14, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
+	15, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
+	16, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
+	18, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
+	19, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
+	20, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
+	21, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
+	22, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
+	23, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
+	46, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
+	17, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
+	17, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
+	44, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
+	47, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
+	46, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
+	44, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
+	47, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
 	0,  // 29: mother.v1.ModelMessage.role:type_name -> mother.v1.Role
-	23, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
-	24, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
-	25, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
-	36, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
-	28, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
-	25, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
-	39, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
-	30, // 37: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
+	25, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
+	26, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
+	27, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
+	43, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
+	30, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
+	27, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
+	46, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
+	32, // 37: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
 	1,  // 38: mother.v1.RequestAccessResponse.scope:type_name -> mother.v1.AccessScope
-	2,  // 39: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
-	5,  // 40: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
-	26, // 41: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
-	29, // 42: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
-	32, // 43: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
-	34, // 44: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
-	3,  // 45: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
-	8,  // 46: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
-	27, // 47: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
-	31, // 48: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
-	33, // 49: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
-	35, // 50: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
-	45, // [45:51] is the sub-list for method output_type
-	39, // [39:45] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	2,  // 39: mother.v1.SkillEntry.kind:type_name -> mother.v1.SkillEntryKind
+	38, // 40: mother.v1.ProposeSkillRequest.entries:type_name -> mother.v1.SkillEntry
+	3,  // 41: mother.v1.UpdateMemoryRequest.mode:type_name -> mother.v1.MemoryMode
+	4,  // 42: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
+	7,  // 43: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
+	28, // 44: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
+	31, // 45: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
+	34, // 46: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
+	36, // 47: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
+	39, // 48: mother.v1.ChickService.ProposeSkill:input_type -> mother.v1.ProposeSkillRequest
+	41, // 49: mother.v1.ChickService.UpdateMemory:input_type -> mother.v1.UpdateMemoryRequest
+	5,  // 50: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
+	10, // 51: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
+	29, // 52: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
+	33, // 53: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
+	35, // 54: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
+	37, // 55: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
+	40, // 56: mother.v1.ChickService.ProposeSkill:output_type -> mother.v1.ProposeSkillResponse
+	42, // 57: mother.v1.ChickService.UpdateMemory:output_type -> mother.v1.UpdateMemoryResponse
+	50, // [50:58] is the sub-list for method output_type
+	42, // [42:50] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_chick_proto_init() }
@@ -2736,8 +3189,8 @@ func file_mother_v1_chick_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_chick_proto_rawDesc), len(file_mother_v1_chick_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   34,
+			NumEnums:      4,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

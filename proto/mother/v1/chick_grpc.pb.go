@@ -32,6 +32,8 @@ const (
 	ChickService_UploadFile_FullMethodName     = "/mother.v1.ChickService/UploadFile"
 	ChickService_InvokeHostTool_FullMethodName = "/mother.v1.ChickService/InvokeHostTool"
 	ChickService_RequestAccess_FullMethodName  = "/mother.v1.ChickService/RequestAccess"
+	ChickService_ProposeSkill_FullMethodName   = "/mother.v1.ChickService/ProposeSkill"
+	ChickService_UpdateMemory_FullMethodName   = "/mother.v1.ChickService/UpdateMemory"
 )
 
 // ChickServiceClient is the client API for ChickService service.
@@ -63,6 +65,16 @@ type ChickServiceClient interface {
 	// channel and answers when an admin approves or refuses it, or when it
 	// times out (granted false).
 	RequestAccess(ctx context.Context, in *RequestAccessRequest, opts ...grpc.CallOption) (*RequestAccessResponse, error)
+	// ProposeSkill offers Mother a skill the chick created or changed under
+	// its workspace's skills/. Mother validates it and writes it to the
+	// channel's skills/ (or the workspace's, when the chick was spawned for
+	// that by an admin) and posts what changed; a refusal is an answer
+	// (accepted false) with the reason, also posted.
+	ProposeSkill(ctx context.Context, in *ProposeSkillRequest, opts ...grpc.CallOption) (*ProposeSkillResponse, error)
+	// UpdateMemory asks Mother to update the chick's channel memory
+	// (MEMORY.md), within the same budget as her own update_memory; over
+	// budget is an answer (updated false) with the reason.
+	UpdateMemory(ctx context.Context, in *UpdateMemoryRequest, opts ...grpc.CallOption) (*UpdateMemoryResponse, error)
 }
 
 type chickServiceClient struct {
@@ -148,6 +160,26 @@ func (c *chickServiceClient) RequestAccess(ctx context.Context, in *RequestAcces
 	return out, nil
 }
 
+func (c *chickServiceClient) ProposeSkill(ctx context.Context, in *ProposeSkillRequest, opts ...grpc.CallOption) (*ProposeSkillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProposeSkillResponse)
+	err := c.cc.Invoke(ctx, ChickService_ProposeSkill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *chickServiceClient) UpdateMemory(ctx context.Context, in *UpdateMemoryRequest, opts ...grpc.CallOption) (*UpdateMemoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateMemoryResponse)
+	err := c.cc.Invoke(ctx, ChickService_UpdateMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChickServiceServer is the server API for ChickService service.
 // All implementations must embed UnimplementedChickServiceServer
 // for forward compatibility.
@@ -177,6 +209,16 @@ type ChickServiceServer interface {
 	// channel and answers when an admin approves or refuses it, or when it
 	// times out (granted false).
 	RequestAccess(context.Context, *RequestAccessRequest) (*RequestAccessResponse, error)
+	// ProposeSkill offers Mother a skill the chick created or changed under
+	// its workspace's skills/. Mother validates it and writes it to the
+	// channel's skills/ (or the workspace's, when the chick was spawned for
+	// that by an admin) and posts what changed; a refusal is an answer
+	// (accepted false) with the reason, also posted.
+	ProposeSkill(context.Context, *ProposeSkillRequest) (*ProposeSkillResponse, error)
+	// UpdateMemory asks Mother to update the chick's channel memory
+	// (MEMORY.md), within the same budget as her own update_memory; over
+	// budget is an answer (updated false) with the reason.
+	UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error)
 	mustEmbedUnimplementedChickServiceServer()
 }
 
@@ -204,6 +246,12 @@ func (UnimplementedChickServiceServer) InvokeHostTool(context.Context, *InvokeHo
 }
 func (UnimplementedChickServiceServer) RequestAccess(context.Context, *RequestAccessRequest) (*RequestAccessResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestAccess not implemented")
+}
+func (UnimplementedChickServiceServer) ProposeSkill(context.Context, *ProposeSkillRequest) (*ProposeSkillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProposeSkill not implemented")
+}
+func (UnimplementedChickServiceServer) UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateMemory not implemented")
 }
 func (UnimplementedChickServiceServer) mustEmbedUnimplementedChickServiceServer() {}
 func (UnimplementedChickServiceServer) testEmbeddedByValue()                      {}
@@ -305,6 +353,42 @@ func _ChickService_RequestAccess_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChickService_ProposeSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProposeSkillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChickServiceServer).ProposeSkill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChickService_ProposeSkill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChickServiceServer).ProposeSkill(ctx, req.(*ProposeSkillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ChickService_UpdateMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateMemoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChickServiceServer).UpdateMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChickService_UpdateMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChickServiceServer).UpdateMemory(ctx, req.(*UpdateMemoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ChickService_ServiceDesc is the grpc.ServiceDesc for ChickService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -323,6 +407,14 @@ var ChickService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequestAccess",
 			Handler:    _ChickService_RequestAccess_Handler,
+		},
+		{
+			MethodName: "ProposeSkill",
+			Handler:    _ChickService_ProposeSkill_Handler,
+		},
+		{
+			MethodName: "UpdateMemory",
+			Handler:    _ChickService_UpdateMemory_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
