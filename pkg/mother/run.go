@@ -54,7 +54,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Job:        job,
 	})
 	system := prompt.Build(req.Prompt)
-	ctx = chat.WithRunInfo(ctx, req.Info)
+	ctx = withRunLog(chat.WithRunInfo(ctx, req.Info), ch, sess)
 	reply := a.NewReply(ctx, channelID, req.Trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
 	began := m.now()
