@@ -172,7 +172,7 @@ func Run(ctx context.Context, opts Options) error {
 	} else if len(created) > 0 {
 		logger.Info("workspace files created", "files", strings.Join(created, ", "))
 	}
-	if err := prompt.WriteReference(st.Workspace(), time.Local); err != nil {
+	if err := prompt.WriteReference(st.Workspace(), time.Local, prompt.LimitsFrom(cfg)); err != nil {
 		return r.fail(err)
 	}
 	// Mother's own read, confined to the workspace and to the channel of

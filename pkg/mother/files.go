@@ -27,7 +27,7 @@ import (
 // MaxOwnFileBytes caps one file written by Mother's write and edit tools
 // (a skill's SKILL.md or script, SYSTEM.md). MOTHER.md has its character
 // budget (prompt.BudgetMotherMD) on top.
-const MaxOwnFileBytes = 64 << 10
+const MaxOwnFileBytes = prompt.MaxOwnFileKB << 10
 
 // FileSenderUsername is the username of the log.jsonl records of Mother's
 // file writes (the sender id is the adapter's own, as for her replies);
