@@ -56,6 +56,12 @@ func TestOwnFilesRefused(t *testing.T) {
 	if err := os.Symlink("../../C2/skills", filepath.Join(c1, "skills", "sneaky")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(c1, "skills", "hl"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(cfgPath, filepath.Join(c1, "skills", "hl", "SKILL.md")); err != nil {
+		t.Fatal(err)
+	}
 	big := strings.Repeat("x", prompt.BudgetMotherMD+1)
 	cases := []struct {
 		name, tool, path, user, content, want string
@@ -71,6 +77,7 @@ func TestOwnFilesRefused(t *testing.T) {
 		{"another channel's skill", "write", "channels/rec/C2/skills/x/SKILL.md", "UADMIN", "x", "another channel's directory; this run (rec/C1) may write only channels/rec/C1/skills"},
 		{"a symlink out of the workspace", "write", "channels/rec/C1/skills/evil/SKILL.md", "UMARIO", "x", "symbolic link leading outside the workspace"},
 		{"a symlink into another channel", "write", "channels/rec/C1/skills/sneaky/x/SKILL.md", "UMARIO", "x", "channels/rec/C1/skills/sneaky is a symbolic link"},
+		{"a hard link to config.json", "edit", "channels/rec/C1/skills/hl/SKILL.md", "UMARIO", "", "has other hard links"},
 		{"outside the data directory", "write", "/etc/motd", "UADMIN", "x", "outside the data directory"},
 		{"state beside the workspace", "write", filepath.Join(h.data, "state", "x"), "UADMIN", "x", "Mother's own state outside the workspace"},
 		{"MOTHER.md by a non-admin", "write", "MOTHER.md", "UMARIO", "x", "MOTHER.md is the workspace's, shared by every channel: it is written only when an admin of rec asks, and the requester (UMARIO) is not one"},
