@@ -5,7 +5,8 @@
 // Every injected part has a character budget (mother-design.md 1.8);
 // over-long parts are cut with a visible marker, never silently.
 // REFERENCE.md (regenerated at each start) and SYSTEM.md are read on
-// demand, not injected.
+// demand, not injected. The numbers both state (queue sizes, chick limits
+// and budgets) come from the configuration through Limits.
 //
 // Two flavours share the parts: Mother's (chat and routing, safe tools)
 // and the chick's (one goal, full tools, in /workspace). Both list the host
