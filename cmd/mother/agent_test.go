@@ -64,9 +64,15 @@ func TestTerminalMotherReadsWorkspace(t *testing.T) {
 	if !strings.Contains(joined, ",read,") {
 		t.Errorf("Mother's tools = %v, want read among them", names)
 	}
-	for _, unsafe := range []string{"bash", "write", "edit", "attach"} {
+	for _, unsafe := range []string{"bash", "attach"} {
 		if strings.Contains(joined, ","+unsafe+",") {
 			t.Errorf("Mother has the %s tool: %v", unsafe, names)
+		}
+	}
+	// write and edit are hers, confined to her own files (TestTerminalOwnFiles).
+	for _, own := range []string{"write", "edit"} {
+		if !strings.Contains(joined, ","+own+",") {
+			t.Errorf("Mother lacks her %s tool: %v", own, names)
 		}
 	}
 	first := reqs[1].Messages[len(reqs[1].Messages)-1]

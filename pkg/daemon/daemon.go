@@ -172,11 +172,12 @@ func Run(ctx context.Context, opts Options) error {
 	} else if len(created) > 0 {
 		logger.Info("workspace files created", "files", strings.Join(created, ", "))
 	}
-	if err := prompt.WriteReference(st.Workspace(), time.Local); err != nil {
+	if err := prompt.WriteReference(st.Workspace(), time.Local, prompt.LimitsFrom(cfg)); err != nil {
 		return r.fail(err)
 	}
-	// Mother's own file tool: read, confined to the workspace and to the
-	// channel of the run. She never gets bash, write or edit.
+	// Mother's own read, confined to the workspace and to the channel of
+	// the run. Her write and edit (confined to her own files) come with
+	// mother.New; she never gets bash.
 	motherTools, err := tools.ReadOnly(st.Workspace(), mother.ReadPolicy(st.Workspace()))
 	if err != nil {
 		return r.fail(err)

@@ -161,6 +161,8 @@ func New(opts Options) (*Mother, error) {
 		m.canceller = chickCanceller{m}
 	}
 	tools := append([]agent.Tool(nil), opts.Tools...)
+	// Her own write and edit, confined to her files (files.go).
+	tools = append(tools, m.fileTools()...)
 	if opts.Chicks != nil {
 		tools = append(tools, m.chickTools()...)
 	}

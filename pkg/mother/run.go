@@ -51,10 +51,11 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Location:   time.Local,
 		HostTools:  m.promptHostTools(),
 		Admins:     m.cfg.Adapters[a.Name()].Admins,
+		Limits:     prompt.LimitsFrom(m.cfg),
 		Job:        job,
 	})
 	system := prompt.Build(req.Prompt)
-	ctx = chat.WithRunInfo(ctx, req.Info)
+	ctx = withRunLog(chat.WithRunInfo(ctx, req.Info), ch, sess)
 	reply := a.NewReply(ctx, channelID, req.Trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
 	began := m.now()
@@ -146,6 +147,8 @@ type runState struct {
 	HostTools             []prompt.HostTool
 	// Admins are the adapter's admin user ids.
 	Admins []string
+	// Limits are the configured numbers the prompt states.
+	Limits prompt.Limits
 	Job    Job
 }
 
@@ -171,6 +174,7 @@ func composeRun(st runState) runRequest {
 			Now:        st.Now,
 			Location:   st.Location,
 			HostTools:  st.HostTools,
+			Limits:     st.Limits,
 		},
 		Info: chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir},
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -263,9 +264,9 @@ func fileTree(in Input) string {
 }
 
 // motherTemplate scaffolds MOTHER.md on first start.
-const motherTemplate = `# Workspace guide
+var motherTemplate = strings.Replace(`# Workspace guide
 
-This file is injected into every conversation (at most 3000 characters).
+This file is injected into every conversation (at most BUDGET characters).
 Keep it short: who is here, what they work on, where things are.
 
 ## People
@@ -276,7 +277,7 @@ Keep it short: who is here, what they work on, where things are.
 
 ## Quick reference
 - conventions, links, recurring tasks
-`
+`, "BUDGET", strconv.Itoa(BudgetMotherMD), 1)
 
 const systemTemplate = `# SYSTEM.md: environment log
 

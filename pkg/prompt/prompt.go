@@ -5,7 +5,8 @@
 // Every injected part has a character budget (mother-design.md 1.8);
 // over-long parts are cut with a visible marker, never silently.
 // REFERENCE.md (regenerated at each start) and SYSTEM.md are read on
-// demand, not injected.
+// demand, not injected. The numbers both state (queue sizes, chick limits
+// and budgets) come from the configuration through Limits.
 //
 // Two flavours share the parts: Mother's (chat and routing, safe tools)
 // and the chick's (one goal, full tools, in /workspace). Both list the host
@@ -75,6 +76,9 @@ type Input struct {
 	// invoke_tool for Mother, host_tool for a chick), listed within
 	// BudgetHostTools.
 	HostTools []HostTool
+	// Limits are the configured numbers the prompt states (queue sizes);
+	// zero fields take config's defaults.
+	Limits Limits
 	// Extra sections (chick tiers, ...) appended after the
 	// built-in ones, each under its own heading. They count as static.
 	Extra []Section
@@ -235,9 +239,10 @@ func motherLayout(in Input) string {
 		ch = filepath.ToSlash(rel)
 	}
 	return fmt.Sprintf(`Paths are relative to the workspace.
-- MOTHER.md guide, MEMORY.md shared memory (both below; keep memory current with update_memory); REFERENCE.md: events, skills, log search (read when needed); SYSTEM.md: environment log.
+- MOTHER.md guide, MEMORY.md shared memory (both below; keep memory current with update_memory); REFERENCE.md: your tools, limits, events, skills (read when needed); SYSTEM.md: environment log (not shown).
 - skills/<name>/SKILL.md shared skills; events/ scheduled events.
-- This channel: %[1]s/ with MEMORY.md, log.jsonl (every message), daily/YYYY-MM-DD.md (one line a message: search past talk there), attachments/, scratch/, skills/. Attachment paths in messages are relative to %[1]s/.`, ch)
+- This channel: %[1]s/ with MEMORY.md, log.jsonl (every message), daily/YYYY-MM-DD.md (one line a message), attachments/, scratch/, skills/. Attachment paths in messages are relative to %[1]s/.
+- write and edit change only this channel's skills/ and, when an admin asks, MOTHER.md (%[2]d characters), SYSTEM.md and skills/.`, ch, BudgetMotherMD)
 }
 
 const chickLayout = `%[1]s is this channel's directory: MEMORY.md, attachments/ (files people sent), scratch/ (work area), daily/ (logs), skills/ (channel and shared skills). Work there; relative paths start there. Long command output is saved under scratch/bash-output/. Only files you attach reach the channel, with two exceptions: a skill you create or change under skills/<name>/ (SKILL.md starting with front matter: "---", "name: <name>", "description: <one line>", "---") is offered to the channel when you finish, and update_memory changes the channel's MEMORY.md (editing your copy changes nothing).`
@@ -251,5 +256,5 @@ func events(in Input) string {
 {"type":"immediate","channelId":"%[1]s","text":"New ticket #12"}
 {"type":"one-shot","channelId":"%[1]s","text":"Remind @mario: dentist","at":"2025-12-15T09:00:00+01:00"}
 {"type":"periodic","channelId":"%[1]s","text":"Summarise the inbox","schedule":"0 9 * * 1-5","timezone":"%[2]s"}
-"at" needs an offset; cron is minute hour day-of-month month day-of-week; times without a zone are %[2]s. A firing event reaches you as "[EVENT:file:type:schedule] text". At most 5 queue per channel. More in REFERENCE.md.`, in.Channel, tz)
+"at" needs an offset; cron is minute hour day-of-month month day-of-week; times without a zone are %[2]s. A firing event reaches you as "[EVENT:file:type:schedule] text". At most %[3]d queue per channel; more wait their turn. More in REFERENCE.md.`, in.Channel, tz, in.Limits.withDefaults().EventQueue)
 }

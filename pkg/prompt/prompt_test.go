@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/config"
 )
 
 func writeFile(t *testing.T, p, s string) {
@@ -190,7 +191,7 @@ func TestScaffoldAndReference(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(ws, "REFERENCE.md"), []byte("stale"), 0o600)
 	loc, _ := time.LoadLocation("America/New_York")
-	if err := WriteReference(ws, loc); err != nil {
+	if err := WriteReference(ws, loc, Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(filepath.Join(ws, "REFERENCE.md"))
@@ -202,5 +203,57 @@ func TestScaffoldAndReference(t *testing.T) {
 	p := Build(Input{Workspace: ws, ChannelDir: filepath.Join(ws, "c"), Now: time.Unix(0, 0)})
 	if strings.Contains(p, "Searching the past") {
 		t.Error("REFERENCE.md is injected")
+	}
+}
+
+// TestConfiguredNumbers: the queue sizes and budgets the prompt and
+// REFERENCE.md state are the configuration's, not fixed text: changing a
+// number in config changes what the model reads.
+func TestConfiguredNumbers(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.SetDefaults(t.TempDir())
+	def := LimitsFrom(cfg)
+	cfg.Events.MaxQueuedPerChannel = 17
+	cfg.Dispatch.QueueSize = 9
+	cfg.Chicks.MaxConcurrent, cfg.Chicks.MaxPerChannel, cfg.Chicks.QueueSize = 11, 4, 33
+	cfg.Budgets.ChickTokens, cfg.Budgets.ChannelDailyTokens = 750000, 5000000
+	cfg.Budgets.TierDailyTokens = map[string]int64{"local": 123456}
+	cfg.Chicks.Timeout = config.Dur(45 * time.Minute)
+	cfg.Chicks.MaxTurns = 77
+	lim := LimitsFrom(cfg)
+
+	ws := t.TempDir()
+	in := Input{Workspace: ws, ChannelDir: filepath.Join(ws, "channels", "cli", "local"), Channel: "cli/local", Now: time.Unix(0, 0)}
+	in.Limits = def
+	if p := Build(in); !strings.Contains(p, "At most 5 queue per channel; more wait their turn.") {
+		t.Errorf("default prompt lacks the default event queue:\n%s", p)
+	}
+	in.Limits = lim
+	p := Build(in)
+	if !strings.Contains(p, "At most 17 queue per channel; more wait their turn.") || strings.Contains(p, "At most 5 ") {
+		t.Errorf("prompt does not state events.maxQueuedPerChannel 17:\n%s", p)
+	}
+	if !strings.Contains(p, "MOTHER.md (3000 characters)") {
+		t.Errorf("prompt does not state MOTHER.md's budget:\n%s", p)
+	}
+
+	ref := Reference(time.UTC, lim)
+	for _, want := range []string{
+		"at most 9 more wait", "at most 17 queue per channel; more wait their turn", "at most 17 events queue per channel; more wait",
+		"at most 11 run at once, 4 per channel; up to 33 more wait", "A chick runs for at most\n  45m and 77 model turns. Token budgets: one chick 750,000 tokens; a channel's chicks\n  per day 5,000,000 tokens.", "Per tier per day, all channels: local 123,456 tokens.",
+		"MOTHER.md: the workspace guide, injected into every prompt (3000 characters)", "(1500 characters)", "(1000 characters)",
+		"A file holds at most 64 KB", "write and append=true",
+	} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("REFERENCE.md lacks %q", want)
+		}
+	}
+	for _, lie := range []string{"dropped", "grep -i", "jq -r", "${"} {
+		if strings.Contains(ref, lie) {
+			t.Errorf("REFERENCE.md says %q", lie)
+		}
+	}
+	if d := Reference(time.UTC, def); !strings.Contains(d, "at most 5 more wait") || !strings.Contains(d, "one chick 2,000,000 tokens; a channel's chicks\n  per day no cap") {
+		t.Errorf("default REFERENCE.md does not state the defaults")
 	}
 }
