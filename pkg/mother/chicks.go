@@ -42,6 +42,8 @@ type chickView struct {
 	// done is closed once the end has been posted; later calls are dropped.
 	done  chan struct{}
 	files []string
+	// attached are the titles of the files posted to the channel.
+	attached []string
 	// egressSeen are the connection lines shown (only the view's
 	// goroutine touches it).
 	egressSeen map[string]bool
@@ -133,6 +135,7 @@ func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 		if title == "" {
 			title = filepath.Base(f.Path)
 		}
+		v.attached = append(v.attached, title)
 		if up, ok := v.adapter.(chat.Uploader); ok {
 			if err := up.Upload(ctx, v.channel, f.Path, title); err != nil {
 				m.logger.Error("cannot post chick file", "chick", v.id, "file", f.RelPath, "err", err)
@@ -192,18 +195,28 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			m.chickWork.Done()
 		}()
 		ctx := context.WithoutCancel(m.ctx)
-		text := chickSummary(in, v.files)
-		id, err := v.replyFor(m, ctx).Finish(ctx, text)
-		if err != nil {
-			m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
-		} else {
-			m.metrics.MessageOut(v.adapter.Name())
+		if m.cfg.Chicks.Results != config.ResultsRelay {
+			m.answerChickEnd(ctx, v, in)
+			return
 		}
-		m.logChickResult(v, in, id, text)
-		if m.chicks != nil {
-			m.chicks.Reported(in.ID)
-		}
+		m.relayChickEnd(ctx, v, in)
 	})
+}
+
+// relayChickEnd posts the chick's result as is (chicks.results "relay")
+// and logs it as Mother's message.
+func (m *Mother) relayChickEnd(ctx context.Context, v *chickView, in hatchery.Info) {
+	text := chickSummary(in, v.files)
+	id, err := v.replyFor(m, ctx).Finish(ctx, text)
+	if err != nil {
+		m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
+	} else {
+		m.metrics.MessageOut(v.adapter.Name())
+	}
+	m.logChickResult(v, in, id, text)
+	if m.chicks != nil {
+		m.chicks.Reported(in.ID)
+	}
 }
 
 // logChickResult logs the result as a message from Mother in log.jsonl, so
@@ -257,13 +270,19 @@ func chickSummary(in hatchery.Info, files []string) string {
 			b.WriteString("`" + f + "`")
 		}
 	}
+	b.WriteString("\n\n" + chickUsage(in))
+	return b.String()
+}
+
+// chickUsage is the usage line that ends every chick's result, in either
+// mode.
+func chickUsage(in hatchery.Info) string {
 	dur := ""
 	if !in.StartedAt.IsZero() && !in.EndedAt.IsZero() {
 		dur = " · " + in.EndedAt.Sub(in.StartedAt).Round(time.Second).String()
 	}
-	fmt.Fprintf(&b, "\n\n(chick %s · %s · tier %s · %d tokens: %d in, %d out%s)", in.ID, in.State, in.Tier,
+	return fmt.Sprintf("(chick %s · %s · tier %s · %d tokens: %d in, %d out%s)", in.ID, in.State, in.Tier,
 		in.Usage.Total(), in.Usage.InputTokens, in.Usage.OutputTokens, dur)
-	return b.String()
 }
 
 func oneLine(s string, n int) string {
