@@ -104,6 +104,7 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 		return
 	}
 	if m.crashed("chick reserved") {
+		cs.order.Unlock()
 		return
 	}
 	lm, err := ch.AppendMessage(msg)
@@ -115,6 +116,7 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 		return
 	}
 	if m.crashed("chick logged") {
+		cs.order.Unlock()
 		return
 	}
 	job.TriggerEnd = lm.End
