@@ -88,7 +88,6 @@ func (m *Mother) viewLocked(in hatchery.Info) *chickView {
 		return nil
 	}
 	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{})}
-	m.chickWork.Add(1)
 	m.chickViews[in.ID] = v
 	go func() {
 		for {
@@ -192,7 +191,6 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			m.settled.Broadcast()
 			m.mu.Unlock()
 			close(v.done)
-			m.chickWork.Done()
 		}()
 		ctx := context.WithoutCancel(m.ctx)
 		if m.cfg.Chicks.Results != config.ResultsRelay {
