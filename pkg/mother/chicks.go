@@ -319,8 +319,8 @@ func (t spawnTool) Spec() model.ToolSpec {
 	return model.ToolSpec{
 		Name: "spawn_chick",
 		Description: "Hand a heavy goal (coding, running commands, analysing files, multi-step work) to a chick: a disposable worker " +
-			"with bash, read, write, edit and attach in a copy of this channel's files. It runs in the background; its progress and " +
-			"result are posted to the channel when it ends, so do not wait for it. Answer simple chat yourself. Tiers:" + desc.String(),
+			"with bash, read, write, edit and attach in a copy of this channel's files. It runs in the background; " +
+			t.m.chickEndsWith() + ", so do not wait for it. Answer simple chat yourself. Tiers:" + desc.String(),
 		Parameters: json.RawMessage(params),
 	}
 }
@@ -368,7 +368,16 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 	if info.State == hatchery.StateQueued {
 		where = "It is queued until a slot frees up"
 	}
-	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; its progress and result will be posted to the channel when it ends. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where)}, nil
+	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; %s. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where, m.chickEndsWith())}, nil
+}
+
+// chickEndsWith tells Mother's model what happens when a chick ends
+// (chicks.results).
+func (m *Mother) chickEndsWith() string {
+	if m.cfg.Chicks.Results == config.ResultsRelay {
+		return "its progress and result are posted to the channel when it ends"
+	}
+	return "its progress is shown in the channel, and when it ends its result comes back to you in a run of your own in this channel, to answer in your own words"
 }
 
 // chickHostTools are the host tools chicks may ask Mother to run.
