@@ -96,6 +96,19 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 	}
 	job := Job{Kind: KindChick, Trigger: msg, Title: "chick " + in.ID, Chick: end}
 	cs.order.Lock()
+	m.mu.Lock()
+	dup := chickJobLocked(cs, in.ID)
+	m.mu.Unlock()
+	if dup {
+		// Carried over a crash by the in-flight marker, and announced
+		// again by the hatchery: it is being answered already.
+		cs.order.Unlock()
+		lg.Info("the chick's result is already queued or being answered")
+		if m.chicks != nil {
+			m.chicks.Reported(in.ID)
+		}
+		return
+	}
 	if err := m.reserve(cs, ch, &job); err != nil {
 		cs.order.Unlock()
 		// Only a shutdown refuses it: the hatchery announces the chick
@@ -129,6 +142,21 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 	if m.chicks != nil {
 		m.chicks.Reported(in.ID)
 	}
+}
+
+// chickJobLocked reports whether the channel holds a job answering chick
+// id. Caller holds m.mu.
+func chickJobLocked(cs *channelState, id string) bool {
+	is := func(j *Job) bool { return j != nil && j.Chick != nil && j.Chick.ID == id }
+	if is(cs.current) || is(cs.interrupted) || is(cs.incoming) {
+		return true
+	}
+	for i := range cs.pending {
+		if is(&cs.pending[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // chickResultText is the chick's final message, trimmed.

@@ -302,4 +302,35 @@ func TestChickResultAnsweredAfterCrash(t *testing.T) {
 			t.Errorf("report logged %d times, want once (by the restart)", reports)
 		}
 	})
+	t.Run("announced again", func(t *testing.T) {
+		// The crash came after the report was logged and before the
+		// hatchery heard it was reported: the marker carries the run
+		// and the hatchery announces the chick again; it is answered
+		// once.
+		t.Parallel()
+		block := newBlockTool()
+		h := newHarness(t, withTools(block), withScript(resultScript))
+		h.m.crashHook = func(p string) bool { return p == "chick logged" }
+		end := endedChick("c-3", "please block", hatchery.StateDone, hatchery.ReasonDone, "", "Counted 5.")
+		h.m.ChickObserver().ChickEnded(end)
+		h.idle()
+		h.boot()
+		block.waitStarted(t) // the recovered run
+		h.m.ChickObserver().ChickEnded(end)
+		block.release <- struct{}{}
+		h.idle()
+		fins := h.ad.of("finish")
+		if len(fins) != 1 || !strings.HasSuffix(fins[0].Text, "(chick c-3 · done · tier local · 15 tokens: 10 in, 5 out)") {
+			t.Fatalf("after the restart and the second announcement: %q, want one answer", texts(fins))
+		}
+		var reports int
+		for _, m := range h.logged("C1") {
+			if m.Sender.ID == ChickSenderID {
+				reports++
+			}
+		}
+		if reports != 1 {
+			t.Errorf("report logged %d times, want once", reports)
+		}
+	})
 }
