@@ -302,6 +302,31 @@ func TestChickResultAnsweredAfterCrash(t *testing.T) {
 			t.Errorf("report logged %d times, want once (by the restart)", reports)
 		}
 	})
+	t.Run("cut off twice", func(t *testing.T) {
+		// Not tried a third time, and not lost: the notice has the
+		// result as it came.
+		t.Parallel()
+		block := newBlockTool()
+		h := newHarness(t, withTools(block), withScript(func(r ollamatest.Request) ollamatest.Turn {
+			if strings.HasPrefix(r.LastUser(), "[restart]") {
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "block"}}}
+			}
+			return resultScript(r)
+		}))
+		h.m.ChickObserver().ChickEnded(endedChick("c-4", "please block", hatchery.StateDone, hatchery.ReasonDone, "", "Counted 6."))
+		block.waitStarted(t)
+		h.boot()
+		block.waitStarted(t) // the resumed run is cut off again
+		h.boot()
+		h.idle()
+		posts := texts(h.ad.of("post"))
+		if len(posts) != 1 || !strings.Contains(posts[0], "My answer to chick c-4's result was cut off by a restart twice, so here it is as it came:\n\nCounted 6.\n\n(chick c-4 · done") {
+			t.Fatalf("notice after the second crash = %q", posts)
+		}
+		if r := h.ad.of("finish"); len(r) != 0 {
+			t.Errorf("a run cut off twice was retried: %q", texts(r))
+		}
+	})
 	t.Run("announced again", func(t *testing.T) {
 		// The crash came after the report was logged and before the
 		// hatchery heard it was reported: the marker carries the run
