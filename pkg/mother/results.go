@@ -60,6 +60,7 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 		if _, err := v.reply.Finish(ctx, ""); err != nil {
 			lg.Warn("cannot close the chick's progress view", "err", err)
 		}
+		v.reply = nil // a fallback to relay posts a new one
 	}
 	_, cs, err := m.state(v.adapter.Name(), v.channel)
 	if err != nil {
