@@ -110,6 +110,9 @@ func chickData(t *testing.T, api *client.Client, extra map[string]any) (data, li
 			"killGrace":         "2s",
 			"timeout":           "3m",
 			"resources":         map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "32m"},
+			// The chick tests are about the chick's path and show its
+			// result as it came; results_e2e_test.go has "answer".
+			"results": "relay",
 		},
 		"grpc": map[string]any{"listen": listen},
 	}
@@ -236,8 +239,9 @@ func instanceContainers(t *testing.T, api *client.Client, data string) []contain
 // TestChickWholePath: a message asks for heavy work; Mother's model calls
 // spawn_chick; a hardened container starts from the offline image; its
 // model calls go through the broker to the fake; bash runs in the
-// container; the result reaches stdout of mother --cli; no secret of
-// Mother's is in the chick; the container is gone afterwards.
+// container; the result reaches stdout of mother --cli as it came
+// (chicks.results "relay", set by chickData); no secret of Mother's is in
+// the chick; the container is gone afterwards.
 func TestChickWholePath(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)

@@ -74,6 +74,7 @@ func TestOperateDaemonMetricsStatusAndLogs(t *testing.T) {
 				"price": map[string]any{"inputPerMTok": 2, "outputPerMTok": 10}}},
 			"heartbeatInterval": "500ms", "killGrace": "2s", "timeout": "3m",
 			"resources": map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "32m"},
+			"results":   "relay", // the runs and posts counted below are the message's and the chick's
 		},
 		"budgets": map[string]any{"tierDailyTokens": map[string]any{"local": 1000}},
 		"log":     map[string]any{"format": "json", "level": "info"},

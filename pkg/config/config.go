@@ -138,6 +138,10 @@ type Chicks struct {
 	// HostTools lists the MCP tools chicks may ask Mother to run
 	// ("server.tool" or "server.*"). Default: none.
 	HostTools []string `json:"hostTools"`
+	// Results is what Mother does with a chick's result when it ends:
+	// "answer" (default: she reads it in a run of her own and answers the
+	// channel in her own words) or "relay" (the result is posted as is).
+	Results string `json:"results"`
 }
 
 // Tier is one model a chick can use.

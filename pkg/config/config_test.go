@@ -57,6 +57,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"tier without model", `{"chicks": {"tiers": {"local": {"provider": "ollama"}}}}`, []string{"chicks.tiers.local.model: missing"}},
 		{"negative price", `{"chicks": {"tiers": {"local": {"model": "m", "price": {"inputPerMTok": -1}}}}}`, []string{"chicks.tiers.local.price: must not be negative"}},
 		{"network", `{"chicks": {"network": "overlay"}}`, []string{"chicks.network: must be"}},
+		{"results", `{"chicks": {"results": "forward"}}`, []string{"chicks.results: must be \"answer\" or \"relay\""}},
 		{"plain tcp docker", `{"chicks": {"hosts": [{"address": "tcp://10.0.0.2:2375"}]}}`, []string{"chicks.hosts[0].address: tcp:// Docker hosts need TLS client certificates"}},
 		{"docker scheme", `{"chicks": {"hosts": [{"address": "http://x"}]}}`, []string{"chicks.hosts[0].address: scheme must be"}},
 		{"host tier", `{"chicks": {"hosts": [{"tiers": ["gpu"]}]}}`, []string{`chicks.hosts[0].tiers[0]: unknown tier "gpu"`}},

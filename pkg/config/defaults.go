@@ -57,6 +57,12 @@ const (
 	NetworkNone     = "none"
 )
 
+// What Mother does with a chick's result (chicks.results).
+const (
+	ResultsAnswer = "answer"
+	ResultsRelay  = "relay"
+)
+
 // ApplyEnv applies the environment overrides: those the registered adapter
 // types declare (DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN, ...; see EnvOverride),
 // then MOTHER_MODEL_PROVIDER, MOTHER_MODEL_ID, MOTHER_OLLAMA_URL,
@@ -216,6 +222,9 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Network == "" {
 		ch.Network = NetworkIsolated
+	}
+	if ch.Results == "" {
+		ch.Results = ResultsAnswer
 	}
 	if ch.Egress.MaxBytes == "" {
 		ch.Egress.MaxBytes = DefaultEgressMaxBytes

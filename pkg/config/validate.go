@@ -112,6 +112,11 @@ func (c *Config) validateChicks(p *problems) {
 	default:
 		p.bad("chicks.network", "must be \"isolated\", \"host\", \"bridge\" or \"none\", got %q", ch.Network)
 	}
+	switch ch.Results {
+	case ResultsAnswer, ResultsRelay:
+	default:
+		p.bad("chicks.results", "must be \"answer\" or \"relay\", got %q", ch.Results)
+	}
 	c.validateEgress(p)
 	c.validateHosts(p)
 	if _, err := ParseBytes(ch.Resources.Memory); err != nil {

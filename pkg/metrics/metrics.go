@@ -132,7 +132,7 @@ func New(opts Options) *Metrics {
 	}
 	m.messagesIn = counter("messages_in_total", "Messages received from other users, per adapter.", "adapter")
 	m.messagesOut = counter("messages_out_total", "Messages Mother posted (answers, notices, chick results, files), per adapter.", "adapter")
-	m.runs = counter("runs_total", "Mother's own runs, by adapter, kind (message, event) and stop reason.", "adapter", "kind", "stop")
+	m.runs = counter("runs_total", "Mother's own runs, by adapter, kind (message, event, chick: her answer to a chick's result) and stop reason.", "adapter", "kind", "stop")
 	m.runSeconds = histogram("run_duration_seconds", "Duration of Mother's own runs.", []float64{0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, "kind")
 	m.ownTokens = counter("model_tokens_total", "Tokens of Mother's own model, by direction (input, output).", "direction")
 	m.chicksSpawned = counter("chicks_spawned_total", "Chicks accepted (started or queued), by tier.", "tier")

@@ -42,6 +42,8 @@ type chickView struct {
 	// done is closed once the end has been posted; later calls are dropped.
 	done  chan struct{}
 	files []string
+	// attached are the titles of the files posted to the channel.
+	attached []string
 	// egressSeen are the connection lines shown (only the view's
 	// goroutine touches it).
 	egressSeen map[string]bool
@@ -86,7 +88,6 @@ func (m *Mother) viewLocked(in hatchery.Info) *chickView {
 		return nil
 	}
 	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{})}
-	m.chickWork.Add(1)
 	m.chickViews[in.ID] = v
 	go func() {
 		for {
@@ -133,6 +134,7 @@ func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 		if title == "" {
 			title = filepath.Base(f.Path)
 		}
+		v.attached = append(v.attached, title)
 		if up, ok := v.adapter.(chat.Uploader); ok {
 			if err := up.Upload(ctx, v.channel, f.Path, title); err != nil {
 				m.logger.Error("cannot post chick file", "chick", v.id, "file", f.RelPath, "err", err)
@@ -189,21 +191,30 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			m.settled.Broadcast()
 			m.mu.Unlock()
 			close(v.done)
-			m.chickWork.Done()
 		}()
 		ctx := context.WithoutCancel(m.ctx)
-		text := chickSummary(in, v.files)
-		id, err := v.replyFor(m, ctx).Finish(ctx, text)
-		if err != nil {
-			m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
-		} else {
-			m.metrics.MessageOut(v.adapter.Name())
+		if m.cfg.Chicks.Results != config.ResultsRelay {
+			m.answerChickEnd(ctx, v, in)
+			return
 		}
-		m.logChickResult(v, in, id, text)
-		if m.chicks != nil {
-			m.chicks.Reported(in.ID)
-		}
+		m.relayChickEnd(ctx, v, in)
 	})
+}
+
+// relayChickEnd posts the chick's result as is (chicks.results "relay")
+// and logs it as Mother's message.
+func (m *Mother) relayChickEnd(ctx context.Context, v *chickView, in hatchery.Info) {
+	text := chickSummary(in, v.files)
+	id, err := v.replyFor(m, ctx).Finish(ctx, text)
+	if err != nil {
+		m.logger.Error("cannot post chick result", "chick", in.ID, "err", err)
+	} else {
+		m.metrics.MessageOut(v.adapter.Name())
+	}
+	m.logChickResult(v, in, id, text)
+	if m.chicks != nil {
+		m.chicks.Reported(in.ID)
+	}
 }
 
 // logChickResult logs the result as a message from Mother in log.jsonl, so
@@ -257,13 +268,19 @@ func chickSummary(in hatchery.Info, files []string) string {
 			b.WriteString("`" + f + "`")
 		}
 	}
+	b.WriteString("\n\n" + chickUsage(in))
+	return b.String()
+}
+
+// chickUsage is the usage line that ends every chick's result, in either
+// mode.
+func chickUsage(in hatchery.Info) string {
 	dur := ""
 	if !in.StartedAt.IsZero() && !in.EndedAt.IsZero() {
 		dur = " · " + in.EndedAt.Sub(in.StartedAt).Round(time.Second).String()
 	}
-	fmt.Fprintf(&b, "\n\n(chick %s · %s · tier %s · %d tokens: %d in, %d out%s)", in.ID, in.State, in.Tier,
+	return fmt.Sprintf("(chick %s · %s · tier %s · %d tokens: %d in, %d out%s)", in.ID, in.State, in.Tier,
 		in.Usage.Total(), in.Usage.InputTokens, in.Usage.OutputTokens, dur)
-	return b.String()
 }
 
 func oneLine(s string, n int) string {
@@ -303,8 +320,8 @@ func (t spawnTool) Spec() model.ToolSpec {
 	return model.ToolSpec{
 		Name: "spawn_chick",
 		Description: "Hand a heavy goal (coding, running commands, analysing files, multi-step work) to a chick: a disposable worker " +
-			"with bash, read, write, edit and attach in a copy of this channel's files. It runs in the background; its progress and " +
-			"result are posted to the channel when it ends, so do not wait for it. Answer simple chat yourself. Tiers:" + desc.String(),
+			"with bash, read, write, edit and attach in a copy of this channel's files. It runs in the background; " +
+			t.m.chickEndsWith() + ", so do not wait for it. Answer simple chat yourself. Tiers:" + desc.String(),
 		Parameters: json.RawMessage(params),
 	}
 }
@@ -360,7 +377,16 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 	if info.State == hatchery.StateQueued {
 		where = "It is queued until a slot frees up"
 	}
-	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; its progress and result will be posted to the channel when it ends. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where)}, nil
+	return agent.Result{Text: fmt.Sprintf("Chick %s hatched (tier %s). %s; %s. Do not wait for it: tell the user briefly that it is on its way.", info.ID, info.Tier, where, m.chickEndsWith())}, nil
+}
+
+// chickEndsWith tells Mother's model what happens when a chick ends
+// (chicks.results).
+func (m *Mother) chickEndsWith() string {
+	if m.cfg.Chicks.Results == config.ResultsRelay {
+		return "its progress and result are posted to the channel when it ends"
+	}
+	return "its progress is shown in the channel, and when it ends its result comes back to you in a run of your own in this channel, to answer in your own words"
 }
 
 // chickSkillsTo checks spawn_chick's skills argument: "workspace" only

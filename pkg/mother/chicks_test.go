@@ -9,18 +9,20 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
 // TestChickObserverRendersAndAccounts drives Mother's side of the
-// hatchery's contract: events render under the chick's title, the end is
+// hatchery's contract (with chicks.results "relay": the result posted as
+// is; results_test.go has "answer"): events render under the chick's title, the end is
 // posted once with its usage and logged as Mother's message, late events
 // after the end are dropped (no panic, no new view), and Idle waits for a
 // chick in flight.
 func TestChickObserverRendersAndAccounts(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newHarness(t, withChickResults(config.ResultsRelay))
 	obs := h.m.ChickObserver()
 	in := hatchery.Info{Record: hatchery.Record{ID: "c-1", Adapter: "rec", ChannelID: "C1", Tier: "local", Goal: "count"}, Channel: "rec/C1"}
 
@@ -87,10 +89,11 @@ func TestChickObserverRendersAndAccounts(t *testing.T) {
 
 // TestEndedChicksBounded: Mother remembers only the newest ended chicks
 // (to drop their late events), so a daemon that runs for months does not
-// grow with every chick.
+// grow with every chick. (Relayed: a thousand answer runs would be about
+// the model, not the bound.)
 func TestEndedChicksBounded(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newHarness(t, withChickResults(config.ResultsRelay))
 	obs := h.m.ChickObserver()
 	for i := range maxEndedViews + 100 {
 		in := hatchery.Info{Record: hatchery.Record{ID: fmt.Sprintf("c-%d", i), Adapter: "rec", ChannelID: "C1", Tier: "local", Goal: "g",

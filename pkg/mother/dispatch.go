@@ -22,6 +22,9 @@ type JobKind string
 const (
 	KindMessage JobKind = "message"
 	KindEvent   JobKind = "event"
+	// KindChick: read an ended chick's result and answer the channel
+	// (chicks.results "answer"; see results.go).
+	KindChick JobKind = "chick"
 )
 
 // EventSenderID is the sender id of event messages in log.jsonl.
@@ -48,6 +51,9 @@ type Job struct {
 	EventText string
 	// EventFile is an event's file name, for logs and restart notices.
 	EventFile string
+	// Chick is the ended chick a KindChick job answers; its Trigger is
+	// the chick's report, logged already.
+	Chick *ChickEnd
 	// Cancelled, if set, is asked before the job runs; true skips it.
 	Cancelled func() bool
 	// Done, if set, is called when the job has finished (or was skipped).

@@ -104,6 +104,21 @@ func (a chooserAdapter) ReplyToClick(_ context.Context, click chat.ChannelMessag
 	return nil
 }
 
+// uploadAdapter is a recAdapter that posts files: it records "upload"
+// with the file's title and, in Text, its content.
+type uploadAdapter struct{ *recAdapter }
+
+var _ chat.Uploader = uploadAdapter{}
+
+func (a uploadAdapter) Upload(_ context.Context, channelID, path, title string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	a.add(rec{Kind: "upload", Channel: channelID, Title: title, Text: string(b)})
+	return nil
+}
+
 func (a *recAdapter) Post(_ context.Context, channelID, markdown string) (string, error) {
 	return a.add(rec{Kind: "post", Channel: channelID, Text: markdown}), nil
 }
@@ -243,6 +258,8 @@ type harness struct {
 	crashHook func(point string) bool
 	// buttons: the adapter is a chooserAdapter.
 	buttons bool
+	// uploads: the adapter can post files (records "upload").
+	uploads bool
 }
 
 type harnessOpt func(*harness)
@@ -257,6 +274,10 @@ func withChicks(c ChickCanceller) harnessOpt { return func(h *harness) { h.chick
 func withEgress(p *egress.Policy) harnessOpt { return func(h *harness) { h.egress = p } }
 func withClock(c clock.Clock) harnessOpt     { return func(h *harness) { h.clock = c } }
 func withButtons() harnessOpt                { return func(h *harness) { h.buttons = true } }
+func withUploads() harnessOpt                { return func(h *harness) { h.uploads = true } }
+func withChickResults(mode string) harnessOpt {
+	return func(h *harness) { h.cfg.Chicks.Results = mode }
+}
 func withAdapterConfig(ac config.Adapter) harnessOpt {
 	return func(h *harness) { h.cfg.Adapters["rec"] = ac }
 }
@@ -321,6 +342,9 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	var added chat.Adapter = ad
 	if h.buttons {
 		added = chooserAdapter{ad}
+	}
+	if h.uploads {
+		added = uploadAdapter{ad}
 	}
 	if err := m.AddAdapter(added); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import "time"
 // back to the operating system (see package memtrim).
 const trimDelay = 2 * time.Second
 
-// workAdd counts one queued job (Idle waits for it).
+// workAdd counts one queued job (Shutdown waits for it).
 func (m *Mother) workAdd() {
 	m.work.Add(1)
 	m.trimmer.Begin()

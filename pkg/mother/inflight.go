@@ -46,13 +46,17 @@ type inflightJob struct {
 	// Graceful: a shutdown (not a crash) cut the run short; that does not
 	// count towards the crash-loop guard.
 	Graceful bool `json:"graceful,omitempty"`
+	// Chick: the ended chick a chick job answers (its report is the
+	// trigger).
+	Chick *ChickEnd `json:"chick,omitempty"`
 }
 
 func toInflight(j *Job) inflightJob {
 	ij := inflightJob{Kind: j.kind(), Late: j.Late, Event: j.EventFile, Resumes: j.resumes, Interrupted: j.interrupted}
-	if ij.Kind == KindMessage {
+	if ij.Kind == KindMessage || ij.Kind == KindChick {
 		t := j.Trigger
 		ij.Trigger, ij.TriggerEnd, ij.LogFrom = &t, j.TriggerEnd, j.logFrom
+		ij.Chick = j.Chick
 	}
 	return ij
 }
@@ -175,11 +179,19 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 			evs = append(evs, fmt.Sprintf("The event %s %s; it runs again.", ij.Event, state))
 			return
 		}
-		if ij.Trigger == nil {
+		if ij.Trigger == nil || ij.Kind == KindChick && ij.Chick == nil {
 			return
 		}
 		who := describe(*ij.Trigger)
+		if ij.Kind == KindChick {
+			who = "chick " + ij.Chick.ID + "'s result"
+		}
 		if wasRunning && ij.Resumes >= 1 && !ij.Graceful {
+			if ij.Kind == KindChick {
+				// The result itself is not lost: it is posted as it came.
+				lost = append(lost, fmt.Sprintf("My answer to %s was cut off by a restart twice, so here it is as it came:\n\n%s", who, ij.Chick.Relay))
+				return
+			}
 			lost = append(lost, fmt.Sprintf("Lost: my answer to %s was cut off by a restart twice, so I am not trying again. Ask again if you still need it.", who))
 			return
 		}
@@ -188,6 +200,10 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 		}
 		j := Job{Kind: KindMessage, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Late: true,
 			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes}
+		if ij.Kind == KindChick {
+			j.Kind, j.Chick, j.Title = KindChick, ij.Chick, "chick "+ij.Chick.ID
+			j.LateNote = "(Late answer: I restarted before I could answer this chick's result.)"
+		}
 		if wasRunning || ij.Interrupted {
 			// Cut off by this restart (running), or by an earlier one and
 			// not run again since (queued, interrupted).

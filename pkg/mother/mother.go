@@ -89,8 +89,8 @@ type Mother struct {
 	// chick's view ends: the moments Idle's condition can become true.
 	settled *sync.Cond
 
-	// work counts queued and running jobs, for Idle; trimmer counts the
-	// same, to trim memory once idle (see idle.go).
+	// work counts queued and running jobs, for Shutdown; trimmer counts
+	// the same, to trim memory once idle (see idle.go).
 	work    sync.WaitGroup
 	trimmer *memtrim.Trimmer
 
@@ -103,9 +103,6 @@ type Mother struct {
 	// maxEndedViews are kept (a late event comes moments after the end,
 	// never after a thousand more chicks).
 	endedOrder []string
-	// chickWork counts chicks in flight, for Idle (not for Shutdown:
-	// chicks outlive a Mother restart).
-	chickWork sync.WaitGroup
 
 	idSeq atomic.Uint64
 
@@ -253,23 +250,19 @@ func (m *Mother) Start(ctx context.Context) error {
 func (m *Mother) Idle(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
-		// A chick's result may queue no job, but a job may spawn a chick:
-		// wait until both are quiet at once.
-		for {
-			m.work.Wait()
-			m.chickWork.Wait()
-			m.mu.Lock()
-			busy := len(m.chickViews) > 0 || m.anyJobLocked()
-			if busy {
-				// Woken when a runner exits or a chick view ends; then
-				// wait for the counts again.
-				m.settled.Wait()
-			}
-			m.mu.Unlock()
-			if !busy {
-				break
-			}
+		// A chick's end may queue a job (Mother's answer to its result)
+		// and a job may spawn a chick: wait until both are quiet at once.
+		// The state is read under m.mu, not from the work WaitGroup: a
+		// chick's end adds a job from its own goroutine, and a WaitGroup
+		// must not go up from zero while someone waits on it.
+		m.mu.Lock()
+		for len(m.chickViews) > 0 || m.anyJobLocked() {
+			// Woken when a runner exits or a chick view ends. A view
+			// ends only after its job (if any) is queued, so there is
+			// no gap between the two.
+			m.settled.Wait()
 		}
+		m.mu.Unlock()
 		close(done)
 	}()
 	select {

@@ -87,6 +87,9 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	}
 	final, silent := composeAnswer(out, job, stopping != nil, shutdown)
 	m.record(ctx, a, ch, sess, reply, job, final, lg)
+	if final != "" && !(out.StopReason == agent.StopAborted && shutdown) {
+		m.attachChickResult(ctx, a, channelID, ch.Dir(), job.Chick)
+	}
 	return Outcome{
 		Ran: true, Err: out.Err, Silent: silent,
 		Stopped:  out.StopReason == agent.StopAborted && stopping != nil,
@@ -184,6 +187,11 @@ func composeRun(st runState) runRequest {
 		t := st.Job.Trigger
 		req.Trigger = &t
 	}
+	if st.Job.kind() == KindChick && st.Job.Chick != nil {
+		// A chick's result: the run acts for whoever asked for the chick.
+		req.Info.UserID = st.Job.Chick.StartedBy
+		req.Info.IsAdmin = req.Info.UserID != "" && slices.Contains(st.Admins, req.Info.UserID)
+	}
 	return req
 }
 
@@ -211,6 +219,9 @@ func composeAnswer(out agent.Output, job Job, stopped, shutdown bool) (final str
 	silent = out.StopReason == agent.StopDone && strings.HasPrefix(final, SilentMarker)
 	if silent {
 		final = ""
+	}
+	if job.Chick != nil {
+		final, silent = chickAnswer(out, job.Chick, final, silent, stopped, shutdown), false
 	}
 	if job.Late && final != "" {
 		note := job.LateNote

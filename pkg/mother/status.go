@@ -15,8 +15,8 @@ type Metrics interface {
 	// MessageOut: Mother posted a message (an answer, a notice, a chick's
 	// result, a file).
 	MessageOut(adapter string)
-	// RunEnded: one of Mother's own runs ended (kind "message" or
-	// "event", stop the agent's stop reason) after d, using her own
+	// RunEnded: one of Mother's own runs ended (kind "message", "event"
+	// or "chick", stop the agent's stop reason) after d, using her own
 	// model's tokens.
 	RunEnded(adapter string, kind JobKind, stop string, d time.Duration, usage model.Usage)
 }
