@@ -180,13 +180,18 @@ func (s *server) supervise() {
 		}
 		failures++
 		wait := s.backoff(failures)
+		// The timer is armed before the next attempt is published, so
+		// whoever reads NextAttempt (and advances a test clock to it)
+		// finds the timer that fires then.
+		fired := make(chan struct{})
 		s.mu.Lock()
 		s.setLocked(StateRetrying, err.Error())
 		s.next = s.m.opts.Clock.Now().Add(wait)
+		timer := s.m.opts.Clock.AfterFunc(wait, func() { close(fired) })
 		s.mu.Unlock()
 		s.firstTryOnce.Do(func() { close(s.firstTry) })
 		s.logger.Warn("host tool server failed; retrying", "err", err, "in", wait, "failures", failures)
-		if !s.sleep(wait) {
+		if !s.await(fired, timer) {
 			return
 		}
 		s.mu.Lock()
@@ -223,11 +228,9 @@ func (s *server) backoff(failures int) time.Duration {
 	return min(d, s.m.opts.MaxBackoff)
 }
 
-// sleep waits d on the Manager's clock; false when the server is stopped
-// first.
-func (s *server) sleep(d time.Duration) bool {
-	fired := make(chan struct{})
-	t := s.m.opts.Clock.AfterFunc(d, func() { close(fired) })
+// await waits for a timer armed on the Manager's clock to fire; false
+// when the server is stopped first.
+func (s *server) await(fired <-chan struct{}, t clock.Timer) bool {
 	select {
 	case <-fired:
 		return true
