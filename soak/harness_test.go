@@ -345,6 +345,12 @@ func chicksConfig(t *testing.T, model string, extra map[string]any) map[string]a
 		"maxPerChannel":     10,
 		"maxTurns":          1000,
 		"resources":         map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "32m"},
+		// Results posted as they come: the scenarios count chicks and
+		// their results, and spawner, which spawns a chick for every goal
+		// a message names, would take a chick's report (it names the
+		// goal) for a new request under "answer". Answer runs across
+		// crashes are pkg/mother's results tests.
+		"results": "relay",
 	}
 	for k, v := range extra {
 		chicks[k] = v
