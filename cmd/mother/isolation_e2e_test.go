@@ -166,6 +166,19 @@ func removeGateVolumes(t *testing.T, api *client.Client, data string) {
 	})
 }
 
+// isolationWorld is where the isolation tests on the local engine start:
+// the engine, the test image, the outside world and a data directory
+// whose gate volume goes at cleanup.
+func isolationWorld(t *testing.T) (api *client.Client, o *outside, data, listen string) {
+	t.Helper()
+	api = hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	o = makeOutside(t, api)
+	data, listen = chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
+	return api, o, data, listen
+}
+
 // waitCount waits until stdout holds n copies of s.
 func (p *chickProc) waitCount(t *testing.T, s string, n int, d time.Duration) {
 	t.Helper()
@@ -219,11 +232,7 @@ func (o *outside) checkProbesFailed(t *testing.T, out, listen string) {
 // host's network.
 func TestIsolatedChickReachesOnlyMother(t *testing.T) {
 	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	o := makeOutside(t, api)
-	data, listen := chickData(t, api, nil)
-	removeGateVolumes(t, api, data)
+	api, o, data, listen := isolationWorld(t)
 	script := o.probeScript(listen)
 	var s scriptedChick
 	s.set("probe", bashCall("probe", script))
@@ -270,11 +279,7 @@ func answerOf(out, name string) string {
 // chick's progress.
 func TestIsolatedChickEgressAllowlist(t *testing.T) {
 	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	o := makeOutside(t, api)
-	data, _ := chickData(t, api, nil)
-	removeGateVolumes(t, api, data)
+	_, o, data, _ := isolationWorld(t)
 	_, loopPort, _ := net.SplitHostPort(o.Loopback)
 	setChicks(t, data, map[string]any{"egress": map[string]any{
 		"allow": []string{o.Web, "loop.test", "meta.test"},
@@ -347,11 +352,7 @@ func accessID(t *testing.T, p *chickProc, n int) string {
 // without asking.
 func TestRequestAccessInChat(t *testing.T) {
 	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	o := makeOutside(t, api)
-	data, _ := chickData(t, api, nil)
-	removeGateVolumes(t, api, data)
+	_, o, data, _ := isolationWorld(t)
 	// web.test resolves to the web server's private address, which the
 	// operator listed exactly; the name itself is not allowed.
 	setChicks(t, data, map[string]any{"egress": map[string]any{
@@ -581,12 +582,8 @@ func TestIsolatedChickOnSecondEngine(t *testing.T) {
 // through its proxy.
 func TestIsolatedChickOverSSH(t *testing.T) {
 	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
 	sshd := hatcherytest.SSHD(t)
-	o := makeOutside(t, api)
-	data, listen := chickData(t, api, nil)
-	removeGateVolumes(t, api, data)
+	api, o, data, listen := isolationWorld(t)
 	host := map[string]any{"name": "viassh", "address": sshd.Address(), "sshIdentityFile": sshd.ClientKey, "sshKnownHostsFile": sshd.KnownHosts, "capacity": 1}
 	isolatedOnOneHost(t, o, data, listen, host, func(inst string) {
 		gs := hatcherytest.Gates(t, api, inst)
@@ -604,11 +601,7 @@ func TestIsolatedChickOverSSH(t *testing.T) {
 // it does not have: pkg/nest's gate tests), and no request_access tool.
 func TestNetworkNoneReachesOnlyMother(t *testing.T) {
 	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	o := makeOutside(t, api)
-	data, listen := chickData(t, api, nil)
-	removeGateVolumes(t, api, data)
+	api, o, data, listen := isolationWorld(t)
 	setChicks(t, data, map[string]any{"network": "none", "egress": map[string]any{"allow": []string{o.Web}}})
 	crlf := `\r\n`
 	script := o.probeScript(listen) +
