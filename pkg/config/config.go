@@ -326,10 +326,17 @@ type Log struct {
 	Level string `json:"level"`
 }
 
-// Metrics is the Prometheus listener.
+// Metrics is the listener of /metrics (Prometheus), /healthz and the
+// status page.
 type Metrics struct {
-	// Listen is a loopback address such as "127.0.0.1:9464"; empty: off.
+	// Listen is an address such as "127.0.0.1:9464"; empty: off. An
+	// address that is not loopback needs Token.
 	Listen string `json:"listen"`
+	// Token, when set, is required on every request to the listener, as
+	// "Authorization: Bearer TOKEN" or as the password of HTTP basic
+	// authentication (or set MOTHER_METRICS_TOKEN). At least 16
+	// characters.
+	Token Secret `json:"token"`
 }
 
 // DMPolicy is "everyone", "none", or a list of user ids allowed to DM.

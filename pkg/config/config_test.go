@@ -75,7 +75,8 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"mcp both", `{"mcpServers": {"notes": {"command": "x", "url": "http://127.0.0.1:1"}}}`, []string{"mcpServers.notes: has both"}},
 		{"log format", `{"log": {"format": "xml"}}`, []string{"log.format: must be"}},
 		{"log level", `{"log": {"level": "loud"}}`, []string{"log.level: must be"}},
-		{"metrics not loopback", `{"metrics": {"listen": "0.0.0.0:9464"}}`, []string{"metrics.listen: must be a loopback address"}},
+		{"metrics not loopback", `{"metrics": {"listen": "0.0.0.0:9464"}}`, []string{`metrics.listen: "0.0.0.0:9464" is not a loopback address`, "set metrics.token"}},
+		{"metrics token short", `{"metrics": {"listen": "127.0.0.1:9464", "token": "short"}}`, []string{"metrics.token: must be at least 16 characters"}},
 		{"several at once", `{"chicks": {"timeout": "x", "network": "y"}, "log": {"level": "z"}}`, []string{"chicks.timeout:", "chicks.network:", "log.level:"}},
 	}
 	for _, tt := range tests {

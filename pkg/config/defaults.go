@@ -67,7 +67,7 @@ const (
 // types declare (DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN, ...; see EnvOverride),
 // then MOTHER_MODEL_PROVIDER, MOTHER_MODEL_ID, MOTHER_OLLAMA_URL,
 // MOTHER_CHICK_MODEL, MOTHER_CHICK_IMAGE, MOTHER_GRPC_LISTEN,
-// ANTHROPIC_API_KEY. An adapter variable creates an adapter named after its
+// ANTHROPIC_API_KEY, MOTHER_METRICS_TOKEN. An adapter variable creates an adapter named after its
 // type ("discord", "slack") when config.json has no adapter of that type,
 // and overrides the field of the only one when it has exactly one.
 func (c *Config) ApplyEnv(getenv func(string) string) {
@@ -86,6 +86,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 	if v := getenv("ANTHROPIC_API_KEY"); v != "" && c.Providers.Anthropic.APIKey == "" {
 		c.Providers.Anthropic.APIKey = Secret(v)
+	}
+	if v := getenv("MOTHER_METRICS_TOKEN"); v != "" && c.Metrics.Token == "" {
+		c.Metrics.Token = Secret(v)
 	}
 	if v := getenv("MOTHER_CHICK_IMAGE"); v != "" {
 		c.Chicks.Image = v

@@ -264,15 +264,21 @@ func (c *Config) validateLog(p *problems) {
 	}
 }
 
+// MinMetricsToken is the shortest metrics.token accepted.
+const MinMetricsToken = 16
+
 func (c *Config) validateMetrics(p *problems) {
+	if tok := c.Metrics.Token.Value(); tok != "" && (len(tok) < MinMetricsToken || strings.TrimSpace(tok) != tok) {
+		p.bad("metrics.token", "must be at least %d characters without surrounding spaces (for example: openssl rand -hex 24)", MinMetricsToken)
+	}
 	if c.Metrics.Listen == "" {
 		return
 	}
 	host, _, err := net.SplitHostPort(c.Metrics.Listen)
 	if err != nil {
 		p.bad("metrics.listen", "must be host:port, got %q", c.Metrics.Listen)
-	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		p.bad("metrics.listen", "must be a loopback address (127.0.0.1, ::1, localhost), got %q", c.Metrics.Listen)
+	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && c.Metrics.Token == "" {
+		p.bad("metrics.listen", "%q is not a loopback address (127.0.0.1, ::1, localhost): set metrics.token (or MOTHER_METRICS_TOKEN) so that only those who hold it can read the listener", c.Metrics.Listen)
 	}
 }
 
