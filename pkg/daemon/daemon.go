@@ -238,7 +238,8 @@ func Run(ctx context.Context, opts Options) error {
 	ch.nest.SetAccess(m)
 	ch.nest.SetContributions(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
-	stopMetrics, err := serveMetrics(cfg.Metrics.Listen, mx, base)
+	page := statusPage(cfg, opts, m, ch, watcher, host)
+	stopMetrics, err := serveMetrics(cfg.Metrics, mx, page, base)
 	if err != nil {
 		return r.fail(err)
 	}

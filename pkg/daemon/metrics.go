@@ -2,20 +2,27 @@ package daemon
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/metrics"
+	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/statuspage"
 )
 
-// serveMetrics serves /metrics and /healthz on addr (config metrics.listen,
-// a loopback address; empty: off). It returns a func that stops it.
-func serveMetrics(addr string, mx *metrics.Metrics, base *slog.Logger) (func(), error) {
+// serveMetrics serves /metrics, /healthz and the status page (/status) on
+// mc.Listen (empty: off); with mc.Token every request must carry it. It
+// returns a func that stops it.
+func serveMetrics(mc config.Metrics, mx *metrics.Metrics, page *statuspage.Page, base *slog.Logger) (func(), error) {
+	addr := mc.Listen
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -24,18 +31,51 @@ func serveMetrics(addr string, mx *metrics.Metrics, base *slog.Logger) (func(), 
 	if err != nil {
 		return nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mx.Handler(), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", mx.Handler())
+	ph := page.Handler()
+	for _, p := range []string{"GET /status", "GET /status/live", "GET /status.json", "GET /status.js", "GET /status.css"} {
+		mux.Handle(p, ph)
+	}
+	var h http.Handler = mux
+	if tok := mc.Token.Value(); tok != "" {
+		h = requireToken(tok, mux)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			lg.Error("metrics listener stopped", "err", err)
 		}
 	}()
-	lg.Info("metrics listening", "addr", lis.Addr().String(), "paths", "/metrics /healthz")
+	lg.Info("metrics listening", "addr", lis.Addr().String(), "paths", "/metrics /healthz /status", "token", mc.Token != "")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// requireToken lets a request through only with the token, as
+// "Authorization: Bearer TOKEN" or as the password of HTTP basic
+// authentication (any user name), so that Prometheus, curl and a browser
+// can all give it. The comparison takes the same time whatever the guess.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var got string
+		if _, pass, ok := r.BasicAuth(); ok {
+			got = pass
+		} else if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+			got = strings.TrimSpace(a[7:])
+		}
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="Mother", charset="UTF-8"`)
+			w.Header().Add("WWW-Authenticate", `Bearer realm="Mother"`)
+			http.Error(w, "this listener needs Mother's metrics.token (Authorization: Bearer TOKEN, or basic auth with the token as password)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // tierPrices are the configured tier prices, for the cost metric.
@@ -47,4 +87,15 @@ func tierPrices(cfg *config.Config) map[string]config.Price {
 		}
 	}
 	return out
+}
+
+// statusPage builds the status page over Mother's parts; it hears the
+// chicks' events and follows config reloads (the secrets it must never
+// show).
+func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide) *statuspage.Page {
+	page := statuspage.New(statuspage.Options{Version: opts.Version, ChickImage: cfg.Chicks.Image, StartedAt: opts.Clock.Now(), Secrets: cfg.SecretValues(), Clock: opts.Clock})
+	ch.hatchery.Subscribe(page)
+	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools})
+	host.onReload(func(cur *config.Config) { page.SetSecrets(cur.SecretValues()) })
+	return page
 }

@@ -320,7 +320,7 @@ func (m *Metrics) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", m.health)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("Mother: /metrics (Prometheus), /healthz\n"))
+		_, _ = w.Write([]byte("Mother: /metrics (Prometheus), /healthz, /status (status page)\n"))
 	})
 	return mux
 }

@@ -1,0 +1,463 @@
+// Package statuspage serves Mother's read-only status page on the
+// metrics listener (config metrics.listen): her adapters and their
+// connection, the chicks alive (state, channel, tier, tokens, age, last
+// event), the Docker hosts and their load, today's budgets, the next
+// scheduled events and the host tool servers.
+//
+//	GET /status         the page (html/template), refreshing itself
+//	GET /status.json    the same facts as one JSON object
+//	GET /status/live    the page's live part alone, fetched by
+//	                    /status.js every two seconds and swapped in
+//	GET /status.js, /status.css
+//
+// The page shows no secret: no token, key or configuration secret, no
+// chick goal, message text or tool argument. Every string it shows is
+// scrubbed of the configuration's secret values (config.SecretValues)
+// before it is rendered, and the rendered bytes are scrubbed again. The
+// facts are read from their owners at request time through small
+// interfaces; the last event of each chick is heard as a hatchery
+// observer.
+package statuspage
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hosttools"
+)
+
+// Adapters reports the chat adapters' connections (mother.Mother).
+type Adapters interface {
+	AdapterReports() []chat.AdapterReport
+}
+
+// Chicks reports the chicks and the Docker hosts (hatchery.Hatchery).
+// HostStates is the hosts' last known state: the page does not probe the
+// engines itself.
+type Chicks interface {
+	List(all bool) []hatchery.Info
+	HostStates() []hatchery.HostStatus
+}
+
+// Budgets reports today's budgets (broker.Broker).
+type Budgets interface {
+	Budgets() []broker.Budget
+}
+
+// Events lists the scheduled events, soonest first (events.Watcher).
+type Events interface {
+	List(channel string) []events.Info
+}
+
+// ToolServers reports the host tool servers (hosttools.Manager).
+type ToolServers interface {
+	Status() []hosttools.ServerStatus
+}
+
+// Sources are where the page reads its facts; any may be nil (that part
+// of the page is then empty).
+type Sources struct {
+	Adapters    Adapters
+	Chicks      Chicks
+	Budgets     Budgets
+	Events      Events
+	ToolServers ToolServers
+}
+
+// Options build a Page.
+type Options struct {
+	// Version is Mother's version.
+	Version string
+	// ChickImage is the configured chick image.
+	ChickImage string
+	// StartedAt is when Mother started.
+	StartedAt time.Time
+	// Secrets are the values never to show (config.SecretValues).
+	Secrets []string
+	// Clock tells the time (default clock.Real).
+	Clock clock.Clock
+	// Refresh is how often the page fetches its live part (default 2s).
+	Refresh time.Duration
+}
+
+// NextEvents is how many scheduled events the page lists.
+const NextEvents = 5
+
+// Page is the status page. It hears chick events as a hatchery observer
+// (Hatchery.Subscribe) to show each chick's last one.
+type Page struct {
+	hatchery.NopObserver
+
+	opts Options
+
+	mu      sync.Mutex
+	src     Sources
+	scrub   *strings.Replacer
+	last    map[string]LastEvent
+	version string
+}
+
+var _ hatchery.Observer = (*Page)(nil)
+
+// New makes a Page; Watch gives it its sources.
+func New(opts Options) *Page {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = 2 * time.Second
+	}
+	p := &Page{opts: opts, last: map[string]LastEvent{}}
+	p.SetSecrets(opts.Secrets)
+	return p
+}
+
+// Watch sets where the facts are read from.
+func (p *Page) Watch(src Sources) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.src = src
+}
+
+// SetSecrets replaces the values never to show (after a configuration
+// reload).
+func (p *Page) SetSecrets(secrets []string) {
+	var pairs []string
+	for _, s := range secrets {
+		if s != "" {
+			pairs = append(pairs, s, "[redacted]")
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scrub = strings.NewReplacer(pairs...)
+}
+
+// ChickEvent implements hatchery.Observer: it keeps the chick's last event.
+func (p *Page) ChickEvent(c hatchery.Info, ev agent.Event) {
+	what := describe(ev)
+	if what == "" {
+		return
+	}
+	at := ev.Time
+	if at.IsZero() {
+		at = p.opts.Clock.Now()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last[c.ID] = LastEvent{What: what, At: at}
+}
+
+// ChickEnded implements hatchery.Observer: the chick's last event goes.
+func (p *Page) ChickEnded(c hatchery.Info) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.last, c.ID)
+}
+
+// maxWhat bounds a last event's description.
+const maxWhat = 80
+
+// describe says what an event was in a few words: its kind, the tool and
+// its progress label, never its arguments, results or text.
+func describe(ev agent.Event) string {
+	var s string
+	switch ev.Type {
+	case agent.EventMessageDelta:
+		return "" // the message_start before it says it
+	case agent.EventMessageStart:
+		s = "thinking"
+	case agent.EventMessageEnd:
+		s = fmt.Sprintf("message (%d tokens)", ev.Usage.InputTokens+ev.Usage.OutputTokens)
+	case agent.EventToolStart:
+		s = "tool " + ev.ToolName
+		if ev.Label != "" {
+			s += ": " + ev.Label
+		}
+	case agent.EventToolEnd:
+		s = "tool " + ev.ToolName + " done"
+		if ev.IsError {
+			s = "tool " + ev.ToolName + " failed"
+		}
+	case agent.EventRetry:
+		s = fmt.Sprintf("model call retry %d", ev.Attempt)
+	case agent.EventCompactionStart:
+		s = "compacting its context"
+	case agent.EventCompactionEnd:
+		s = "context compacted"
+	case agent.EventRunEnd:
+		s = "run ended: " + string(ev.StopReason)
+	default:
+		s = string(ev.Type)
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > maxWhat {
+		s = string(r[:maxWhat-1]) + "…"
+	}
+	return s
+}
+
+// LastEvent is a chick's last event as the page shows it.
+type LastEvent struct {
+	What string    `json:"what"`
+	At   time.Time `json:"at"`
+}
+
+// Snapshot is everything the page shows, as /status.json serves it.
+type Snapshot struct {
+	Version       string        `json:"version"`
+	ChickImage    string        `json:"chickImage,omitempty"`
+	StartedAt     time.Time     `json:"startedAt"`
+	UptimeSeconds int64         `json:"uptimeSeconds"`
+	Now           time.Time     `json:"now"`
+	Adapters      []Adapter     `json:"adapters"`
+	Chicks        []Chick       `json:"chicks"`
+	Queued        int           `json:"queued"`
+	Hosts         []Host        `json:"hosts"`
+	Budgets       []Budget      `json:"budgets"`
+	NextEvents    []Event       `json:"nextEvents"`
+	ToolServers   []ToolServer  `json:"toolServers"`
+	refresh       time.Duration
+}
+
+// RefreshMillis is how often the page fetches its live part, in
+// milliseconds (for the template).
+func (s Snapshot) RefreshMillis() int64 { return s.refresh.Milliseconds() }
+
+// Adapter is one chat adapter's connection.
+type Adapter struct {
+	Name       string     `json:"name"`
+	Type       string     `json:"type"`
+	State      string     `json:"state"`
+	Since      *time.Time `json:"since,omitempty"`
+	Reconnects int64      `json:"reconnects"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// Chick is one chick alive.
+type Chick struct {
+	ID         string     `json:"id"`
+	Channel    string     `json:"channel"`
+	Tier       string     `json:"tier"`
+	State      string     `json:"state"`
+	Host       string     `json:"host,omitempty"`
+	Tokens     int64      `json:"tokens"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	AgeSeconds int64      `json:"ageSeconds"`
+	LastEvent  *LastEvent `json:"lastEvent,omitempty"`
+}
+
+// Host is one Docker host and its load.
+type Host struct {
+	Name          string     `json:"name"`
+	Up            bool       `json:"up"`
+	Running       int        `json:"running"`
+	Capacity      int        `json:"capacity"`
+	Tiers         []string   `json:"tiers,omitempty"`
+	EngineVersion string     `json:"engineVersion,omitempty"`
+	Since         *time.Time `json:"since,omitempty"`
+	Error         string     `json:"error,omitempty"`
+}
+
+// Budget is one of today's budgets.
+type Budget struct {
+	Scope string `json:"scope"`
+	Used  int64  `json:"used"`
+	// Limit is 0 when there is no cap.
+	Limit int64 `json:"limit"`
+}
+
+// Event is one scheduled event (its text is not shown).
+type Event struct {
+	File     string    `json:"file"`
+	Type     string    `json:"type"`
+	Channel  string    `json:"channel"`
+	Schedule string    `json:"schedule,omitempty"`
+	Next     time.Time `json:"next"`
+}
+
+// ToolServer is one host tool server.
+type ToolServer struct {
+	Name        string     `json:"name"`
+	Transport   string     `json:"transport"`
+	State       string     `json:"state"`
+	Restarts    int        `json:"restarts"`
+	Since       *time.Time `json:"since,omitempty"`
+	NextAttempt *time.Time `json:"nextAttempt,omitempty"`
+	Tools       []string   `json:"tools"`
+	Error       string     `json:"error,omitempty"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Snapshot reads the facts now, scrubbed of every secret.
+func (p *Page) Snapshot() Snapshot {
+	p.mu.Lock()
+	src, scrub := p.src, p.scrub
+	last := make(map[string]LastEvent, len(p.last))
+	for k, v := range p.last {
+		last[k] = v
+	}
+	p.mu.Unlock()
+	s := scrub.Replace
+	now := p.opts.Clock.Now()
+	out := Snapshot{
+		Version: s(p.opts.Version), ChickImage: s(p.opts.ChickImage), StartedAt: p.opts.StartedAt, Now: now,
+		UptimeSeconds: int64(now.Sub(p.opts.StartedAt).Seconds()),
+		Adapters:      []Adapter{}, Chicks: []Chick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{},
+		refresh: p.opts.Refresh,
+	}
+	if src.Adapters != nil {
+		for _, r := range src.Adapters.AdapterReports() {
+			out.Adapters = append(out.Adapters, Adapter{Name: s(r.Name), Type: s(r.Type), State: string(r.Status.State), Since: optTime(r.Status.Since),
+				Reconnects: r.Status.Reconnects, Error: s(r.Status.LastError)})
+		}
+		sort.Slice(out.Adapters, func(i, j int) bool { return out.Adapters[i].Name < out.Adapters[j].Name })
+	}
+	if src.Chicks != nil {
+		for _, in := range src.Chicks.List(false) {
+			c := Chick{ID: in.ID, Channel: s(in.Channel), Tier: s(in.Tier), State: string(in.State), Host: s(in.Host), Tokens: in.Usage.Total(),
+				CreatedAt: in.CreatedAt, AgeSeconds: int64(now.Sub(in.CreatedAt).Seconds())}
+			if le, ok := last[in.ID]; ok {
+				le.What = s(le.What)
+				c.LastEvent = &le
+			}
+			if in.State == hatchery.StateQueued {
+				out.Queued++
+			}
+			out.Chicks = append(out.Chicks, c)
+		}
+		sort.SliceStable(out.Chicks, func(i, j int) bool { return out.Chicks[i].CreatedAt.Before(out.Chicks[j].CreatedAt) })
+		for _, h := range src.Chicks.HostStates() {
+			out.Hosts = append(out.Hosts, Host{Name: s(h.Name), Up: h.Up, Running: h.Running, Capacity: h.Capacity, Tiers: h.Tiers,
+				EngineVersion: s(h.EngineVersion), Since: optTime(h.Since), Error: s(h.Err)})
+		}
+	}
+	if src.Budgets != nil {
+		for _, b := range src.Budgets.Budgets() {
+			out.Budgets = append(out.Budgets, Budget{Scope: s(b.Scope), Used: b.Used, Limit: b.Limit})
+		}
+	}
+	if src.Events != nil {
+		for _, e := range src.Events.List("") {
+			if len(out.NextEvents) == NextEvents {
+				break
+			}
+			if !e.Next.IsZero() {
+				out.NextEvents = append(out.NextEvents, Event{File: s(e.File), Type: string(e.Type), Channel: s(e.Channel), Schedule: s(e.Schedule), Next: e.Next})
+			}
+		}
+	}
+	if src.ToolServers != nil {
+		for _, st := range src.ToolServers.Status() {
+			ts := ToolServer{Name: s(st.Name), Transport: st.Transport, State: string(st.State), Restarts: st.Restarts, Since: optTime(st.Since),
+				NextAttempt: optTime(st.NextAttempt), Tools: []string{}, Error: s(st.Error)}
+			for _, t := range st.Tools {
+				ts.Tools = append(ts.Tools, s(t.Qualified))
+			}
+			slices.Sort(ts.Tools)
+			out.ToolServers = append(out.ToolServers, ts)
+		}
+		sort.Slice(out.ToolServers, func(i, j int) bool { return out.ToolServers[i].Name < out.ToolServers[j].Name })
+	}
+	return out
+}
+
+//go:embed static
+var static embed.FS
+
+//go:embed page.html.tmpl
+var pageText string
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"age":   func(now time.Time, t time.Time) string { return Age(now.Sub(t)) },
+	"secs":  func(n int64) string { return Age(time.Duration(n) * time.Second) },
+	"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"left":  func(b Budget) int64 { return max(0, b.Limit-b.Used) },
+	"join":  strings.Join,
+}).Parse(pageText))
+
+// Age formats a duration the way momctl does: 42s, 3m05s, 2h10m, 3d.
+func Age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// Handler serves the page, its live part, its JSON, its script and its
+// style sheet, under /status.
+func (p *Page) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { p.render(w, "page") })
+	mux.HandleFunc("GET /status/live", func(w http.ResponseWriter, r *http.Request) { p.render(w, "live") })
+	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(p.Snapshot()); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		p.write(w, "application/json", buf.Bytes())
+	})
+	sub, _ := fs.Sub(static, "static")
+	files := http.FileServerFS(sub)
+	for _, name := range []string{"/status.js", "/status.css"} {
+		mux.Handle("GET "+name, files)
+	}
+	return mux
+}
+
+func (p *Page) render(w http.ResponseWriter, name string) {
+	var buf bytes.Buffer
+	if err := page.ExecuteTemplate(&buf, name, p.Snapshot()); err != nil {
+		http.Error(w, "render the status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p.write(w, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// write sends body, scrubbed once more, with headers that keep it out of
+// caches and frames and allow only the page's own script and style.
+func (p *Page) write(w http.ResponseWriter, contentType string, body []byte) {
+	p.mu.Lock()
+	scrub := p.scrub
+	p.mu.Unlock()
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	_, _ = w.Write([]byte(scrub.Replace(string(body))))
+}
