@@ -221,18 +221,18 @@ type LastEvent struct {
 
 // Snapshot is everything the page shows, as /status.json serves it.
 type Snapshot struct {
-	Version       string        `json:"version"`
-	ChickImage    string        `json:"chickImage,omitempty"`
-	StartedAt     time.Time     `json:"startedAt"`
-	UptimeSeconds int64         `json:"uptimeSeconds"`
-	Now           time.Time     `json:"now"`
-	Adapters      []Adapter     `json:"adapters"`
-	Chicks        []Chick       `json:"chicks"`
-	Queued        int           `json:"queued"`
-	Hosts         []Host        `json:"hosts"`
-	Budgets       []Budget      `json:"budgets"`
-	NextEvents    []Event       `json:"nextEvents"`
-	ToolServers   []ToolServer  `json:"toolServers"`
+	Version       string       `json:"version"`
+	ChickImage    string       `json:"chickImage,omitempty"`
+	StartedAt     time.Time    `json:"startedAt"`
+	UptimeSeconds int64        `json:"uptimeSeconds"`
+	Now           time.Time    `json:"now"`
+	Adapters      []Adapter    `json:"adapters"`
+	Chicks        []Chick      `json:"chicks"`
+	Queued        int          `json:"queued"`
+	Hosts         []Host       `json:"hosts"`
+	Budgets       []Budget     `json:"budgets"`
+	NextEvents    []Event      `json:"nextEvents"`
+	ToolServers   []ToolServer `json:"toolServers"`
 	refresh       time.Duration
 }
 

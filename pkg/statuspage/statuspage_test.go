@@ -1,0 +1,178 @@
+package statuspage
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hosttools"
+	"github.com/mother-chat/mother/pkg/model"
+)
+
+// The sources are Mother's parts as the page sees them; the page's own
+// logic (what it shows, what it hides) is what these tests exercise, over
+// a real HTTP connection. cmd/mother's browser test runs it against the
+// real parts.
+type adapters []chat.AdapterReport
+
+func (a adapters) AdapterReports() []chat.AdapterReport { return a }
+
+type chicks struct {
+	list  []hatchery.Info
+	hosts []hatchery.HostStatus
+}
+
+func (c chicks) List(bool) []hatchery.Info             { return c.list }
+func (c chicks) HostStates() []hatchery.HostStatus     { return c.hosts }
+func (b budgets) Budgets() []broker.Budget             { return b }
+func (e eventList) List(string) []events.Info          { return e }
+func (s toolServers) Status() []hosttools.ServerStatus { return s }
+
+type (
+	budgets     []broker.Budget
+	eventList   []events.Info
+	toolServers []hosttools.ServerStatus
+)
+
+const secret = "xoxb-SECRET-token-123456"
+
+func fixture(t *testing.T) (*Page, *httptest.Server, *clock.Fake) {
+	t.Helper()
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	p := New(Options{Version: "v1.2.3", ChickImage: "mother-chick:1.2.3", StartedAt: start, Secrets: []string{secret, ""}, Clock: clk})
+	created := start.Add(time.Minute)
+	p.Watch(Sources{
+		Adapters: adapters{
+			{Name: "slack-acme", Type: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting, Since: start, Reconnects: 2, LastError: "auth with " + secret + " refused"}},
+			{Name: "discord-home", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected, Since: start}},
+		},
+		Chicks: chicks{
+			list: []hatchery.Info{
+				{Record: hatchery.Record{ID: "c-11111111", Tier: "local", State: hatchery.StateRunning, Host: "p40", CreatedAt: created, Goal: "the goal " + secret}, Channel: "slack-acme/C1", Usage: model.Usage{InputTokens: 1000, OutputTokens: 234}},
+				{Record: hatchery.Record{ID: "c-22222222", Tier: "claude", State: hatchery.StateQueued, CreatedAt: created.Add(time.Second)}, Channel: "discord-home/7"},
+			},
+			hosts: []hatchery.HostStatus{{Name: "p40", Up: true, Running: 1, Capacity: 6, EngineVersion: "24.0.7", Since: start}, {Name: "spare", Capacity: 2, Tiers: []string{"local"}, Err: "tcp://" + secret + "@spare: refused"}},
+		},
+		Budgets:     budgets{{Scope: "tier claude today", Used: 120400, Limit: 500000}},
+		Events:      eventList{{File: "standup.json", Type: events.Periodic, Channel: "slack-acme/C1", Schedule: "0 9 * * 1-5", Text: "the text of the event", Next: start.Add(24 * time.Hour)}, {File: "idle.json"}},
+		ToolServers: toolServers{{Name: "notes", Transport: "stdio", State: hosttools.StateRunning, Since: start, Tools: []hosttools.Tool{{Qualified: "notes.search"}, {Qualified: "notes.add"}}}},
+	})
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+	clk.Advance(3 * time.Minute)
+	return p, srv, clk
+}
+
+func get(t *testing.T, url string) (string, http.Header) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b), resp.Header
+}
+
+func TestPageShowsEverythingButSecrets(t *testing.T) {
+	t.Parallel()
+	p, srv, _ := fixture(t)
+	p.ChickEvent(hatchery.Info{Record: hatchery.Record{ID: "c-11111111"}}, agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: "listing " + secret, Args: json.RawMessage(`{"command":"cat /etc/ARGS-NOT-SHOWN"}`), Time: time.Date(2026, 3, 1, 9, 2, 30, 0, time.UTC)})
+	p.ChickEvent(hatchery.Info{Record: hatchery.Record{ID: "c-11111111"}}, agent.Event{Type: agent.EventMessageDelta, Text: "DELTA-NOT-SHOWN"})
+	html, hdr := get(t, srv.URL+"/status")
+	for _, want := range []string{
+		"Mother <span id=\"version\">v1.2.3</span>", `data-adapter="slack-acme" class="state-reconnecting"`, "auth with [redacted] refused",
+		`data-chick="c-11111111" class="state-running"`, "<td>slack-acme/C1</td><td>local</td><td>p40</td><td class=\"num\">1234</td><td>2m00s</td>",
+		"tool bash: listing [redacted]", "(30s ago)", `data-chick="c-22222222" class="state-queued"`, "2 alive, 1 queued",
+		`data-host="p40" class="state-up"`, "1/6", `data-host="spare" class="state-down"`, "tcp://[redacted]@spare: refused",
+		"tier claude today", "500000", "379600", `data-event="standup.json"`, "2026-03-02 09:00:00 UTC", "0 9 * * 1-5",
+		`data-tools="notes"`, "notes.add, notes.search", `src="status.js"`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("/status lacks %q:\n%s", want, html)
+		}
+	}
+	for _, not := range []string{secret, "ARGS-NOT-SHOWN", "DELTA-NOT-SHOWN", "the goal", "the text of the event", "idle.json"} {
+		if strings.Contains(html, not) {
+			t.Errorf("/status shows %q", not)
+		}
+	}
+	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || hdr.Get("Cache-Control") != "no-store" {
+		t.Errorf("headers: %v", hdr)
+	}
+
+	js, _ := get(t, srv.URL+"/status.json")
+	var snap Snapshot
+	if err := json.Unmarshal([]byte(js), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Chicks) != 2 || snap.Chicks[0].ID != "c-11111111" || snap.Chicks[0].LastEvent == nil || snap.Chicks[0].Tokens != 1234 || snap.Queued != 1 ||
+		len(snap.Hosts) != 2 || len(snap.NextEvents) != 1 || len(snap.ToolServers) != 1 || snap.Adapters[0].Name != "discord-home" {
+		t.Errorf("/status.json = %s", js)
+	}
+	if strings.Contains(js, secret) || strings.Contains(js, "ARGS-NOT-SHOWN") || strings.Contains(js, "the goal") {
+		t.Errorf("/status.json shows a secret or a body:\n%s", js)
+	}
+
+	live, _ := get(t, srv.URL+"/status/live")
+	if strings.Contains(live, "<html") || !strings.Contains(live, `data-chick="c-11111111"`) {
+		t.Errorf("/status/live is not the live part alone:\n%s", live)
+	}
+	if script, _ := get(t, srv.URL+"/status.js"); !strings.Contains(script, "status/live") {
+		t.Errorf("/status.js:\n%s", script)
+	}
+}
+
+// TestLastEventGoesWithTheChick: a chick's last event is kept until it
+// ends; a chick that never sent one shows none.
+func TestLastEventGoesWithTheChick(t *testing.T) {
+	t.Parallel()
+	p, _, _ := fixture(t)
+	in := hatchery.Info{Record: hatchery.Record{ID: "c-11111111"}}
+	p.ChickEvent(in, agent.Event{Type: agent.EventRunEnd, StopReason: agent.StopDone})
+	if c := p.Snapshot().Chicks[0]; c.LastEvent == nil || c.LastEvent.What != "run ended: done" {
+		t.Fatalf("last event = %+v, want run ended: done", c.LastEvent)
+	}
+	if c := p.Snapshot().Chicks[1]; c.LastEvent != nil {
+		t.Errorf("a chick without events shows %+v", c.LastEvent)
+	}
+	p.ChickEnded(in)
+	if len(p.last) != 0 {
+		t.Errorf("an ended chick's last event is kept: %v", p.last)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ev   agent.Event
+		want string
+	}{
+		{agent.Event{Type: agent.EventMessageStart}, "thinking"},
+		{agent.Event{Type: agent.EventMessageDelta, Text: "x"}, ""},
+		{agent.Event{Type: agent.EventMessageEnd, Text: "the answer", Usage: model.Usage{InputTokens: 10, OutputTokens: 5}}, "message (15 tokens)"},
+		{agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: "run\nthe   tests", Args: json.RawMessage(`{"command":"x"}`)}, "tool bash: run the tests"},
+		{agent.Event{Type: agent.EventToolEnd, ToolName: "bash", IsError: true, Result: "boom"}, "tool bash failed"},
+		{agent.Event{Type: agent.EventRetry, Attempt: 2}, "model call retry 2"},
+		{agent.Event{Type: agent.EventToolStart, ToolName: "read", Label: strings.Repeat("é", 200)}, "tool read: " + strings.Repeat("é", maxWhat-len("tool read: ")-1) + "…"},
+	}
+	for _, tt := range tests {
+		if got := describe(tt.ev); got != tt.want {
+			t.Errorf("describe(%+v) = %q, want %q", tt.ev, got, tt.want)
+		}
+	}
+}
