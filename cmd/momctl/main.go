@@ -1,12 +1,15 @@
 // Command momctl is the operator's tool for a running Mother: it talks to
 // her admin socket (default ./data/mother.sock; --socket or MOTHER_SOCKET).
 //
-//	momctl [--socket PATH] chicks ls [--all] [--json]
+//	momctl [--socket PATH] chicks ls [--all] [--json] [-q]
 //	momctl [--socket PATH] chicks kill [--grace 10s] ID...
 //	momctl [--socket PATH] chicks logs [-f] ID
+//	momctl [--socket PATH] chicks watch [--all] [--json] [--interval D] [--count N]
+//	momctl [--socket PATH] chicks tail [--no-follow] [--json] [--deltas] ID
 //	momctl [--socket PATH] events ls [--json]   (also: momctl events)
 //	momctl [--socket PATH] status [--json]
 //	momctl [--socket PATH] tools ls [--json]
+//	momctl completion bash|zsh|fish
 package main
 
 import (
@@ -49,12 +52,17 @@ func main() {
 
 const usage = `usage: momctl [--socket PATH] COMMAND
 
-  chicks ls [--all] [--json]      running and queued chicks (--all: ended ones too)
+  chicks ls [--all] [--json] [-q] running and queued chicks (--all: ended ones too; -q: ids only)
   chicks kill [--grace D] ID...   cancel, then kill after the grace period
   chicks logs [-f] ID             a chick's container output (-f: follow)
+  chicks watch [--all] [--json] [--interval D] [--count N]
+                                  the chicks table, refreshed every 2s (--interval)
+  chicks tail [--no-follow] [--json] [--deltas] ID
+                                  a chick's events (model and tool calls) as they happen, until it ends
   events ls [--json]              scheduled events, soonest first ("events" alone too)
   status [--json]                 versions, adapters, chicks, Docker hosts, budgets today, next events
   tools ls [--json]               host tool servers (mcpServers), their state and tools
+  completion bash|zsh|fish        a shell completion script for momctl
 
 The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
 `
@@ -65,8 +73,7 @@ func run(ctx context.Context, args []string, c *cli, getenv func(string) string)
 	stdout, stderr := c.stdout, c.stderr
 	fs := flag.NewFlagSet("momctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", "", "Mother's admin socket")
-	showVersion := fs.Bool("version", false, "print the version and exit")
+	socket, showVersion := rootFlags(fs)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -88,27 +95,13 @@ func run(ctx context.Context, args []string, c *cli, getenv func(string) string)
 		path = DefaultSocket
 	}
 	c.socket = path
-	var err error
-	switch {
-	case rest[0] == "status":
-		err = c.status(ctx, rest[1:])
-	case rest[0] == "events" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
-		err = c.events(ctx, rest[2:])
-	case rest[0] == "events":
-		err = c.events(ctx, rest[1:])
-	case rest[0] == "chicks" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
-		err = c.ls(ctx, rest[2:])
-	case rest[0] == "chicks" && len(rest) >= 2 && rest[1] == "kill":
-		err = c.kill(ctx, rest[2:])
-	case rest[0] == "chicks" && len(rest) >= 2 && rest[1] == "logs":
-		err = c.logs(ctx, rest[2:])
-	case rest[0] == "tools" && len(rest) >= 2 && (rest[1] == "ls" || rest[1] == "list"):
-		err = c.tools(ctx, rest[2:])
-	default:
+	cmd, args := findCommand(rest)
+	if cmd == nil {
 		fmt.Fprintf(stderr, "momctl: unknown command %q\n\n", strings.Join(rest, " "))
 		fs.Usage()
 		return 2
 	}
+	err := cmd.run(c, ctx, args)
 	if err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -121,12 +114,35 @@ func run(ctx context.Context, args []string, c *cli, getenv func(string) string)
 	return 0
 }
 
+// rootFlags defines momctl's own flags (before the command) on fs.
+func rootFlags(fs *flag.FlagSet) (socket *string, version *bool) {
+	socket = fs.String("socket", "", "Mother's admin `PATH` (default $MOTHER_SOCKET, else ./data/mother.sock)")
+	version = fs.Bool("version", false, "print the version and exit")
+	return socket, version
+}
+
+// errDescribed is what parse returns when the flag set was only
+// described.
+var errDescribed = errors.New("described")
+
+// parse parses a command's flags, or hands the flag set to c.describe.
+func (c *cli) parse(fs *flag.FlagSet, args []string) error {
+	if c.describe != nil {
+		c.describe(fs)
+		return errDescribed
+	}
+	return fs.Parse(args)
+}
+
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
 // cli runs momctl's commands against one admin socket.
 type cli struct {
+	// describe, when set, receives each command's flag set instead of
+	// parsing (the shell completions are built from them).
+	describe       func(*flag.FlagSet)
 	socket         string
 	stdout, stderr io.Writer
 	// clock gives the ages and countdowns; loc the zone of printed times.
@@ -259,8 +275,9 @@ func (c *cli) ls(ctx context.Context, args []string) error {
 	fs.SetOutput(c.stderr)
 	all := fs.Bool("all", false, "include ended chicks")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return usageError{"chicks ls [--all] [--json]"}
+	quiet := fs.Bool("q", false, "print the ids only, one per line")
+	if err := c.parse(fs, args); err != nil || fs.NArg() > 0 {
+		return usageError{"chicks ls [--all] [--json] [-q]"}
 	}
 	var resp *pb.ListChicksResponse
 	err := c.do(ctx, 10*time.Second, func(ctx context.Context, api pb.AdminServiceClient) (err error) {
@@ -274,6 +291,12 @@ func (c *cli) ls(ctx context.Context, args []string) error {
 	out := []chickJSON{}
 	for _, ci := range resp.GetChicks() {
 		out = append(out, toJSON(ci, now))
+	}
+	if *quiet && !*asJSON {
+		for _, ci := range resp.GetChicks() {
+			fmt.Fprintln(c.stdout, ci.GetId())
+		}
+		return nil
 	}
 	return c.print(*asJSON, out, func(w io.Writer) error {
 		if len(resp.GetChicks()) == 0 {
@@ -305,7 +328,7 @@ func (c *cli) kill(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("chicks kill", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	grace := fs.Duration("grace", 0, "time between cancel and kill (default: Mother's chicks.killGrace)")
-	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+	if err := c.parse(fs, args); err != nil || fs.NArg() == 0 {
 		return usageError{"chicks kill [--grace D] ID..."}
 	}
 	// No timeout: each call answers once its chick has ended.
@@ -331,7 +354,7 @@ func (c *cli) logs(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("chicks logs", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	follow := fs.Bool("f", false, "follow the output")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	if err := c.parse(fs, args); err != nil || fs.NArg() != 1 {
 		return usageError{"chicks logs [-f] ID"}
 	}
 	// No timeout: -f streams until interrupted.
@@ -424,7 +447,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+	if err := c.parse(fs, args); err != nil || fs.NArg() > 0 {
 		return usageError{"status [--json]"}
 	}
 	var st *pb.GetStatusResponse
@@ -552,7 +575,7 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("events ls", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+	if err := c.parse(fs, args); err != nil || fs.NArg() > 0 {
 		return usageError{"events ls [--json]"}
 	}
 	var resp *pb.ListEventsResponse

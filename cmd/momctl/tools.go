@@ -38,7 +38,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tools ls", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return usageError{"tools ls [--json]"}
 	}
 	var resp *pb.ListToolsResponse

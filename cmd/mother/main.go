@@ -4,6 +4,7 @@
 //	mother [--cli] [--log-level LEVEL] <data>
 //	mother --check-config <data>
 //	mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
+//	mother completion bash|zsh|fish
 //	mother --version
 package main
 
@@ -45,14 +46,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "migrate" {
 		return runMigrate(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "completion" {
+		return runCompletion(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cliMode := fs.Bool("cli", false, "make the terminal a channel: lines on stdin are messages, replies go to stdout")
-	checkConfig := fs.Bool("check-config", false, "validate <data>/config.json, print every problem, and exit")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: config, or warn with --cli)")
+	f := defineFlags(fs)
+	cliMode, checkConfig, showVersion, logLevel := f.cli, f.checkConfig, f.version, f.logLevel
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother --version\n\n")
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -91,6 +91,7 @@ func (h *Hatchery) RecordEvent(id string, seq uint64, ev agent.Event) (uint64, e
 		return last, err
 	}
 	c.lastSeq = seq
+	wakeFollowersLocked(c)
 	info := h.info(c)
 	h.mu.Unlock()
 	h.obs.ChickEvent(info, ev)

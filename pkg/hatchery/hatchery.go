@@ -143,6 +143,9 @@ type chick struct {
 	lastSeen time.Time
 	lastSeq  uint64
 	events   *jsonl.File
+	// newEvent is closed when an event is stored (FollowEvents waits on
+	// it); nil while no one waits.
+	newEvent chan struct{}
 	timers   []clock.Timer
 	exited   bool
 	ended    chan struct{}

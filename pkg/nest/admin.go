@@ -109,6 +109,28 @@ func (a *adminService) ChickLogs(req *pb.ChickLogsRequest, stream pb.AdminServic
 	return nil
 }
 
+// ChickEvents streams a chick's stored events, then (follow) each new one
+// until the chick ends, and then the chick as it ended.
+func (a *adminService) ChickEvents(req *pb.ChickEventsRequest, stream pb.AdminService_ChickEventsServer) error {
+	ctx := stream.Context()
+	err := a.s.admin.FollowEvents(ctx, req.GetId(), req.GetFollow(), func(se hatchery.StoredEvent) error {
+		return stream.Send(&pb.ChickEventsResponse{Kind: &pb.ChickEventsResponse_Event{Event: wire.EventToProto(se.Seq, se.Event)}})
+	})
+	switch {
+	case errors.Is(err, hatchery.ErrUnknownChick):
+		return status.Errorf(codes.NotFound, "no chick %q", req.GetId())
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case err != nil:
+		return status.Error(codes.Internal, err.Error())
+	}
+	in, err := a.s.admin.Get(req.GetId())
+	if err != nil || !in.State.Final() {
+		return nil // without follow, a chick still alive
+	}
+	return stream.Send(&pb.ChickEventsResponse{Kind: &pb.ChickEventsResponse_Ended{Ended: a.s.chickInfo(in)}})
+}
+
 func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*pb.GetStatusResponse, error) {
 	out := &pb.GetStatusResponse{Version: a.s.version, StartedAt: timestamppb.New(a.s.startedAt), ChickImage: a.s.image}
 	for _, r := range a.s.adapterReports() {

@@ -83,6 +83,7 @@ type ChickAdmin interface {
 	Ended(id string) (<-chan struct{}, error)
 	Logs(ctx context.Context, id string, follow bool, w io.Writer) error
 	Hosts(ctx context.Context) []hatchery.HostStatus
+	FollowEvents(ctx context.Context, id string, follow bool, f func(hatchery.StoredEvent) error) error
 }
 
 // Chicks is the hatchery as the nest's two services see it.

@@ -1469,11 +1469,149 @@ func (x *ListToolsResponse) GetServers() []*ToolServerInfo {
 	return nil
 }
 
+type ChickEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Follow keeps the stream open for new events until the chick ends.
+	Follow        bool `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChickEventsRequest) Reset() {
+	*x = ChickEventsRequest{}
+	mi := &file_mother_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChickEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChickEventsRequest) ProtoMessage() {}
+
+func (x *ChickEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChickEventsRequest.ProtoReflect.Descriptor instead.
+func (*ChickEventsRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ChickEventsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ChickEventsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type ChickEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ChickEventsResponse_Event
+	//	*ChickEventsResponse_Ended
+	Kind          isChickEventsResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChickEventsResponse) Reset() {
+	*x = ChickEventsResponse{}
+	mi := &file_mother_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChickEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChickEventsResponse) ProtoMessage() {}
+
+func (x *ChickEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChickEventsResponse.ProtoReflect.Descriptor instead.
+func (*ChickEventsResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ChickEventsResponse) GetKind() isChickEventsResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ChickEventsResponse) GetEvent() *AgentEvent {
+	if x != nil {
+		if x, ok := x.Kind.(*ChickEventsResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *ChickEventsResponse) GetEnded() *ChickInfo {
+	if x != nil {
+		if x, ok := x.Kind.(*ChickEventsResponse_Ended); ok {
+			return x.Ended
+		}
+	}
+	return nil
+}
+
+type isChickEventsResponse_Kind interface {
+	isChickEventsResponse_Kind()
+}
+
+type ChickEventsResponse_Event struct {
+	// Event is one stored event, in sequence order.
+	Event *AgentEvent `protobuf:"bytes,1,opt,name=event,proto3,oneof"`
+}
+
+type ChickEventsResponse_Ended struct {
+	// Ended: the chick has ended (sent last, with follow, or at once for
+	// a chick that had ended).
+	Ended *ChickInfo `protobuf:"bytes,2,opt,name=ended,proto3,oneof"`
+}
+
+func (*ChickEventsResponse_Event) isChickEventsResponse_Kind() {}
+
+func (*ChickEventsResponse_Ended) isChickEventsResponse_Kind() {}
+
 var File_mother_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mother_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15mother/v1/admin.proto\x12\tmother.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/types.proto\"\xd1\x02\n" +
+	"\x15mother/v1/admin.proto\x12\tmother.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/chick.proto\x1a\x15mother/v1/types.proto\"\xd1\x02\n" +
 	"\tChickInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x12\n" +
@@ -1563,7 +1701,14 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12=\n" +
 	"\fnext_attempt\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextAttempt\"H\n" +
 	"\x11ListToolsResponse\x123\n" +
-	"\aservers\x18\x01 \x03(\v2\x19.mother.v1.ToolServerInfoR\aservers*\xd4\x01\n" +
+	"\aservers\x18\x01 \x03(\v2\x19.mother.v1.ToolServerInfoR\aservers\"<\n" +
+	"\x12ChickEventsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\"z\n" +
+	"\x13ChickEventsResponse\x12-\n" +
+	"\x05event\x18\x01 \x01(\v2\x15.mother.v1.AgentEventH\x00R\x05event\x12,\n" +
+	"\x05ended\x18\x02 \x01(\v2\x14.mother.v1.ChickInfoH\x00R\x05endedB\x06\n" +
+	"\x04kind*\xd4\x01\n" +
 	"\n" +
 	"ChickState\x12\x1b\n" +
 	"\x17CHICK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -1594,7 +1739,7 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\rToolTransport\x12\x1e\n" +
 	"\x1aTOOL_TRANSPORT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_TRANSPORT_STDIO\x10\x01\x12\x17\n" +
-	"\x13TOOL_TRANSPORT_HTTP\x10\x022\xc6\x03\n" +
+	"\x13TOOL_TRANSPORT_HTTP\x10\x022\x96\x04\n" +
 	"\fAdminService\x12I\n" +
 	"\n" +
 	"ListChicks\x12\x1c.mother.v1.ListChicksRequest\x1a\x1d.mother.v1.ListChicksResponse\x12F\n" +
@@ -1603,7 +1748,8 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\tGetStatus\x12\x1b.mother.v1.GetStatusRequest\x1a\x1c.mother.v1.GetStatusResponse\x12I\n" +
 	"\n" +
 	"ListEvents\x12\x1c.mother.v1.ListEventsRequest\x1a\x1d.mother.v1.ListEventsResponse\x12F\n" +
-	"\tListTools\x12\x1b.mother.v1.ListToolsRequest\x1a\x1c.mother.v1.ListToolsResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
+	"\tListTools\x12\x1b.mother.v1.ListToolsRequest\x1a\x1c.mother.v1.ListToolsResponse\x12N\n" +
+	"\vChickEvents\x12\x1d.mother.v1.ChickEventsRequest\x1a\x1e.mother.v1.ChickEventsResponse0\x01B8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
 
 var (
 	file_mother_v1_admin_proto_rawDescOnce sync.Once
@@ -1618,7 +1764,7 @@ func file_mother_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mother_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_mother_v1_admin_proto_goTypes = []any{
 	(ChickState)(0),               // 0: mother.v1.ChickState
 	(AdapterState)(0),             // 1: mother.v1.AdapterState
@@ -1643,51 +1789,58 @@ var file_mother_v1_admin_proto_goTypes = []any{
 	(*ListToolsRequest)(nil),      // 20: mother.v1.ListToolsRequest
 	(*ToolServerInfo)(nil),        // 21: mother.v1.ToolServerInfo
 	(*ListToolsResponse)(nil),     // 22: mother.v1.ListToolsResponse
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*ToolSpec)(nil),              // 25: mother.v1.ToolSpec
+	(*ChickEventsRequest)(nil),    // 23: mother.v1.ChickEventsRequest
+	(*ChickEventsResponse)(nil),   // 24: mother.v1.ChickEventsResponse
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*ToolSpec)(nil),              // 27: mother.v1.ToolSpec
+	(*AgentEvent)(nil),            // 28: mother.v1.AgentEvent
 }
 var file_mother_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: mother.v1.ChickInfo.state:type_name -> mother.v1.ChickState
-	23, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
+	25, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: mother.v1.ListChicksResponse.chicks:type_name -> mother.v1.ChickInfo
-	24, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
+	26, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
 	0,  // 4: mother.v1.KillChickResponse.state:type_name -> mother.v1.ChickState
 	1,  // 5: mother.v1.AdapterStatus.state:type_name -> mother.v1.AdapterState
-	23, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
-	23, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
-	23, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	25, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
+	25, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
+	25, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	13, // 9: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
 	5,  // 10: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
 	14, // 11: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
 	17, // 12: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
 	15, // 13: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
 	2,  // 14: mother.v1.EventInfo.type:type_name -> mother.v1.EventType
-	23, // 15: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
+	25, // 15: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
 	17, // 16: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
 	3,  // 17: mother.v1.ToolServerInfo.state:type_name -> mother.v1.ToolServerState
-	25, // 18: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
+	27, // 18: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
 	4,  // 19: mother.v1.ToolServerInfo.transport:type_name -> mother.v1.ToolTransport
-	23, // 20: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
-	23, // 21: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
+	25, // 20: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
+	25, // 21: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
 	21, // 22: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
-	6,  // 23: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
-	8,  // 24: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
-	10, // 25: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
-	12, // 26: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
-	18, // 27: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
-	20, // 28: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
-	7,  // 29: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
-	9,  // 30: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
-	11, // 31: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
-	16, // 32: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
-	19, // 33: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
-	22, // 34: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
-	29, // [29:35] is the sub-list for method output_type
-	23, // [23:29] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	28, // 23: mother.v1.ChickEventsResponse.event:type_name -> mother.v1.AgentEvent
+	5,  // 24: mother.v1.ChickEventsResponse.ended:type_name -> mother.v1.ChickInfo
+	6,  // 25: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
+	8,  // 26: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
+	10, // 27: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
+	12, // 28: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
+	18, // 29: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
+	20, // 30: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
+	23, // 31: mother.v1.AdminService.ChickEvents:input_type -> mother.v1.ChickEventsRequest
+	7,  // 32: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
+	9,  // 33: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
+	11, // 34: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
+	16, // 35: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
+	19, // 36: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
+	22, // 37: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
+	24, // 38: mother.v1.AdminService.ChickEvents:output_type -> mother.v1.ChickEventsResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_admin_proto_init() }
@@ -1695,14 +1848,19 @@ func file_mother_v1_admin_proto_init() {
 	if File_mother_v1_admin_proto != nil {
 		return
 	}
+	file_mother_v1_chick_proto_init()
 	file_mother_v1_types_proto_init()
+	file_mother_v1_admin_proto_msgTypes[19].OneofWrappers = []any{
+		(*ChickEventsResponse_Event)(nil),
+		(*ChickEventsResponse_Ended)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_admin_proto_rawDesc), len(file_mother_v1_admin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ListChicks_FullMethodName = "/mother.v1.AdminService/ListChicks"
-	AdminService_KillChick_FullMethodName  = "/mother.v1.AdminService/KillChick"
-	AdminService_ChickLogs_FullMethodName  = "/mother.v1.AdminService/ChickLogs"
-	AdminService_GetStatus_FullMethodName  = "/mother.v1.AdminService/GetStatus"
-	AdminService_ListEvents_FullMethodName = "/mother.v1.AdminService/ListEvents"
-	AdminService_ListTools_FullMethodName  = "/mother.v1.AdminService/ListTools"
+	AdminService_ListChicks_FullMethodName  = "/mother.v1.AdminService/ListChicks"
+	AdminService_KillChick_FullMethodName   = "/mother.v1.AdminService/KillChick"
+	AdminService_ChickLogs_FullMethodName   = "/mother.v1.AdminService/ChickLogs"
+	AdminService_GetStatus_FullMethodName   = "/mother.v1.AdminService/GetStatus"
+	AdminService_ListEvents_FullMethodName  = "/mother.v1.AdminService/ListEvents"
+	AdminService_ListTools_FullMethodName   = "/mother.v1.AdminService/ListTools"
+	AdminService_ChickEvents_FullMethodName = "/mother.v1.AdminService/ChickEvents"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -41,6 +42,11 @@ type AdminServiceClient interface {
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// ChickEvents streams a chick's events as Mother stored them (what it
+	// streamed to her: model calls, tool calls, results), then, with
+	// follow, each new one as it arrives, until the chick ends: its last
+	// message is then ended, and the stream closes.
+	ChickEvents(ctx context.Context, in *ChickEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChickEventsResponse], error)
 }
 
 type adminServiceClient struct {
@@ -120,6 +126,25 @@ func (c *adminServiceClient) ListTools(ctx context.Context, in *ListToolsRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) ChickEvents(ctx context.Context, in *ChickEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChickEventsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[1], AdminService_ChickEvents_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ChickEventsRequest, ChickEventsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_ChickEventsClient = grpc.ServerStreamingClient[ChickEventsResponse]
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -134,6 +159,11 @@ type AdminServiceServer interface {
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// ChickEvents streams a chick's events as Mother stored them (what it
+	// streamed to her: model calls, tool calls, results), then, with
+	// follow, each new one as it arrives, until the chick ends: its last
+	// message is then ended, and the stream closes.
+	ChickEvents(*ChickEventsRequest, grpc.ServerStreamingServer[ChickEventsResponse]) error
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -161,6 +191,9 @@ func (UnimplementedAdminServiceServer) ListEvents(context.Context, *ListEventsRe
 }
 func (UnimplementedAdminServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
+}
+func (UnimplementedAdminServiceServer) ChickEvents(*ChickEventsRequest, grpc.ServerStreamingServer[ChickEventsResponse]) error {
+	return status.Error(codes.Unimplemented, "method ChickEvents not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -284,6 +317,17 @@ func _AdminService_ListTools_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ChickEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ChickEventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServiceServer).ChickEvents(m, &grpc.GenericServerStream[ChickEventsRequest, ChickEventsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_ChickEventsServer = grpc.ServerStreamingServer[ChickEventsResponse]
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -316,6 +360,11 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ChickLogs",
 			Handler:       _AdminService_ChickLogs_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ChickEvents",
+			Handler:       _AdminService_ChickEvents_Handler,
 			ServerStreams: true,
 		},
 	},
