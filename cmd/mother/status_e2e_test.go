@@ -413,4 +413,3 @@ func waitForWithin(t *testing.T, what string, d time.Duration, ok func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
