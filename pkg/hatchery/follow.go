@@ -53,7 +53,7 @@ func (h *Hatchery) FollowEvents(ctx context.Context, id string, follow bool, f f
 				return nil // a torn or repeated line: RecordEvent never stores one
 			}
 			last = se.Seq
-			return f(StoredEvent{Seq: se.Seq, Event: se.Event})
+			return f(StoredEvent(se))
 		})
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err

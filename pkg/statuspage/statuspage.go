@@ -106,11 +106,10 @@ type Page struct {
 
 	opts Options
 
-	mu      sync.Mutex
-	src     Sources
-	scrub   *strings.Replacer
-	last    map[string]LastEvent
-	version string
+	mu    sync.Mutex
+	src   Sources
+	scrub *strings.Replacer
+	last  map[string]LastEvent
 }
 
 var _ hatchery.Observer = (*Page)(nil)
