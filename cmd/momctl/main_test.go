@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
@@ -42,6 +43,8 @@ type fakeChicks struct {
 	infos []hatchery.Info
 	logs  map[string]string
 	hosts []hatchery.HostStatus
+	// events are the chicks' stored events (FollowEvents replays them).
+	events map[string][]hatchery.StoredEvent
 }
 
 func (f *fakeChicks) find(id string) (*hatchery.Info, error) {
@@ -125,6 +128,51 @@ func (f *fakeChicks) Logs(_ context.Context, id string, _ bool, w io.Writer) err
 
 func (f *fakeChicks) Hosts(context.Context) []hatchery.HostStatus { return f.hosts }
 
+// FollowEvents replays the stored events; with follow, a chick still
+// alive then waits for ctx (this fake stores nothing new).
+func (f *fakeChicks) FollowEvents(ctx context.Context, id string, follow bool, fn func(hatchery.StoredEvent) error) error {
+	in, err := f.Get(id)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	evs := f.events[id]
+	f.mu.Unlock()
+	for _, e := range evs {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if follow && !in.State.Final() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+// runEvents are the events of a chick's whole run.
+func runEvents() []hatchery.StoredEvent {
+	at := func(s int) time.Time { return now.Add(-time.Hour + time.Duration(s)*time.Second) }
+	evs := []agent.Event{
+		{Type: agent.EventMessageStart, Time: at(0)},
+		{Type: agent.EventMessageDelta, Time: at(1), Text: "Let me "},
+		{Type: agent.EventMessageEnd, Time: at(2), Text: "Let me look\nat the repository.", Usage: model.Usage{InputTokens: 812, OutputTokens: 40}},
+		{Type: agent.EventToolStart, Time: at(3), ToolCallID: "t1", ToolName: "bash", Label: "run the tests", Args: []byte(`{"command":"go test ./..."}`)},
+		{Type: agent.EventToolEnd, Time: at(30), ToolCallID: "t1", ToolName: "bash", Duration: 26800 * time.Millisecond, Result: "ok  \texample.com/x\t3.1s\n"},
+		{Type: agent.EventToolStart, Time: at(31), ToolCallID: "t2", ToolName: "read", Label: "missing file", Args: []byte(`{"path":"nope.txt"}`)},
+		{Type: agent.EventToolEnd, Time: at(31), ToolCallID: "t2", ToolName: "read", IsError: true, Result: "open nope.txt: no such file or directory"},
+		{Type: agent.EventRetry, Time: at(32), Attempt: 2, Duration: 2 * time.Second, Err: "model overloaded"},
+		{Type: agent.EventCompactionStart, Time: at(40), Text: "context at 90%"},
+		{Type: agent.EventCompactionEnd, Time: at(41), Text: "summary of the work so far"},
+		{Type: agent.EventRunEnd, Time: at(60), StopReason: agent.StopDone, Usage: model.Usage{InputTokens: 5210, OutputTokens: 930}},
+	}
+	out := make([]hatchery.StoredEvent, len(evs))
+	for i, e := range evs {
+		out[i] = hatchery.StoredEvent{Seq: uint64(i + 1), Event: e}
+	}
+	return out
+}
+
 // fakeModels is the broker's budgets; Generate is ChickService's.
 type fakeModels struct {
 	nest.Models
@@ -173,7 +221,8 @@ func busy() world {
 				chick("c-queue", "slack-acme/C1", "cloud", hatchery.StateQueued, 12*time.Second, 0, 0),
 				done,
 			},
-			logs: map[string]string{"c-run": "chick starting\nstep 1: read the repository\n", "c-queue": ""},
+			logs:   map[string]string{"c-run": "chick starting\nstep 1: read the repository\n", "c-queue": ""},
+			events: map[string][]hatchery.StoredEvent{"c-done": runEvents(), "c-run": runEvents()[:5]},
 			hosts: []hatchery.HostStatus{
 				{Name: "local", Up: true, Running: 1, Capacity: 4, EngineVersion: "28.1.1", Since: now.Add(-2 * time.Hour)},
 				{Name: "gpu", Up: false, Capacity: 2, Tiers: []string{"cloud", "big"}, Since: now.Add(-90 * time.Second), Err: "Cannot connect to the Docker daemon"},
@@ -252,6 +301,15 @@ func TestCommands(t *testing.T) {
 		{name: "chicks-logs-unknown", args: []string{"chicks", "logs", "c-nope"}, world: busy, code: 1},
 		{name: "chicks-logs-removed", args: []string{"chicks", "logs", "c-done"}, world: busy, code: 1},
 		{name: "chicks-logs-two-ids", args: []string{"chicks", "logs", "c-run", "c-done"}, world: busy, code: 2},
+		{name: "chicks-tail", args: []string{"chicks", "tail", "c-done"}, world: busy},
+		{name: "chicks-tail-json", args: []string{"chicks", "tail", "--json", "c-done"}, world: busy},
+		{name: "chicks-tail-no-follow-deltas", args: []string{"chicks", "tail", "--no-follow", "--deltas", "c-run"}, world: busy},
+		{name: "chicks-tail-unknown", args: []string{"chicks", "tail", "c-nope"}, world: busy, code: 1},
+		{name: "chicks-tail-no-id", args: []string{"chicks", "tail"}, world: busy, code: 2},
+		{name: "chicks-watch-once", args: []string{"chicks", "watch", "--count", "1"}, world: busy},
+		{name: "chicks-watch-json", args: []string{"chicks", "watch", "--json", "--all", "--count", "1"}, world: busy},
+		{name: "chicks-watch-bad-interval", args: []string{"chicks", "watch", "--interval", "0s"}, world: busy, code: 2},
+		{name: "chicks-ls-ids", args: []string{"chicks", "ls", "-q", "--all"}, world: busy},
 		{name: "status", args: []string{"status"}, world: busy},
 		{name: "status-json", args: []string{"status", "--json"}, world: busy},
 		{name: "status-empty", args: []string{"status"}, world: empty},

@@ -226,7 +226,7 @@ func (c *cli) eventLine(seq uint64, ev agent.Event, deltas bool) string {
 	if !ev.Time.IsZero() {
 		at = ev.Time.In(c.loc).Format("15:04:05")
 	}
-	return fmt.Sprintf("%s  #%-4d %-16s %s", at, seq, ev.Type, what)
+	return fmt.Sprintf("%s  #%-4d %-17s %s", at, seq, ev.Type, what)
 }
 
 // oneLine squeezes s onto one line of at most n runes.
