@@ -43,7 +43,7 @@ func TestSecretValues(t *testing.T) {
 	body := `{
 		"adapters": {"slack-acme": {"type": "slack", "botToken": "xoxb-bot-SECRET1", "appToken": "xapp-app-SECRET2"}},
 		"providers": {"anthropic": {"apiKey": "sk-ant-SECRET3"}},
-		"mcpServers": {"notes": {"command": "notes", "env": {"NOTES_KEY": "notes-SECRET4"}}, "web": {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer web-SECRET5"}}},
+		"mcpServers": {"notes": {"command": "notes", "env": {"NOTES_KEY": "notes-SECRET4", "DEBUG": "1", "MODE": "verbose"}}, "web": {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer web-SECRET5"}}},
 		"metrics": {"listen": "127.0.0.1:9464", "token": "metrics-SECRET6-0123456789"}
 	}`
 	cfg, err := load(t, body, nil)

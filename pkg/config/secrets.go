@@ -8,15 +8,17 @@ import (
 // SecretValues returns every secret value of the configuration: each
 // Secret field, the platform settings' included (bot and app tokens), and
 // the environment values given to host tool servers, which often carry
-// keys. Read-only views (the status page) make sure none of them is ever
-// shown. Empty values are left out; the result is sorted, longest first,
-// so that a secret containing another is replaced whole.
+// keys (those of at least MinEnvSecret characters: "1", "true" or "info"
+// are settings, and hiding them would blank every digit or word they
+// match). Read-only views (the status page) make sure none of them is
+// ever shown. Empty values are left out; the result is sorted, longest
+// first, so that a secret containing another is replaced whole.
 func (c *Config) SecretValues() []string {
 	seen := map[string]bool{}
 	collectSecrets(reflect.ValueOf(c), seen)
 	for _, s := range c.MCPServers {
 		for _, v := range s.Env {
-			if v != "" {
+			if len(v) >= MinEnvSecret {
 				seen[v] = true
 			}
 		}
@@ -33,6 +35,10 @@ func (c *Config) SecretValues() []string {
 	})
 	return out
 }
+
+// MinEnvSecret is the shortest host tool server environment value
+// SecretValues counts as a secret.
+const MinEnvSecret = 8
 
 var secretType = reflect.TypeOf(Secret(""))
 
