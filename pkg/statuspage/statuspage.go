@@ -21,6 +21,7 @@ package statuspage
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -163,11 +164,61 @@ func (p *Page) ChickEvent(c hatchery.Info, ev agent.Event) {
 	p.last[c.ID] = LastEvent{What: what, At: at}
 }
 
+// storedEvents is what a Chicks source may also do: replay a chick's
+// stored events (hatchery.Hatchery does).
+type storedEvents interface {
+	FollowEvents(ctx context.Context, id string, follow bool, f func(hatchery.StoredEvent) error) error
+}
+
+// ChickResumed implements hatchery.Observer: a chick a previous Mother
+// left running shows the last event it stored, read in the background.
+func (p *Page) ChickResumed(c hatchery.Info) {
+	p.mu.Lock()
+	se, ok := p.src.Chicks.(storedEvents)
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	go func() {
+		var last LastEvent
+		_ = se.FollowEvents(context.Background(), c.ID, false, func(e hatchery.StoredEvent) error {
+			if what := describe(e.Event); what != "" {
+				last = LastEvent{What: what, At: e.Event.Time}
+			}
+			return nil
+		})
+		if last.What == "" {
+			return
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if _, newer := p.last[c.ID]; !newer {
+			p.last[c.ID] = last
+		}
+	}()
+}
+
 // ChickEnded implements hatchery.Observer: the chick's last event goes.
 func (p *Page) ChickEnded(c hatchery.Info) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.last, c.ID)
+}
+
+// forgetGone drops the last events of chicks no longer alive (one whose
+// stored last event was read after it ended).
+func (p *Page) forgetGone(alive []Chick) {
+	keep := make(map[string]bool, len(alive))
+	for _, c := range alive {
+		keep[c.ID] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.last {
+		if !keep[id] {
+			delete(p.last, id)
+		}
+	}
 }
 
 // maxWhat bounds a last event's description.
@@ -348,6 +399,7 @@ func (p *Page) Snapshot() Snapshot {
 			out.Chicks = append(out.Chicks, c)
 		}
 		sort.SliceStable(out.Chicks, func(i, j int) bool { return out.Chicks[i].CreatedAt.Before(out.Chicks[j].CreatedAt) })
+		p.forgetGone(out.Chicks)
 		for _, h := range src.Chicks.HostStates() {
 			out.Hosts = append(out.Hosts, Host{Name: s(h.Name), Up: h.Up, Running: h.Running, Capacity: h.Capacity, Tiers: h.Tiers,
 				EngineVersion: s(h.EngineVersion), Since: optTime(h.Since), Error: s(h.Err)})

@@ -1,6 +1,7 @@
 package statuspage
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -174,5 +175,48 @@ func TestDescribe(t *testing.T) {
 		if got := describe(tt.ev); got != tt.want {
 			t.Errorf("describe(%+v) = %q, want %q", tt.ev, got, tt.want)
 		}
+	}
+}
+
+// replaying is a Chicks source that also replays stored events, as the
+// hatchery does.
+type replaying struct {
+	chicks
+	stored []hatchery.StoredEvent
+}
+
+func (r replaying) FollowEvents(_ context.Context, _ string, _ bool, f func(hatchery.StoredEvent) error) error {
+	for _, e := range r.stored {
+		if err := f(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestResumedChickShowsItsStoredLastEvent: after a Mother restart, a
+// chick she takes over shows the last event it had stored.
+func TestResumedChickShowsItsStoredLastEvent(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 9, 1, 0, 0, time.UTC)
+	p := New(Options{Clock: clock.NewFake(at)})
+	in := hatchery.Info{Record: hatchery.Record{ID: "c-1", State: hatchery.StateRunning, CreatedAt: at}}
+	p.Watch(Sources{Chicks: replaying{chicks: chicks{list: []hatchery.Info{in}}, stored: []hatchery.StoredEvent{
+		{Seq: 1, Event: agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: "build", Time: at}},
+		{Seq: 2, Event: agent.Event{Type: agent.EventMessageDelta, Text: "x", Time: at}},
+	}}})
+	p.ChickResumed(in)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if c := p.Snapshot().Chicks[0]; c.LastEvent != nil {
+			if c.LastEvent.What != "tool bash: build" || !c.LastEvent.At.Equal(at) {
+				t.Errorf("last event = %+v, want the stored tool start", c.LastEvent)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the resumed chick never showed its stored last event")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
