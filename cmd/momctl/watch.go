@@ -79,7 +79,11 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 			} else if n > 1 {
 				sb.WriteString("\n")
 			}
-			fmt.Fprintf(&sb, "Every %s: momctl chicks ls%s    %s\n\n", *interval, map[bool]string{true: " --all"}[*all], now.In(c.loc).Format("15:04:05"))
+			what := "momctl chicks ls"
+			if *all {
+				what += " --all"
+			}
+			fmt.Fprintf(&sb, "Every %s: %s    %s\n\n", *interval, what, now.In(c.loc).Format("15:04:05"))
 			if err != nil {
 				fmt.Fprintf(&sb, "Mother is not answering: %v\n", c.explain(err))
 			} else {
