@@ -48,6 +48,9 @@ func serveMetrics(mc config.Metrics, mx *metrics.Metrics, page *statuspage.Page,
 		}
 	}()
 	lg.Info("metrics listening", "addr", lis.Addr().String(), "paths", "/metrics /healthz /status", "token", mc.Token != "")
+	if ip, ok := lis.Addr().(*net.TCPAddr); ok && !ip.IP.IsLoopback() {
+		lg.Warn("the metrics listener is not on loopback: its token and pages travel in clear; put a TLS reverse proxy or a tunnel in front across networks you do not trust", "addr", lis.Addr().String())
+	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
