@@ -86,7 +86,7 @@ func saveArtifacts(t *testing.T, ctx context.Context) {
 	name := regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(t.Name(), "_")
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {
 		t.Logf("no screenshot: %v", err)
 	}
