@@ -3,6 +3,7 @@
 //
 //	mother [--cli] [--log-level LEVEL] <data>
 //	mother --check-config <data>
+//	mother setup [flags] <data>
 //	mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
 //	mother --version
 package main
@@ -45,6 +46,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "migrate" {
 		return runMigrate(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "setup" {
+		return runSetup(args[1:], stdin, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cliMode := fs.Bool("cli", false, "make the terminal a channel: lines on stdin are messages, replies go to stdout")
@@ -52,7 +56,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error (default: config, or warn with --cli)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother --version\n\n")
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
