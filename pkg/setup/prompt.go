@@ -116,7 +116,7 @@ func (p *prompter) yes(q string, def bool) (bool, error) {
 
 // mask shows a secret as its length class and last four characters.
 func mask(s string) string {
-	if len(s) <= 8 {
+	if len(s) <= 16 {
 		return "****"
 	}
 	return "****" + s[len(s)-4:]
