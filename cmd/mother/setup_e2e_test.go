@@ -54,7 +54,8 @@ func startSetup(t *testing.T, env []string, args ...string) *ptySession {
 			n, err := f.Read(buf)
 			if n > 0 {
 				s.mu.Lock()
-				s.out.Write(buf[:n])
+				// The terminal ends lines with \r\n; the tests match \n.
+				s.out.Write(bytes.ReplaceAll(buf[:n], []byte("\r"), nil))
 				s.mu.Unlock()
 				select {
 				case s.wake <- struct{}{}:
@@ -83,7 +84,7 @@ func startSetup(t *testing.T, env []string, args ...string) *ptySession {
 func (s *ptySession) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return strings.ReplaceAll(s.out.String(), "\r\n", "\n")
+	return s.out.String()
 }
 
 // expect waits for want to appear after what earlier expects matched.
