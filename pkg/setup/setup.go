@@ -621,7 +621,7 @@ func (r *run) model() error {
 			break
 		}
 	}
-	if u != cur && !(cur == "" && u == config.DefaultOllamaURL && r.f.OllamaURL == "") {
+	if !r.exists || u != orDefault(cur, config.DefaultOllamaURL) {
 		r.put(u, "providers", "ollama", "url")
 	}
 	if p := r.cfg.str("model", "provider"); p != "" && p != "ollama" {
@@ -631,7 +631,7 @@ func (r *run) model() error {
 		if err != nil {
 			return err
 		}
-		if id != r.cfg.str("model", "id") {
+		if !r.exists || id != orDefault(r.cfg.str("model", "id"), config.DefaultModelID) {
 			r.put(id, "model", "id")
 		}
 	}
@@ -644,7 +644,9 @@ func (r *run) model() error {
 	if err != nil {
 		return err
 	}
-	if id != r.cfg.str("chicks", "tiers", tier, "model") {
+	// A new configuration says what was chosen; an existing one changes
+	// only where the answer differs from what it means now.
+	if !r.exists || id != orDefault(r.cfg.str("chicks", "tiers", tier, "model"), config.DefaultChickModel) {
 		r.put(id, "chicks", "tiers", tier, "model")
 		if r.cfg.at("chicks", "tiers", tier, "provider") == nil {
 			r.put("ollama", "chicks", "tiers", tier, "provider")
@@ -719,7 +721,7 @@ func (r *run) hosts() error {
 			return err
 		}
 	}
-	if img != orDefault(r.cfg.str("chicks", "image"), config.DefaultChickImage) {
+	if !r.exists || img != orDefault(r.cfg.str("chicks", "image"), config.DefaultChickImage) {
 		r.put(img, "chicks", "image")
 	}
 	r.image = img
@@ -991,10 +993,13 @@ func (r *run) budgets() error {
 			}
 			n, err := parseTokens(answer)
 			if err == nil {
-				if !set && n == b.def && b.field == "chickTokens" {
-					break // the built-in default: nothing to write
+				// What the configuration means now: its value, or the
+				// daemon's default (no cap but for chickTokens).
+				effective := cur
+				if !set && b.field == "chickTokens" {
+					effective = config.DefaultChickTokenBudget
 				}
-				if !set || n != cur {
+				if !r.exists || n != effective {
 					r.put(n, "budgets", b.field)
 				}
 				break
