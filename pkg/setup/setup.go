@@ -40,8 +40,8 @@ type Flags struct {
 	Platforms string
 
 	DiscordToken, DiscordGuild, DiscordAdmins, DiscordAPIURL string
-	SlackBotToken, SlackAppToken, SlackAdmins, SlackAPIURL  string
-	TelegramToken, TelegramAdmins, TelegramAPIURL           string
+	SlackBotToken, SlackAppToken, SlackAdmins, SlackAPIURL   string
+	TelegramToken, TelegramAdmins, TelegramAPIURL            string
 
 	OllamaURL, Model, ChickModel, ChickImage string
 
