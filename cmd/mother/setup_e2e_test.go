@@ -222,18 +222,18 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.answer("Chat platforms", "discord,slack")
 	// A wrong token is caught and asked again.
 	s.answer("Discord bot token: ", "not-the-token-at-all-xxxxxxxx")
-	s.expect("Discord refused the token")
+	s.expect("token refused by Discord")
 	s.answer("Discord bot token: ", setupDiscordToken)
 	s.expect("✓ bot mother (900000000000000001), in 1 guild(s): Test Guild")
 	s.expect("1) mario (" + mario.ID + ")")
 	s.answer("Admins", "mario")
 	s.expect("✓ admins: mario (" + mario.ID + ")")
 	s.answer("Slack bot token (xoxb-...): ", "xoxb-wrong-token")
-	s.expect("Slack refused the bot token")
+	s.expect("bot token refused by Slack")
 	s.answer("Slack bot token (xoxb-...): ", slacktest.BotToken)
 	s.expect("✓ bot mother (UBOT) in workspace Fake")
 	s.answer("Slack app-level token (xapp-...): ", "xapp-wrong")
-	s.expect("Slack refused the app-level token")
+	s.expect("app-level token refused by Slack")
 	s.answer("Slack app-level token (xapp-...): ", slacktest.AppToken)
 	s.expect("✓ Socket Mode connection opened")
 	s.expect("Princess Peach (peach) (UADMIN1)")
@@ -404,7 +404,7 @@ func TestSetupNonInteractiveTelegram(t *testing.T) {
 			"--chick-tokens", "1m", data}
 	}
 	r := runMother(t, "", nil, args("123456789:WRONG-token")...)
-	if r.code != 2 || !strings.Contains(r.stdout, "Telegram refused the token") {
+	if r.code != 2 || !strings.Contains(r.stdout, "token refused by Telegram") {
 		t.Fatalf("a wrong token: exit %d, want 2 with the refusal shown:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(data, "config.json")); err == nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/ollama/ollama/api"
 
 	"github.com/mother-chat/mother/pkg/config"
@@ -81,7 +81,7 @@ func checkDocker(ctx context.Context, h config.DockerHost, image string, getenv 
 	r := HostReport{Version: v.Version, APIVersion: v.APIVersion, OS: v.Os, Arch: v.Arch}
 	if _, err := c.ImageInspect(ctx, image); err == nil {
 		r.Image = true
-	} else if !client.IsErrNotFound(err) {
+	} else if !cerrdefs.IsNotFound(err) {
 		return r, fmt.Errorf("look for image %s: %w", image, err)
 	}
 	return r, nil

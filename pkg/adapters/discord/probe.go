@@ -29,7 +29,7 @@ type Member struct {
 }
 
 // ErrUnauthorized is Discord refusing the token.
-var ErrUnauthorized = errors.New("Discord refused the token (401 Unauthorized): copy it again from the Developer Portal, Bot, Reset Token")
+var ErrUnauthorized = errors.New("token refused by Discord (401 Unauthorized): copy it again from the Developer Portal, Bot, Reset Token")
 
 // probeSession is a REST-only session for s (the apiURL override
 // applied), with a per-call timeout.

@@ -28,8 +28,8 @@ type Member struct {
 
 // ErrBotToken and ErrAppToken are Slack refusing a token.
 var (
-	ErrBotToken = errors.New("Slack refused the bot token (invalid_auth): copy the Bot User OAuth Token (xoxb-...) from OAuth & Permissions again")
-	ErrAppToken = errors.New("Slack refused the app-level token (invalid_auth): make one with connections:write under Basic Information, App-Level Tokens")
+	ErrBotToken = errors.New("bot token refused by Slack (invalid_auth): copy the Bot User OAuth Token (xoxb-...) from OAuth & Permissions again")
+	ErrAppToken = errors.New("app-level token refused by Slack (invalid_auth): make one with connections:write under Basic Information, App-Level Tokens")
 )
 
 func probeClient(s Settings) *slack.Client {

@@ -27,7 +27,7 @@ type Member struct {
 }
 
 // ErrUnauthorized is Telegram refusing the token.
-var ErrUnauthorized = errors.New("Telegram refused the token (401 Unauthorized): copy it again from @BotFather (/token)")
+var ErrUnauthorized = errors.New("token refused by Telegram (401 Unauthorized): copy it again from @BotFather (/token)")
 
 func probeAPI(s Settings) string {
 	if s.APIURL == "" {
