@@ -22,6 +22,9 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// exitInterrupted is the shell's status for a command ended by SIGINT.
+const exitInterrupted = 130
+
 // runSetup is `mother setup [flags] DATA` (flags may come anywhere).
 func runSetup(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mother setup", flag.ContinueOnError)
@@ -81,9 +84,26 @@ change a configuration: enter keeps each current value.
 	if fi, ok := stdin.(*os.File); ok && term.IsTerminal(int(fi.Fd())) {
 		tty = fi
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := setup.Run(ctx, setup.Options{DataDir: pos[0], In: stdin, Out: stdout, TTY: tty,
+	// Ctrl-C ends setup at once, nothing written, with the terminal as it
+	// was (echo back on if a token was being typed).
+	var saved *term.State
+	if tty != nil {
+		saved, _ = term.GetState(int(tty.Fd()))
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		if saved != nil {
+			_ = term.Restore(int(tty.Fd()), saved)
+		}
+		fmt.Fprintln(stderr, "\nmother setup: interrupted; nothing written")
+		os.Exit(exitInterrupted)
+	}()
+	err := setup.Run(context.Background(), setup.Options{DataDir: pos[0], In: stdin, Out: stdout, TTY: tty,
 		Interactive: !*nonInteractive, Flags: f, Getenv: os.Getenv})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother setup: %v\n", err)

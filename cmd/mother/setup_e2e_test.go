@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/mother-chat/mother/pkg/adapters/discord/discordtest"
 	"github.com/mother-chat/mother/pkg/adapters/slack/slacktest"
@@ -384,6 +385,35 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(path); !bytes.Equal(again, after) {
 		t.Errorf("a rerun without changes rewrote config.json")
+	}
+}
+
+// Ctrl-C while a token is typed ends setup, writes nothing and leaves the
+// terminal echoing again.
+func TestSetupInterruptRestoresTheTerminal(t *testing.T) {
+	data := t.TempDir()
+	s := startSetup(t, nil, data)
+	s.answer("Chat platforms", "discord")
+	s.expect("Discord bot token: ")
+	if _, err := s.pty.Write([]byte("half-a-tok\x03")); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.exit(); code != 130 {
+		t.Errorf("exit status %d, want 130", code)
+	}
+	s.expect("interrupted; nothing written")
+	if _, err := os.Stat(filepath.Join(data, "config.json")); err == nil {
+		t.Error("config.json written")
+	}
+	tio, err := unix.IoctlGetTermios(int(s.pty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tio.Lflag&unix.ECHO == 0 {
+		t.Error("the terminal was left without echo")
+	}
+	if strings.Contains(s.text(), "half-a-tok") {
+		t.Error("the token being typed was echoed")
 	}
 }
 
