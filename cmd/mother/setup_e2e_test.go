@@ -467,3 +467,47 @@ func TestSetupNonInteractiveTelegram(t *testing.T) {
 		t.Errorf("setup confirmed Telegram updates (offset %d): the adapter would miss them", tg.Confirmed())
 	}
 }
+
+// A tcp:// Docker host gets TLS material generated on request; the host
+// not answering yet is a warning, and the next steps say what to install
+// where.
+func TestSetupNonInteractiveRemoteDockerHost(t *testing.T) {
+	model := ollamatest.New()
+	defer model.Close()
+	model.SetModels("qwen3:30b-a3b", "qwen3:14b")
+	data := t.TempDir()
+	r := runMother(t, "", nil, "setup", "--non-interactive", "--platforms", "none", "--ollama-url", model.URL,
+		"--docker-host", "gpu=tcp://127.0.0.1:1", "--docker-tls-generate", "gpu.lan,127.0.0.1",
+		"--mother-address", "10.0.0.5:7777", data)
+	if r.code != 0 {
+		t.Fatalf("mother setup = %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	tlsDir := filepath.Join(data, "docker-tls", "gpu")
+	for _, want := range []string{"✓ TLS material in " + tlsDir, "✗ gpu:", "on the Docker host gpu: sudo install -d -m 0700 /etc/docker/tls",
+		"keep " + filepath.Join(tlsDir, "ca-key.pem") + " offline", "grpc.listen set to 0.0.0.0:7777", "✓ Mother accepts it"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	cfg := readJSON(t, filepath.Join(data, "config.json"))
+	hosts, _ := get(cfg, "chicks", "hosts").([]any)
+	if len(hosts) != 1 {
+		t.Fatalf("chicks.hosts = %v, want one", get(cfg, "chicks", "hosts"))
+	}
+	want := map[string]any{"name": "gpu", "address": "tcp://127.0.0.1:1", "motherAddress": "10.0.0.5:7777",
+		"tlsCA": filepath.Join(tlsDir, "ca.pem"), "tlsCert": filepath.Join(tlsDir, "cert.pem"), "tlsKey": filepath.Join(tlsDir, "key.pem")}
+	if !reflect.DeepEqual(hosts[0], want) {
+		t.Errorf("chicks.hosts[0] = %v, want %v", hosts[0], want)
+	}
+	if got := get(cfg, "grpc", "listen"); got != "0.0.0.0:7777" {
+		t.Errorf("grpc.listen = %v, want 0.0.0.0:7777", got)
+	}
+	for _, f := range []string{"ca.pem", "cert.pem", "key.pem", "server-cert.pem", "server-key.pem", "ca-key.pem"} {
+		if _, err := os.Stat(filepath.Join(tlsDir, f)); err != nil {
+			t.Errorf("TLS file: %v", err)
+		}
+	}
+	if r := runMother(t, "", nil, "--check-config", data); r.code != 0 {
+		t.Fatalf("mother --check-config = %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
