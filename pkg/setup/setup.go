@@ -228,8 +228,9 @@ func (r *run) platforms() error {
 	answer := r.f.Platforms
 	if answer == "" && !r.o.Interactive {
 		answer = strings.Join(have, ",")
-		for t, given := range map[string]bool{"discord": r.f.DiscordToken != "", "slack": r.f.SlackBotToken != "", "telegram": r.f.TelegramToken != ""} {
-			if given && !slices.Contains(have, t) {
+		given := map[string]bool{"discord": r.f.DiscordToken != "", "slack": r.f.SlackBotToken != "", "telegram": r.f.TelegramToken != ""}
+		for _, t := range Platforms {
+			if given[t] && !slices.Contains(have, t) {
 				answer += "," + t
 			}
 		}
