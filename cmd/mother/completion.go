@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/mother-chat/mother/pkg/completion"
+	"github.com/mother-chat/mother/pkg/setup"
 )
 
 // flags are mother's own flags.
@@ -45,6 +46,7 @@ func completionTree() *completion.Command {
 	root := &completion.Command{Name: "mother", Flags: completion.FromFlagSet(fs), Args: completion.ArgsDirs}
 	root.Flag("log-level").Choices = logLevels
 	root.Subs = append(root.Subs,
+		setupCompletion(),
 		&completion.Command{Name: "migrate", Help: "import a TypeScript Mother or mom data directory", Flags: migrateFlags, Args: completion.ArgsDirs},
 		&completion.Command{Name: "completion", Help: "a shell completion script for mother (bash, zsh, fish)"},
 	)
@@ -66,4 +68,13 @@ func runCompletion(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// setupCompletion is mother setup, with the flags runSetup defines.
+func setupCompletion() *completion.Command {
+	fs := flag.NewFlagSet("mother setup", flag.ContinueOnError)
+	defineSetupFlags(fs, &setup.Flags{})
+	c := &completion.Command{Name: "setup", Help: "write DATA/config.json, checking every answer live", Flags: completion.FromFlagSet(fs), Args: completion.ArgsDirs}
+	c.Flag("platforms").Choices = []string{"discord", "slack", "telegram", "none"}
+	return c
 }

@@ -3,6 +3,7 @@
 //
 //	mother [--cli] [--log-level LEVEL] <data>
 //	mother --check-config <data>
+//	mother setup [flags] <data>
 //	mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
 //	mother completion bash|zsh|fish
 //	mother --version
@@ -49,12 +50,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "completion" {
 		return runCompletion(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "setup" {
+		return runSetup(args[1:], stdin, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := defineFlags(fs)
 	cliMode, checkConfig, showVersion, logLevel := f.cli, f.checkConfig, f.version, f.logLevel
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother --version\n\n")
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

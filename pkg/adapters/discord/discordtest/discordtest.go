@@ -653,6 +653,13 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request, path string) int {
 			"session_start_limit": map[string]int{"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}})
 	case path == "/users/@me":
 		return writeJSON(w, http.StatusOK, s.opts.Bot)
+	case path == "/users/@me/guilds" && r.Method == http.MethodGet:
+		return writeJSON(w, http.StatusOK, []map[string]any{{"id": s.opts.Guild.ID, "name": s.opts.Guild.Name, "owner": false, "permissions": "0", "features": []string{}}})
+	case len(parts) == 3 && parts[0] == "guilds" && parts[2] == "members" && r.Method == http.MethodGet:
+		if parts[1] != s.opts.Guild.ID {
+			return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Unknown Guild", "code": 10004})
+		}
+		return s.listMembers(w)
 	case len(parts) == 2 && parts[0] == "channels" && r.Method == http.MethodGet:
 		c, ok := s.Channel(parts[1])
 		if !ok {
@@ -688,6 +695,18 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request, path string) int {
 		return s.followup(w, r, parts[1], parts[2])
 	}
 	return notFound(w)
+}
+
+// listMembers answers GET /guilds/{id}/members: the bot and the members,
+// as guild member objects.
+func (s *Server) listMembers(w http.ResponseWriter) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []map[string]any{}
+	for _, u := range append([]User{s.opts.Bot}, s.members...) {
+		out = append(out, map[string]any{"user": u, "roles": []string{}, "joined_at": "2024-01-01T00:00:00Z", "deaf": false, "mute": false})
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // interactionCallback answers an interaction once, as Discord does.

@@ -1,13 +1,16 @@
 // Package ollamatest is a fake Ollama server for tests: it speaks the real
-// wire protocol (POST /api/chat answered with NDJSON, POST /api/show) on a
-// loopback socket, so the real client library is exercised.
+// wire protocol (POST /api/chat answered with NDJSON, POST /api/show, GET
+// /api/tags) on a loopback socket, so the real client library is
+// exercised.
 package ollamatest
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +91,8 @@ type Server struct {
 	models        map[string]bool
 	contextLength int
 	capabilities  []string
+	// modelCaps overrides capabilities per model.
+	modelCaps map[string][]string
 }
 
 // New starts a fake that answers with turns in order; after the script
@@ -130,6 +135,17 @@ func (s *Server) SetCapabilities(caps ...string) {
 	s.capabilities = caps
 }
 
+// SetModelCapabilities sets what /api/show lists for one model, over
+// SetCapabilities (a model without "tools", say).
+func (s *Server) SetModelCapabilities(model string, caps ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.modelCaps == nil {
+		s.modelCaps = map[string][]string{}
+	}
+	s.modelCaps[model] = caps
+}
+
 // Push appends scripted turns.
 func (s *Server) Push(turns ...Turn) {
 	s.mu.Lock()
@@ -150,11 +166,30 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.chat(w, r)
 	case "/api/show":
 		s.show(w, r)
+	case "/api/tags":
+		s.tags(w)
 	case "/api/version":
 		writeJSON(w, http.StatusOK, map[string]string{"version": "0.17.0"})
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.URL.Path})
 	}
+}
+
+// tags answers GET /api/tags: the models SetModels named, sorted.
+func (s *Server) tags(w http.ResponseWriter) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.models))
+	for n := range s.models {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	models := []map[string]any{}
+	for _, n := range names {
+		models = append(models, map[string]any{"name": n, "model": n, "modified_at": "2026-01-01T00:00:00Z", "size": 9_000_000_000,
+			"digest": fmt.Sprintf("%x", sha256.Sum256([]byte(n))), "details": map[string]any{"format": "gguf", "family": "fake", "parameter_size": "14B", "quantization_level": "Q4_K_M"}})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"models": models})
 }
 
 func (s *Server) known(model string) bool {
@@ -168,6 +203,9 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewDecoder(r.Body).Decode(&req)
 	s.mu.Lock()
 	known, n, caps := s.known(req.Model), s.contextLength, s.capabilities
+	if c, ok := s.modelCaps[req.Model]; ok {
+		caps = c
+	}
 	s.mu.Unlock()
 	if !known {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("model '%s' not found", req.Model)})

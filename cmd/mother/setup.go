@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/mother-chat/mother/pkg/setup"
+)
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// exitInterrupted is the shell's status for a command ended by SIGINT.
+const exitInterrupted = 130
+
+// runSetup is `mother setup [flags] DATA` (flags may come anywhere).
+func runSetup(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mother setup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f setup.Flags
+	nonInteractive := defineSetupFlags(fs, &f)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: mother setup [flags] DATA
+
+Writes DATA/config.json: asks in a terminal, checking every answer live
+(tokens against their platform, the Ollama server and its models, each
+Docker host); with --non-interactive takes the flags only. Run again to
+change a configuration: enter keeps each current value.
+
+`)
+		fs.PrintDefaults()
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return exitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	var tty *os.File
+	if fi, ok := stdin.(*os.File); ok && term.IsTerminal(int(fi.Fd())) {
+		tty = fi
+	}
+	// Ctrl-C ends setup at once, nothing written, with the terminal as it
+	// was (echo back on if a token was being typed).
+	var saved *term.State
+	if tty != nil {
+		saved, _ = term.GetState(int(tty.Fd()))
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		if saved != nil {
+			_ = term.Restore(int(tty.Fd()), saved)
+		}
+		fmt.Fprintln(stderr, "\nmother setup: interrupted; nothing written")
+		os.Exit(exitInterrupted)
+	}()
+	err := setup.Run(context.Background(), setup.Options{DataDir: pos[0], In: stdin, Out: stdout, TTY: tty,
+		Interactive: !*nonInteractive, Flags: f, Getenv: os.Getenv})
+	if err != nil {
+		fmt.Fprintf(stderr, "mother setup: %v\n", err)
+		if errors.Is(err, setup.ErrNotVerified) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	return exitOK
+}
+
+// defineSetupFlags defines the flags of mother setup on fs, into f (run
+// parses them; the completions list them). It returns --non-interactive.
+func defineSetupFlags(fs *flag.FlagSet, f *setup.Flags) *bool {
+	nonInteractive := fs.Bool("non-interactive", false, "ask nothing: take these flags and what config.json holds; fail if a token does not verify")
+	fs.StringVar(&f.Platforms, "platforms", "", "chat platforms wanted, comma-separated: discord, slack, telegram (or none)")
+	fs.StringVar(&f.DiscordToken, "discord-token", "", "Discord bot token")
+	fs.StringVar(&f.DiscordGuild, "discord-guild", "", "limit Discord to this guild id")
+	fs.StringVar(&f.DiscordAdmins, "discord-admins", "", "Discord admins: user ids or names, comma-separated")
+	fs.StringVar(&f.DiscordAPIURL, "discord-api-url", "", "Discord API base URL (a proxy or a test fake); written as apiURL")
+	fs.StringVar(&f.SlackBotToken, "slack-bot-token", "", "Slack bot token (xoxb-...)")
+	fs.StringVar(&f.SlackAppToken, "slack-app-token", "", "Slack app-level token (xapp-...)")
+	fs.StringVar(&f.SlackAdmins, "slack-admins", "", "Slack admins: user ids or names, comma-separated")
+	fs.StringVar(&f.SlackAPIURL, "slack-api-url", "", "Slack API base URL (GovSlack or a test fake); written as apiURL")
+	fs.StringVar(&f.TelegramToken, "telegram-token", "", "Telegram bot token")
+	fs.StringVar(&f.TelegramAdmins, "telegram-admins", "", "Telegram admins: user ids, comma-separated")
+	fs.StringVar(&f.TelegramAPIURL, "telegram-api-url", "", "Telegram Bot API URL (a self-hosted server or a test fake); written as apiURL")
+	fs.StringVar(&f.OllamaURL, "ollama-url", "", "Ollama server URL")
+	fs.StringVar(&f.Model, "model", "", "Mother's Ollama model")
+	fs.StringVar(&f.ChickModel, "chick-model", "", "the chicks' Ollama model (default tier)")
+	fs.StringVar(&f.ChickImage, "chick-image", "", "the chick container image")
+	fs.Var((*stringList)(&f.DockerHosts), "docker-host", "add a Docker host, [name=]unix:///path, tcp://host:2376 or ssh://user@host (repeatable)")
+	fs.StringVar(&f.DockerTLSDir, "docker-tls-dir", "", "directory with ca.pem, cert.pem, key.pem for the tcp:// hosts added")
+	fs.StringVar(&f.DockerTLSGenerate, "docker-tls-generate", "", "generate TLS material for the tcp:// hosts added: the server's DNS name[,IP...]")
+	fs.StringVar(&f.MotherAddress, "mother-address", "", "host:port chicks on remote Docker hosts dial to reach Mother")
+	fs.StringVar(&f.ChickTokens, "chick-tokens", "", "tokens one chick may use (2m, 500k, ...)")
+	fs.StringVar(&f.ChannelDailyTokens, "channel-daily-tokens", "", "chick tokens per channel per day (0: no cap)")
+	fs.StringVar(&f.UserDailyTokens, "user-daily-tokens", "", "chick tokens per user per day (0: no cap)")
+	return nonInteractive
+}

@@ -1,0 +1,1103 @@
+package setup
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mother-chat/mother/pkg/adapters/discord"
+	"github.com/mother-chat/mother/pkg/adapters/slack"
+	"github.com/mother-chat/mother/pkg/adapters/telegram"
+	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
+)
+
+// Platforms setup knows how to check, in the order it offers them.
+var Platforms = []string{"discord", "slack", "telegram"}
+
+// Budget defaults proposed for a new configuration.
+const (
+	DefaultChannelDailyTokens = 20_000_000
+	DefaultUserDailyTokens    = 10_000_000
+)
+
+// Flags are answers given on the command line. An empty field is not
+// given: setup asks (interactive) or keeps what config.json holds.
+type Flags struct {
+	// Platforms is the chat platforms wanted, comma-separated ("discord,
+	// slack"; "none" for none).
+	Platforms string
+
+	DiscordToken, DiscordGuild, DiscordAdmins, DiscordAPIURL string
+	SlackBotToken, SlackAppToken, SlackAdmins, SlackAPIURL   string
+	TelegramToken, TelegramAdmins, TelegramAPIURL            string
+
+	OllamaURL, Model, ChickModel, ChickImage string
+
+	// DockerHosts are hosts to add, "[name=]address".
+	DockerHosts []string
+	// DockerTLSDir holds ca.pem, cert.pem and key.pem for tcp:// hosts
+	// added; DockerTLSGenerate, "dns-name[,ip...]", generates them
+	// instead (into DATA/docker-tls/<host>).
+	DockerTLSDir, DockerTLSGenerate string
+	// MotherAddress is what chicks on a remote host dial (host:port).
+	MotherAddress string
+
+	ChickTokens, ChannelDailyTokens, UserDailyTokens string
+}
+
+// Options configure a run.
+type Options struct {
+	// DataDir holds config.json.
+	DataDir string
+	In      io.Reader
+	Out     io.Writer
+	// TTY is the terminal In reads from, for tokens typed without echo;
+	// nil when In is not a terminal.
+	TTY *os.File
+	// Interactive asks questions; otherwise setup takes Flags and what
+	// config.json holds, asks nothing, and fails on a token that does not
+	// verify (Ollama and Docker problems are warnings).
+	Interactive bool
+	Flags       Flags
+	Getenv      func(string) string
+	Clock       clock.Clock
+}
+
+// ErrNotVerified is a token or value that did not pass its live check in
+// non-interactive mode.
+var ErrNotVerified = errors.New("not verified")
+
+type run struct {
+	ctx     context.Context
+	o       Options
+	f       Flags
+	p       *prompter
+	out     io.Writer
+	cfg     *object
+	path    string
+	exists  bool
+	changes []string
+	// next are the steps printed after writing, besides starting Mother.
+	next  []string
+	image string
+}
+
+// member is a platform user offered as an admin.
+type member struct {
+	ID, Name string
+	Bot      bool
+}
+
+// Run performs setup: asks or reads flags, checks, writes config.json.
+func Run(ctx context.Context, o Options) error {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	r := &run{ctx: ctx, o: o, f: o.Flags, out: o.Out, p: &prompter{in: o.In, out: o.Out, tty: o.TTY},
+		path: filepath.Join(o.DataDir, config.File)}
+	b, err := os.ReadFile(r.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		r.cfg = newObject()
+	case err != nil:
+		return fmt.Errorf("read %s: %w", r.path, err)
+	default:
+		r.exists = true
+		if r.cfg, err = parseObject(b); err != nil {
+			return fmt.Errorf("%s is not a JSON object (%v): fix it by hand or move it away", r.path, err)
+		}
+	}
+	fmt.Fprintf(r.out, "Mother setup: %s\n", r.path)
+	if r.exists {
+		r.summary()
+	} else {
+		fmt.Fprintln(r.out, "No configuration yet: a new one will be written.")
+	}
+	for _, step := range []func() error{r.platforms, r.model, r.hosts, r.budgets} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return r.write(b)
+}
+
+func (r *run) say(format string, args ...any) { fmt.Fprintf(r.out, format+"\n", args...) }
+
+func (r *run) section(title string) { fmt.Fprintf(r.out, "\n== %s ==\n", title) }
+
+// put stores v at path when it differs from what is there, and records
+// the change.
+func (r *run) put(v any, path ...string) {
+	nb, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	if old := r.cfg.at(path...); old != nil {
+		var a, b bytes.Buffer
+		if json.Compact(&a, old) == nil && json.Compact(&b, nb) == nil && bytes.Equal(a.Bytes(), b.Bytes()) {
+			return
+		}
+	}
+	r.cfg.setAt(json.RawMessage(nb), path...)
+	r.changes = append(r.changes, strings.Join(path, "."))
+}
+
+// summary shows what config.json holds, tokens masked.
+func (r *run) summary() {
+	r.say("Current configuration:")
+	ads := r.cfg.child("adapters")
+	if len(ads.keys) == 0 {
+		r.say("  adapters: none")
+	}
+	for _, name := range ads.keys {
+		a := ads.child(name)
+		var toks []string
+		for _, k := range []string{"botToken", "appToken"} {
+			if s := a.str(k); s != "" {
+				toks = append(toks, k+" "+mask(s))
+			}
+		}
+		r.say("  adapter %s: %s, %s, admins %s", name, a.str("type"), orNone(strings.Join(toks, ", ")), orNone(strings.Join(a.strs("admins"), ", ")))
+	}
+	r.say("  ollama: %s", orDefault(r.cfg.str("providers", "ollama", "url"), config.DefaultOllamaURL))
+	r.say("  model: %s/%s", orDefault(r.cfg.str("model", "provider"), config.DefaultModelProvider), orDefault(r.cfg.str("model", "id"), config.DefaultModelID))
+	tier := orDefault(r.cfg.str("chicks", "defaultTier"), config.DefaultTier)
+	r.say("  chick tier %s: %s", tier, orDefault(r.cfg.str("chicks", "tiers", tier, "model"), config.DefaultChickModel))
+	r.say("  chick image: %s", orDefault(r.cfg.str("chicks", "image"), config.DefaultChickImage))
+	hosts := r.cfg.list("chicks", "hosts")
+	if len(hosts) == 0 {
+		r.say("  docker hosts: the local engine (default)")
+	}
+	for _, raw := range hosts {
+		var h config.DockerHost
+		_ = json.Unmarshal(raw, &h)
+		r.say("  docker host %s: %s", h.Name, orDefault(h.Address, "local engine"))
+	}
+	for _, b := range budgetFields {
+		n, _ := r.cfg.num("budgets", b.field)
+		if b.field == "chickTokens" && n == 0 {
+			n = config.DefaultChickTokenBudget
+		}
+		r.say("  budgets.%s: %s", b.field, tokens(n))
+	}
+}
+
+func orNone(s string) string { return orDefault(s, "none") }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// ---- chat platforms ----
+
+// adapterOf returns the name of the first adapter of typ ("" if none).
+func (r *run) adapterOf(typ string) string {
+	ads := r.cfg.child("adapters")
+	for _, name := range ads.keys {
+		if ads.child(name).str("type") == typ {
+			return name
+		}
+	}
+	return ""
+}
+
+func (r *run) platforms() error {
+	r.section("Chat platforms")
+	var have []string
+	for _, t := range Platforms {
+		if r.adapterOf(t) != "" {
+			have = append(have, t)
+		}
+	}
+	answer := r.f.Platforms
+	if answer == "" && !r.o.Interactive {
+		answer = strings.Join(have, ",")
+		given := map[string]bool{"discord": r.f.DiscordToken != "", "slack": r.f.SlackBotToken != "", "telegram": r.f.TelegramToken != ""}
+		for _, t := range Platforms {
+			if given[t] && !slices.Contains(have, t) {
+				answer += "," + t
+			}
+		}
+	}
+	var want []string
+	for {
+		if answer == "" && r.o.Interactive {
+			var err error
+			answer, err = r.p.ask("Chat platforms ("+strings.Join(Platforms, ", ")+"; comma-separated, 'none' for none)", orDefault(strings.Join(have, ","), "discord"))
+			if err != nil {
+				return err
+			}
+		}
+		var bad string
+		want, bad = parseList(answer)
+		if bad == "" {
+			break
+		}
+		r.say("  ✗ %s", bad)
+		if !r.o.Interactive {
+			return fmt.Errorf("platforms: %s: %w", bad, ErrNotVerified)
+		}
+		answer = ""
+	}
+	for _, t := range have {
+		if slices.Contains(want, t) {
+			continue
+		}
+		name := r.adapterOf(t)
+		remove := !r.o.Interactive && r.f.Platforms != ""
+		if r.o.Interactive {
+			var err error
+			if remove, err = r.p.yes(fmt.Sprintf("Remove the %s adapter %q?", t, name), false); err != nil {
+				return err
+			}
+		}
+		if remove {
+			r.cfg.removeAt("adapters", name)
+			r.changes = append(r.changes, "adapters."+name+" (removed)")
+		}
+	}
+	for _, t := range want {
+		name := r.adapterOf(t)
+		if name == "" {
+			name = t
+			r.put(t, "adapters", name, "type")
+		}
+		var err error
+		switch t {
+		case "discord":
+			err = r.discord(name)
+		case "slack":
+			err = r.slack(name)
+		case "telegram":
+			err = r.telegram(name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseList(s string) (want []string, bad string) {
+	for _, t := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return r == ',' || r == ' ' }) {
+		if t == "none" {
+			continue
+		}
+		if !slices.Contains(Platforms, t) {
+			return nil, fmt.Sprintf("unknown platform %q (choose from %s)", t, strings.Join(Platforms, ", "))
+		}
+		if !slices.Contains(want, t) {
+			want = append(want, t)
+		}
+	}
+	return want, ""
+}
+
+// token gets a token and checks it with verify until it passes
+// (interactive) or fails (otherwise). flag is the command line's value.
+func (r *run) token(label, flag, current string, verify func(string) error) (string, error) {
+	tok := flag
+	if tok == "" && !r.o.Interactive {
+		tok = current
+	}
+	for attempt := 0; ; attempt++ {
+		if tok == "" || attempt > 0 {
+			if !r.o.Interactive {
+				if tok == "" {
+					return "", fmt.Errorf("%s: missing (give it as a flag): %w", label, ErrNotVerified)
+				}
+			} else {
+				var err error
+				if tok, err = r.p.secret(label, current); err != nil {
+					return "", err
+				}
+				if tok == "" {
+					r.say("  a token is required")
+					continue
+				}
+			}
+		}
+		err := verify(tok)
+		if err == nil {
+			return tok, nil
+		}
+		r.say("  ✗ %v", err)
+		if !r.o.Interactive {
+			return "", fmt.Errorf("%s: %v: %w", label, err, ErrNotVerified)
+		}
+		if tok == current {
+			current = ""
+		}
+	}
+}
+
+func (r *run) apiURL(name, flag string) string {
+	if flag != "" {
+		r.put(flag, "adapters", name, "apiURL")
+		return flag
+	}
+	return r.cfg.str("adapters", name, "apiURL")
+}
+
+func (r *run) discord(name string) error {
+	r.say("\nDiscord (adapter %q): the bot's token is under Developer Portal, your app, Bot, Reset Token.", name)
+	api := r.apiURL(name, r.f.DiscordAPIURL)
+	var id discord.Identity
+	tok, err := r.token("Discord bot token", r.f.DiscordToken, r.cfg.str("adapters", name, "botToken"), func(t string) error {
+		var err error
+		id, err = discord.Probe(r.ctx, discord.Settings{BotToken: config.Secret(t), APIURL: api})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.put(tok, "adapters", name, "botToken")
+	var gs []string
+	for _, g := range id.Guilds {
+		gs = append(gs, fmt.Sprintf("%s (%s)", g.Name, g.ID))
+	}
+	r.say("  ✓ bot %s (%s), in %d guild(s): %s", id.BotName, id.BotID, len(id.Guilds), orNone(strings.Join(gs, ", ")))
+	if len(id.Guilds) == 0 {
+		r.say("  ! the bot is in no guild yet: invite it with OAuth2, URL Generator, scope bot")
+	}
+	s := discord.Settings{BotToken: config.Secret(tok), APIURL: api}
+	guild := r.cfg.str("adapters", name, "guildId")
+	switch {
+	case r.f.DiscordGuild != "":
+		guild = r.f.DiscordGuild
+	case r.o.Interactive && len(id.Guilds) > 1:
+		for i, g := range id.Guilds {
+			r.say("   %d) %s (%s)", i+1, g.Name, g.ID)
+		}
+		a, err := r.p.ask("Limit Mother to one guild (number or id; 'all' for every guild)", orDefault(guild, "all"))
+		if err != nil {
+			return err
+		}
+		guild = a
+		if n, err := strconv.Atoi(a); err == nil && n >= 1 && n <= len(id.Guilds) {
+			guild = id.Guilds[n-1].ID
+		}
+		if guild == "all" {
+			guild = ""
+		}
+	}
+	if guild != "" {
+		r.put(guild, "adapters", name, "guildId")
+	} else if r.cfg.at("adapters", name, "guildId") != nil {
+		r.cfg.removeAt("adapters", name, "guildId")
+		r.changes = append(r.changes, "adapters."+name+".guildId (removed)")
+	}
+	var members []member
+	var listErr error
+	for _, g := range id.Guilds {
+		if guild != "" && g.ID != guild {
+			continue
+		}
+		ms, err := discord.Members(r.ctx, s, g.ID)
+		if err != nil {
+			listErr = err
+			continue
+		}
+		for _, m := range ms {
+			if !slices.ContainsFunc(members, func(x member) bool { return x.ID == m.ID }) && m.ID != id.BotID {
+				members = append(members, member{ID: m.ID, Name: m.Name, Bot: m.Bot})
+			}
+		}
+	}
+	return r.admins(name, "Discord", members, listErr, r.f.DiscordAdmins, isDigits)
+}
+
+func (r *run) slack(name string) error {
+	r.say("\nSlack (adapter %q): tokens are under api.slack.com/apps, your app: OAuth & Permissions (xoxb-) and Basic Information, App-Level Tokens (xapp-, connections:write).", name)
+	api := r.apiURL(name, r.f.SlackAPIURL)
+	var id slack.Identity
+	bot, err := r.token("Slack bot token (xoxb-...)", r.f.SlackBotToken, r.cfg.str("adapters", name, "botToken"), func(t string) error {
+		if !strings.HasPrefix(t, "xoxb-") {
+			return errors.New("a Slack bot token starts with xoxb-")
+		}
+		var err error
+		id, err = slack.Probe(r.ctx, slack.Settings{BotToken: config.Secret(t), APIURL: api})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.put(bot, "adapters", name, "botToken")
+	r.say("  ✓ bot %s (%s) in workspace %s (%s)", id.BotName, id.BotID, id.Team, id.TeamID)
+	app, err := r.token("Slack app-level token (xapp-...)", r.f.SlackAppToken, r.cfg.str("adapters", name, "appToken"), func(t string) error {
+		if !strings.HasPrefix(t, "xapp-") {
+			return errors.New("a Slack app-level token starts with xapp-")
+		}
+		return slack.ProbeSocket(r.ctx, slack.Settings{BotToken: config.Secret(bot), AppToken: config.Secret(t), APIURL: api})
+	})
+	if err != nil {
+		return err
+	}
+	r.put(app, "adapters", name, "appToken")
+	r.say("  ✓ Socket Mode connection opened")
+	var members []member
+	ms, listErr := slack.Members(r.ctx, slack.Settings{BotToken: config.Secret(bot), APIURL: api})
+	for _, m := range ms {
+		if m.ID != id.BotID {
+			members = append(members, member{ID: m.ID, Name: m.Name, Bot: m.Bot})
+		}
+	}
+	return r.admins(name, "Slack", members, listErr, r.f.SlackAdmins, func(s string) bool {
+		return len(s) > 1 && (s[0] == 'U' || s[0] == 'W') && strings.ToUpper(s) == s
+	})
+}
+
+func (r *run) telegram(name string) error {
+	r.say("\nTelegram (adapter %q): the token comes from @BotFather (/newbot or /token).", name)
+	api := r.apiURL(name, r.f.TelegramAPIURL)
+	var id telegram.Identity
+	tok, err := r.token("Telegram bot token", r.f.TelegramToken, r.cfg.str("adapters", name, "botToken"), func(t string) error {
+		var err error
+		id, err = telegram.Probe(r.ctx, telegram.Settings{BotToken: config.Secret(t), APIURL: api})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.put(tok, "adapters", name, "botToken")
+	r.say("  ✓ bot @%s (%d)", id.Username, id.ID)
+	if r.o.Interactive && r.f.TelegramAdmins == "" {
+		r.say("  A bot cannot list Telegram's users: from each admin's account, send @%s a message now.", id.Username)
+		if _, err := r.p.ask("Press enter once they have", ""); err != nil {
+			return err
+		}
+	}
+	var members []member
+	ms, listErr := telegram.RecentUsers(r.ctx, telegram.Settings{BotToken: config.Secret(tok), APIURL: api})
+	for _, m := range ms {
+		members = append(members, member{ID: m.ID, Name: m.Name})
+	}
+	return r.admins(name, "Telegram", members, listErr, r.f.TelegramAdmins, isDigits)
+}
+
+func isDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+
+// admins picks the adapter's admins from members: by number, name or id.
+func (r *run) admins(name, platform string, members []member, listErr error, flag string, validID func(string) bool) error {
+	current := r.cfg.strs("adapters", name, "admins")
+	if listErr != nil {
+		r.say("  ! could not list %s's users: %v", platform, listErr)
+	}
+	if r.o.Interactive && len(members) > 0 {
+		r.say("  %s users:", platform)
+		for i, m := range members {
+			tag := ""
+			if m.Bot {
+				tag += " [bot]"
+			}
+			if slices.Contains(current, m.ID) {
+				tag += " [admin]"
+			}
+			r.say("   %d) %s (%s)%s", i+1, m.Name, m.ID, tag)
+		}
+	}
+	answer := flag
+	for {
+		if answer == "" {
+			if !r.o.Interactive {
+				return nil // keep what is there
+			}
+			var err error
+			answer, err = r.p.ask("Admins (numbers, names or ids, comma-separated; 'none' for none)", strings.Join(current, ","))
+			if err != nil {
+				return err
+			}
+			if answer == "" {
+				r.say("  ! no admins: nobody can approve chicks' requests or DM Mother unless dm allows it")
+				return nil
+			}
+		}
+		ids, bad := resolveAdmins(answer, members, validID)
+		if bad == "" {
+			if ids == nil {
+				ids = []string{}
+			}
+			r.put(ids, "adapters", name, "admins")
+			var names []string
+			for _, id := range ids {
+				names = append(names, nameOf(id, members))
+			}
+			r.say("  ✓ admins: %s", orNone(strings.Join(names, ", ")))
+			return nil
+		}
+		r.say("  ✗ %s", bad)
+		if !r.o.Interactive {
+			return fmt.Errorf("%s admins: %s: %w", platform, bad, ErrNotVerified)
+		}
+		answer = ""
+	}
+}
+
+func nameOf(id string, members []member) string {
+	for _, m := range members {
+		if m.ID == id {
+			return m.Name + " (" + id + ")"
+		}
+	}
+	return id
+}
+
+func resolveAdmins(answer string, members []member, validID func(string) bool) ([]string, string) {
+	var ids []string
+	for _, a := range strings.FieldsFunc(answer, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if strings.EqualFold(a, "none") {
+			continue
+		}
+		id := ""
+		if n, err := strconv.Atoi(a); err == nil && n >= 1 && n <= len(members) && len(a) < 4 {
+			id = members[n-1].ID
+		}
+		for _, m := range members {
+			if id == "" && (m.ID == a || strings.EqualFold(m.Name, a) || strings.Contains(strings.ToLower(m.Name), "("+strings.ToLower(strings.TrimPrefix(a, "@"))+")") || strings.Contains(strings.ToLower(m.Name), "(@"+strings.ToLower(strings.TrimPrefix(a, "@"))+")")) {
+				id = m.ID
+			}
+		}
+		if id == "" {
+			if !validID(a) {
+				return nil, fmt.Sprintf("%q is neither a listed user nor a user id", a)
+			}
+			id = a
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, ""
+}
+
+// ---- model ----
+
+func (r *run) model() error {
+	r.section("Model (Ollama)")
+	cur := r.cfg.str("providers", "ollama", "url")
+	u := orDefault(r.f.OllamaURL, orDefault(cur, config.DefaultOllamaURL))
+	var models []Model
+	for asked := false; ; asked = true {
+		if r.o.Interactive && (r.f.OllamaURL == "" || asked) {
+			var err error
+			if u, err = r.p.ask("Ollama URL", u); err != nil {
+				return err
+			}
+		}
+		version, ms, err := checkOllama(r.ctx, u)
+		if err == nil {
+			models = ms
+			r.say("  ✓ Ollama %s at %s, %d model(s):", version, u, len(ms))
+			for _, m := range ms {
+				r.say("     %s%s", m.Name, toolNote(m))
+			}
+			break
+		}
+		r.say("  ✗ %v", err)
+		if !r.o.Interactive {
+			r.say("  ! kept unchecked: start Ollama there before Mother")
+			break
+		}
+		keep, err := r.p.yes("Keep this URL anyway (Ollama is not running yet)?", false)
+		if err != nil {
+			return err
+		}
+		if keep {
+			break
+		}
+	}
+	if !r.exists || u != orDefault(cur, config.DefaultOllamaURL) {
+		r.put(u, "providers", "ollama", "url")
+	}
+	if p := r.cfg.str("model", "provider"); p != "" && p != "ollama" {
+		r.say("  Mother's model is %s/%s: kept (setup picks Ollama models only)", p, r.cfg.str("model", "id"))
+	} else {
+		id, err := r.pickModel("Mother's model", r.f.Model, orDefault(r.cfg.str("model", "id"), config.DefaultModelID), models)
+		if err != nil {
+			return err
+		}
+		if !r.exists || id != orDefault(r.cfg.str("model", "id"), config.DefaultModelID) {
+			r.put(id, "model", "id")
+		}
+	}
+	tier := orDefault(r.cfg.str("chicks", "defaultTier"), config.DefaultTier)
+	if p := r.cfg.str("chicks", "tiers", tier, "provider"); p != "" && p != "ollama" {
+		r.say("  The chicks' tier %s uses %s: kept", tier, p)
+		return nil
+	}
+	id, err := r.pickModel("Chicks' model (tier "+tier+")", r.f.ChickModel, orDefault(r.cfg.str("chicks", "tiers", tier, "model"), config.DefaultChickModel), models)
+	if err != nil {
+		return err
+	}
+	// A new configuration says what was chosen; an existing one changes
+	// only where the answer differs from what it means now.
+	if !r.exists || id != orDefault(r.cfg.str("chicks", "tiers", tier, "model"), config.DefaultChickModel) {
+		r.put(id, "chicks", "tiers", tier, "model")
+		if r.cfg.at("chicks", "tiers", tier, "provider") == nil {
+			r.put("ollama", "chicks", "tiers", tier, "provider")
+		}
+	}
+	return nil
+}
+
+func toolNote(m Model) string {
+	switch {
+	case !m.Known:
+		return "  (tool support unknown)"
+	case !m.Tools:
+		return "  ! no tool support"
+	}
+	return "  tools"
+}
+
+// pickModel asks for a model by number or name and warns about one that
+// is missing or cannot call tools.
+func (r *run) pickModel(label, flag, def string, models []Model) (string, error) {
+	for {
+		name := flag
+		if name == "" {
+			name = def
+			if r.o.Interactive {
+				var err error
+				if name, err = r.p.ask(label+" (number or name)", def); err != nil {
+					return "", err
+				}
+			}
+		}
+		if n, err := strconv.Atoi(name); err == nil && n >= 1 && n <= len(models) {
+			name = models[n-1].Name
+		}
+		i := slices.IndexFunc(models, func(m Model) bool { return m.Name == name || m.Name == name+":latest" })
+		switch {
+		case models == nil:
+			return name, nil
+		case i < 0:
+			r.say("  ! %s is not on this Ollama server: run `ollama pull %s` there", name, name)
+			r.next = append(r.next, fmt.Sprintf("on the Ollama server: ollama pull %s", name))
+			return name, nil
+		case models[i].Known && !models[i].Tools:
+			r.say("  ! %s does not support tools: Mother and chicks work by calling tools, so it will not do", name)
+			if !r.o.Interactive {
+				return name, nil
+			}
+			ok, err := r.p.yes("Use it anyway?", false)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				return name, nil
+			}
+			flag = ""
+			continue
+		}
+		r.say("  ✓ %s: %s", label, name)
+		return name, nil
+	}
+}
+
+// ---- Docker hosts ----
+
+func (r *run) hosts() error {
+	r.section("Docker hosts for chicks")
+	img := orDefault(r.f.ChickImage, orDefault(r.cfg.str("chicks", "image"), config.DefaultChickImage))
+	if r.o.Interactive && r.f.ChickImage == "" {
+		var err error
+		if img, err = r.p.ask("Chick image", img); err != nil {
+			return err
+		}
+	}
+	if !r.exists || img != orDefault(r.cfg.str("chicks", "image"), config.DefaultChickImage) {
+		r.put(img, "chicks", "image")
+	}
+	r.image = img
+	raw := r.cfg.list("chicks", "hosts")
+	var kept []json.RawMessage
+	changed := false
+	for _, h := range raw {
+		var dh config.DockerHost
+		_ = json.Unmarshal(h, &dh)
+		r.say("Host %s: %s", dh.Name, orDefault(dh.Address, "the local engine"))
+		r.checkHost(dh)
+		keep := true
+		if r.o.Interactive {
+			var err error
+			if keep, err = r.p.yes("Keep host "+dh.Name+"?", true); err != nil {
+				return err
+			}
+		}
+		if keep {
+			kept = append(kept, h)
+		} else {
+			changed = true
+		}
+	}
+	var added []map[string]any
+	for _, spec := range r.f.DockerHosts {
+		h, err := r.newHost(spec)
+		if err != nil {
+			return err
+		}
+		added = append(added, h)
+	}
+	if r.o.Interactive {
+		first := len(kept) == 0 && len(added) == 0
+		for {
+			q, def := "Add another Docker host (unix://, tcp://host:2376 or ssh://user@host; enter for none)", ""
+			if first {
+				q, def = "Docker engine for chicks (unix://, tcp://host:2376 or ssh://user@host)", "unix:///var/run/docker.sock"
+			}
+			a, err := r.p.ask(q, def)
+			if err != nil {
+				return err
+			}
+			if a == "" {
+				break
+			}
+			h, err := r.newHost(a)
+			if err != nil {
+				r.say("  ✗ %v", err)
+				continue
+			}
+			added = append(added, h)
+			first = false
+		}
+	}
+	if len(raw) == 0 && len(added) == 0 {
+		r.say("Host local: the local engine (default)")
+		r.checkHost(config.DockerHost{Name: "local"})
+		return nil
+	}
+	if changed || len(added) > 0 {
+		list := make([]any, 0, len(kept)+len(added))
+		for _, k := range kept {
+			list = append(list, k)
+		}
+		for _, a := range added {
+			list = append(list, a)
+		}
+		r.put(list, "chicks", "hosts")
+	}
+	return nil
+}
+
+// newHost makes a host from "[name=]address", with TLS material for
+// tcp:// and the address its chicks dial for a remote one, and checks it.
+func (r *run) newHost(spec string) (map[string]any, error) {
+	name, addr, ok := strings.Cut(spec, "=")
+	if !ok {
+		name, addr = "", spec
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "unix" && u.Scheme != "tcp" && u.Scheme != "ssh") {
+		return nil, fmt.Errorf("docker host %q: want unix:///path, tcp://host:port (TLS) or ssh://user@host", addr)
+	}
+	if name == "" {
+		name = "local"
+		if u.Scheme != "unix" {
+			name = u.Hostname()
+		}
+		if r.o.Interactive {
+			if name, err = r.p.ask("Name for this host", name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	h := config.DockerHost{Name: name, Address: addr}
+	out := map[string]any{"name": name, "address": addr}
+	if u.Scheme == "tcp" {
+		if err := r.hostTLS(&h, u); err != nil {
+			return nil, err
+		}
+		out["tlsCA"], out["tlsCert"], out["tlsKey"] = h.TLSCA, h.TLSCert, h.TLSKey
+	}
+	if u.Scheme != "unix" {
+		ma, err := r.motherAddress(name)
+		if err != nil {
+			return nil, err
+		}
+		if ma != "" {
+			out["motherAddress"] = ma
+		}
+	}
+	r.say("Host %s: %s", name, addr)
+	r.checkHost(h)
+	return out, nil
+}
+
+// hostTLS finds or generates the client files for a tcp:// host.
+func (r *run) hostTLS(h *config.DockerHost, u *url.URL) error {
+	dir, gen := r.f.DockerTLSDir, r.f.DockerTLSGenerate
+	if r.o.Interactive && dir == "" && gen == "" {
+		a, err := r.p.ask("TLS client files for "+h.Name+": a directory with ca.pem, cert.pem and key.pem, or 'generate'", "generate")
+		if err != nil {
+			return err
+		}
+		if a == "generate" {
+			if gen, err = r.p.ask("The server's DNS name, then its IP addresses (comma-separated)", u.Hostname()); err != nil {
+				return err
+			}
+		} else {
+			dir = a
+		}
+	}
+	if dir != "" {
+		h.TLSCA, h.TLSCert, h.TLSKey = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		for _, f := range []string{h.TLSCA, h.TLSCert, h.TLSKey} {
+			if _, err := os.Stat(f); err != nil {
+				return fmt.Errorf("docker host %s: %w", h.Name, err)
+			}
+		}
+		return nil
+	}
+	if gen == "" {
+		gen = u.Hostname()
+	}
+	parts := strings.FieldsFunc(gen, func(r rune) bool { return r == ',' || r == ' ' })
+	var ips []net.IP
+	dns := parts[0]
+	for _, p := range parts[1:] {
+		ip := net.ParseIP(p)
+		if ip == nil {
+			return fmt.Errorf("docker host %s: %q is not an IP address", h.Name, p)
+		}
+		ips = append(ips, ip)
+	}
+	if ip := net.ParseIP(dns); ip != nil {
+		ips = append(ips, ip)
+	}
+	absData, _ := filepath.Abs(r.o.DataDir)
+	t, err := GenerateDockerTLS(filepath.Join(absData, "docker-tls", h.Name), dns, ips, 0, r.o.Clock.Now())
+	if err != nil {
+		return err
+	}
+	h.TLSCA, h.TLSCert, h.TLSKey = t.CA, t.Cert, t.Key
+	r.say("  ✓ TLS material in %s (certificate for %s)", t.Dir, gen)
+	r.next = append(r.next,
+		fmt.Sprintf("on the Docker host %s: sudo install -d -m 0700 /etc/docker/tls && sudo install -m 0400 %s %s %s /etc/docker/tls/ (copy them there first), then configure dockerd with deploy/inference/daemon.json and docker-override.conf and restart it (deploy/README.md, section 3)", h.Name, "ca.pem", "server-cert.pem", "server-key.pem"),
+		fmt.Sprintf("keep %s offline (it signs certificates for this Docker host)", t.CAKey))
+	return nil
+}
+
+// motherAddress asks what chicks on a remote host dial, and makes the
+// nest listen beyond loopback if it does not.
+func (r *run) motherAddress(host string) (string, error) {
+	ma := r.f.MotherAddress
+	if ma == "" {
+		ma = r.cfg.str("grpc", "advertise")
+		if ma == "" || isLoopback(ma) {
+			ma = lanAddress() + ":7777"
+		}
+		if r.o.Interactive {
+			var err error
+			if ma, err = r.p.ask("Address chicks on "+host+" dial to reach Mother (this machine as "+host+" sees it, host:port)", ma); err != nil {
+				return "", err
+			}
+		}
+	}
+	_, port, err := net.SplitHostPort(ma)
+	if err != nil {
+		return "", fmt.Errorf("mother address %q: want host:port", ma)
+	}
+	if l := r.cfg.str("grpc", "listen"); l == "" || isLoopback(l) {
+		r.put("0.0.0.0:"+port, "grpc", "listen")
+		r.say("  grpc.listen set to 0.0.0.0:%s so that chicks on %s reach Mother (TLS only)", port, host)
+	}
+	return ma, nil
+}
+
+func isLoopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return h == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// lanAddress is this machine's first non-loopback IPv4 address.
+func lanAddress() string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return "MOTHER-HOST"
+}
+
+func (r *run) checkHost(h config.DockerHost) {
+	rep, err := checkDocker(r.ctx, h, r.image, r.o.Getenv)
+	if err != nil {
+		r.say("  ✗ %s: %v", h.Name, err)
+		r.next = append(r.next, fmt.Sprintf("make the Docker host %s answer (%v), then run mother setup again to check it", h.Name, err))
+		return
+	}
+	r.say("  ✓ Docker %s (API %s) on %s/%s", rep.Version, rep.APIVersion, rep.OS, rep.Arch)
+	if rep.Image {
+		r.say("  ✓ image %s present", r.image)
+		return
+	}
+	hint := loadHint(h, r.image)
+	r.say("  ! image %s missing: %s", r.image, hint)
+	r.next = append(r.next, fmt.Sprintf("load the chick image on %s: %s", h.Name, hint))
+}
+
+// ---- budgets ----
+
+var budgetFields = []struct {
+	field, label string
+	def          int64
+}{
+	{"chickTokens", "Tokens one chick may use", config.DefaultChickTokenBudget},
+	{"channelDailyTokens", "Chick tokens per channel per day (0: no cap)", DefaultChannelDailyTokens},
+	{"userDailyTokens", "Chick tokens per user per day (0: no cap)", DefaultUserDailyTokens},
+}
+
+func (r *run) budgets() error {
+	r.section("Budgets")
+	flags := map[string]string{"chickTokens": r.f.ChickTokens, "channelDailyTokens": r.f.ChannelDailyTokens, "userDailyTokens": r.f.UserDailyTokens}
+	for _, b := range budgetFields {
+		cur, set := r.cfg.num("budgets", b.field)
+		def := b.def
+		switch {
+		case set:
+			def = cur
+		case r.exists && b.field != "chickTokens":
+			def = 0 // what the existing configuration means
+		}
+		answer := flags[b.field]
+		for {
+			if answer == "" {
+				answer = tokens(def)
+				if r.o.Interactive {
+					var err error
+					if answer, err = r.p.ask(b.label, tokens(def)); err != nil {
+						return err
+					}
+				}
+			}
+			n, err := parseTokens(answer)
+			if err == nil {
+				// What the configuration means now: its value, or the
+				// daemon's default (no cap but for chickTokens).
+				effective := cur
+				if !set && b.field == "chickTokens" {
+					effective = config.DefaultChickTokenBudget
+				}
+				if !r.exists || n != effective {
+					r.put(n, "budgets", b.field)
+				}
+				break
+			}
+			r.say("  ✗ budgets.%s: %v", b.field, err)
+			if !r.o.Interactive {
+				return fmt.Errorf("budgets.%s: %v: %w", b.field, err, ErrNotVerified)
+			}
+			answer = ""
+		}
+	}
+	return nil
+}
+
+// tokens writes a count the way parseTokens reads it back ("2m", "500k").
+func tokens(n int64) string {
+	switch {
+	case n != 0 && n%1_000_000 == 0:
+		return strconv.FormatInt(n/1_000_000, 10) + "m"
+	case n != 0 && n%1_000 == 0:
+		return strconv.FormatInt(n/1_000, 10) + "k"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// parseTokens reads "2000000", "2_000_000", "2m" or "500k".
+func parseTokens(s string) (int64, error) {
+	s = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", ""))
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1_000_000, strings.TrimSuffix(s, "m")
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1_000, strings.TrimSuffix(s, "k")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a token count such as 2000000, 2m or 500k")
+	}
+	return n * mult, nil
+}
+
+// ---- writing ----
+
+func (r *run) write(orig []byte) error {
+	r.section("Result")
+	abs, _ := filepath.Abs(r.o.DataDir)
+	if len(r.changes) == 0 && r.exists {
+		r.say("Nothing changed; %s left as it was.", r.path)
+		r.nextSteps(abs)
+		return nil
+	}
+	r.say("Changes:")
+	for _, c := range r.changes {
+		r.say("  %s", c)
+	}
+	if r.o.Interactive {
+		ok, err := r.p.yes("Write "+r.path+"?", true)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			r.say("Nothing written.")
+			return nil
+		}
+	}
+	data, err := r.cfg.encode()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(r.o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("make the data directory: %w", err)
+	}
+	if err := atomicfile.WriteFile(r.path, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", r.path, err)
+	}
+	r.say("Wrote %s (mode 0600).", r.path)
+	if _, err := config.Load(r.o.DataDir, r.o.Getenv); err != nil {
+		r.say("  ✗ but Mother does not accept it yet:\n%v", err)
+		return fmt.Errorf("the written configuration does not load: %w", err)
+	}
+	r.say("  ✓ Mother accepts it (as mother --check-config would)")
+	r.nextSteps(abs)
+	return nil
+}
+
+func (r *run) nextSteps(abs string) {
+	r.say("\nNext:")
+	for _, n := range r.next {
+		r.say("  - %s", n)
+	}
+	r.say("  mother --check-config %s", abs)
+	if abs == "/var/lib/mother" {
+		r.say("  sudo chown -R mother:mother /var/lib/mother")
+		r.say("  sudo systemctl enable --now mother && journalctl -u mother -f")
+		return
+	}
+	r.say("  mother %s", abs)
+	r.say("(or as a service: deploy/README.md, with the data directory /var/lib/mother)")
+}
