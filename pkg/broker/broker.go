@@ -30,6 +30,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
@@ -189,7 +190,7 @@ func (b *Broker) rollLocked(t time.Time) error {
 		b.ledger.Close()
 		b.ledger = nil
 	}
-	j, torn, err := jsonl.Open(b.path(day), true)
+	j, torn, err := jsonl.OpenWith(b.path(day), jsonl.Options{Sync: true, Kind: fsync.KindUsage})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}

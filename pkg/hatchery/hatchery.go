@@ -141,6 +141,9 @@ type chick struct {
 	// lastSeen is the last time the chick said anything (in the future
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
+	// evMu serialises the writes to events and guards lastSeq once events
+	// is open; it is never taken with h.mu held.
+	evMu     sync.Mutex
 	lastSeq  uint64
 	events   *jsonl.File
 	timers   []clock.Timer

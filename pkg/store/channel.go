@@ -15,6 +15,7 @@ import (
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
@@ -31,6 +32,10 @@ type Channel struct {
 
 	mu  sync.Mutex // guards ctx (replaced on rewrite) and daily appends
 	ctx *jsonl.File
+	// daily is the open daily log file named dailyName (kept open so a
+	// message costs no open(2) for it).
+	daily     *os.File
+	dailyName string
 }
 
 // Context record types.
@@ -101,14 +106,14 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) 
 		return nil, fmt.Errorf("create %s: %w", mem, err)
 	}
 	lg := logger.With("channel", adapter+"/"+id)
-	log, torn, err := jsonl.Open(filepath.Join(dir, "log.jsonl"), true)
+	log, torn, err := jsonl.OpenWith(filepath.Join(dir, "log.jsonl"), jsonl.Options{Sync: true, Kind: fsync.KindLog})
 	if err != nil {
 		return nil, err
 	}
 	if torn > 0 {
 		lg.Warn("repaired torn last line of log.jsonl", "bytes", torn, "kept_in", "log.jsonl.torn")
 	}
-	ctx, torn, err := jsonl.Open(filepath.Join(dir, "context.jsonl"), true)
+	ctx, torn, err := jsonl.OpenWith(filepath.Join(dir, "context.jsonl"), jsonl.Options{Sync: true, Kind: fsync.KindContext})
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -122,7 +127,12 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) 
 func (c *Channel) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return errors.Join(c.log.Close(), c.ctx.Close())
+	var derr error
+	if c.daily != nil {
+		derr = c.daily.Close()
+		c.daily = nil
+	}
+	return errors.Join(c.log.Close(), c.ctx.Close(), derr)
 }
 
 // Dir is the channel directory.
@@ -183,17 +193,30 @@ func (c *Channel) appendDaily(m chat.ChannelMessage) error {
 	return c.AppendDaily(file, line)
 }
 
-// AppendDaily appends text to daily/<file>.
+// AppendDaily appends text to daily/<file>. The daily log is derived from
+// log.jsonl for people's eyes (grep) and is not fsynced; the day's file
+// stays open while it is the one written.
 func (c *Channel) AppendDaily(file, text string) error {
-	path := filepath.Join(c.dir, "daily", filepath.Base(file))
+	name := filepath.Base(file)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
+	if c.daily == nil || c.dailyName != name {
+		if c.daily != nil {
+			c.daily.Close()
+			c.daily = nil
+		}
+		f, err := os.OpenFile(filepath.Join(c.dir, "daily", name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		c.daily, c.dailyName = f, name
+	}
+	if _, err := c.daily.WriteString(text); err != nil {
+		c.daily.Close()
+		c.daily = nil
 		return err
 	}
-	_, werr := f.WriteString(text)
-	return errors.Join(werr, f.Close())
+	return nil
 }
 
 // ReplaceLog replaces log.jsonl with data (whole JSONL lines), atomically.
@@ -211,7 +234,7 @@ func (c *Channel) ReplaceLog(data []byte) error {
 	if err := c.log.Close(); err != nil {
 		return err
 	}
-	nlog, _, err := jsonl.Open(c.LogPath(), true)
+	nlog, _, err := jsonl.OpenWith(c.LogPath(), jsonl.Options{Sync: true, Kind: fsync.KindLog})
 	if err != nil {
 		return err
 	}
@@ -243,7 +266,7 @@ func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := jsonl.Open(c.ContextPath(), true)
+	nctx, _, err := jsonl.OpenWith(c.ContextPath(), jsonl.Options{Sync: true, Kind: fsync.KindContext})
 	if err != nil {
 		return err
 	}
@@ -251,19 +274,27 @@ func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 	return nil
 }
 
-// AppendContext appends records to context.jsonl, each as one line.
+// AppendContext appends records to context.jsonl, each as one line, with
+// one write and one (group-committed) fsync for them all.
 func (c *Channel) AppendContext(recs ...ContextRecord) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if len(recs) == 0 {
+		return nil
+	}
+	var buf []byte
 	for _, r := range recs {
 		if r.Time.IsZero() {
 			r.Time = c.clock.Now()
 		}
-		if _, _, err := c.ctx.Append(r); err != nil {
-			return err
+		line, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("append context: %w", err)
 		}
+		buf = append(append(buf, line...), '\n')
 	}
-	return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, _, err := c.ctx.AppendLines(buf)
+	return err
 }
 
 // LoadContext reads context.jsonl. Its size is bounded by compaction, so a
@@ -313,7 +344,7 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 		return fmt.Errorf("rewrite context: %w", err)
 	}
 	_, cerr := io.Copy(arch, io.LimitReader(old, c.ctx.Size()))
-	serr := arch.Sync()
+	serr := fsync.File(arch, fsync.KindContext)
 	if err := errors.Join(cerr, serr, arch.Close(), old.Close()); err != nil {
 		return fmt.Errorf("archive context: %w", err)
 	}
@@ -334,7 +365,7 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := jsonl.Open(c.ContextPath(), true)
+	nctx, _, err := jsonl.OpenWith(c.ContextPath(), jsonl.Options{Sync: true, Kind: fsync.KindContext})
 	if err != nil {
 		return err
 	}
