@@ -143,13 +143,13 @@ type chick struct {
 	lastSeen time.Time
 	// evMu serialises the writes to events and guards lastSeq once events
 	// is open; it is never taken with h.mu held.
-	evMu     sync.Mutex
-	lastSeq  uint64
-	events   *jsonl.File
-	timers   []clock.Timer
-	exited   bool
-	ended    chan struct{}
-	files    int64
+	evMu    sync.Mutex
+	lastSeq uint64
+	events  *jsonl.File
+	timers  []clock.Timer
+	exited  bool
+	ended   chan struct{}
+	files   int64
 	// restored marks a chick loaded from disk at start, which Reconcile
 	// decides about; chicks spawned by this process are not its business.
 	restored bool
