@@ -211,6 +211,10 @@ func chicks(bin, tmp string, quick bool) {
 				"tiers":     map[string]any{"local": map[string]any{"provider": "ollama", "model": chickModel, "description": "bench"}},
 				"resources": map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "16m"},
 				"network":   network,
+				// Results posted as they come: the bench model spawns a chick for
+				// every goal a message names and would take a chick's report
+				// (it names the goal) for a new request under "answer".
+				"results": "relay",
 			},
 			"log": map[string]any{"level": "warn"},
 		})
