@@ -31,6 +31,7 @@ const (
 	KindReplace     = "replace"      // a file replaced through temp file and rename
 	KindDir         = "dir"          // a directory, after a rename or create in it
 	KindAttachment  = "attachment"   // an attachment or uploaded file
+	KindInflight    = "inflight"     // a channel's in-flight marker
 	KindOther       = "other"
 )
 

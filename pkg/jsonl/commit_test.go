@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/fsync"
 )
 
@@ -132,5 +134,56 @@ func TestCommitAfterCloseFails(t *testing.T) {
 	}
 	if _, _, err := j.Append(1); err == nil {
 		t.Error("Append after a failed commit succeeded")
+	}
+}
+
+func TestDeferredAppendsAreFlushedLaterOrByTheNextCommit(t *testing.T) {
+	t.Parallel()
+	kind := "test-" + t.Name()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	j, _, err := OpenWith(path, Options{Sync: true, Kind: kind, FlushAfter: time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := j.AppendDeferred("mine"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsync.CountOf(kind); got != 0 {
+		t.Fatalf("a deferred append ran %d fsyncs at once", got)
+	}
+	// An acknowledged append covers the deferred one with its own fsync.
+	if _, _, err := j.Append("theirs"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsync.CountOf(kind); got != 1 {
+		t.Fatalf("%d fsyncs after one acknowledged append, want 1", got)
+	}
+	clk.Advance(time.Second) // the pending flush finds nothing to do
+	if got := fsync.CountOf(kind); got != 1 {
+		t.Errorf("the deferred flush ran an fsync for bytes already covered (%d in all)", got)
+	}
+	_, end, err := j.AppendDeferred("mine again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if got := fsync.CountOf(kind); got != 2 {
+		t.Errorf("%d fsyncs after the flush delay, want 2", got)
+	}
+	j.smu.Lock()
+	synced := j.synced
+	j.smu.Unlock()
+	if synced < end {
+		t.Errorf("synced to %d after the flush, want %d", synced, end)
+	}
+	if _, _, err := j.AppendDeferred("last"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsync.CountOf(kind); got != 3 {
+		t.Errorf("Close left a deferred append without fsync (%d fsyncs, want 3)", got)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/fsync"
 )
 
@@ -45,6 +47,10 @@ type File struct {
 	synced  int64 // every byte before synced is on disk
 	syncing bool
 	failed  error
+
+	flushAfter time.Duration
+	clock      clock.Clock
+	flushTimer clock.Timer // pending deferred flush, guarded by smu
 }
 
 // Options tune Open.
@@ -53,6 +59,13 @@ type Options struct {
 	Sync bool
 	// Kind labels the file's fsyncs (package fsync); default fsync.KindOther.
 	Kind string
+	// FlushAfter, when set, bounds how long a deferred append (every
+	// append of a file without Sync, and AppendDeferred) stays without
+	// an fsync: one is run that long after it unless an earlier one
+	// covered it. Close flushes too.
+	FlushAfter time.Duration
+	// Clock runs the deferred flushes (default clock.Real).
+	Clock clock.Clock
 }
 
 // Open opens (creating) path for appending, repairing a torn tail. It
@@ -76,7 +89,10 @@ func OpenWith(path string, opts Options) (*File, int, error) {
 		f.Close()
 		return nil, 0, err
 	}
-	j := &File{path: path, kind: opts.Kind, sync: opts.Sync, f: f, size: size, synced: size}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	j := &File{path: path, kind: opts.Kind, sync: opts.Sync, f: f, size: size, synced: size, flushAfter: opts.FlushAfter, clock: opts.Clock}
 	j.scond = sync.NewCond(&j.smu)
 	return j, torn, nil
 }
@@ -178,10 +194,49 @@ func (j *File) AppendBatch(vs ...any) (start, end int64, err error) {
 // waits for the fsync that covers them.
 func (j *File) AppendLines(lines []byte) (start, end int64, err error) {
 	start, end, err = j.Write(lines)
-	if err != nil || !j.sync {
+	if err != nil {
 		return start, end, err
 	}
+	if !j.sync {
+		j.scheduleFlush()
+		return start, end, nil
+	}
 	return start, end, j.Commit(end)
+}
+
+// AppendDeferred writes v as one line and returns without waiting for an
+// fsync: for a record nobody is told about (it must not be acknowledged),
+// made durable by the file's next fsync, or FlushAfter later, or at Close.
+// A killed process loses nothing written; a power loss may lose it.
+func (j *File) AppendDeferred(v any) (start, end int64, err error) {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode record for %s: %w", j.path, err)
+	}
+	start, end, err = j.Write(append(line, '\n'))
+	if err == nil {
+		j.scheduleFlush()
+	}
+	return start, end, err
+}
+
+// scheduleFlush arms the deferred flush, if the file has one and none is
+// pending.
+func (j *File) scheduleFlush() {
+	if j.flushAfter <= 0 {
+		return
+	}
+	j.smu.Lock()
+	defer j.smu.Unlock()
+	if j.flushTimer != nil || j.failed != nil {
+		return
+	}
+	j.flushTimer = j.clock.AfterFunc(j.flushAfter, func() {
+		j.smu.Lock()
+		j.flushTimer = nil
+		j.smu.Unlock()
+		_ = j.Commit(j.Size())
+	})
 }
 
 // Write writes lines (whole lines, each ending in '\n') with one write(2)
@@ -190,6 +245,12 @@ func (j *File) AppendLines(lines []byte) (start, end int64, err error) {
 func (j *File) Write(lines []byte) (start, end int64, err error) {
 	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
 		return 0, 0, fmt.Errorf("append %s: not whole lines", j.path)
+	}
+	j.smu.Lock()
+	failed := j.failed
+	j.smu.Unlock()
+	if failed != nil {
+		return 0, 0, failed
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -257,7 +318,15 @@ func (j *File) Size() int64 {
 // Close closes the file once no fsync is in flight. Appends after Close
 // fail.
 func (j *File) Close() error {
+	var ferr error
+	if j.flushAfter > 0 {
+		ferr = j.Commit(j.Size())
+	}
 	j.smu.Lock()
+	if j.flushTimer != nil {
+		j.flushTimer.Stop()
+		j.flushTimer = nil
+	}
 	for j.syncing {
 		j.scond.Wait()
 	}
@@ -269,7 +338,7 @@ func (j *File) Close() error {
 	}
 	err := j.f.Close()
 	j.f = nil
-	return err
+	return errors.Join(ferr, err)
 }
 
 // Scan calls fn for each whole line of path from offset start up to

@@ -38,6 +38,24 @@ type Channel struct {
 	dailyName string
 }
 
+// FlushAfter bounds how long a record written without waiting for its
+// fsync (context.jsonl's, Mother's own replies in log.jsonl) stays without
+// one.
+const FlushAfter = time.Second
+
+// The durability of the two files. log.jsonl is the record: every append
+// that someone is told about (the dispatcher, a run) waits for the fsync
+// that covers it (group commit). context.jsonl is the model's working
+// copy: its appends are written at once (a killed process loses none) and
+// fsynced within FlushAfter, since what a power loss could take from its
+// end is rebuilt from log.jsonl by the next sync (the users' messages and
+// Mother's replies; only the last second's tool calls are lost). The
+// timers run on the real clock: they decide durability, never behaviour.
+var (
+	logOptions     = jsonl.Options{Sync: true, Kind: fsync.KindLog, FlushAfter: FlushAfter, Clock: clock.Real{}}
+	contextOptions = jsonl.Options{Kind: fsync.KindContext, FlushAfter: FlushAfter, Clock: clock.Real{}}
+)
+
 // Context record types.
 const (
 	RecordSession    = "session"
@@ -106,14 +124,14 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) 
 		return nil, fmt.Errorf("create %s: %w", mem, err)
 	}
 	lg := logger.With("channel", adapter+"/"+id)
-	log, torn, err := jsonl.OpenWith(filepath.Join(dir, "log.jsonl"), jsonl.Options{Sync: true, Kind: fsync.KindLog})
+	log, torn, err := jsonl.OpenWith(filepath.Join(dir, "log.jsonl"), logOptions)
 	if err != nil {
 		return nil, err
 	}
 	if torn > 0 {
 		lg.Warn("repaired torn last line of log.jsonl", "bytes", torn, "kept_in", "log.jsonl.torn")
 	}
-	ctx, torn, err := jsonl.OpenWith(filepath.Join(dir, "context.jsonl"), jsonl.Options{Sync: true, Kind: fsync.KindContext})
+	ctx, torn, err := jsonl.OpenWith(filepath.Join(dir, "context.jsonl"), contextOptions)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -148,15 +166,35 @@ func (c *Channel) LogPath() string { return filepath.Join(c.dir, "log.jsonl") }
 func (c *Channel) ContextPath() string { return filepath.Join(c.dir, "context.jsonl") }
 
 // AppendMessage logs one message (a whole message, never a chunk) to
-// log.jsonl and a one-line entry to the day's daily log.
+// log.jsonl and a one-line entry to the day's daily log. It returns once
+// an fsync covers the line.
 func (c *Channel) AppendMessage(m chat.ChannelMessage) (LoggedMessage, error) {
+	return c.appendMessage(m, false)
+}
+
+// AppendOwnMessage is AppendMessage for a message nobody waits on being
+// logged (Mother's reply, already posted): it returns once the line is
+// written, and the log's next fsync (the next message's, or FlushAfter
+// later) makes it durable. After a power loss in between, the run's
+// recovery finds the answer missing from the log and posts it again.
+func (c *Channel) AppendOwnMessage(m chat.ChannelMessage) (LoggedMessage, error) {
+	return c.appendMessage(m, true)
+}
+
+func (c *Channel) appendMessage(m chat.ChannelMessage, deferred bool) (LoggedMessage, error) {
 	if m.ID == "" {
 		return LoggedMessage{}, errors.New("append message: empty id")
 	}
 	if m.Attachments == nil {
 		m.Attachments = []chat.ChannelAttachment{}
 	}
-	_, end, err := c.log.Append(m)
+	var end int64
+	var err error
+	if deferred {
+		_, end, err = c.log.AppendDeferred(m)
+	} else {
+		_, end, err = c.log.Append(m)
+	}
 	if err != nil {
 		return LoggedMessage{}, err
 	}
@@ -234,7 +272,7 @@ func (c *Channel) ReplaceLog(data []byte) error {
 	if err := c.log.Close(); err != nil {
 		return err
 	}
-	nlog, _, err := jsonl.OpenWith(c.LogPath(), jsonl.Options{Sync: true, Kind: fsync.KindLog})
+	nlog, _, err := jsonl.OpenWith(c.LogPath(), logOptions)
 	if err != nil {
 		return err
 	}
@@ -266,7 +304,7 @@ func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := jsonl.OpenWith(c.ContextPath(), jsonl.Options{Sync: true, Kind: fsync.KindContext})
+	nctx, _, err := jsonl.OpenWith(c.ContextPath(), contextOptions)
 	if err != nil {
 		return err
 	}
@@ -275,7 +313,7 @@ func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 }
 
 // AppendContext appends records to context.jsonl, each as one line, with
-// one write and one (group-committed) fsync for them all.
+// one write; an fsync follows within FlushAfter (see contextOptions).
 func (c *Channel) AppendContext(recs ...ContextRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -365,7 +403,7 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := jsonl.OpenWith(c.ContextPath(), jsonl.Options{Sync: true, Kind: fsync.KindContext})
+	nctx, _, err := jsonl.OpenWith(c.ContextPath(), contextOptions)
 	if err != nil {
 		return err
 	}
