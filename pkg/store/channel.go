@@ -36,6 +36,13 @@ type Channel struct {
 	// message costs no open(2) for it).
 	daily     *os.File
 	dailyName string
+
+	// cache is context.jsonl parsed up to cacheEnd (guarded by mu; nil
+	// when not kept). Rewrites drop it.
+	cache    *ContextState
+	cacheEnd int64
+	// touched tells the store this channel's context was loaded.
+	touched func(*Channel)
 }
 
 // FlushAfter bounds how long a record written without waiting for its
@@ -309,6 +316,7 @@ func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 		return err
 	}
 	c.ctx = nctx
+	c.cache, c.cacheEnd = nil, 0
 	return nil
 }
 
@@ -335,14 +343,28 @@ func (c *Channel) AppendContext(recs ...ContextRecord) error {
 	return err
 }
 
-// LoadContext reads context.jsonl. Its size is bounded by compaction, so a
-// full read is fine; it never reads log.jsonl. Lines that do not parse are
-// skipped with a warning (they cannot come from Mother's own appends).
+// LoadContext reads context.jsonl. Its size is bounded by compaction; the
+// parsed records of the store's most recently loaded channels are kept
+// (maxCachedContexts), so a run reads only what was appended since the last
+// load, not the whole file again. Lines that do not parse are skipped with
+// a warning (they cannot come from Mother's own appends).
 func (c *Channel) LoadContext() (ContextState, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	st := ContextState{Seen: map[string]bool{}}
-	err := jsonl.Scan(c.ContextPath(), 0, c.ctx.Size(), func(line []byte, start, _ int64) error {
+	st, err := c.loadContextLocked()
+	c.mu.Unlock()
+	if err == nil && c.touched != nil {
+		c.touched(c)
+	}
+	return st, err
+}
+
+func (c *Channel) loadContextLocked() (ContextState, error) {
+	size := c.ctx.Size()
+	if c.cache == nil || c.cacheEnd > size {
+		c.cache, c.cacheEnd = &ContextState{Seen: map[string]bool{}}, 0
+	}
+	st := c.cache
+	err := jsonl.Scan(c.ContextPath(), c.cacheEnd, size, func(line []byte, start, _ int64) error {
 		var r ContextRecord
 		if err := json.Unmarshal(line, &r); err != nil {
 			c.logger.Warn("skipping unreadable context.jsonl line", "offset", start, "err", err)
@@ -361,9 +383,22 @@ func (c *Channel) LoadContext() (ContextState, error) {
 		return nil
 	})
 	if err != nil {
+		c.cache, c.cacheEnd = nil, 0
 		return ContextState{}, fmt.Errorf("load context: %w", err)
 	}
-	return st, nil
+	c.cacheEnd = size
+	out := ContextState{Records: append([]ContextRecord(nil), st.Records...), Cursor: st.Cursor, Seen: make(map[string]bool, len(st.Seen))}
+	for id := range st.Seen {
+		out.Seen[id] = true
+	}
+	return out, nil
+}
+
+// dropCache forgets the parsed context (the store keeps only a few).
+func (c *Channel) dropCache() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cache, c.cacheEnd = nil, 0
 }
 
 // RewriteContext replaces context.jsonl with recs (after a compaction). The
@@ -408,6 +443,7 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 		return err
 	}
 	c.ctx = nctx
+	c.cache, c.cacheEnd = nil, 0
 	return nil
 }
 
