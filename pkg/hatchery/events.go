@@ -113,7 +113,7 @@ func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 			gap = fmt.Errorf("%w: got %d after %d", ErrSeqGap, e.Seq, last)
 			break
 		}
-		line, err := json.Marshal(storedEvent{Seq: e.Seq, Event: e.Event})
+		line, err := json.Marshal(storedEvent(e))
 		if err != nil {
 			gap = fmt.Errorf("encode chick event %d: %w", e.Seq, err)
 			break
