@@ -426,7 +426,9 @@ func relay(d *daemon, out *lineLog, data string, n, perChick int) relayStats {
 	}
 	cpu1, t1 := cpuTicks(d.cmd.Process.Pid), time.Now()
 	var r relayStats
-	r.fsyncs, r.fsyncKinds = fsyncDelta(f0, d.fsyncs())
+	if f1 := d.fsyncs(); len(f1) > 0 {
+		r.fsyncs, r.fsyncKinds = fsyncDelta(f0, f1)
+	}
 	for _, g := range goals {
 		rendered := 0
 		for _, l := range out.snapshot()[from:] {

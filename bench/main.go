@@ -311,12 +311,17 @@ func overhead(bin, tmp string, quick bool) {
 		lat = append(lat, got[len(got)-1].Sub(sent))
 		mu.Unlock()
 	}
-	fs, kinds := fsyncDelta(f0, d.fsyncs())
+	f1 := d.fsyncs()
+	fs, kinds := fsyncDelta(f0, f1)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	summary.overheadP50, summary.overheadP99 = pct(lat, 50), pct(lat, 99)
-	summary.fsyncsPerMessage = fs / float64(n)
 	fmt.Printf("## Overhead per message (terminal adapter, model answering instantly)\n\n")
 	fmt.Printf("delivery to first model request over %d messages: p50 %s, p99 %s\n\n", n, pct(lat, 50), pct(lat, 99))
+	if len(f1) == 0 {
+		fmt.Printf("fsyncs: not reported (this binary has no mother_store_fsyncs_total)\n\n")
+		return
+	}
+	summary.fsyncsPerMessage = fs / float64(n)
 	fmt.Printf("fsyncs: %.0f for %d answered messages, %.2f per message (%s); at 10 ms per fsync (an SD card) that is %.0f ms of fsync per message\n\n", fs, n, fs/float64(n), kinds, 10*fs/float64(n))
 }
 
