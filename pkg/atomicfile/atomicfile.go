@@ -58,7 +58,7 @@ func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
 	}
 	name := tmp.Name()
 	_, werr := tmp.Write(data)
-	if werr == nil {
+	if werr == nil && perm != 0o600 { // CreateTemp made it 0600
 		werr = tmp.Chmod(perm)
 	}
 	if cerr := tmp.Close(); werr == nil {
