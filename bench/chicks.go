@@ -211,10 +211,14 @@ func chicks(bin, tmp string, quick bool) {
 				"tiers":     map[string]any{"local": map[string]any{"provider": "ollama", "model": chickModel, "description": "bench"}},
 				"resources": map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "16m"},
 				"network":   network,
+				// Results posted as they come: the bench model spawns a chick for
+				// every goal a message names and would take a chick's report
+				// (it names the goal) for a new request under "answer".
+				"results": "relay",
 			},
 			"log": map[string]any{"level": "warn"},
 		})
-		d = startDaemonWith(bin, data, cfg)
+		d = startDaemonOpts(bin, data, cfg, true)
 		return d, newLineLog(d.stdout), func() {
 			d.stop()
 			removeInstance(filepath.Join(data, "chicks"))
@@ -286,6 +290,7 @@ func chicks(bin, tmp string, quick bool) {
 		}
 	}
 	sortD(lat)
+	summary.renderP50, summary.renderP99, summary.haveRender = pct(lat, 50), pct(lat, 99), len(lat) > 0
 	fmt.Printf("## Overhead: a chick's event to the adapter's render (terminal adapter, model answering instantly)\n\n")
 	fmt.Printf("%d tool_start events (of %d): p50 %s, p99 %s. The path: the chick's outbox, the Session stream, the nest, the event stored and fsynced in events.jsonl, the observer, the channel's view, the terminal.\n\n", len(lat), events, pct(lat, 50), pct(lat, 99))
 
@@ -305,6 +310,15 @@ func chicks(bin, tmp string, quick bool) {
 	fmt.Printf("| events per second | %.0f | %.0f |\n", iso.perSecond(), hostRelay.perSecond())
 	fmt.Printf("| Mother's CPU over the window (utime+stime from /proc/PID/stat) | %.2f s = %.0f%% of one core | %.2f s = %.0f%% of one core |\n\n",
 		iso.cpu, 100*iso.cpu/iso.wall.Seconds(), hostRelay.cpu, 100*hostRelay.cpu/hostRelay.wall.Seconds())
+	fmt.Printf("| fsyncs (all of Mother's files) over the run | %.0f = %.3f per stored event (%s) | %.0f = %.3f per stored event |\n", iso.fsyncs, iso.fsyncs/float64(iso.stored), iso.fsyncKinds, hostRelay.fsyncs, hostRelay.fsyncs/float64(hostRelay.stored))
+	fmt.Printf("| Mother's CPU per stored event | %.0f µs | %.0f µs |\n\n", 1e6*iso.cpu/float64(iso.stored), 1e6*hostRelay.cpu/float64(hostRelay.stored))
+	if iso.fsyncs > 0 {
+		fmt.Printf("At 10 ms per fsync (an SD card), the isolated relay's fsyncs alone would allow %.0f events per second.\n", float64(iso.stored)/(iso.fsyncs*0.010))
+	}
+	summary.haveRelay, summary.relayPerSecond, summary.relayEvents, summary.relayCPU = true, iso.perSecond(), iso.stored, iso.cpu
+	summary.relayCPUPerEvent = iso.cpu / float64(iso.stored)
+	summary.haveFsyncPerEvents = iso.fsyncs > 0
+	summary.fsyncsPerEvent, summary.relayFsyncKinds = iso.fsyncs/float64(iso.stored), iso.fsyncKinds
 	fmt.Printf("Isolated relay: %.2fx the host-network events per second.\n", iso.perSecond()/hostRelay.perSecond())
 	fmt.Printf("Each chick ran %d turns of %d tool calls (reads of a small file) with the model answering at once: every model call also went through Mother's broker. Events per second counts every event Mother stored (message start/end, tool start/end, run end).\n\n", turns, batch)
 }
@@ -385,6 +399,8 @@ type relayStats struct {
 	stored, tools, rendered, lost int
 	window, wall                  time.Duration
 	cpu                           float64 // Mother's CPU seconds over the run
+	fsyncs                        float64 // Mother's fsyncs over the run
+	fsyncKinds                    string
 }
 
 func (r relayStats) perSecond() float64 { return float64(r.stored) / r.window.Seconds() }
@@ -397,6 +413,7 @@ func relay(d *daemon, out *lineLog, data string, n, perChick int) relayStats {
 		goals = append(goals, fmt.Sprintf("relay-%d", c))
 	}
 	from := out.len()
+	f0 := d.fsyncs()
 	fmt.Fprintln(d.stdin, "please run "+strings.Join(goals, " "))
 	first, _ := out.wait(from, "→ relay-", 5*time.Minute)
 	cpu0, t0 := cpuTicks(d.cmd.Process.Pid), first.at
@@ -409,6 +426,9 @@ func relay(d *daemon, out *lineLog, data string, n, perChick int) relayStats {
 	}
 	cpu1, t1 := cpuTicks(d.cmd.Process.Pid), time.Now()
 	var r relayStats
+	if f1 := d.fsyncs(); len(f1) > 0 {
+		r.fsyncs, r.fsyncKinds = fsyncDelta(f0, f1)
+	}
 	for _, g := range goals {
 		rendered := 0
 		for _, l := range out.snapshot()[from:] {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,7 @@ func main() {
 	if want("chicks") {
 		chicks(bin, tmp, *quick)
 	}
+	summary.print()
 }
 
 func check(err error) {
@@ -75,10 +77,11 @@ func check(err error) {
 
 // daemon is a running `mother DATA` with a cli adapter fed through a pipe.
 type daemon struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	ready  time.Duration
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	stdout  *bufio.Reader
+	ready   time.Duration
+	metrics string // the /metrics URL
 }
 
 // startDaemon starts Mother as the systemd unit would (Type=notify) and
@@ -90,7 +93,25 @@ func startDaemon(bin, data, ollamaURL string) *daemon {
 // startDaemonWith starts Mother on data with config.json cfg and extra
 // environment, and waits for READY=1.
 func startDaemonWith(bin, data string, cfg []byte, env ...string) *daemon {
+	return startDaemonOpts(bin, data, cfg, false, env...)
+}
+
+// startDaemonOpts is startDaemonWith; withMetrics has the daemon serve its
+// metrics on a free loopback port, for the fsync counts
+// (mother_store_fsyncs_total). The footprint runs go without, as before.
+func startDaemonOpts(bin, data string, cfg []byte, withMetrics bool, env ...string) *daemon {
+	metricsAddr := ""
+	if withMetrics {
+		metricsAddr = freeAddr()
+		var c map[string]any
+		check(json.Unmarshal(cfg, &c))
+		c["metrics"] = map[string]any{"listen": metricsAddr}
+		cfg, _ = json.Marshal(c)
+	}
 	check(os.WriteFile(filepath.Join(data, "config.json"), cfg, 0o600))
+	if dir := os.Getenv("BENCH_CPUPROFILE_DIR"); dir != "" {
+		env = append(env, "MOTHER_CPUPROFILE="+filepath.Join(dir, filepath.Base(data)+".pprof"))
+	}
 	sock := filepath.Join(data, "notify.sock")
 	os.Remove(sock)
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
@@ -113,7 +134,61 @@ func startDaemonWith(bin, data string, cfg []byte, env ...string) *daemon {
 			break
 		}
 	}
-	return &daemon{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), ready: time.Since(start)}
+	return &daemon{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), ready: time.Since(start), metrics: "http://" + metricsAddr + "/metrics"}
+}
+
+// freeAddr is a loopback address with a port free right now.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// fsyncs reads the daemon's mother_store_fsyncs_total by kind (empty for
+// a binary without the metric).
+func (d *daemon) fsyncs() map[string]float64 {
+	out := map[string]float64{}
+	if d.metrics == "http://" {
+		return out
+	}
+	resp, err := http.Get(d.metrics)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, `mother_store_fsyncs_total{kind="`)
+		if !ok {
+			continue
+		}
+		kind, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err == nil {
+			out[kind] = v
+		}
+	}
+	return out
+}
+
+// fsyncDelta is what happened between two fsyncs() readings: the total
+// and a "kind n, ..." breakdown.
+func fsyncDelta(before, after map[string]float64) (float64, string) {
+	var total float64
+	var kinds []string
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			total += d
+			kinds = append(kinds, fmt.Sprintf("%s %.0f", k, d))
+		}
+	}
+	sort.Strings(kinds)
+	return total, strings.Join(kinds, ", ")
 }
 
 func (d *daemon) stop() {
@@ -182,15 +257,22 @@ func footprint(bin, tmp string, quick bool) {
 	if quick {
 		n = 100
 	}
+	var after100 mem
 	for i := range n {
 		d.ask(fmt.Sprintf("message %d", i))
+		if i == 99 {
+			time.Sleep(time.Second)
+			after100 = memOf(d.cmd.Process.Pid)
+		}
 	}
 	after := memOf(d.cmd.Process.Pid)
+	summary.rss100, summary.peakTerminal = after100.rss, after.peak
 	time.Sleep(4 * time.Second) // Mother returns freed memory after 2 s idle
 	idleAgain := memOf(d.cmd.Process.Pid)
 	fmt.Printf("## Footprint (terminal adapter)\n\n")
 	fmt.Printf("| state | RSS | of which anonymous |\n|---|---|---|\n")
 	fmt.Printf("| idle after start | %s |\n", idle)
+	fmt.Printf("| 1 s after the first 100 messages answered | %s |\n", after100)
 	fmt.Printf("| right after %d messages answered (peak RSS %.1f MB) | %s |\n", n, mb(after.peak), after)
 	fmt.Printf("| idle again, 4 s later | %s |\n\n", idleAgain)
 	fmt.Printf("Anonymous memory is Mother's own (heap, stacks, runtime); the rest of RSS is clean pages of her binary's code and read-only data that she has mapped. After 2 s without work she returns freed heap to the OS and unmaps her code pages (MADV_DONTNEED on the binary's read-only mappings); what she runs while idle faults back in. The TypeScript runtime sits around 160 MB idle before it connects to anything.\n\n")
@@ -213,13 +295,15 @@ func overhead(bin, tmp string, quick bool) {
 	defer fake.Close()
 	data := filepath.Join(tmp, "overhead")
 	check(os.MkdirAll(data, 0o700))
-	d := startDaemon(bin, data, fake.URL)
+	d := startDaemonOpts(bin, data, []byte(`{"adapters": {"cli": {"type": "cli"}}}`), true, "MOTHER_OLLAMA_URL="+fake.URL)
 	defer d.stop()
 	n := 500
 	if quick {
 		n = 50
 	}
 	var lat []time.Duration
+	d.ask("warm-up")
+	f0 := d.fsyncs()
 	for i := range n {
 		sent := time.Now()
 		d.ask(fmt.Sprintf("message %d", i))
@@ -227,9 +311,18 @@ func overhead(bin, tmp string, quick bool) {
 		lat = append(lat, got[len(got)-1].Sub(sent))
 		mu.Unlock()
 	}
+	f1 := d.fsyncs()
+	fs, kinds := fsyncDelta(f0, f1)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	summary.overheadP50, summary.overheadP99 = pct(lat, 50), pct(lat, 99)
 	fmt.Printf("## Overhead per message (terminal adapter, model answering instantly)\n\n")
 	fmt.Printf("delivery to first model request over %d messages: p50 %s, p99 %s\n\n", n, pct(lat, 50), pct(lat, 99))
+	if len(f1) == 0 {
+		fmt.Printf("fsyncs: not reported (this binary has no mother_store_fsyncs_total)\n\n")
+		return
+	}
+	summary.fsyncsPerMessage = fs / float64(n)
+	fmt.Printf("fsyncs: %.0f for %d answered messages, %.2f per message (%s); at 10 ms per fsync (an SD card) that is %.0f ms of fsync per message\n\n", fs, n, fs/float64(n), kinds, 10*fs/float64(n))
 }
 
 func pct(d []time.Duration, p int) time.Duration {

@@ -102,6 +102,7 @@ func platforms(bin, tmp string, quick bool) {
 	after := memOf(cmd.Process.Pid)
 	time.Sleep(4 * time.Second)
 	idleAgain := memOf(cmd.Process.Pid)
+	summary.peakPlatforms = after.peak
 	fmt.Printf("## Footprint with Discord, Slack and Telegram connected (local fakes, real client libraries)\n\n")
 	fmt.Printf("| state | RSS | of which anonymous |\n|---|---|---|\n")
 	fmt.Printf("| idle, all adapters connected (Discord, Slack, Telegram) | %s |\n", idle)

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	// IANA zones for periodic events, even where the host has no zoneinfo.
 	_ "time/tzdata"
@@ -80,6 +81,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, summary)
 		return exitOK
+	}
+	// MOTHER_CPUPROFILE=path writes a CPU profile of the run (go tool
+	// pprof), for the bench and for finding where the time goes.
+	if p := os.Getenv("MOTHER_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "mother: MOTHER_CPUPROFILE: %v\n", err)
+			return exitUsage
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	// Run reports its failures on stderr itself, in order with its log.
 	return exitStatus(motherd.Run(context.Background(), motherd.Options{

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // WriteFile replaces path with data: write a temp file in the same
@@ -31,7 +33,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err := tmp.Chmod(perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := fsync.File(tmp, fsync.KindReplace); err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {
@@ -41,17 +43,33 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	ok = true
-	return syncDir(dir)
+	return fsync.Dir(dir)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// WriteFileNoSync replaces path with data through a temp file and rename,
+// without fsync: readers and a killed process see the old content or the
+// new, never a mix, but a power loss may leave either, or an empty file.
+// It is for files whose loss costs nothing a reader cannot cope with.
+func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	if werr == nil && perm != 0o600 { // CreateTemp made it 0600
+		werr = tmp.Chmod(perm)
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, werr)
 	}
 	return nil
 }

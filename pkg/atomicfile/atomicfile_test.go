@@ -38,3 +38,22 @@ func TestWriteFileMissingDirFails(t *testing.T) {
 		t.Error("WriteFile into a missing directory succeeded")
 	}
 }
+
+func TestWriteFileNoSyncReplaces(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "marker.json")
+	for _, content := range []string{"one", "two"} {
+		if err := WriteFileNoSync(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(path); string(got) != content {
+			t.Errorf("content %q, want %q", got, content)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("%d entries left, want the file alone", len(entries))
+	}
+	if err := WriteFileNoSync(filepath.Join(path, "under-a-file"), nil, 0o600); err == nil {
+		t.Error("a write under a file succeeded")
+	}
+}

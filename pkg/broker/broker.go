@@ -30,6 +30,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
@@ -189,7 +190,7 @@ func (b *Broker) rollLocked(t time.Time) error {
 		b.ledger.Close()
 		b.ledger = nil
 	}
-	j, torn, err := jsonl.Open(b.path(day), true)
+	j, torn, err := jsonl.OpenWith(b.path(day), jsonl.Options{Sync: true, Kind: fsync.KindUsage, FlushAfter: ledgerFlushAfter, Clock: clock.Real{}})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -314,7 +315,15 @@ func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDe
 	return resp, nil
 }
 
-// record meters one call durably.
+// ledgerFlushAfter bounds how long a ledger line stays without fsync.
+const ledgerFlushAfter = time.Second
+
+// record meters one call. The ledger line is written at once (a killed
+// process loses none) and fsynced within ledgerFlushAfter, not before the
+// call returns: nobody is told about it, the budgets are enforced from
+// the totals in memory, and a fsync under b.mu would hold every other
+// chick's model call behind it. A power loss may forget the last second's
+// usage, which then does not count against the day's budgets.
 func (b *Broker) record(c Caller, modelID string, u model.Usage) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -329,7 +338,7 @@ func (b *Broker) record(c Caller, modelID string, u model.Usage) error {
 	if c.User != "" {
 		b.user[c.User] += u.Total()
 	}
-	_, _, err := b.ledger.Append(Entry{Time: now, Chick: c.ChickID, Channel: c.Channel, Tier: c.Tier, User: c.User, Model: modelID, Input: u.InputTokens, Output: u.OutputTokens})
+	_, _, err := b.ledger.AppendDeferred(Entry{Time: now, Chick: c.ChickID, Channel: c.Channel, Tier: c.Tier, User: c.User, Model: modelID, Input: u.InputTokens, Output: u.OutputTokens})
 	return err
 }
 

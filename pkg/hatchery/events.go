@@ -8,20 +8,26 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
-// LastSeq is the highest event sequence number stored for chick id.
+// LastSeq is the highest event sequence number stored (and fsynced) for
+// chick id.
 func (h *Hatchery) LastSeq(id string) (uint64, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	c, ok := h.chicks[id]
 	if !ok {
+		h.mu.Unlock()
 		return 0, ErrUnknownChick
 	}
 	if err := h.openEventsLocked(c); err != nil {
+		h.mu.Unlock()
 		return 0, err
 	}
+	h.mu.Unlock()
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
 	return c.lastSeq, nil
 }
 
@@ -40,7 +46,7 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 		return fmt.Errorf("chick events: %w", err)
 	}
 	path := filepath.Join(dir, "events.jsonl")
-	j, _, err := jsonl.Open(path, true)
+	j, _, err := jsonl.OpenWith(path, jsonl.Options{Sync: true, Kind: fsync.KindChickEvents})
 	if err != nil {
 		return fmt.Errorf("chick events: %w", err)
 	}
@@ -57,9 +63,25 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 }
 
 // RecordEvent stores one event of chick id and returns the highest stored
-// sequence number (the ack). A duplicate (seq already stored) is dropped;
-// a gap is an error (the chick resends from the ack).
+// sequence number (the ack); see RecordEvents.
 func (h *Hatchery) RecordEvent(id string, seq uint64, ev agent.Event) (uint64, error) {
+	return h.RecordEvents(id, []SeqEvent{{Seq: seq, Event: ev}})
+}
+
+// SeqEvent is a chick's event with its sequence number.
+type SeqEvent struct {
+	Seq   uint64
+	Event agent.Event
+}
+
+// RecordEvents stores a batch of chick id's events, in sequence order,
+// with one write and one fsync (group commit), and returns the highest
+// stored sequence number: the cumulative ack, given only once the fsync
+// that covers those events has returned. Duplicates (seq already stored)
+// are dropped; a gap is an error after the events before it are stored
+// (the chick resends from the ack). The observers hear each new event
+// after the fsync.
+func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 	h.mu.Lock()
 	c, ok := h.chicks[id]
 	if !ok {
@@ -75,27 +97,57 @@ func (h *Hatchery) RecordEvent(id string, seq uint64, ev agent.Event) (uint64, e
 		h.mu.Unlock()
 		return 0, err
 	}
-	if seq <= c.lastSeq {
-		last := c.lastSeq
-		h.mu.Unlock()
-		return last, nil
-	}
-	if seq != c.lastSeq+1 {
-		last := c.lastSeq
-		h.mu.Unlock()
-		return last, fmt.Errorf("%w: got %d after %d", ErrSeqGap, seq, last)
-	}
-	if _, _, err := c.events.Append(storedEvent{Seq: seq, Event: ev}); err != nil {
-		last := c.lastSeq
-		h.mu.Unlock()
-		return last, err
-	}
-	c.lastSeq = seq
-	wakeFollowersLocked(c)
-	info := h.info(c)
+	j := c.events
 	h.mu.Unlock()
-	h.obs.ChickEvent(info, ev)
-	return seq, nil
+
+	c.evMu.Lock()
+	last := c.lastSeq
+	var buf []byte
+	var gap error
+	fresh := evs[:0:0]
+	for _, e := range evs {
+		if e.Seq <= last {
+			continue
+		}
+		if e.Seq != last+1 {
+			gap = fmt.Errorf("%w: got %d after %d", ErrSeqGap, e.Seq, last)
+			break
+		}
+		line, err := json.Marshal(storedEvent(e))
+		if err != nil {
+			gap = fmt.Errorf("encode chick event %d: %w", e.Seq, err)
+			break
+		}
+		buf = append(append(buf, line...), '\n')
+		fresh = append(fresh, e)
+		last = e.Seq
+	}
+	if len(buf) > 0 {
+		if _, _, err := j.AppendLines(buf); err != nil {
+			acked := c.lastSeq
+			c.evMu.Unlock()
+			h.mu.Lock()
+			final := c.rec.State.Final()
+			h.mu.Unlock()
+			if final {
+				return acked, ErrChickEnded
+			}
+			return acked, err
+		}
+		c.lastSeq = last
+	}
+	acked := c.lastSeq
+	c.evMu.Unlock()
+	if len(fresh) > 0 {
+		h.mu.Lock()
+		wakeFollowersLocked(c)
+		info := h.info(c)
+		h.mu.Unlock()
+		for _, e := range fresh {
+			h.obs.ChickEvent(info, e.Event)
+		}
+	}
+	return acked, gap
 }
 
 // Finish records chick id's result. The container is expected to exit by

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // Workspace is where a chick's files live inside its container.
@@ -97,7 +99,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 		err = fmt.Errorf("file larger than %d bytes", limit)
 	}
 	if err == nil {
-		err = tmp.Sync()
+		err = fsync.File(tmp, fsync.KindAttachment)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

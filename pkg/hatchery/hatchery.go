@@ -141,10 +141,13 @@ type chick struct {
 	// lastSeen is the last time the chick said anything (in the future
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
-	lastSeq  uint64
-	events   *jsonl.File
+	// evMu serialises the writes to events and guards lastSeq once events
+	// is open; it is never taken with h.mu held.
+	evMu    sync.Mutex
+	lastSeq uint64
+	events  *jsonl.File
 	// newEvent is closed when an event is stored (FollowEvents waits on
-	// it); nil while no one waits.
+	// it); nil while no one waits. Guarded by h.mu.
 	newEvent chan struct{}
 	timers   []clock.Timer
 	exited   bool

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
@@ -82,7 +83,7 @@ func (h *Hatchery) loadRecords() error {
 	if err := atomicfile.WriteFile(path, buf, 0o600); err != nil {
 		return fmt.Errorf("hatchery: compact records: %w", err)
 	}
-	j, torn, err := jsonl.Open(path, true)
+	j, torn, err := jsonl.OpenWith(path, jsonl.Options{Sync: true, Kind: fsync.KindChicks})
 	if err != nil {
 		return fmt.Errorf("hatchery: %w", err)
 	}

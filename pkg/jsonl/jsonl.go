@@ -1,6 +1,7 @@
 // Package jsonl appends JSON records to a file as whole lines and reads them
-// back: one write(2) per record on an O_APPEND file, fsync when asked, and
-// a torn last line (a crash mid-write) repaired on open, never fatal.
+// back: one write(2) per batch of records on an O_APPEND file, a group
+// commit fsync when asked, and a torn last line (a crash mid-write)
+// repaired on open, never fatal.
 package jsonl
 
 import (
@@ -12,43 +13,92 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // File is an append-only file of JSON records, one per line.
 //
-// Contract: each Append is one write(2) of one whole line on a file opened
-// with O_APPEND, followed by fsync when Sync is set, so after a crash the
-// file holds every acknowledged record plus at most one torn line at the
-// end. Open detects a torn last line, moves its bytes to "<path>.torn" (kept
-// for inspection, never parsed) and truncates it away; that is never fatal.
+// Contract: each Append (or AppendBatch) is one write(2) of whole lines on
+// a file opened with O_APPEND; with Sync set it returns only after an
+// fsync(2) that started after that write, so after a crash the file holds
+// every acknowledged record plus at most one torn line at the end. Open
+// detects a torn last line, moves its bytes to "<path>.torn" (kept for
+// inspection, never parsed) and truncates it away; that is never fatal.
 // One process writes a file; readers in that process see only whole lines.
+//
+// Group commit: appends that arrive while an fsync is in flight do not
+// each fsync; the first of them to wake runs one fsync that covers all of
+// them. A failed fsync is sticky: the file refuses every later append,
+// since the kernel may have dropped the pages it could not write.
 type File struct {
 	path string
+	kind string
 	sync bool
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards f, size and the writes
 	f    *os.File
 	size int64
+
+	smu     sync.Mutex // guards the commit state; taken before mu, never after
+	scond   *sync.Cond
+	synced  int64 // every byte before synced is on disk
+	syncing bool
+	failed  error
+
+	flushAfter time.Duration
+	clock      clock.Clock
+	flushTimer clock.Timer // pending deferred flush, guarded by smu
+}
+
+// Options tune Open.
+type Options struct {
+	// Sync makes every append wait for the fsync that covers it.
+	Sync bool
+	// Kind labels the file's fsyncs (package fsync); default fsync.KindOther.
+	Kind string
+	// FlushAfter, when set, bounds how long a deferred append (every
+	// append of a file without Sync, and AppendDeferred) stays without
+	// an fsync: one is run that long after it unless an earlier one
+	// covered it. Close flushes too.
+	FlushAfter time.Duration
+	// Clock runs the deferred flushes (default clock.Real).
+	Clock clock.Clock
 }
 
 // Open opens (creating) path for appending, repairing a torn tail. It
-// reports how many torn bytes were removed. With fsync set every Append is
-// followed by fsync(2).
+// reports how many torn bytes were removed. With fsync set every Append
+// waits for an fsync(2) that covers it.
 func Open(path string, fsync bool) (*File, int, error) {
+	return OpenWith(path, Options{Sync: fsync})
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, opts Options) (*File, int, error) {
+	if opts.Kind == "" {
+		opts.Kind = fsync.KindOther
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open %s: %w", path, err)
 	}
-	size, torn, err := repairTail(f, path)
+	size, torn, err := repairTail(f, path, opts.Kind)
 	if err != nil {
 		f.Close()
 		return nil, 0, err
 	}
-	return &File{path: path, sync: fsync, f: f, size: size}, torn, nil
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	j := &File{path: path, kind: opts.Kind, sync: opts.Sync, f: f, size: size, synced: size, flushAfter: opts.FlushAfter, clock: opts.Clock}
+	j.scond = sync.NewCond(&j.smu)
+	return j, torn, nil
 }
 
 // repairTail truncates a last line that lacks its newline.
-func repairTail(f *os.File, path string) (size int64, torn int, err error) {
+func repairTail(f *os.File, path, kind string) (size int64, torn int, err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return 0, 0, fmt.Errorf("stat %s: %w", path, err)
@@ -86,7 +136,7 @@ func repairTail(f *os.File, path string) (size int64, torn int, err error) {
 	if err := f.Truncate(keep); err != nil {
 		return 0, 0, fmt.Errorf("truncate torn tail of %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsync.File(f, kind); err != nil {
 		return 0, 0, fmt.Errorf("sync %s: %w", path, err)
 	}
 	return keep, len(tail), nil
@@ -114,19 +164,100 @@ func LineStart(r io.ReaderAt, end int64) (int64, error) {
 	return 0, nil
 }
 
-// Append writes v as one line and returns the byte range it occupies.
+// Append writes v as one line and returns the byte range it occupies;
+// with Sync set, once an fsync covers it.
 func (j *File) Append(v any) (start, end int64, err error) {
 	line, err := json.Marshal(v)
 	if err != nil {
 		return 0, 0, fmt.Errorf("encode record for %s: %w", j.path, err)
 	}
-	line = append(line, '\n')
+	return j.AppendLines(append(line, '\n'))
+}
+
+// AppendBatch writes vs as consecutive lines with one write(2) and, with
+// Sync set, waits for one fsync that covers them all. It returns the byte
+// range of the whole batch.
+func (j *File) AppendBatch(vs ...any) (start, end int64, err error) {
+	var buf []byte
+	for _, v := range vs {
+		line, err := json.Marshal(v)
+		if err != nil {
+			return 0, 0, fmt.Errorf("encode record for %s: %w", j.path, err)
+		}
+		buf = append(append(buf, line...), '\n')
+	}
+	return j.AppendLines(buf)
+}
+
+// AppendLines writes lines, which must be whole lines of JSON each ending
+// in '\n' (the caller encoded them), with one write(2), and with Sync set
+// waits for the fsync that covers them.
+func (j *File) AppendLines(lines []byte) (start, end int64, err error) {
+	start, end, err = j.Write(lines)
+	if err != nil {
+		return start, end, err
+	}
+	if !j.sync {
+		j.scheduleFlush()
+		return start, end, nil
+	}
+	return start, end, j.Commit(end)
+}
+
+// AppendDeferred writes v as one line and returns without waiting for an
+// fsync: for a record nobody is told about (it must not be acknowledged),
+// made durable by the file's next fsync, or FlushAfter later, or at Close.
+// A killed process loses nothing written; a power loss may lose it.
+func (j *File) AppendDeferred(v any) (start, end int64, err error) {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode record for %s: %w", j.path, err)
+	}
+	start, end, err = j.Write(append(line, '\n'))
+	if err == nil {
+		j.scheduleFlush()
+	}
+	return start, end, err
+}
+
+// scheduleFlush arms the deferred flush, if the file has one and none is
+// pending.
+func (j *File) scheduleFlush() {
+	if j.flushAfter <= 0 {
+		return
+	}
+	j.smu.Lock()
+	defer j.smu.Unlock()
+	if j.flushTimer != nil || j.failed != nil {
+		return
+	}
+	j.flushTimer = j.clock.AfterFunc(j.flushAfter, func() {
+		j.smu.Lock()
+		j.flushTimer = nil
+		j.smu.Unlock()
+		_ = j.Commit(j.Size())
+	})
+}
+
+// Write writes lines (whole lines, each ending in '\n') with one write(2)
+// and returns at once, before any fsync: the caller must not acknowledge
+// them before Commit(end) returns.
+func (j *File) Write(lines []byte) (start, end int64, err error) {
+	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
+		return 0, 0, fmt.Errorf("append %s: not whole lines", j.path)
+	}
+	j.smu.Lock()
+	failed := j.failed
+	j.smu.Unlock()
+	if failed != nil {
+		return 0, 0, failed
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
 		return 0, 0, fmt.Errorf("append %s: closed", j.path)
 	}
-	n, err := j.f.Write(line)
+	n, err := j.f.Write(lines)
 	if err != nil {
 		if n > 0 {
 			// A short write leaves a torn line; cut it now rather than at
@@ -135,14 +266,46 @@ func (j *File) Append(v any) (start, end int64, err error) {
 		}
 		return 0, 0, fmt.Errorf("append %s: %w", j.path, err)
 	}
-	if j.sync {
-		if err := j.f.Sync(); err != nil {
-			return 0, 0, fmt.Errorf("sync %s: %w", j.path, err)
-		}
-	}
 	start = j.size
 	j.size += int64(n)
 	return start, j.size, nil
+}
+
+// Commit returns once every byte before end is on disk: it joins an fsync
+// in flight if that one covers end, and otherwise runs (or waits for) the
+// next one, which covers every write made before it starts.
+func (j *File) Commit(end int64) error {
+	j.smu.Lock()
+	defer j.smu.Unlock()
+	for j.synced < end {
+		if j.failed != nil {
+			return j.failed
+		}
+		if j.syncing {
+			j.scond.Wait()
+			continue
+		}
+		j.syncing = true
+		j.mu.Lock()
+		f, target := j.f, j.size
+		j.mu.Unlock()
+		j.smu.Unlock()
+		var err error
+		if f == nil {
+			err = fmt.Errorf("sync %s: closed", j.path)
+		} else if serr := fsync.File(f, j.kind); serr != nil {
+			err = fmt.Errorf("sync %s: %w", j.path, serr)
+		}
+		j.smu.Lock()
+		j.syncing = false
+		if err != nil {
+			j.failed = err
+		} else if target > j.synced {
+			j.synced = target
+		}
+		j.scond.Broadcast()
+	}
+	return nil
 }
 
 // Size is the length of the whole lines written so far.
@@ -152,16 +315,30 @@ func (j *File) Size() int64 {
 	return j.size
 }
 
-// Close closes the file. Appends after Close fail.
+// Close closes the file once no fsync is in flight. Appends after Close
+// fail.
 func (j *File) Close() error {
+	var ferr error
+	if j.flushAfter > 0 {
+		ferr = j.Commit(j.Size())
+	}
+	j.smu.Lock()
+	if j.flushTimer != nil {
+		j.flushTimer.Stop()
+		j.flushTimer = nil
+	}
+	for j.syncing {
+		j.scond.Wait()
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.smu.Unlock()
 	if j.f == nil {
 		return nil
 	}
 	err := j.f.Close()
 	j.f = nil
-	return err
+	return errors.Join(ferr, err)
 }
 
 // Scan calls fn for each whole line of path from offset start up to

@@ -31,6 +31,7 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/mother"
@@ -254,10 +255,11 @@ var (
 	descBudgetLeft = prometheus.NewDesc(Namespace+"_budget_remaining_tokens", "Tokens left today under each daily cap that is set.", []string{"kind", "name"}, nil)
 	descHealthy    = prometheus.NewDesc(Namespace+"_healthy", "1 when Mother's core answers its health check (as /healthz), else 0.", nil, nil)
 	descUptime     = prometheus.NewDesc(Namespace+"_uptime_seconds", "Seconds since Mother started.", nil, nil)
+	descFsyncs     = prometheus.NewDesc(Namespace+"_store_fsyncs_total", "fsync(2) calls on Mother's files, by kind (log, context, chick_events, chicks, usage, replace, dir, attachment, other).", []string{"kind"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime} {
+	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime, descFsyncs} {
 		ch <- d
 	}
 }
@@ -268,6 +270,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue, c.m.clock.Now().Sub(c.m.started).Seconds())
+	for _, f := range fsync.Counts() {
+		ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(f.N), f.Kind)
+	}
 	if ms != nil {
 		depths := ms.QueueDepths()
 		for _, a := range sortedKeys(depths) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/metrics/metricstest"
 	"github.com/mother-chat/mother/pkg/model"
@@ -203,5 +205,30 @@ func TestGateConnectionsCardinality(t *testing.T) {
 	}
 	if n := strings.Count(s.Series("mother_gate_connections_total"), "\n"); n > metrics.MaxGateDestinations+5 {
 		t.Errorf("%d series of mother_gate_connections_total", n)
+	}
+}
+
+func TestStoreFsyncsAreCountedByKind(t *testing.T) {
+	t.Parallel()
+	mx := metrics.New(metrics.Options{})
+	srv := httptest.NewServer(mx.Handler())
+	defer srv.Close()
+	before, _ := metricstest.Get(t, srv.URL+"/metrics").Value("mother_store_fsyncs_total", "kind", "test_metrics")
+	j, _, err := jsonl.OpenWith(filepath.Join(t.TempDir(), "l.jsonl"), jsonl.Options{Sync: true, Kind: "test_metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i := range 3 {
+		if _, _, err := j.Append(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := j.AppendBatch(4, 5, 6); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := metricstest.Get(t, srv.URL+"/metrics").Value("mother_store_fsyncs_total", "kind", "test_metrics")
+	if !ok || got-before != 4 {
+		t.Errorf("mother_store_fsyncs_total{kind=test_metrics} = %v (present %v), want 4 more than %v (3 appends and one batch)", got, ok, before)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -118,6 +119,9 @@ type channelState struct {
 	seq       uint64
 	persistMu sync.Mutex
 	written   uint64
+	// markerFlush is the pending fsync of the in-flight marker (guarded
+	// by persistMu; see persist).
+	markerFlush clock.Timer
 }
 
 func (cs *channelState) qid() string { return chat.QualifiedID(cs.adapter.Name(), cs.id) }

@@ -13,14 +13,25 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
 // In-flight markers: <data>/state/inflight/<adapter>/<channel>.json holds a
 // channel's running and queued jobs, rewritten atomically (temp file,
-// fsync, rename) whenever they change and removed when the channel is
-// idle. At start, a marker left behind (a crash, or a shutdown with work
-// in flight) tells Mother what to resume and what to tell the channel.
+// rename) whenever they change and removed when the channel is idle. At
+// start, a marker left behind (a crash, or a shutdown with work in flight)
+// tells Mother what to resume and what to tell the channel.
+//
+// A marker changes two or three times per message, so it is not fsynced
+// on every change: a killed process loses nothing (the page cache
+// survives it), and the marker and its directory are fsynced store.
+// FlushAfter after a change. A power loss within that second may leave
+// the previous marker or none: the messages themselves are in log.jsonl
+// (fsynced before they were queued), and the next sync brings them into
+// the context; at worst a restart notice is missed or a run is resumed
+// whose answer was already posted.
 
 type inflightFile struct {
 	Adapter string        `json:"adapter"`
@@ -108,9 +119,36 @@ func (m *Mother) persist(cs *channelState) {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 		return
 	}
-	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+	if err := atomicfile.WriteFileNoSync(path, b, 0o600); err != nil {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
+		return
 	}
+	if cs.markerFlush == nil {
+		cs.markerFlush = clock.Real{}.AfterFunc(store.FlushAfter, func() {
+			cs.persistMu.Lock()
+			defer cs.persistMu.Unlock()
+			cs.markerFlush = nil
+			if err := syncMarker(path); err != nil {
+				m.logger.Warn("cannot fsync in-flight marker", "channel", cs.qid(), "err", err)
+			}
+		})
+	}
+}
+
+// syncMarker fsyncs the marker at path, if it is there, and its directory.
+func syncMarker(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	serr := fsync.File(f, fsync.KindInflight)
+	if err := errors.Join(serr, f.Close()); err != nil {
+		return err
+	}
+	return fsync.Dir(filepath.Dir(path))
 }
 
 // restartNotice is what one channel is told after a restart.

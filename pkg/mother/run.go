@@ -258,7 +258,7 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 		Text:      final,
 		ReplyTo:   job.Trigger.ID,
 	}
-	if _, err := ch.AppendMessage(msg); err != nil {
+	if _, err := ch.AppendOwnMessage(msg); err != nil {
 		lg.Error("cannot log reply", "err", err)
 	} else if m.crashed("answer logged") {
 		return

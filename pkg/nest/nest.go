@@ -45,7 +45,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
@@ -66,7 +65,7 @@ type ChickSessions interface {
 	Touch(id string)
 	Stopping(id string) (<-chan struct{}, func() string, error)
 	LastSeq(id string) (uint64, error)
-	RecordEvent(id string, seq uint64, ev agent.Event) (uint64, error)
+	RecordEvents(id string, evs []hatchery.SeqEvent) (uint64, error)
 	Finish(id string, r hatchery.Result) error
 	StoreFile(id, rel string, attach bool, title string, r io.Reader) (hatchery.File, error)
 	Get(id string) (hatchery.Info, error)
@@ -521,71 +520,107 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	if err != nil {
 		return status.Error(codes.NotFound, err.Error())
 	}
-	msgs := make(chan *pb.SessionRequest)
-	errs := make(chan error, 1)
+	// The receiver runs ahead of the storing: while one batch of events
+	// is being fsynced, the next ones queue here and are stored together,
+	// with one fsync and one cumulative ack (group commit).
+	// The stream's end comes through the same channel, after the
+	// messages before it.
+	type received struct {
+		m   *pb.SessionRequest
+		err error
+	}
+	msgs := make(chan received, maxEventBatch)
 	go func() {
 		for {
 			m, err := stream.Recv()
-			if err != nil {
-				errs <- err
+			select {
+			case msgs <- received{m, err}:
+			case <-ctx.Done():
 				return
 			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
+			if err != nil {
 				return
 			}
 		}
 	}()
+	var next *received // a message taken while draining a batch
+	batch := make([]hatchery.SeqEvent, 0, maxEventBatch)
 	for {
-		select {
-		case <-ctx.Done():
-			if stream.Context().Err() == nil {
-				return status.Error(codes.Aborted, "replaced by a newer session of the same chick")
-			}
-			return ctx.Err()
-		case err := <-errs:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		case <-stopCh:
-			stopCh = nil
-			reason := reasonOf()
-			lg.Info("sending cancellation", "reason", reason)
-			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Message: reason}}}); err != nil {
-				return err
-			}
-		case m := <-msgs:
-			switch k := m.GetKind().(type) {
-			case *pb.SessionRequest_Heartbeat:
-				c.s.chicks.Touch(id)
-			case *pb.SessionRequest_Hello:
-				c.s.chicks.Touch(id)
-			case *pb.SessionRequest_Event:
-				ack, err := c.s.chicks.RecordEvent(id, k.Event.GetSeq(), wire.EventFromProto(k.Event))
-				if err != nil {
-					if errors.Is(err, hatchery.ErrChickEnded) {
-						return status.Error(codes.FailedPrecondition, "the chick has ended")
-					}
-					lg.Warn("event not stored", "seq", k.Event.GetSeq(), "err", err)
-					return status.Error(codes.DataLoss, err.Error())
+		var r received
+		if next != nil {
+			r, next = *next, nil
+		} else {
+			select {
+			case <-ctx.Done():
+				if stream.Context().Err() == nil {
+					return status.Error(codes.Aborted, "replaced by a newer session of the same chick")
 				}
-				if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: ack}}}); err != nil {
+				return ctx.Err()
+			case <-stopCh:
+				stopCh = nil
+				reason := reasonOf()
+				lg.Info("sending cancellation", "reason", reason)
+				if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Message: reason}}}); err != nil {
 					return err
 				}
-			case *pb.SessionRequest_Result:
-				r := k.Result
-				if err := c.s.chicks.Finish(id, hatchery.Result{Text: r.GetText(), StopReason: string(wire.StopReasonFromProto(r.GetStopReason())), Error: r.GetError(), OutputFiles: r.GetOutputFiles()}); err != nil {
-					return status.Error(codes.Internal, err.Error())
-				}
-				lg.Info("chick result stored", "stop", wire.StopReasonFromProto(r.GetStopReason()))
-				// Closing the stream tells the chick its result is stored.
+				continue
+			case r = <-msgs:
+			}
+		}
+		if r.err != nil {
+			if errors.Is(r.err, io.EOF) {
 				return nil
 			}
+			return r.err
+		}
+		switch k := r.m.GetKind().(type) {
+		case *pb.SessionRequest_Heartbeat:
+			c.s.chicks.Touch(id)
+		case *pb.SessionRequest_Hello:
+			c.s.chicks.Touch(id)
+		case *pb.SessionRequest_Event:
+			batch = append(batch[:0], hatchery.SeqEvent{Seq: k.Event.GetSeq(), Event: wire.EventFromProto(k.Event)})
+		drain:
+			for len(batch) < maxEventBatch {
+				select {
+				case more := <-msgs:
+					ev := more.m.GetEvent()
+					if ev == nil {
+						next = &more
+						break drain
+					}
+					batch = append(batch, hatchery.SeqEvent{Seq: ev.GetSeq(), Event: wire.EventFromProto(ev)})
+				default:
+					break drain
+				}
+			}
+			ack, err := c.s.chicks.RecordEvents(id, batch)
+			if err != nil {
+				if errors.Is(err, hatchery.ErrChickEnded) {
+					return status.Error(codes.FailedPrecondition, "the chick has ended")
+				}
+				lg.Warn("events not stored", "seq", batch[0].Seq, "events", len(batch), "stored_up_to", ack, "err", err)
+				return status.Error(codes.DataLoss, err.Error())
+			}
+			clear(batch) // drop the events' references until the next batch
+			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: ack}}}); err != nil {
+				return err
+			}
+		case *pb.SessionRequest_Result:
+			r := k.Result
+			if err := c.s.chicks.Finish(id, hatchery.Result{Text: r.GetText(), StopReason: string(wire.StopReasonFromProto(r.GetStopReason())), Error: r.GetError(), OutputFiles: r.GetOutputFiles()}); err != nil {
+				return status.Error(codes.Internal, err.Error())
+			}
+			lg.Info("chick result stored", "stop", wire.StopReasonFromProto(r.GetStopReason()))
+			// Closing the stream tells the chick its result is stored.
+			return nil
 		}
 	}
 }
+
+// maxEventBatch caps how many of a chick's events one fsync covers (and how
+// many received messages wait while a batch is stored).
+const maxEventBatch = 256
 
 func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_GenerateServer) error {
 	id := chickOf(stream.Context())

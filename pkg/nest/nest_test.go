@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
@@ -391,5 +393,59 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBurstIsStoredInBatchesWithCumulativeAcks sends a burst of events
+// without waiting: Mother stores them in batches, one fsync and one
+// cumulative ack per batch, every event once and in order. Not parallel:
+// it counts the process's fsyncs of chick event logs.
+func TestBurstIsStoredInBatchesWithCumulativeAcks(t *testing.T) {
+	f := newFixture(t, 0)
+	id, tok := f.spawn(t)
+	ctx := wire.Credentials(t.Context(), id, tok)
+	s, err := f.client.Session(ctx)
+	must(t, err)
+	must(t, s.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Hello{Hello: &pb.SessionHello{}}}))
+	if m, err := s.Recv(); err != nil || m.GetAck().GetSeq() != 0 {
+		t.Fatalf("hello ack: %v %v", m, err)
+	}
+	before := fsync.CountOf(fsync.KindChickEvents)
+	const n = 500
+	for seq := uint64(1); seq <= n; seq++ {
+		must(t, s.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: wire.EventToProto(seq, agent.Event{Type: agent.EventToolStart, Label: fmt.Sprint("step ", seq), ToolName: "bash", Time: time.Now()})}}))
+	}
+	var acks []uint64
+	for len(acks) == 0 || acks[len(acks)-1] < n {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatalf("after acks %v: %v", acks, err)
+		}
+		if a := m.GetAck(); a != nil {
+			if len(acks) > 0 && a.GetSeq() <= acks[len(acks)-1] {
+				t.Fatalf("ack %d after %d: acks must grow", a.GetSeq(), acks[len(acks)-1])
+			}
+			acks = append(acks, a.GetSeq())
+		}
+	}
+	must(t, s.CloseSend())
+	if got := fsync.CountOf(fsync.KindChickEvents) - before; got != uint64(len(acks)) {
+		t.Errorf("%d fsyncs of events.jsonl for %d acks: want one per ack", got, len(acks))
+	}
+	t.Logf("%d events stored with %d fsyncs and acks", n, len(acks))
+	b, err := os.ReadFile(filepath.Join(f.dir, id, "events.jsonl"))
+	must(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d events stored, want %d", len(lines), n)
+	}
+	for i, line := range lines {
+		var v struct {
+			Seq uint64 `json:"seq"`
+		}
+		must(t, json.Unmarshal([]byte(line), &v))
+		if v.Seq != uint64(i+1) {
+			t.Fatalf("line %d holds seq %d", i+1, v.Seq)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // TruncationMarker ends a part cut at its budget.
@@ -301,7 +303,7 @@ func Scaffold(workspace string) ([]string, error) {
 			return created, fmt.Errorf("scaffold %s: %w", name, err)
 		}
 		_, werr := f.WriteString(content)
-		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		if err := errors.Join(werr, fsync.File(f, fsync.KindReplace), f.Close()); err != nil {
 			return created, fmt.Errorf("scaffold %s: %w", name, err)
 		}
 		created = append(created, name)

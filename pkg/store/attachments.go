@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // DefaultMaxAttachment is the default size limit of a downloaded file.
@@ -94,7 +95,7 @@ func SaveAttachment(channelDir, prefix, name, mimeType string, r io.Reader, max 
 		return chat.ChannelAttachment{}, fmt.Errorf("save attachment: %w", err)
 	}
 	n, cerr := io.Copy(f, io.LimitReader(r, max+1))
-	serr := f.Sync()
+	serr := fsync.File(f, fsync.KindAttachment)
 	if err := errors.Join(cerr, serr, f.Close()); err != nil {
 		os.Remove(path)
 		return chat.ChannelAttachment{}, fmt.Errorf("save attachment %s: %w", name, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 )
@@ -31,7 +32,36 @@ type Channel struct {
 
 	mu  sync.Mutex // guards ctx (replaced on rewrite) and daily appends
 	ctx *jsonl.File
+	// daily is the open daily log file named dailyName (kept open so a
+	// message costs no open(2) for it).
+	daily     *os.File
+	dailyName string
+
+	// cache is context.jsonl parsed up to cacheEnd (guarded by mu; nil
+	// when not kept). Rewrites drop it.
+	cache    *ContextState
+	cacheEnd int64
+	// touched tells the store this channel's context was loaded.
+	touched func(*Channel)
 }
+
+// FlushAfter bounds how long a record written without waiting for its
+// fsync (context.jsonl's, Mother's own replies in log.jsonl) stays without
+// one.
+const FlushAfter = time.Second
+
+// The durability of the two files. log.jsonl is the record: every append
+// that someone is told about (the dispatcher, a run) waits for the fsync
+// that covers it (group commit). context.jsonl is the model's working
+// copy: its appends are written at once (a killed process loses none) and
+// fsynced within FlushAfter, since what a power loss could take from its
+// end is rebuilt from log.jsonl by the next sync (the users' messages and
+// Mother's replies; only the last second's tool calls are lost). The
+// timers run on the real clock: they decide durability, never behaviour.
+var (
+	logOptions     = jsonl.Options{Sync: true, Kind: fsync.KindLog, FlushAfter: FlushAfter, Clock: clock.Real{}}
+	contextOptions = jsonl.Options{Kind: fsync.KindContext, FlushAfter: FlushAfter, Clock: clock.Real{}}
+)
 
 // Context record types.
 const (
@@ -101,14 +131,14 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) 
 		return nil, fmt.Errorf("create %s: %w", mem, err)
 	}
 	lg := logger.With("channel", adapter+"/"+id)
-	log, torn, err := jsonl.Open(filepath.Join(dir, "log.jsonl"), true)
+	log, torn, err := jsonl.OpenWith(filepath.Join(dir, "log.jsonl"), logOptions)
 	if err != nil {
 		return nil, err
 	}
 	if torn > 0 {
 		lg.Warn("repaired torn last line of log.jsonl", "bytes", torn, "kept_in", "log.jsonl.torn")
 	}
-	ctx, torn, err := jsonl.Open(filepath.Join(dir, "context.jsonl"), true)
+	ctx, torn, err := jsonl.OpenWith(filepath.Join(dir, "context.jsonl"), contextOptions)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -122,7 +152,12 @@ func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) 
 func (c *Channel) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return errors.Join(c.log.Close(), c.ctx.Close())
+	var derr error
+	if c.daily != nil {
+		derr = c.daily.Close()
+		c.daily = nil
+	}
+	return errors.Join(c.log.Close(), c.ctx.Close(), derr)
 }
 
 // Dir is the channel directory.
@@ -138,15 +173,35 @@ func (c *Channel) LogPath() string { return filepath.Join(c.dir, "log.jsonl") }
 func (c *Channel) ContextPath() string { return filepath.Join(c.dir, "context.jsonl") }
 
 // AppendMessage logs one message (a whole message, never a chunk) to
-// log.jsonl and a one-line entry to the day's daily log.
+// log.jsonl and a one-line entry to the day's daily log. It returns once
+// an fsync covers the line.
 func (c *Channel) AppendMessage(m chat.ChannelMessage) (LoggedMessage, error) {
+	return c.appendMessage(m, false)
+}
+
+// AppendOwnMessage is AppendMessage for a message nobody waits on being
+// logged (Mother's reply, already posted): it returns once the line is
+// written, and the log's next fsync (the next message's, or FlushAfter
+// later) makes it durable. After a power loss in between, the run's
+// recovery finds the answer missing from the log and posts it again.
+func (c *Channel) AppendOwnMessage(m chat.ChannelMessage) (LoggedMessage, error) {
+	return c.appendMessage(m, true)
+}
+
+func (c *Channel) appendMessage(m chat.ChannelMessage, deferred bool) (LoggedMessage, error) {
 	if m.ID == "" {
 		return LoggedMessage{}, errors.New("append message: empty id")
 	}
 	if m.Attachments == nil {
 		m.Attachments = []chat.ChannelAttachment{}
 	}
-	_, end, err := c.log.Append(m)
+	var end int64
+	var err error
+	if deferred {
+		_, end, err = c.log.AppendDeferred(m)
+	} else {
+		_, end, err = c.log.Append(m)
+	}
 	if err != nil {
 		return LoggedMessage{}, err
 	}
@@ -183,17 +238,30 @@ func (c *Channel) appendDaily(m chat.ChannelMessage) error {
 	return c.AppendDaily(file, line)
 }
 
-// AppendDaily appends text to daily/<file>.
+// AppendDaily appends text to daily/<file>. The daily log is derived from
+// log.jsonl for people's eyes (grep) and is not fsynced; the day's file
+// stays open while it is the one written.
 func (c *Channel) AppendDaily(file, text string) error {
-	path := filepath.Join(c.dir, "daily", filepath.Base(file))
+	name := filepath.Base(file)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
+	if c.daily == nil || c.dailyName != name {
+		if c.daily != nil {
+			c.daily.Close()
+			c.daily = nil
+		}
+		f, err := os.OpenFile(filepath.Join(c.dir, "daily", name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		c.daily, c.dailyName = f, name
+	}
+	if _, err := c.daily.WriteString(text); err != nil {
+		c.daily.Close()
+		c.daily = nil
 		return err
 	}
-	_, werr := f.WriteString(text)
-	return errors.Join(werr, f.Close())
+	return nil
 }
 
 // ReplaceLog replaces log.jsonl with data (whole JSONL lines), atomically.
@@ -211,7 +279,7 @@ func (c *Channel) ReplaceLog(data []byte) error {
 	if err := c.log.Close(); err != nil {
 		return err
 	}
-	nlog, _, err := jsonl.Open(c.LogPath(), true)
+	nlog, _, err := jsonl.OpenWith(c.LogPath(), logOptions)
 	if err != nil {
 		return err
 	}
@@ -243,37 +311,60 @@ func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := jsonl.Open(c.ContextPath(), true)
+	nctx, _, err := jsonl.OpenWith(c.ContextPath(), contextOptions)
 	if err != nil {
 		return err
 	}
 	c.ctx = nctx
+	c.cache, c.cacheEnd = nil, 0
 	return nil
 }
 
-// AppendContext appends records to context.jsonl, each as one line.
+// AppendContext appends records to context.jsonl, each as one line, with
+// one write; an fsync follows within FlushAfter (see contextOptions).
 func (c *Channel) AppendContext(recs ...ContextRecord) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if len(recs) == 0 {
+		return nil
+	}
+	var buf []byte
 	for _, r := range recs {
 		if r.Time.IsZero() {
 			r.Time = c.clock.Now()
 		}
-		if _, _, err := c.ctx.Append(r); err != nil {
-			return err
+		line, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("append context: %w", err)
 		}
+		buf = append(append(buf, line...), '\n')
 	}
-	return nil
-}
-
-// LoadContext reads context.jsonl. Its size is bounded by compaction, so a
-// full read is fine; it never reads log.jsonl. Lines that do not parse are
-// skipped with a warning (they cannot come from Mother's own appends).
-func (c *Channel) LoadContext() (ContextState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := ContextState{Seen: map[string]bool{}}
-	err := jsonl.Scan(c.ContextPath(), 0, c.ctx.Size(), func(line []byte, start, _ int64) error {
+	_, _, err := c.ctx.AppendLines(buf)
+	return err
+}
+
+// LoadContext reads context.jsonl. Its size is bounded by compaction; the
+// parsed records of the store's most recently loaded channels are kept
+// (maxCachedContexts), so a run reads only what was appended since the last
+// load, not the whole file again. Lines that do not parse are skipped with
+// a warning (they cannot come from Mother's own appends).
+func (c *Channel) LoadContext() (ContextState, error) {
+	c.mu.Lock()
+	st, err := c.loadContextLocked()
+	c.mu.Unlock()
+	if err == nil && c.touched != nil {
+		c.touched(c)
+	}
+	return st, err
+}
+
+func (c *Channel) loadContextLocked() (ContextState, error) {
+	size := c.ctx.Size()
+	if c.cache == nil || c.cacheEnd > size {
+		c.cache, c.cacheEnd = &ContextState{Seen: map[string]bool{}}, 0
+	}
+	st := c.cache
+	err := jsonl.Scan(c.ContextPath(), c.cacheEnd, size, func(line []byte, start, _ int64) error {
 		var r ContextRecord
 		if err := json.Unmarshal(line, &r); err != nil {
 			c.logger.Warn("skipping unreadable context.jsonl line", "offset", start, "err", err)
@@ -292,9 +383,22 @@ func (c *Channel) LoadContext() (ContextState, error) {
 		return nil
 	})
 	if err != nil {
+		c.cache, c.cacheEnd = nil, 0
 		return ContextState{}, fmt.Errorf("load context: %w", err)
 	}
-	return st, nil
+	c.cacheEnd = size
+	out := ContextState{Records: append([]ContextRecord(nil), st.Records...), Cursor: st.Cursor, Seen: make(map[string]bool, len(st.Seen))}
+	for id := range st.Seen {
+		out.Seen[id] = true
+	}
+	return out, nil
+}
+
+// dropCache forgets the parsed context (the store keeps only a few).
+func (c *Channel) dropCache() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cache, c.cacheEnd = nil, 0
 }
 
 // RewriteContext replaces context.jsonl with recs (after a compaction). The
@@ -313,7 +417,7 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 		return fmt.Errorf("rewrite context: %w", err)
 	}
 	_, cerr := io.Copy(arch, io.LimitReader(old, c.ctx.Size()))
-	serr := arch.Sync()
+	serr := fsync.File(arch, fsync.KindContext)
 	if err := errors.Join(cerr, serr, arch.Close(), old.Close()); err != nil {
 		return fmt.Errorf("archive context: %w", err)
 	}
@@ -334,11 +438,12 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 	if err := c.ctx.Close(); err != nil {
 		return err
 	}
-	nctx, _, err := jsonl.Open(c.ContextPath(), true)
+	nctx, _, err := jsonl.OpenWith(c.ContextPath(), contextOptions)
 	if err != nil {
 		return err
 	}
 	c.ctx = nctx
+	c.cache, c.cacheEnd = nil, 0
 	return nil
 }
 

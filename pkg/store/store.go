@@ -36,6 +36,35 @@ type Store struct {
 	mu       sync.Mutex
 	channels map[string]*Channel
 	closed   bool
+
+	lruMu  sync.Mutex
+	cached []*Channel // channels whose parsed context is kept, oldest first
+}
+
+// maxCachedContexts is how many channels keep their parsed context in
+// memory between runs.
+const maxCachedContexts = 8
+
+// touched moves c to the end of the cached list and drops the oldest
+// channel's parsed context beyond maxCachedContexts.
+func (s *Store) touched(c *Channel) {
+	s.lruMu.Lock()
+	for i, o := range s.cached {
+		if o == c {
+			s.cached = append(s.cached[:i], s.cached[i+1:]...)
+			break
+		}
+	}
+	s.cached = append(s.cached, c)
+	var evict *Channel
+	if len(s.cached) > maxCachedContexts {
+		evict = s.cached[0]
+		s.cached = append(s.cached[:0], s.cached[1:]...)
+	}
+	s.lruMu.Unlock()
+	if evict != nil {
+		evict.dropCache()
+	}
 }
 
 // Options tune a Store.
@@ -112,6 +141,7 @@ func (s *Store) Channel(adapter, channelID string) (*Channel, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.touched = s.touched
 	s.channels[key] = c
 	return c, nil
 }

@@ -1,5 +1,6 @@
 // Package ollama is the model.Provider for an Ollama server, through the
-// official client github.com/ollama/ollama/api.
+// official client github.com/ollama/ollama/api (its types and errors; chat
+// streams are read with a bounded buffer, see stream.go).
 package ollama
 
 import (
@@ -25,6 +26,10 @@ import (
 type Provider struct {
 	client *api.Client
 	base   string
+	// url and http are for Chat's own stream (stream.go).
+	url    *url.URL
+	http   *http.Client
+	signed bool // requests need the official client's signing
 
 	mu    sync.Mutex
 	shows map[string]showInfo
@@ -77,7 +82,7 @@ func New(baseURL string, httpClient *http.Client) (*Provider, error) {
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	return &Provider{client: api.NewClient(u, httpClient), base: u.String(), shows: map[string]showInfo{}}, nil
+	return &Provider{client: api.NewClient(u, httpClient), base: u.String(), url: u, http: httpClient, signed: needsSigning(u), shows: map[string]showInfo{}}, nil
 }
 
 // Chat streams one chat call.
@@ -107,7 +112,13 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 		resp  model.Response
 		done  bool
 	)
-	err := p.client.Chat(ctx, creq, func(r api.ChatResponse) error {
+	chat := func(ctx context.Context, req *api.ChatRequest, fn api.ChatResponseFunc) error {
+		return chatStream(ctx, p.http, p.url, req, fn)
+	}
+	if p.signed {
+		chat = p.client.Chat
+	}
+	err := chat(ctx, creq, func(r api.ChatResponse) error {
 		if c := r.Message.Content; c != "" {
 			text.WriteString(c)
 			if onDelta != nil {

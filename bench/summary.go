@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// results are the figures of issue 18's table, filled in by the sections
+// that ran, printed last beside their goals.
+type results struct {
+	relayPerSecond, relayCPUPerEvent          float64 // events/s; seconds
+	relayEvents                               int
+	relayCPU                                  float64 // seconds
+	overheadP50, overheadP99                  time.Duration
+	renderP50, renderP99                      time.Duration
+	fsyncsPerEvent, fsyncsPerMessage          float64
+	relayFsyncKinds                           string
+	rss100, peakTerminal, peakPlatforms       int // KiB
+	haveRelay, haveRender, haveFsyncPerEvents bool
+}
+
+var summary = results{fsyncsPerMessage: -1}
+
+func (r results) print() {
+	fmt.Printf("## Summary against the goals (issue 18)\n\n| figure | measured | goal |\n|---|---|---|\n")
+	na := "not run"
+	row := func(name, got, goal string) { fmt.Printf("| %s | %s | %s |\n", name, got, goal) }
+	if r.haveRelay {
+		row("relay, 10 chicks → terminal, every event durable before its ack", fmt.Sprintf("%.0f events/s", r.relayPerSecond), "≥ 10,000 events/s")
+		row("Mother's CPU per relayed event", fmt.Sprintf("%.0f µs (%.2f s for %d events)", r.relayCPUPerEvent*1e6, r.relayCPU, r.relayEvents), "≤ 50 µs")
+	} else {
+		row("relay, 10 chicks → terminal, every event durable before its ack", na, "≥ 10,000 events/s")
+		row("Mother's CPU per relayed event", na, "≤ 50 µs")
+	}
+	if r.overheadP99 > 0 {
+		row("delivery → first model request", fmt.Sprintf("p50 %s, p99 %s", r.overheadP50, r.overheadP99), "p99 ≤ 5 ms")
+	} else {
+		row("delivery → first model request", na, "p99 ≤ 5 ms")
+	}
+	if r.haveRender {
+		row("chick event → adapter render", fmt.Sprintf("p50 %s, p99 %s", r.renderP50, r.renderP99), "p99 ≤ 5 ms")
+	} else {
+		row("chick event → adapter render", na, "p99 ≤ 5 ms")
+	}
+	ev, msg := na, na
+	if r.haveFsyncPerEvents {
+		ev = fmt.Sprintf("%.3f (%s)", r.fsyncsPerEvent, r.relayFsyncKinds)
+	}
+	if r.fsyncsPerMessage >= 0 {
+		msg = fmt.Sprintf("%.2f", r.fsyncsPerMessage)
+	}
+	row("fsyncs per relayed event under load / per answered message", ev+" / "+msg, "≤ 0.05 / ≤ 2")
+	if r.haveFsyncPerEvents && r.fsyncsPerEvent > 0 {
+		row("… at 10 ms per fsync (SD card): relay ceiling from fsyncs alone", fmt.Sprintf("%.0f events/s", 1/(r.fsyncsPerEvent*0.010)), "")
+	}
+	if r.fsyncsPerMessage >= 0 {
+		row("… at 10 ms per fsync (SD card): fsync time per answered message", fmt.Sprintf("%.0f ms", r.fsyncsPerMessage*10), "≤ 20 ms")
+	}
+	mbOr := func(kib int) string {
+		if kib == 0 {
+			return na
+		}
+		return fmt.Sprintf("%.1f MB", mb(kib))
+	}
+	row("RSS 1 s after 100 exchanges (terminal)", mbOr(r.rss100), "≤ 30 MB")
+	row("peak RSS over 1,000 messages (terminal / Discord+Slack+Telegram, 150 channels)", mbOr(r.peakTerminal)+" / "+mbOr(r.peakPlatforms), "≤ 40 / ≤ 60 MB")
+	fmt.Println()
+}

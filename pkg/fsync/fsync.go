@@ -1,0 +1,123 @@
+// Package fsync makes files durable with fsync(2) and counts every call by
+// file kind ("log", "context", "chick_events", ...), for the
+// mother_store_fsyncs_total metric and the bench. It is the one place
+// Mother's stores call fsync, so the count is complete for them.
+//
+// A test hook lets an end-to-end test kill a real process between a
+// batch's write and its fsync: with MOTHER_TEST_PAUSE_BEFORE_FSYNC set to
+// "<kind>:<n>", the n-th fsync of that kind (counting from 1) announces
+// itself on stderr with a line starting "fsync paused: " and then blocks
+// forever, for the test to SIGKILL the process. Unset (always in
+// production), the hook costs one comparison.
+package fsync
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Kinds of files, for the metric's label. Callers may use others.
+const (
+	KindLog         = "log"          // a channel's log.jsonl
+	KindContext     = "context"      // a channel's context.jsonl and its archive
+	KindChickEvents = "chick_events" // a chick's events.jsonl
+	KindChicks      = "chicks"       // chicks.jsonl, the chick records
+	KindUsage       = "usage"        // the broker's usage ledger
+	KindReplace     = "replace"      // a file replaced through temp file and rename
+	KindDir         = "dir"          // a directory, after a rename or create in it
+	KindAttachment  = "attachment"   // an attachment or uploaded file
+	KindInflight    = "inflight"     // a channel's in-flight marker
+	KindOther       = "other"
+)
+
+var counts sync.Map // kind -> *atomic.Uint64
+
+func counter(kind string) *atomic.Uint64 {
+	if c, ok := counts.Load(kind); ok {
+		return c.(*atomic.Uint64)
+	}
+	c, _ := counts.LoadOrStore(kind, new(atomic.Uint64))
+	return c.(*atomic.Uint64)
+}
+
+// File fsyncs f and counts it under kind.
+func File(f *os.File, kind string) error {
+	beforeSync(kind)
+	counter(kind).Add(1)
+	return f.Sync()
+}
+
+// Dir fsyncs the directory dir (after a rename or a create in it) and
+// counts it under KindDir.
+func Dir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := File(d, KindDir); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Count is one kind's number of fsyncs since the process started.
+type Count struct {
+	Kind string
+	N    uint64
+}
+
+// Counts returns the fsyncs so far by kind, sorted by kind.
+func Counts() []Count {
+	var out []Count
+	counts.Range(func(k, v any) bool {
+		out = append(out, Count{Kind: k.(string), N: v.(*atomic.Uint64).Load()})
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out
+}
+
+// PauseEnv names the test hook's environment variable.
+const PauseEnv = "MOTHER_TEST_PAUSE_BEFORE_FSYNC"
+
+var pause = parsePause(os.Getenv(PauseEnv))
+
+type pauseAt struct {
+	kind string
+	n    uint64
+	seen atomic.Uint64
+}
+
+func parsePause(v string) *pauseAt {
+	kind, n, ok := strings.Cut(v, ":")
+	if !ok || kind == "" {
+		return nil
+	}
+	at, err := strconv.ParseUint(n, 10, 64)
+	if err != nil || at == 0 {
+		return nil
+	}
+	return &pauseAt{kind: kind, n: at}
+}
+
+// beforeSync is the test hook (see the package comment).
+func beforeSync(kind string) {
+	p := pause
+	if p == nil || p.kind != kind {
+		return
+	}
+	if p.seen.Add(1) != p.n {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "fsync paused: %s #%d\n", kind, p.n)
+	select {}
+}
+
+// CountOf is kind's number of fsyncs since the process started.
+func CountOf(kind string) uint64 { return counter(kind).Load() }

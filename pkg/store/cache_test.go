@@ -1,0 +1,74 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/mother-chat/mother/pkg/model"
+)
+
+// TestLoadContextReadsOnlyWhatIsNew checks the kept parse: loads after
+// appends and rewrites see exactly the file, callers' changes to what they
+// got do not leak into the next load, and only maxCachedContexts channels
+// keep theirs.
+func TestLoadContextReadsOnlyWhatIsNew(t *testing.T) {
+	t.Parallel()
+	st, ch := openTest(t, t.TempDir())
+	rec := func(text string) ContextRecord {
+		return ContextRecord{Type: RecordMessage, Message: &model.Message{Role: model.RoleUser, Content: text}}
+	}
+	texts := func(s ContextState) []string {
+		var out []string
+		for _, r := range s.Records {
+			if r.Message != nil {
+				out = append(out, r.Message.Content)
+			}
+		}
+		return out
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ch.AppendContext(rec("a"), rec("b")))
+	s1, err := ch.LoadContext()
+	must(err)
+	if got := fmt.Sprint(texts(s1)); got != "[a b]" {
+		t.Fatalf("first load %s", got)
+	}
+	s1.Records = append(s1.Records[:1], rec("scribbled"))
+	s1.Seen["x"] = true
+	must(ch.AppendContext(rec("c"), ContextRecord{Type: RecordSeen, MsgID: "m9", LogEnd: 42}))
+	s2, err := ch.LoadContext()
+	must(err)
+	if got := fmt.Sprint(texts(s2)); got != "[a b c]" || len(s2.Records) != 4 || s2.Seen["x"] || !s2.Seen["m9"] || s2.Cursor != (Cursor{Offset: 42, LastID: "m9"}) {
+		t.Fatalf("second load %v %+v", texts(s2), s2)
+	}
+	must(ch.RewriteContext([]ContextRecord{rec("summary")}))
+	s3, err := ch.LoadContext()
+	must(err)
+	if got := fmt.Sprint(texts(s3)); got != "[summary]" || len(s3.Seen) != 0 {
+		t.Fatalf("load after a rewrite %s %+v", got, s3)
+	}
+	// Loading more channels than are kept drops the oldest parse; a load
+	// after that reads the file again, with the same result.
+	for i := range maxCachedContexts {
+		other, err := st.Channel("test", fmt.Sprintf("O%d", i))
+		must(err)
+		_, err = other.LoadContext()
+		must(err)
+	}
+	ch.mu.Lock()
+	dropped := ch.cache == nil
+	ch.mu.Unlock()
+	if !dropped {
+		t.Error("the oldest channel kept its parsed context")
+	}
+	s4, err := ch.LoadContext()
+	must(err)
+	if got := fmt.Sprint(texts(s4)); got != "[summary]" {
+		t.Errorf("load after the drop %s", got)
+	}
+}
