@@ -17,6 +17,7 @@ import (
 	"github.com/mother-chat/mother/pkg/adapters/discord"
 	"github.com/mother-chat/mother/pkg/adapters/slack"
 	"github.com/mother-chat/mother/pkg/adapters/telegram"
+	_ "github.com/mother-chat/mother/pkg/adapters/whatsapp" // registers "whatsapp"
 	"github.com/mother-chat/mother/pkg/config"
 )
 

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waAdv"
 	"go.mau.fi/whatsmeow/proto/waE2E"
+	wastore "go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 	"google.golang.org/protobuf/proto"
@@ -52,6 +54,9 @@ type fakeClient struct {
 	builder *whatsmeow.Client
 
 	emitMu sync.Mutex // events reach the handlers one at a time, in order
+	// syncMu is held through a connection's whole offline sync: a live
+	// message comes after it, as on WhatsApp.
+	syncMu sync.Mutex
 
 	mu        sync.Mutex
 	handlers  map[uint32]whatsmeow.EventHandler
@@ -135,6 +140,8 @@ func (f *fakeClient) Connect() error {
 // (with replay, the last live message once more, as WhatsApp resends a
 // message whose ack was lost), OfflineSyncCompleted.
 func (f *fakeClient) reconnect(replay bool) {
+	f.syncMu.Lock()
+	defer f.syncMu.Unlock()
 	f.mu.Lock()
 	f.up = true
 	queued := f.offline
@@ -284,6 +291,8 @@ func (f *fakeClient) post(e *events.Message, offline bool) {
 	}
 	f.lastLive = e
 	f.mu.Unlock()
+	f.syncMu.Lock()
+	defer f.syncMu.Unlock()
 	f.emit(e)
 }
 
@@ -306,7 +315,7 @@ func (f *fakeClient) chat(jid types.JID) []shown {
 			continue
 		}
 		m := s.Msg
-		if pm := m.GetProtocolMessage(); pm.GetType() == waE2E.ProtocolMessage_REVOKE {
+		if pm := m.GetProtocolMessage(); pm != nil && pm.GetType() == waE2E.ProtocolMessage_REVOKE {
 			if i, ok := idx[pm.GetKey().GetID()]; ok {
 				out[i].Text, out[i].Msg = "", nil
 			}
@@ -436,3 +445,14 @@ func newTestAdapter(t *testing.T, edit func(*Settings, *config.Adapter, *Options
 }
 
 func newTestDeviceJID() types.JID { return types.NewADJID(selfPN.User, 0, 3) }
+
+// saveLinkedDevice stores dev as pairing does: with its id and the
+// account's signed identity (whatsmeow saves it on success).
+func saveLinkedDevice(t *testing.T, dev *wastore.Device, id types.JID) {
+	t.Helper()
+	dev.ID = &id
+	dev.Account = &waAdv.ADVSignedDeviceIdentity{Details: []byte("details"), AccountSignatureKey: make([]byte, 32), AccountSignature: make([]byte, 64), DeviceSignature: make([]byte, 64)}
+	if err := dev.Save(context.Background()); err != nil {
+		t.Fatalf("save device: %v", err)
+	}
+}

@@ -80,7 +80,11 @@ func (a *Adapter) handleMessage(ctx context.Context, e *events.Message, late boo
 			mention = true
 		}
 		// A mention in a LID group reads "@<lid>": name the phone number.
-		if pn := a.phoneJID(ctx, j, types.EmptyJID); pn.User != j.User {
+		pn := a.phoneJID(ctx, j, types.EmptyJID)
+		if isSelf(j, self, selfLID) {
+			pn = self
+		}
+		if pn.User != j.User {
 			text = replaceMention(text, j.User, pn.User)
 		}
 	}

@@ -88,11 +88,7 @@ func TestLinkAlreadyLinked(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev, _ := s.Device(t.Context())
-	id := newTestDeviceJID()
-	dev.ID = &id
-	if err := dev.Save(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	saveLinkedDevice(t, dev, newTestDeviceJID())
 	s.Close()
 	var out bytes.Buffer
 	if err := Link(t.Context(), env, chat.Terminal{Out: &out}); err != nil {

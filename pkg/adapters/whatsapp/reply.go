@@ -286,7 +286,7 @@ func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string,
 		return "", fmt.Errorf("whatsapp: post: %w", err)
 	}
 	first := ""
-	for _, p := range render.Split(render.ToWhatsApp(markdown, a.Users()), MessageLimit) {
+	for _, p := range renderWhatsApp(markdown, a.Users()) {
 		var id string
 		err := a.retry(ctx, func() error {
 			var perr error
@@ -301,6 +301,13 @@ func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string,
 		}
 	}
 	return first, nil
+}
+
+// renderWhatsApp converts markdown for WhatsApp and cuts it into
+// messages of at most MessageLimit characters, code blocks closed and
+// reopened across parts.
+func renderWhatsApp(markdown string, users []chat.UserInfo) []string {
+	return render.Split(render.ToWhatsApp(markdown, users), MessageLimit)
 }
 
 // uploadMu serialises uploads: each holds a whole file in memory (the

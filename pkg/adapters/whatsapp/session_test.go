@@ -43,11 +43,8 @@ func TestSessionStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := types.NewADJID("4915100000001", 0, 12)
-	dev.ID, dev.LID, dev.PushName = &id, types.NewJID("100000000000001", types.HiddenUserServer), "Mother"
-	if err := dev.Save(ctx); err != nil {
-		t.Fatalf("save device: %v", err)
-	}
+	dev.LID, dev.PushName = types.NewJID("100000000000001", types.HiddenUserServer), "Mother"
+	saveLinkedDevice(t, dev, types.NewADJID("4915100000001", 0, 12))
 	if fresh, err := s.MarkSeen(ctx, "chat/1", time.Now()); err != nil || !fresh {
 		t.Fatalf("MarkSeen = %v, %v", fresh, err)
 	}

@@ -236,6 +236,10 @@ func TestDuplicatesAcrossReconnectsAndRestarts(t *testing.T) {
 	missed := userMsg(family, luigi, mentioning("sent while away", selfPN))
 	f.post(missed, true)
 	f.drop() // replays the last live message in the offline sync
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Status().Reconnects < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	marker(t, f, in, "after reconnect")
 	if n := in.count("answer me once"); n != 1 {
 		t.Errorf("%q delivered %d times, want once", "answer me once", n)
@@ -425,6 +429,7 @@ func TestReplyGolden(t *testing.T) {
 		b.WriteString("to " + s.To.String() + "\n" + line + "\n\n")
 	}
 	got := strings.ReplaceAll(b.String(), f.sent[0].ID, "<main>")
+	got = strings.ReplaceAll(got, trigger.ID, "<trigger>")
 	golden := "testdata/reply.golden"
 	if *update {
 		os.WriteFile(golden, []byte(got), 0o644)
@@ -444,9 +449,26 @@ func TestQuietByDefault(t *testing.T) {
 		a, f, _ := newTestAdapter(t, func(s *Settings, _ *config.Adapter, _ *Options) { s.Details = details })
 		start(t, a)
 		r := a.NewReply(t.Context(), ChannelID(mario), nil, chat.ReplyOptions{Quiet: quiet})
+		showing := func(label string) {
+			f.waitSent(t, label, func([]sent) bool {
+				for _, m := range f.chat(mario) {
+					if strings.Contains(m.Text, label) {
+						return true
+					}
+				}
+				return false
+			})
+		}
 		r.Event(t.Context(), agent.Event{Type: agent.EventToolStart, ToolCallID: "1", ToolName: "bash", Label: "ls"})
 		r.Event(t.Context(), agent.Event{Type: agent.EventToolEnd, ToolCallID: "1", ToolName: "bash", Label: "ls", Result: "a.txt", Duration: time.Second})
-		r.Event(t.Context(), agent.Event{Type: agent.EventRunEnd})
+		r.Event(t.Context(), agent.Event{Type: agent.EventToolStart, ToolCallID: "2", ToolName: "bash", Label: "second step"})
+		showing("second step")
+		// The working message exists now: a third step needs an edit,
+		// and runview posts pending details before it edits, so once the
+		// edit shows, any detail has been posted.
+		r.Event(t.Context(), agent.Event{Type: agent.EventToolEnd, ToolCallID: "2", ToolName: "bash", Label: "second step", Duration: time.Second})
+		r.Event(t.Context(), agent.Event{Type: agent.EventToolStart, ToolCallID: "3", ToolName: "bash", Label: "third step"})
+		showing("third step")
 		if _, err := r.Finish(t.Context(), "Done."); err != nil {
 			t.Fatal(err)
 		}
@@ -455,8 +477,8 @@ func TestQuietByDefault(t *testing.T) {
 	if msgs := run(t, false, false); len(msgs) != 1 || msgs[0].Text != "Done." {
 		t.Errorf("default: chat shows %+v, want only the answer", msgs)
 	}
-	if msgs := run(t, true, true); len(msgs) != 1 {
-		t.Errorf("details on but quiet: %d messages, want only the answer", len(msgs))
+	if msgs := run(t, true, true); len(msgs) != 1 || msgs[0].Text != "Done." {
+		t.Errorf("details on but quiet: chat shows %+v, want only the answer", msgs)
 	}
 	msgs := run(t, true, false)
 	joined := ""
@@ -473,10 +495,16 @@ func TestComposingPresence(t *testing.T) {
 	a, f, _ := newTestAdapter(t, nil)
 	start(t, a)
 	r := a.NewReply(t.Context(), ChannelID(mario), nil, chat.ReplyOptions{})
-	f.mu.Lock()
-	ch := f.changed
-	f.mu.Unlock()
-	<-ch
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		n := len(f.presences)
+		f.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if _, err := r.Finish(t.Context(), "hi"); err != nil {
 		t.Fatal(err)
 	}
