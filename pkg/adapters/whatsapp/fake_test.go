@@ -209,6 +209,13 @@ func (f *fakeClient) SendMessage(_ context.Context, to types.JID, m *waE2E.Messa
 	return whatsmeow.SendResponse{ID: id, Timestamp: time.Unix(1734567890, 0)}, nil
 }
 
+func (f *fakeClient) SendPresence(_ context.Context, state types.Presence) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.presences = append(f.presences, "self:"+string(state))
+	return nil
+}
+
 func (f *fakeClient) SendChatPresence(_ context.Context, jid types.JID, state types.ChatPresence, _ types.ChatPresenceMedia) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -26,7 +26,7 @@ type Settings struct {
 	// DeviceName is the name the phone lists the linked device under
 	// (default "Mother").
 	DeviceName string `json:"deviceName"`
-	// Details shows tool details and usage after the answer. WhatsApp has
+	// Details shows tool details and usage in the chat. WhatsApp has
 	// no threads, so they would go into the chat itself: off by default
 	// (Mother is quiet on WhatsApp); quiet and quietChannels still hide
 	// them when this is on.
@@ -52,7 +52,7 @@ var Spec = config.AdapterSpec{
 	Fields: []config.FieldDoc{
 		{Name: "session", Type: "path", Default: "state/whatsapp/<name>.db", Doc: "The linked-device session (SQLite, mode 0600); relative paths are under the data directory."},
 		{Name: "deviceName", Type: "string", Default: DefaultDeviceName, Doc: "The name the phone shows under Linked devices."},
-		{Name: "details", Type: "bool", Default: "false", Doc: "Show tool details and usage in the chat after the answer (WhatsApp has no threads; quiet and quietChannels still apply)."},
+		{Name: "details", Type: "bool", Default: "false", Doc: "Show tool details and usage in the chat (WhatsApp has no threads; quiet and quietChannels still apply)."},
 	},
 }
 

@@ -85,6 +85,7 @@ type Client interface {
 	AddEventHandler(handler whatsmeow.EventHandler) uint32
 	RemoveEventHandler(id uint32) bool
 	SendMessage(ctx context.Context, to types.JID, message *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error)
+	SendPresence(ctx context.Context, state types.Presence) error
 	SendChatPresence(ctx context.Context, jid types.JID, state types.ChatPresence, media types.ChatPresenceMedia) error
 	Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error)
 	Upload(ctx context.Context, plaintext []byte, appInfo whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
@@ -444,6 +445,18 @@ func (a *Adapter) onEvent(evt any) {
 			a.conn.Connected()
 		}
 		a.signalReady(nil)
+		// Online, so that "typing…" shows in chats (WhatsApp shows chat
+		// presence only from an available account).
+		a.mu.Lock()
+		cli := a.client
+		a.mu.Unlock()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := cli.SendPresence(ctx, types.PresenceAvailable); err != nil {
+				a.lg.Debug("cannot send the available presence", "err", err)
+			}
+		}()
 	case *events.OfflineSyncPreview:
 		a.lg.Info("WhatsApp is delivering what arrived while Mother was away", "messages", e.Messages)
 	case *events.OfflineSyncCompleted:

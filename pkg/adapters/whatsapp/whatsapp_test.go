@@ -509,10 +509,22 @@ func TestComposingPresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	p := strings.Join(f.presences, ",")
+	var chatP []string
+	online := false
+	for _, p := range f.presences {
+		if p == "self:available" {
+			online = true
+		} else {
+			chatP = append(chatP, p)
+		}
+	}
 	f.mu.Unlock()
+	p := strings.Join(chatP, ",")
 	if !strings.HasPrefix(p, mario.User+":composing") || !strings.HasSuffix(p, mario.User+":paused") {
 		t.Errorf("presences = %s, want composing while working, paused at the end", p)
+	}
+	if !online {
+		t.Errorf("the account never went online (available), so typing would not show")
 	}
 }
 
