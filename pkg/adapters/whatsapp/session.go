@@ -70,9 +70,11 @@ func OpenSession(ctx context.Context, path string, lg *slog.Logger) (*Session, e
 	if err != nil {
 		return nil, fmt.Errorf("whatsapp session %s: %w", path, err)
 	}
-	// One connection: SQLite serialises writers anyway, and per-connection
-	// pragmas (foreign keys) then hold for every query.
-	db.SetMaxOpenConns(1)
+	// The pragmas in the DSN are applied to every connection the pool
+	// opens (foreign keys are per connection in SQLite); WAL lets readers
+	// and the writer work at once, busy_timeout waits out the rest. The
+	// pool is not limited to one connection: whatsmeow, like its own
+	// example, may query outside a transaction while one is open.
 	unusable := func(err error) error {
 		db.Close()
 		return fmt.Errorf("whatsapp session %s is unusable (%v): move the file away and link again with `mother link whatsapp NAME DATA`", path, err)

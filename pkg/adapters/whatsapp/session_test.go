@@ -2,6 +2,7 @@ package whatsapp
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -34,6 +35,23 @@ func TestSessionStore(t *testing.T) {
 		if st.Mode().Perm() != want {
 			t.Errorf("%s has mode %v, want %v", p, st.Mode().Perm(), want)
 		}
+	}
+	// Foreign keys hold on every connection of the pool, not just the
+	// first (whatsmeow's schema relies on cascading deletes).
+	var conns []*sql.Conn
+	for range 3 {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		var on int
+		if err := c.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&on); err != nil || on != 1 {
+			t.Errorf("connection %d: foreign_keys = %d, %v; want 1", i, on, err)
+		}
+		c.Close()
 	}
 	if _, err := s.State(ctx, "wa"); !errors.Is(err, ErrNotLinked) || !strings.Contains(err.Error(), "mother link whatsapp wa DATA") {
 		t.Errorf("fresh session state = %v, want ErrNotLinked saying how to link", err)
