@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	signallog "go.mau.fi/libsignal/logger"
 	"go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/store/sqlstore"
 	"go.mau.fi/whatsmeow/types"
@@ -212,6 +213,29 @@ func CheckSession(ctx context.Context, path, name string) error {
 	_, err = s.State(ctx, name)
 	return err
 }
+
+func init() {
+	// libsignal installs its default logger lazily, from whichever
+	// goroutine logs first, unsynchronised (a data race when two devices
+	// sign at once); install one here, before any goroutine can, that
+	// sends its warnings and errors to slog instead of standard output.
+	var l signallog.Loggable = signalLogger{}
+	signallog.Setup(&l)
+}
+
+// signalLogger is libsignal's logger: warnings and errors to slog's
+// default logger, the rest dropped.
+type signalLogger struct{}
+
+func (signalLogger) Debug(string, string) {}
+func (signalLogger) Info(string, string)  {}
+func (signalLogger) Warning(caller, msg string) {
+	slog.Warn("libsignal: "+msg, "component", "whatsapp", "caller", caller)
+}
+func (signalLogger) Error(caller, msg string) {
+	slog.Error("libsignal: "+msg, "component", "whatsapp", "caller", caller)
+}
+func (signalLogger) Configure(string) {}
 
 // waLogger bridges whatsmeow's logger to slog (nil: discard).
 func waLogger(lg *slog.Logger, module string) waLog.Logger {
