@@ -47,6 +47,9 @@ func completionTree() *completion.Command {
 	root.Flag("log-level").Choices = logLevels
 	root.Subs = append(root.Subs,
 		setupCompletion(),
+		&completion.Command{Name: "link", Help: "link a chat account (whatsapp NAME DATA)", Subs: []*completion.Command{
+			{Name: "whatsapp", Help: "link a WhatsApp account by QR or pairing code", Args: completion.ArgsDirs},
+		}},
 		&completion.Command{Name: "migrate", Help: "import a TypeScript Mother or mom data directory", Flags: migrateFlags, Args: completion.ArgsDirs},
 		&completion.Command{Name: "completion", Help: "a shell completion script for mother (bash, zsh, fish)"},
 	)

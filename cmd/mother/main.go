@@ -4,6 +4,7 @@
 //	mother [--cli] [--log-level LEVEL] <data>
 //	mother --check-config <data>
 //	mother setup [flags] <data>
+//	mother link whatsapp <name> <data>
 //	mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
 //	mother completion bash|zsh|fish
 //	mother --version
@@ -15,16 +16,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	// IANA zones for periodic events, even where the host has no zoneinfo.
 	_ "time/tzdata"
 
 	_ "github.com/mother-chat/mother/pkg/adapters/discord"  // registers "discord"
 	_ "github.com/mother-chat/mother/pkg/adapters/slack"    // registers "slack"
 	_ "github.com/mother-chat/mother/pkg/adapters/telegram" // registers "telegram"
+	_ "github.com/mother-chat/mother/pkg/adapters/whatsapp" // registers "whatsapp"
+	"github.com/mother-chat/mother/pkg/chat"
 	// Aliased: the end-to-end tests of this package have a type daemon.
 	motherd "github.com/mother-chat/mother/pkg/daemon"
 	"github.com/mother-chat/mother/pkg/migrate"
@@ -54,12 +60,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "setup" {
 		return runSetup(args[1:], stdin, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "link" {
+		return runLink(args[1:], stdin, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := defineFlags(fs)
 	cliMode, checkConfig, showVersion, logLevel := f.cli, f.checkConfig, f.version, f.logLevel
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother --version\n\n")
+		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother link whatsapp <name> <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother --version\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +120,27 @@ func exitStatus(err error) int {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// runLink links a chat account that is linked rather than configured by
+// a token: mother link TYPE NAME DATA (WhatsApp).
+func runLink(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 3 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, `usage: mother link whatsapp <name> <data>
+
+Links the WhatsApp account of adapter <name> in <data>/config.json: shows a
+QR code to scan with the phone (WhatsApp → Linked devices → Link a device),
+or type the phone number to get a pairing code instead. Stop Mother first.`)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	err := motherd.Link(ctx, args[2], args[0], args[1], os.Getenv, chat.Terminal{In: stdin, Out: stdout}, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "mother link: %v\n", err)
+	}
+	return exitStatus(err)
 }
 
 // runMigrate imports a TypeScript Mother or mom data directory:

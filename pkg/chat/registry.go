@@ -1,7 +1,10 @@
 package chat
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -22,6 +25,10 @@ type Env struct {
 	Files Files
 	// Clock is the adapter's time source (nil: clock.Real).
 	Clock clock.Clock
+	// DataDir is Mother's data directory; adapters that keep state of
+	// their own (a WhatsApp session) keep it under DataDir/state/. Empty:
+	// the adapter has no such place.
+	DataDir string
 }
 
 // Constructor builds an adapter from its configuration.
@@ -38,11 +45,28 @@ type Type struct {
 	// New builds an adapter; env.Config.Settings holds the settings made
 	// by Config.NewSettings.
 	New Constructor
+	// Check, if set, reports what mother --check-config can find out
+	// beyond the configuration without connecting (a WhatsApp session
+	// that was never linked or was logged out).
+	Check func(ctx context.Context, env Env) error
+	// Link, if set, links the account interactively (mother link TYPE
+	// NAME DATA): term is the user's terminal.
+	Link func(ctx context.Context, env Env, term Terminal) error
 }
+
+// Terminal is the user's terminal during an interactive step.
+type Terminal struct {
+	In  io.Reader
+	Out io.Writer
+}
+
+// ErrNoLink is returned by Link for an adapter type that has nothing to
+// link (its account is configured by tokens).
+var ErrNoLink = errors.New("this adapter type has nothing to link: it is configured by tokens in config.json")
 
 var (
 	registryMu sync.RWMutex
-	registry   = map[string]Constructor{}
+	registry   = map[string]Type{}
 )
 
 // Register makes an adapter type available by name ("discord", "slack"):
@@ -61,18 +85,44 @@ func Register(typ string, t Type) {
 		panic("chat: adapter type without a constructor: " + typ)
 	}
 	config.RegisterAdapter(typ, t.Config)
-	registry[typ] = t.New
+	registry[typ] = t
 }
 
 // New builds the adapter named env.Name of type env.Config.Type.
 func New(env Env) (Adapter, error) {
 	registryMu.RLock()
-	c, ok := registry[env.Config.Type]
+	t, ok := registry[env.Config.Type]
 	registryMu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("adapter %q: unknown type %q (known: %v)", env.Name, env.Config.Type, Types())
 	}
-	return c(env)
+	return t.New(env)
+}
+
+// Check runs the check of env.Config.Type's adapter, if it has one.
+func Check(ctx context.Context, env Env) error {
+	registryMu.RLock()
+	t := registry[env.Config.Type]
+	registryMu.RUnlock()
+	if t.Check == nil {
+		return nil
+	}
+	return t.Check(ctx, env)
+}
+
+// Link links the account of the adapter env describes (ErrNoLink for a
+// type without linking).
+func Link(ctx context.Context, env Env, term Terminal) error {
+	registryMu.RLock()
+	t, ok := registry[env.Config.Type]
+	registryMu.RUnlock()
+	if !ok {
+		return fmt.Errorf("adapter %q: unknown type %q (known: %v)", env.Name, env.Config.Type, Types())
+	}
+	if t.Link == nil {
+		return ErrNoLink
+	}
+	return t.Link(ctx, env, term)
 }
 
 // Types lists the registered adapter types, sorted.

@@ -17,6 +17,7 @@ import (
 	"github.com/mother-chat/mother/pkg/adapters/discord"
 	"github.com/mother-chat/mother/pkg/adapters/slack"
 	"github.com/mother-chat/mother/pkg/adapters/telegram"
+	_ "github.com/mother-chat/mother/pkg/adapters/whatsapp" // registers "whatsapp"
 	"github.com/mother-chat/mother/pkg/config"
 )
 
@@ -94,7 +95,8 @@ func TestAdapterSettingsFields(t *testing.T) {
 		{"slack without app token", `{"adapters": {"s": {"type": "slack", "botToken": "` + secret + `"}}}`, "adapters.s.appToken: missing: Socket Mode needs an app-level token (or set SLACK_APP_TOKEN)"},
 		{"telegram token shape", `{"adapters": {"tg": {"type": "telegram", "botToken": "` + secret + `"}}}`, "adapters.tg.botToken: a Telegram bot token looks like"},
 		{"telegram webhook without secret", `{"adapters": {"tg": {"type": "telegram", "botToken": "1:x", "webhookURL": "https://bot.example/hook", "webhookListen": "127.0.0.1:8443"}}}`, "adapters.tg.webhookSecret: missing"},
-		{"missing type lists the registered ones", `{"adapters": {"x": {}}}`, `adapters.x.type: missing ("cli", "discord", "slack" or "telegram")`},
+		{"missing type lists the registered ones", `{"adapters": {"x": {}}}`, `adapters.x.type: missing ("cli", "discord", "slack", "telegram" or "whatsapp")`},
+		{"whatsapp device name on two lines", `{"adapters": {"wa": {"type": "whatsapp", "deviceName": "a\nb"}}}`, "adapters.wa.deviceName: 1 to 50 characters on one line"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,8 +151,8 @@ func TestAdapterRoundTrip(t *testing.T) {
 func TestAdapterDocsListEveryField(t *testing.T) {
 	t.Parallel()
 	docs := config.AdapterDocs()
-	if len(docs) != 4 {
-		t.Fatalf("AdapterDocs() has %d types, want cli, discord, slack and telegram", len(docs))
+	if len(docs) != 5 {
+		t.Fatalf("AdapterDocs() has %d types, want cli, discord, slack, telegram and whatsapp", len(docs))
 	}
 	for _, d := range docs {
 		spec, _ := config.LookupAdapter(d.Type)

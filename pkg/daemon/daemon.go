@@ -109,6 +109,9 @@ func CheckConfig(dataDir string, getenv func(string) string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := checkAdapters(dataDir, cfg); err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("configuration OK: %d adapter(s), model %s/%s, %d chick tier(s), %d host tool server(s)", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers), len(cfg.MCPServers)), nil
 }
 
@@ -335,9 +338,10 @@ func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Stor
 			Name:   name,
 			Config: cfg.Adapters[name],
 			// Adapters scope it themselves (component=<type>, adapter=<name>).
-			Logger: base,
-			Files:  st.AdapterFiles(name),
-			Clock:  opts.Clock,
+			Logger:  base,
+			Files:   st.AdapterFiles(name),
+			Clock:   opts.Clock,
+			DataDir: st.DataDir(),
 		})
 		if err != nil {
 			return p.r.fail(configErr(fmt.Errorf("adapters.%s: %w", name, err)))

@@ -13,7 +13,7 @@ import (
 
 // Bold wraps s in the dialect's bold markers.
 func Bold(d Dialect, s string) string {
-	if d == Slack || d == Telegram {
+	if d == Slack || d == Telegram || d == WhatsApp {
 		return "*" + s + "*"
 	}
 	return "**" + s + "**"
@@ -21,7 +21,7 @@ func Bold(d Dialect, s string) string {
 
 // Italic wraps s in the dialect's italic markers.
 func Italic(d Dialect, s string) string {
-	if d == Slack || d == Telegram {
+	if d == Slack || d == Telegram || d == WhatsApp {
 		return "_" + s + "_"
 	}
 	return "*" + s + "*"
@@ -106,6 +106,9 @@ func codeBlock(d Dialect, lang, body string) string {
 	body = strings.ReplaceAll(body, "```", "`\u200b``")
 	if d == Slack {
 		return "```\n" + slackEscape(body) + "\n```"
+	}
+	if d == WhatsApp {
+		return "```\n" + body + "\n```"
 	}
 	if d == Telegram {
 		return "```" + lang + "\n" + TelegramCodeEscape(body) + "\n```"

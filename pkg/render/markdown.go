@@ -42,6 +42,13 @@ const (
 	// and ` and \ escaped inside code. MarkdownV2 rather than HTML keeps
 	// the ``` fences Split and runview know.
 	Telegram
+	// WhatsApp: *bold*, _italic_, ~strike~, `inline code`, ``` blocks
+	// (no language tag: WhatsApp would print it), "- " and "1. " lists,
+	// "> " quotes; no headings (bold lines) and no links with a label
+	// ("label (url)"). WhatsApp has no escape character, so nothing is
+	// escaped. @username of a known user becomes @<phone number>, which
+	// the adapter turns into a real mention.
+	WhatsApp
 )
 
 func (d Dialect) String() string {
@@ -50,6 +57,8 @@ func (d Dialect) String() string {
 		return "slack"
 	case Telegram:
 		return "telegram"
+	case WhatsApp:
+		return "whatsapp"
 	}
 	return "discord"
 }
@@ -73,6 +82,13 @@ func ToSlack(markdown string, users []chat.UserInfo) string {
 // and stays as written (Telegram links public usernames) for others.
 func ToTelegram(markdown string, users []chat.UserInfo) string {
 	return Convert(Telegram, markdown, users)
+}
+
+// ToWhatsApp converts standard markdown to WhatsApp's formatting;
+// @username becomes @<phone number> for the users listed (their ids are
+// phone-number JIDs, 4915112345678@s.whatsapp.net).
+func ToWhatsApp(markdown string, users []chat.UserInfo) string {
+	return Convert(WhatsApp, markdown, users)
 }
 
 // Convert converts standard markdown to the dialect.
@@ -145,7 +161,7 @@ func (r *renderer) block(n ast.Node) []line {
 		return textLines(r.inlines(n))
 	case *ast.Heading:
 		t := strings.TrimSpace(r.inlines(n))
-		if r.d == Slack || r.d == Telegram {
+		if r.d == Slack || r.d == Telegram || r.d == WhatsApp {
 			return []line{{text: "*" + t + "*"}}
 		}
 		if n.Level <= 3 {
@@ -163,10 +179,11 @@ func (r *renderer) block(n ast.Node) []line {
 	case *ast.Blockquote:
 		inner := r.blocks(n)
 		for i := range inner {
-			if r.d == Telegram && strings.HasPrefix(inner[i].text, ">") {
+			if (r.d == Telegram || r.d == WhatsApp) && strings.HasPrefix(inner[i].text, ">") {
 				// MarkdownV2 has one quote level: a nested quote's
 				// lines stay quoted once (a second '>' would be a
-				// reserved character left unescaped).
+				// reserved character left unescaped). WhatsApp
+				// shows one level too.
 				continue
 			}
 			inner[i].text = strings.TrimRight("> "+inner[i].text, " ")
@@ -399,9 +416,9 @@ func (r *renderer) inline(n ast.Node) string {
 	case *ast.Emphasis:
 		inner := r.inlines(n)
 		switch {
-		case (r.d == Slack || r.d == Telegram) && n.Level >= 2:
+		case (r.d == Slack || r.d == Telegram || r.d == WhatsApp) && n.Level >= 2:
 			return "*" + inner + "*"
-		case r.d == Slack || r.d == Telegram:
+		case r.d == Slack || r.d == Telegram || r.d == WhatsApp:
 			return "_" + inner + "_"
 		case n.Level >= 2:
 			return "**" + inner + "**"
@@ -409,7 +426,7 @@ func (r *renderer) inline(n ast.Node) string {
 			return "*" + inner + "*"
 		}
 	case *extast.Strikethrough:
-		if r.d == Slack || r.d == Telegram {
+		if r.d == Slack || r.d == Telegram || r.d == WhatsApp {
 			return "~" + r.inlines(n) + "~"
 		}
 		return "~~" + r.inlines(n) + "~~"
@@ -457,6 +474,12 @@ func (r *renderer) link(url, label string) string {
 		}
 		return "[" + label + "](" + strings.NewReplacer(`\`, `\\`, `)`, `\)`).Replace(url) + ")"
 	}
+	if r.d == WhatsApp {
+		if label == "" || label == url {
+			return url
+		}
+		return label + " (" + url + ")"
+	}
 	if label == "" || label == url {
 		return url
 	}
@@ -469,6 +492,11 @@ func (r *renderer) codeSpan(body string) string {
 	}
 	if r.d == Telegram {
 		return "`" + TelegramCodeEscape(body) + "`"
+	}
+	if r.d == WhatsApp {
+		// One backtick each side; WhatsApp has no longer fences or
+		// escapes, and a backtick inside would end the span.
+		return "`" + strings.ReplaceAll(body, "`", "'") + "`"
 	}
 	fence := "`"
 	for strings.Contains(body, fence) {
@@ -488,6 +516,8 @@ func (r *renderer) text(s string) string {
 		s = slackEscape(s)
 	case Telegram:
 		return r.telegramText(string(util.UnescapePunctuations([]byte(s))))
+	case WhatsApp:
+		return r.whatsappText(string(util.UnescapePunctuations([]byte(s))))
 	}
 	return r.mentions(s)
 }
@@ -515,6 +545,18 @@ func (r *renderer) mentions(s string) string {
 func (r *renderer) telegramText(s string) string {
 	return r.scanMentions(s, TelegramEscape, func(name, id string) string {
 		return "[@" + TelegramEscape(name) + "](tg://user?id=" + id + ")"
+	})
+}
+
+// whatsappText turns @username of a known user into @<phone number>, the
+// digits of the user's JID, which is how WhatsApp writes a mention (the
+// adapter adds the JID to the message's mentions).
+func (r *renderer) whatsappText(s string) string {
+	return r.scanMentions(s, func(p string) string { return p }, func(name, id string) string {
+		if num, _, ok := strings.Cut(id, "@"); ok && num != "" {
+			return "@" + num
+		}
+		return "@" + name
 	})
 }
 

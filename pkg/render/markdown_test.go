@@ -16,10 +16,13 @@ var testUsers = []chat.UserInfo{
 	{ID: "111", Username: "mario", DisplayName: "Mario Rossi"},
 	{ID: "222", Username: "luigi"},
 	{ID: "333", Username: "mario.rossi"},
+	// A WhatsApp user: ids are phone-number JIDs.
+	{ID: "4915112345678@s.whatsapp.net", Username: "oma", DisplayName: "Oma"},
 }
 
-// TestGolden converts every testdata/*.md to both dialects and compares
-// with testdata/*.discord and testdata/*.slack (go test -update rewrites).
+// TestGolden converts every testdata/*.md to every dialect and compares
+// with testdata/*.discord, *.slack, *.telegram and *.whatsapp (go test
+// -update rewrites).
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.md")
 	if err != nil || len(files) == 0 {
@@ -30,7 +33,7 @@ func TestGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range []Dialect{Discord, Slack, Telegram} {
+		for _, d := range []Dialect{Discord, Slack, Telegram, WhatsApp} {
 			name := strings.TrimSuffix(filepath.Base(f), ".md") + "." + d.String()
 			t.Run(name, func(t *testing.T) {
 				got := Convert(d, string(src), testUsers) + "\n"
@@ -133,7 +136,7 @@ func BenchmarkConvert(b *testing.B) {
 		b.Fatal(err)
 	}
 	md := strings.Repeat(string(src)+"\n\n", 10)
-	for _, d := range []Dialect{Discord, Slack, Telegram} {
+	for _, d := range []Dialect{Discord, Slack, Telegram, WhatsApp} {
 		b.Run(d.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(md)))
 			for b.Loop() {
