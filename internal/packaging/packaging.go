@@ -108,9 +108,12 @@ func (s Source) Mother(bins MotherBinaries, outDir string) (string, error) {
 		file(bins.Mother, "/usr/bin/mother", 0o755),
 		file(bins.Momctl, "/usr/bin/momctl", 0o755),
 		file(filepath.Join(stage, "mother.service"), "/lib/systemd/system/mother.service", 0o644),
-		{Destination: "/etc/mother", Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Mode: 0o750}},
+		// Shipped with the usual modes; the postinst's dpkg-statoverride
+		// makes them root:mother 0750 and 0640 from then on (dpkg applies
+		// the override at every unpack, so an upgrade never widens them).
+		{Destination: "/etc/mother", Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Mode: 0o755}},
 		{Source: deploy("systemd", "mother.env.example"), Destination: "/etc/mother/mother.env", Type: files.TypeConfigNoReplace,
-			FileInfo: &files.ContentFileInfo{Mode: 0o640}},
+			FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 		file(filepath.Join(stage, "mother.1.gz"), "/usr/share/man/man1/mother.1.gz", 0o644),
 		file(filepath.Join(stage, "momctl.1.gz"), "/usr/share/man/man1/momctl.1.gz", 0o644),
 		file(deploy("debian", "README.Debian"), "/usr/share/doc/mother/README.Debian", 0o644),
