@@ -485,7 +485,7 @@ func TestInstallUpgradeRemove(t *testing.T) {
 		if !strings.Contains(out, "mother-chick-load") {
 			t.Errorf("install did not say how to load the image:\n%s", out)
 		}
-		out = c.run(true, "dpkg", "-i", c.copyIn(b.chick[version2]))
+		c.run(true, "dpkg", "-i", c.copyIn(b.chick[version2]))
 		if got := c.run(true, "dpkg-query", "-W", "-f=${Version}", "mother-chick"); got != version2 {
 			t.Errorf("mother-chick after upgrade = %q, want %s", got, version2)
 		}
