@@ -11,7 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
@@ -69,12 +68,17 @@ func moduleRoot(t testing.TB) string {
 // packages builds mother for amd64 at both versions and for arm64 at the
 // first, and mother-chick at both versions, from real binaries and a real
 // chick image (tagged for this run, so that loading it back disturbs no
-// other image).
+// other image), with the tool `make packages` runs (internal/mkpackages),
+// built without the race detector: packing tens of megabytes under -race
+// would take minutes. Each run's SHA256SUMS is checked with sha256sum.
 func packages(t *testing.T) built {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		testenv.Unavailable(t, "go not in PATH")
+	}
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		testenv.Unavailable(t, "sha256sum not installed")
 	}
 	image := hatcherytest.BuildImage(t)
 	root := moduleRoot(t)
@@ -91,34 +95,54 @@ func packages(t *testing.T) built {
 				}
 			}
 			b.imageTag = tag
-			date := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-			for _, va := range [][2]string{{version1, "amd64"}, {version1, "arm64"}, {version2, "amd64"}} {
-				v, arch := va[0], va[1]
-				bins := MotherBinaries{Arch: arch}
-				for _, name := range []string{"mother", "momctl"} {
-					out := filepath.Join(buildDir, "bin", v, arch, name)
-					cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags", "-s -w -X main.version="+v, "-o", out, "./cmd/"+name)
-					cmd.Dir = root
-					cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-					if o, err := cmd.CombinedOutput(); err != nil {
-						return fmt.Errorf("go build %s for %s: %v\n%s", name, arch, err, o)
-					}
-					if name == "mother" {
-						bins.Mother = out
-					} else {
-						bins.Momctl = out
+			goBuild := func(out, pkg, arch, version string) error {
+				args := []string{"build", "-trimpath", "-o", out}
+				if version != "" {
+					args = append(args, "-ldflags", "-s -w -X main.version="+version)
+				}
+				cmd := exec.Command(goBin, append(args, pkg)...)
+				cmd.Dir = root
+				cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+				if o, err := cmd.CombinedOutput(); err != nil {
+					return fmt.Errorf("go build %s for %s: %v\n%s", pkg, arch, err, o)
+				}
+				return nil
+			}
+			tool := filepath.Join(buildDir, "mkpackages")
+			if err := goBuild(tool, "./internal/mkpackages", "amd64", ""); err != nil {
+				return err
+			}
+			for _, va := range [][2]string{{version1, "amd64,arm64"}, {version2, "amd64"}} {
+				v, arches := va[0], va[1]
+				bin := filepath.Join(buildDir, "bin", v)
+				for _, arch := range strings.Split(arches, ",") {
+					for _, name := range []string{"mother", "momctl"} {
+						if err := goBuild(filepath.Join(bin, name+"-linux-"+arch), "./cmd/"+name, arch, v); err != nil {
+							return err
+						}
 					}
 				}
-				src := Source{Root: root, Version: v, Describe: "v" + v, Date: date}
-				deb, err := src.Mother(bins, filepath.Join(buildDir, "deb"))
+				out := filepath.Join(buildDir, "deb", v)
+				cmd := exec.Command(tool, "-root", root, "-bin", bin, "-arch", arches, "-chick-image", tarball, "-out", out, "-version", v)
+				if o, err := cmd.CombinedOutput(); err != nil {
+					return fmt.Errorf("mkpackages: %v\n%s", err, o)
+				}
+				check := exec.Command("sha256sum", "-c", "SHA256SUMS")
+				check.Dir = out
+				o, err := check.CombinedOutput()
 				if err != nil {
-					return err
+					return fmt.Errorf("sha256sum -c SHA256SUMS: %v\n%s", err, o)
 				}
-				b.mother[v+"/"+arch] = deb
-				if arch == "amd64" {
-					if b.chick[v], err = src.Chick("amd64", tarball, filepath.Join(buildDir, "deb")); err != nil {
-						return err
+				for _, arch := range strings.Split(arches, ",") {
+					name := "mother_" + v + "_" + arch + ".deb"
+					if !strings.Contains(string(o), name+": OK") {
+						return fmt.Errorf("SHA256SUMS does not cover %s:\n%s", name, o)
 					}
+					b.mother[v+"/"+arch] = filepath.Join(out, name)
+				}
+				b.chick[v] = filepath.Join(out, "mother-chick_"+v+"_amd64.deb")
+				if !strings.Contains(string(o), filepath.Base(b.chick[v])+": OK") {
+					return fmt.Errorf("SHA256SUMS does not cover %s:\n%s", b.chick[v], o)
 				}
 			}
 			buildState = b
