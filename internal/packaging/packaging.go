@@ -118,7 +118,7 @@ func (s Source) Mother(bins MotherBinaries, outDir string) (string, error) {
 		file(filepath.Join(stage, "momctl.1.gz"), "/usr/share/man/man1/momctl.1.gz", 0o644),
 		file(deploy("debian", "README.Debian"), "/usr/share/doc/mother/README.Debian", 0o644),
 	}
-	contents = append(contents, docContents("mother", stage, motherOverrides, staged)...)
+	contents = append(contents, docContents("mother", stage, motherOverrides(bins.Arch), staged)...)
 	if err := writeStage(stage, staged); err != nil {
 		return "", err
 	}
