@@ -165,10 +165,13 @@ func TestLintian(t *testing.T) {
 	}
 	b := packages(t)
 	debs := []string{b.mother[version1+"/amd64"], b.mother[version1+"/arm64"], b.chick[version1]}
-	args := append([]string{"--display-info", "--show-overrides", "--fail-on", "error,warning,info"}, debs...)
+	// The verdict is read from the output: with --show-overrides, lintian
+	// 2.116 exits 2 on an overridden error whatever --fail-on says, so
+	// --fail-on none makes the exit status mean "lintian ran".
+	args := append([]string{"--display-info", "--show-overrides", "--fail-on", "none"}, debs...)
 	out, err := exec.Command(lintian, args...).CombinedOutput()
 	if err != nil {
-		t.Errorf("lintian: %v", err)
+		t.Fatalf("lintian: %v\n%s", err, out)
 	}
 	used := map[string]bool{}
 	for _, line := range strings.Split(string(out), "\n") {
