@@ -298,6 +298,11 @@ func newChroot(t *testing.T) *chroot {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("debootstrap: %v\n%s", err, out)
 		}
+		// The root directory is the temporary directory (0700): the
+		// tarball's "./" must say 0755, or only root could use the root.
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if out, err := exec.Command("tar", "-C", tmp, "-cf", tarball+".tmp", ".").CombinedOutput(); err != nil {
 			t.Fatalf("tar: %v\n%s", err, out)
 		}
@@ -308,6 +313,9 @@ func newChroot(t *testing.T) *chroot {
 	root := t.TempDir()
 	if out, err := exec.Command("tar", "-C", root, "-xf", tarball).CombinedOutput(); err != nil {
 		t.Fatalf("unpack the cached root: %v\n%s", err, out)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return &chroot{t: t, root: root}
 }
