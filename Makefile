@@ -137,6 +137,22 @@ release: cross ## cross builds plus SHA256SUMS in dist/, version stamped from gi
 	cd dist && sha256sum mother-linux-arm64 momctl-linux-arm64 chick-linux-amd64 > SHA256SUMS
 	@cat dist/SHA256SUMS
 
+# Debian packages (deploy/debian, internal/packaging): mother for each of
+# PACKAGE_ARCHES, mother-chick (the chick image for docker load, the
+# inference-server files) for amd64, SHA256SUMS; the version from git.
+comma := ,
+PACKAGE_ARCHES := amd64,arm64
+.PHONY: packages
+packages: ## .deb packages in dist/deb/: mother (arm64, amd64: daemon, momctl, systemd unit), mother-chick (amd64: chick image, inference files), SHA256SUMS
+	@bash .ci/ensure-docker
+	@for arch in $(subst $(comma), ,$(PACKAGE_ARCHES)); do \
+		GOOS=linux GOARCH=$$arch $(BUILD) -o dist/mother-linux-$$arch ./cmd/mother && \
+		GOOS=linux GOARCH=$$arch $(BUILD) -o dist/momctl-linux-$$arch ./cmd/momctl || exit 1; \
+	done
+	VERSION=$(VERSION) bash images/chick/build-offline.sh mother-chick:dev
+	docker save -o dist/mother-chick-image.tar mother-chick:dev
+	$(GO) run ./internal/mkpackages -bin dist -chick-image dist/mother-chick-image.tar -out dist/deb -arch $(PACKAGE_ARCHES)
+
 .PHONY: clean
 clean: ## remove build output
 	rm -rf bin dist
