@@ -134,6 +134,11 @@ func TestHostToolsReload(t *testing.T) {
 	}
 	notesFile := filepath.Join(t.TempDir(), "notes.jsonl")
 	p := startMother(t, []string{"MOTHER_OLLAMA_URL=" + fake.URL}, "--cli", "--log-level", "info", data)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", p.stderr.String())
+		}
+	})
 	waitUntil(t, "the config watch", func() bool { return strings.Contains(p.stderr.String(), "level=INFO") })
 
 	// No servers yet: no host tools in the prompt.

@@ -45,7 +45,12 @@ func startHostSide(cfg *config.Config, dataDir string, logger *slog.Logger, vers
 	h := &hostSide{
 		tools:  hosttools.New(hosttools.Options{Dir: dataDir, Logger: logger, Version: version}),
 		logger: logger.With("component", "hosttools"),
+		hup:    make(chan os.Signal, 1),
 	}
+	// SIGHUP is caught from here on, before the adapters start: one that
+	// arrives while the chicks are reconciled waits for watch instead of
+	// ending the process (Go's default for an uncaught SIGHUP).
+	signal.Notify(h.hup, syscall.SIGHUP)
 	h.chicks = hosttools.NewChickInvoker(h.tools, cfg.Chicks.HostTools, logger)
 	h.tools.Apply(cfg.MCPServers)
 	const startWait = 10 * time.Second
@@ -84,9 +89,7 @@ func (h *hostSide) watch(ctx context.Context) error {
 	if err := h.watcher.Start(ctx); err != nil {
 		return err
 	}
-	h.hup = make(chan os.Signal, 1)
 	h.done = make(chan struct{})
-	signal.Notify(h.hup, syscall.SIGHUP)
 	go func() {
 		defer close(h.done)
 		for {
@@ -112,7 +115,9 @@ func (h *hostSide) close(ctx context.Context) error {
 		if h.hup != nil {
 			signal.Stop(h.hup)
 			close(h.hup)
-			<-h.done
+			if h.done != nil {
+				<-h.done
+			}
 		}
 		h.watcher.Stop()
 		h.closeErr = h.tools.Close(ctx)
