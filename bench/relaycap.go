@@ -150,13 +150,6 @@ func relaycap(bin, tmp string, quick bool) {
 		out.wait(0, g+" finished", 2*time.Minute)
 	}
 
-	if os.Getenv("BENCH_DEBUG") != "" {
-		o, _ := exec.Command("find", chicksDir).CombinedOutput()
-		fmt.Fprintln(os.Stderr, string(o))
-		for _, s := range syn {
-			fmt.Fprintln(os.Stderr, s.goal, s.id, s.container, s.seq)
-		}
-	}
 	stored, lost := 0, 0
 	for _, s := range syn {
 		n := 0
