@@ -1,7 +1,8 @@
 // Command bench measures Mother and prints figures and ratios: resident
 // memory, per-message overhead, store scale, start-up time, and the
 // chicks: spawn latency against `docker run`, event-to-render overhead and
-// relay throughput. It never asserts timings; it reports them.
+// relay throughput, and Mother's own relay ceiling (relaycap). It never
+// asserts timings; it reports them.
 //
 //	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks,relaycap] [-quick]
 package main
