@@ -150,6 +150,18 @@ func (s chickScript) turn(r ollamatest.Request) ollamatest.Turn {
 	return ollamatest.Turn{Text: goal + " finished"}
 }
 
+var imageOnce sync.Once
+
+// buildBenchImage builds the offline chick image once per bench run.
+func buildBenchImage() {
+	imageOnce.Do(func() {
+		build := exec.Command("bash", "images/chick/build-offline.sh", benchImage)
+		build.Stderr = os.Stderr
+		build.Stdout = os.Stderr
+		check(build.Run())
+	})
+}
+
 // chicks measures the chick path with the real Docker engine, the real
 // offline image and the real binaries: spawn latency against `docker run
 // --rm` of the same image, the overhead from a chick's event to the
@@ -159,10 +171,7 @@ func chicks(bin, tmp string, quick bool) {
 		fmt.Printf("## Chicks\n\nskipped: no Docker engine answers (`docker info`: %v)\n\n", err)
 		return
 	}
-	build := exec.Command("bash", "images/chick/build-offline.sh", benchImage)
-	build.Stderr = os.Stderr
-	build.Stdout = os.Stderr
-	check(build.Run())
+	buildBenchImage()
 
 	spawns, events, batch, turns := 20, 300, 25, 20
 	if quick {

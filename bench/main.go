@@ -1,9 +1,10 @@
 // Command bench measures Mother and prints figures and ratios: resident
 // memory, per-message overhead, store scale, start-up time, and the
 // chicks: spawn latency against `docker run`, event-to-render overhead and
-// relay throughput. It never asserts timings; it reports them.
+// relay throughput, and Mother's own relay ceiling (relaycap). It never
+// asserts timings; it reports them.
 //
-//	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks] [-quick]
+//	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks,relaycap] [-quick]
 package main
 
 import (
@@ -31,7 +32,7 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup,chicks")
+	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup,chicks,relaycap")
 	quick := flag.Bool("quick", false, "smaller sizes (for a smoke run)")
 	flag.Parse()
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
@@ -64,6 +65,9 @@ func main() {
 	}
 	if want("chicks") {
 		chicks(bin, tmp, *quick)
+	}
+	if want("relaycap") {
+		relaycap(bin, tmp, *quick)
 	}
 	summary.print()
 }

@@ -17,6 +17,10 @@ type results struct {
 	relayFsyncKinds                           string
 	rss100, peakTerminal, peakPlatforms       int // KiB
 	haveRelay, haveRender, haveFsyncPerEvents bool
+	// Mother's own relay ceiling (relaycap: synthetic chicks).
+	capPerSecond, capCPUPerEvent, capFsyncsPerEvent float64
+	capEvents                                       int
+	haveCap, haveCapFsyncs                          bool
 }
 
 var summary = results{fsyncsPerMessage: -1}
@@ -31,6 +35,19 @@ func (r results) print() {
 	} else {
 		row("relay, 10 chicks → terminal, every event durable before its ack", na, "≥ 10,000 events/s")
 		row("Mother's CPU per relayed event", na, "≤ 50 µs")
+	}
+	if r.haveCap {
+		row("relay ceiling, 10 synthetic chicks (relaycap: Mother's work only), every event durable before its ack", fmt.Sprintf("%.0f events/s", r.capPerSecond), "≥ 10,000 events/s")
+		row("Mother's CPU per relayed event (relaycap)", fmt.Sprintf("%.1f µs (%d events)", r.capCPUPerEvent*1e6, r.capEvents), "≤ 50 µs")
+		if r.haveCapFsyncs {
+			f := fmt.Sprintf("%.4f", r.capFsyncsPerEvent)
+			if r.capFsyncsPerEvent > 0 {
+				f += fmt.Sprintf("; at 10 ms per fsync: %.0f events/s", 1/(r.capFsyncsPerEvent*0.010))
+			}
+			row("fsyncs per relayed event (relaycap)", f, "≤ 0.05")
+		}
+	} else {
+		row("relay ceiling, 10 synthetic chicks (relaycap)", na, "≥ 10,000 events/s")
 	}
 	if r.overheadP99 > 0 {
 		row("delivery → first model request", fmt.Sprintf("p50 %s, p99 %s", r.overheadP50, r.overheadP99), "p99 ≤ 5 ms")

@@ -1,6 +1,7 @@
 package hatchery
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 )
+
+// maxEventBuf is the largest batch buffer a chick keeps between batches.
+const maxEventBuf = 256 << 10
 
 // LastSeq is the highest event sequence number stored (and fsynced) for
 // chick id.
@@ -102,9 +106,12 @@ func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 
 	c.evMu.Lock()
 	last := c.lastSeq
-	var buf []byte
+	if c.evEnc == nil {
+		c.evEnc = json.NewEncoder(&c.evBuf) // the same bytes as json.Marshal, and a newline
+	}
+	c.evBuf.Reset()
 	var gap error
-	fresh := evs[:0:0]
+	fresh := make([]SeqEvent, 0, len(evs))
 	for _, e := range evs {
 		if e.Seq <= last {
 			continue
@@ -113,14 +120,19 @@ func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 			gap = fmt.Errorf("%w: got %d after %d", ErrSeqGap, e.Seq, last)
 			break
 		}
-		line, err := json.Marshal(storedEvent(e))
-		if err != nil {
+		mark := c.evBuf.Len()
+		if err := c.evEnc.Encode(storedEvent(e)); err != nil {
+			c.evBuf.Truncate(mark)
 			gap = fmt.Errorf("encode chick event %d: %w", e.Seq, err)
 			break
 		}
-		buf = append(append(buf, line...), '\n')
 		fresh = append(fresh, e)
 		last = e.Seq
+	}
+	buf := c.evBuf.Bytes()
+	if c.evBuf.Cap() > maxEventBuf {
+		// An exceptional batch: do not keep its buffer for the chick's life.
+		c.evBuf = bytes.Buffer{}
 	}
 	if len(buf) > 0 {
 		if _, _, err := j.AppendLines(buf); err != nil {

@@ -14,9 +14,11 @@
 package hatchery
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -146,6 +148,10 @@ type chick struct {
 	evMu    sync.Mutex
 	lastSeq uint64
 	events  *jsonl.File
+	// evBuf and evEnc encode a batch of events (guarded by evMu): one
+	// buffer reused from batch to batch, no copy of each encoded line.
+	evBuf bytes.Buffer
+	evEnc *json.Encoder
 	// newEvent is closed when an event is stored (FollowEvents waits on
 	// it); nil while no one waits. Guarded by h.mu.
 	newEvent chan struct{}

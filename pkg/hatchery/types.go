@@ -231,13 +231,15 @@ func (p *publisher) subscribe(o Observer) func() {
 	defer p.mu.Unlock()
 	p.next++
 	id := p.next
-	p.subs = append(p.subs, subscriber{id, o})
+	// Copy on write: a slice handed to each is never changed, so each
+	// takes it without a copy (it runs for every chick event).
+	p.subs = append(slices.Clip(p.subs), subscriber{id, o})
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			p.subs = slices.DeleteFunc(p.subs, func(s subscriber) bool { return s.id == id })
+			p.subs = slices.DeleteFunc(slices.Clone(p.subs), func(s subscriber) bool { return s.id == id })
 		})
 	}
 }
@@ -246,7 +248,7 @@ func (p *publisher) subscribe(o Observer) func() {
 // unsubscribe from its callback).
 func (p *publisher) each(f func(Observer)) {
 	p.mu.RLock()
-	subs := slices.Clone(p.subs)
+	subs := p.subs // never changed in place (see subscribe)
 	p.mu.RUnlock()
 	for _, s := range subs {
 		f(s.o)

@@ -110,7 +110,25 @@ type Page struct {
 	mu    sync.Mutex
 	src   Sources
 	scrub *strings.Replacer
-	last  map[string]LastEvent
+	// last is each chick's last shown event, described only when the
+	// page is read (a chick's events come by the thousand per second).
+	last map[string]lastSeen
+}
+
+// lastSeen is a chick's last shown event: the fields describe reads.
+type lastSeen struct {
+	ev agent.Event
+	at time.Time
+}
+
+// seen keeps what describe needs of ev, or false if the page does not
+// show ev (describe would return "").
+func seen(ev agent.Event, at time.Time) (lastSeen, bool) {
+	if ev.Type == agent.EventMessageDelta || strings.TrimSpace(string(ev.Type)) == "" {
+		return lastSeen{}, false
+	}
+	return lastSeen{ev: agent.Event{Type: ev.Type, ToolName: ev.ToolName, Label: ev.Label, IsError: ev.IsError,
+		Usage: ev.Usage, Attempt: ev.Attempt, StopReason: ev.StopReason}, at: at}, true
 }
 
 var _ hatchery.Observer = (*Page)(nil)
@@ -123,7 +141,7 @@ func New(opts Options) *Page {
 	if opts.Refresh <= 0 {
 		opts.Refresh = 2 * time.Second
 	}
-	p := &Page{opts: opts, last: map[string]LastEvent{}}
+	p := &Page{opts: opts, last: map[string]lastSeen{}}
 	p.SetSecrets(opts.Secrets)
 	return p
 }
@@ -151,17 +169,20 @@ func (p *Page) SetSecrets(secrets []string) {
 
 // ChickEvent implements hatchery.Observer: it keeps the chick's last event.
 func (p *Page) ChickEvent(c hatchery.Info, ev agent.Event) {
-	what := describe(ev)
-	if what == "" {
-		return
+	if ev.Type == agent.EventMessageDelta {
+		return // the commonest event, and never shown
 	}
 	at := ev.Time
 	if at.IsZero() {
 		at = p.opts.Clock.Now()
 	}
+	ls, ok := seen(ev, at)
+	if !ok {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.last[c.ID] = LastEvent{What: what, At: at}
+	p.last[c.ID] = ls
 }
 
 // storedEvents is what a Chicks source may also do: replay a chick's
@@ -180,14 +201,15 @@ func (p *Page) ChickResumed(c hatchery.Info) {
 		return
 	}
 	go func() {
-		var last LastEvent
+		var last lastSeen
+		found := false
 		_ = se.FollowEvents(context.Background(), c.ID, false, func(e hatchery.StoredEvent) error {
-			if what := describe(e.Event); what != "" {
-				last = LastEvent{What: what, At: e.Event.Time}
+			if ls, ok := seen(e.Event, e.Event.Time); ok {
+				last, found = ls, true
 			}
 			return nil
 		})
-		if last.What == "" {
+		if !found {
 			return
 		}
 		p.mu.Lock()
@@ -367,7 +389,9 @@ func (p *Page) Snapshot() Snapshot {
 	src, scrub := p.src, p.scrub
 	last := make(map[string]LastEvent, len(p.last))
 	for k, v := range p.last {
-		last[k] = v
+		if what := describe(v.ev); what != "" {
+			last[k] = LastEvent{What: what, At: v.at}
+		}
 	}
 	p.mu.Unlock()
 	s := scrub.Replace
