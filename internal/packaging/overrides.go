@@ -5,12 +5,10 @@ package packaging
 // build, each with the reason it is accepted. TestLintian fails on any
 // other tag and on an override lintian no longer needs.
 
-// motherOverrides are those of the mother package for arch.
+// motherOverrides are those of the mother package for arch (the same for
+// both architectures since the WhatsApp adapter).
 func motherOverrides(arch string) string {
-	if arch == "amd64" {
-		return motherCommon + motherAMD64
-	}
-	return motherCommon
+	return motherCommon + motherSpelling
 }
 
 const motherCommon = `# Mother and momctl are built with CGO_ENABLED=0 on purpose: one static
@@ -22,8 +20,9 @@ mother: statically-linked-binary
 mother: package-supports-alternative-init-but-no-init.d-script
 `
 
-// lintian's spelling check finds these in the amd64 build only.
-const motherAMD64 = `# The misspellings are in strings of Go modules compiled into the binary,
+// lintian's spelling check finds these in both builds since the WhatsApp
+// adapter's modules (only in amd64 before).
+const motherSpelling = `# The misspellings are in strings of Go modules compiled into the binary,
 # not in Mother's own text.
 mother: spelling-error-in-binary
 `
