@@ -3,13 +3,10 @@ package hatchery_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/hatchery"
-	"github.com/mother-chat/mother/pkg/hatchery/docker/enginetest"
 )
 
 // TestRecordEventsBatches: batches share the chick's encoding buffer; an
@@ -18,25 +15,11 @@ import (
 // between batches) is stored whole, every line as written.
 func TestRecordEventsBatches(t *testing.T) {
 	t.Parallel()
-	e := enginetest.New(t)
-	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
-	e.On(http.MethodPut, "/containers/{}/archive", enginetest.Answer{Status: 200})
-	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
-	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
-	h, _ := fakeHatchery(t, e, 30*time.Second)
-	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
-	must(t, err)
-	deadline := time.Now().Add(time.Minute)
-	for h.State(in.ID) != hatchery.StateRunning {
-		if time.Now().After(deadline) {
-			t.Fatalf("chick is %s, want running", h.State(in.ID))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	h, id := runningFakeChick(t)
 	tool := func(seq uint64, args string) hatchery.SeqEvent {
 		return hatchery.SeqEvent{Seq: seq, Event: agent.Event{Type: agent.EventToolStart, ToolName: "read", Label: fmt.Sprint("call ", seq), Args: json.RawMessage(args)}}
 	}
-	ack, err := h.RecordEvents(in.ID, []hatchery.SeqEvent{tool(1, `{"a":1}`), tool(2, `{"a":2}`), tool(3, `{not json`), tool(4, `{}`)})
+	ack, err := h.RecordEvents(id, []hatchery.SeqEvent{tool(1, `{"a":1}`), tool(2, `{"a":2}`), tool(3, `{not json`), tool(4, `{}`)})
 	if err == nil || ack != 2 {
 		t.Fatalf("RecordEvents with a bad third event = %d, %v; want ack 2 and an error", ack, err)
 	}
@@ -48,16 +31,16 @@ func TestRecordEventsBatches(t *testing.T) {
 		ev.Event.Result = big
 		batch = append(batch, ev)
 	}
-	ack, err = h.RecordEvents(in.ID, batch)
+	ack, err = h.RecordEvents(id, batch)
 	if err != nil || ack != 102 {
 		t.Fatalf("RecordEvents of 100 large events = %d, %v; want 102, nil", ack, err)
 	}
-	ack, err = h.RecordEvents(in.ID, []hatchery.SeqEvent{tool(103, `{"b":true}`)})
+	ack, err = h.RecordEvents(id, []hatchery.SeqEvent{tool(103, `{"b":true}`)})
 	if err != nil || ack != 103 {
 		t.Fatalf("RecordEvents after the large batch = %d, %v; want 103, nil", ack, err)
 	}
 	var got []hatchery.StoredEvent
-	must(t, h.FollowEvents(t.Context(), in.ID, false, func(se hatchery.StoredEvent) error {
+	must(t, h.FollowEvents(t.Context(), id, false, func(se hatchery.StoredEvent) error {
 		got = append(got, se)
 		return nil
 	}))

@@ -17,27 +17,13 @@ import (
 // after the stored ones; it stops when its context ends.
 func TestFollowEvents(t *testing.T) {
 	t.Parallel()
-	e := enginetest.New(t)
-	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
-	e.On(http.MethodPut, "/containers/{}/archive", enginetest.Answer{Status: 200})
-	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
-	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
-	h, _ := fakeHatchery(t, e, 30*time.Second)
-	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
-	must(t, err)
-	deadline := time.Now().Add(time.Minute)
-	for h.State(in.ID) != hatchery.StateRunning {
-		if time.Now().After(deadline) {
-			t.Fatalf("chick is %s, want running", h.State(in.ID))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := h.FollowEvents(t.Context(), in.ID, false, func(hatchery.StoredEvent) error { return errors.New("called") }); err != nil {
+	h, id := runningFakeChick(t)
+	if err := h.FollowEvents(t.Context(), id, false, func(hatchery.StoredEvent) error { return errors.New("called") }); err != nil {
 		t.Fatalf("FollowEvents before any event = %v, want nil (no events)", err)
 	}
 	record := func(seq uint64, ev agent.Event) {
 		t.Helper()
-		if _, err := h.RecordEvent(in.ID, seq, ev); err != nil {
+		if _, err := h.RecordEvent(id, seq, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,7 +31,7 @@ func TestFollowEvents(t *testing.T) {
 	record(2, agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: "ls"})
 
 	var stored []uint64
-	must(t, h.FollowEvents(t.Context(), in.ID, false, func(se hatchery.StoredEvent) error {
+	must(t, h.FollowEvents(t.Context(), id, false, func(se hatchery.StoredEvent) error {
 		stored = append(stored, se.Seq)
 		return nil
 	}))
@@ -57,7 +43,7 @@ func TestFollowEvents(t *testing.T) {
 	got := make(chan hatchery.StoredEvent, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- h.FollowEvents(ctx, in.ID, true, func(se hatchery.StoredEvent) error { got <- se; return nil })
+		done <- h.FollowEvents(ctx, id, true, func(se hatchery.StoredEvent) error { got <- se; return nil })
 	}()
 	next := func() hatchery.StoredEvent {
 		t.Helper()
@@ -88,4 +74,20 @@ func TestFollowEvents(t *testing.T) {
 	if err := h.FollowEvents(t.Context(), "c-nope", true, nil); !errors.Is(err, hatchery.ErrUnknownChick) {
 		t.Errorf("unknown chick: %v", err)
 	}
+}
+
+// runningFakeChick spawns a chick on a fake engine whose container runs
+// until the test ends, and waits until it runs.
+func runningFakeChick(t *testing.T) (*hatchery.Hatchery, string) {
+	t.Helper()
+	e := enginetest.New(t)
+	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
+	e.On(http.MethodPut, "/containers/{}/archive", enginetest.Answer{Status: 200})
+	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
+	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
+	h, _ := fakeHatchery(t, e, 30*time.Second)
+	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
+	must(t, err)
+	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+	return h, in.ID
 }
