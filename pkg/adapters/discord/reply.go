@@ -14,7 +14,6 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/render"
 	"github.com/mother-chat/mother/pkg/render/runview"
 )
@@ -98,19 +97,7 @@ func rateLimited(err error) error {
 
 // retry runs f, waiting out up to three rate-limit answers.
 func (a *Adapter) retry(ctx context.Context, f func() error) error {
-	var err error
-	for range 4 {
-		err = f()
-		var rl *runview.RateLimitError
-		if err == nil || !errors.As(err, &rl) {
-			return err
-		}
-		a.lg.Info("rate limited by Discord; waiting", "retry_after", rl.After)
-		if clock.Sleep(ctx, a.clock, max(rl.After, 100*time.Millisecond)) != nil {
-			return ctx.Err()
-		}
-	}
-	return err
+	return runview.Retry(ctx, a.clock, a.lg, "Discord", "retry_after", 100*time.Millisecond, f)
 }
 
 func (s *surface) PostMain(ctx context.Context, text string, working bool) (string, error) {

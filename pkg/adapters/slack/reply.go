@@ -125,19 +125,7 @@ func (s *surface) PostMore(ctx context.Context, text string) (string, error) {
 
 // retry runs f, waiting out up to three rate-limit answers.
 func (a *Adapter) retry(ctx context.Context, f func() error) error {
-	var err error
-	for range 4 {
-		err = f()
-		var rl *runview.RateLimitError
-		if err == nil || !errors.As(err, &rl) {
-			return err
-		}
-		a.lg.Info("rate limited by Slack; waiting", "retry_after", rl.After)
-		if clock.Sleep(ctx, clock.Real{}, max(rl.After, 100*time.Millisecond)) != nil {
-			return ctx.Err()
-		}
-	}
-	return err
+	return runview.Retry(ctx, clock.Real{}, a.lg, "Slack", "retry_after", 100*time.Millisecond, f)
 }
 
 // Post implements chat.Adapter: a notice (markdown), split if long.

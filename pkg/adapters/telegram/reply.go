@@ -99,19 +99,7 @@ func (a *Adapter) edit(ctx context.Context, channelID string, id int, text strin
 
 // retry runs f, waiting out up to three rate-limit answers.
 func (a *Adapter) retry(ctx context.Context, f func() error) error {
-	var err error
-	for range 4 {
-		err = f()
-		var rl *runview.RateLimitError
-		if err == nil || !errors.As(err, &rl) {
-			return err
-		}
-		a.lg.Info("rate limited by Telegram; waiting", "retry_after", rl.After)
-		if clock.Sleep(ctx, a.clock, rl.After) != nil {
-			return ctx.Err()
-		}
-	}
-	return err
+	return runview.Retry(ctx, a.clock, a.lg, "Telegram", "retry_after", 0, f)
 }
 
 // NewReply implements chat.Adapter. The working message answers the

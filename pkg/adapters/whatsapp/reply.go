@@ -44,19 +44,7 @@ func (a *Adapter) rateLimited(err error) error {
 
 // retry runs f, waiting out up to three rate-limit answers.
 func (a *Adapter) retry(ctx context.Context, f func() error) error {
-	var err error
-	for range 4 {
-		err = f()
-		var rl *runview.RateLimitError
-		if err == nil || !errors.As(err, &rl) {
-			return err
-		}
-		a.lg.Info("rate limited by WhatsApp; waiting", "wait", rl.After)
-		if clock.Sleep(ctx, a.clock, rl.After) != nil {
-			return ctx.Err()
-		}
-	}
-	return err
+	return runview.Retry(ctx, a.clock, a.lg, "WhatsApp", "wait", 0, f)
 }
 
 // quote is the message an answer quotes (in groups, where several people

@@ -53,6 +53,25 @@ func (e *RateLimitError) Error() string {
 
 func (e *RateLimitError) Unwrap() error { return e.Err }
 
+// Retry runs f, waiting out up to three RateLimitErrors, each for at least
+// floor; it logs each wait as "rate limited by PLATFORM; waiting" with the
+// wait under key.
+func Retry(ctx context.Context, clk clock.Clock, lg *slog.Logger, platform, key string, floor time.Duration, f func() error) error {
+	var err error
+	for range 4 {
+		err = f()
+		var rl *RateLimitError
+		if err == nil || !errors.As(err, &rl) {
+			return err
+		}
+		lg.Info("rate limited by "+platform+"; waiting", key, rl.After)
+		if clock.Sleep(ctx, clk, max(rl.After, floor)) != nil {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
 // Options shape one view.
 type Options struct {
 	Dialect render.Dialect
