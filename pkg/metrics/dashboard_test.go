@@ -16,6 +16,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/metrics/metricstest"
@@ -92,6 +93,11 @@ func allFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	mx.ModelCall("claude", model.Usage{InputTokens: 10, OutputTokens: 1}, nil)
 	mx.EventFired(events.Periodic, false)
 	mx.GateConnection("pypi.org:443", "allowed", "claude", 10, 20)
+	// The fsync counts are the process's: one fsync makes the family
+	// appear whatever else this test binary has run.
+	if err := fsync.Dir(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(mx.Handler())
 	defer srv.Close()
 	return metricstest.Get(t, srv.URL+"/metrics").Families
