@@ -277,8 +277,12 @@ func startMotherBinary(t *testing.T, bin, data string, env []string) *chickProc 
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			<-p.done
+			exited := make(chan struct{})
+			go func() {
+				<-p.done
+				close(exited)
+			}()
+			stopGently(p.cmd.Process, exited)
 		}
 	})
 	return p

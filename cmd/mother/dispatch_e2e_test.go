@@ -40,12 +40,20 @@ type proc struct {
 	cmd            *exec.Cmd
 	stdin          io.WriteCloser
 	stdout, stderr *syncBuf
+	exited         chan struct{}
+	err            error // cmd.Wait's, once exited is closed
+}
+
+// wait waits for the process to exit and returns how it did.
+func (p *proc) wait() error {
+	<-p.exited
+	return p.err
 }
 
 func startMother(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(motherBin, args...)
-	p := &proc{cmd: cmd, stdout: &syncBuf{}, stderr: &syncBuf{}}
+	p := &proc{cmd: cmd, stdout: &syncBuf{}, stderr: &syncBuf{}, exited: make(chan struct{})}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -55,9 +63,12 @@ func startMother(t *testing.T, env []string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		stopGently(cmd.Process, p.exited)
 		noRace(t, "mother", p.stderr.String())
 	})
 	return p
@@ -93,7 +104,7 @@ func TestTerminalStop(t *testing.T) {
 	io.WriteString(p.stdin, "stop\n")
 	io.WriteString(p.stdin, "and now?\n")
 	p.stdin.Close()
-	if err := p.cmd.Wait(); err != nil {
+	if err := p.wait(); err != nil {
 		t.Fatalf("mother: %v\n%s", err, p.stderr.String())
 	}
 	if got, want := p.stdout.String(), "Stopping…\nStopped.\nNothing is running here.\nSecond answer.\n"; got != want {
@@ -132,7 +143,7 @@ func TestTerminalEventRunsAgainAfterKill(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.cmd.Wait()
+	_ = p.wait()
 	if _, err := os.Stat(ev); err != nil {
 		t.Fatalf("event file gone after a crash mid-run: %v", err)
 	}

@@ -45,7 +45,7 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.cmd.Wait()
+	_ = p.wait()
 	out := p.stdout.String()
 	if strings.Contains(out, fmt.Sprintf("answer to m%d\n", paused)) {
 		t.Errorf("m%d was answered though the fsync of its log line had not run:\n%s", paused, out)

@@ -200,7 +200,7 @@ func TestHostToolsReload(t *testing.T) {
 		t.Errorf("tool result after removal = %q", got)
 	}
 	p.stdin.Close()
-	if err := p.cmd.Wait(); err != nil {
+	if err := p.wait(); err != nil {
 		t.Fatalf("mother: %v\n%s", err, p.stderr.String())
 	}
 	if strings.Contains(p.stderr.String(), "level=ERROR") && !strings.Contains(p.stderr.String(), "not valid") {

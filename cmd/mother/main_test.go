@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,5 +302,27 @@ func TestVersion(t *testing.T) {
 	r := runMother(t, "", nil, "--version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "mother ") {
 		t.Errorf("--version: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// stopGently stops a mother process at the end of a test the way systemd
+// stops the service: SIGTERM, and SIGKILL only if it has not exited 30 s
+// later. A clean stop lets Mother take her idle gate container with her
+// (a killed Mother leaves it for her next start to reuse), so the tests do
+// not leave gates behind on the engine. exited is closed once the process
+// has been waited for. Tests that kill Mother on purpose do that
+// themselves.
+func stopGently(p *os.Process, exited <-chan struct{}) {
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = p.Kill()
+		<-exited
 	}
 }

@@ -387,6 +387,22 @@ func TestGateRemovedWhenNoLongerNeeded(t *testing.T) {
 	e1.waitGateRunning(t)
 	must(t, e1.h.Close())
 	inst := e1.h.Instance()
+	// A clean stop with no chick to come back to takes the gate and its
+	// volume with it.
+	if gates := hatcherytest.Gates(t, e1.api, inst); len(gates) != 0 {
+		t.Errorf("%d gates left after a clean stop with no chick", len(gates))
+	}
+	if v := gateVolumes(t, e1.api, inst); len(v) != 0 {
+		t.Errorf("%d gate volumes left after a clean stop with no chick", len(v))
+	}
+
+	// gpu1's gate as a Mother killed while gpu1 was configured left it.
+	image, serve := hatcherytest.StandInGate(t)
+	c, err := docker.Dial(config.DockerHost{Name: "gpu1"}, nil)
+	must(t, err)
+	if _, err := docker.New(c).EnsureGate(t.Context(), hatchery.GateSpec{Instance: inst, HostName: "gpu1", Image: image, Command: serve, MotherAddress: "127.0.0.1:1", CAPEM: "test CA", Token: "t", Resources: hatchery.GateResources, Hardening: testConfig(image).Chicks.Hardening}); err != nil {
+		t.Fatal(err)
+	}
 
 	// gpu1 is no longer configured; gpu2 (the same engine) is: gpu1's gate
 	// goes, gpu2 gets its own, and there is still one gate and one volume.

@@ -287,6 +287,37 @@ func (h *Hatchery) dctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(h.ctx), h.dockerTO)
 }
 
+// removeIdleGates removes this instance's gate from every host that has
+// one, when Mother stops cleanly with no chick container to come back to:
+// the gate would otherwise run on with nothing to serve until her next
+// start (which makes it again), and a Mother stopped for good would leave
+// it behind. Hosts are asked at once, each for at most gateRemoveTimeout,
+// so an unreachable host does not hold up the stop; a failure is logged.
+func (h *Hatchery) removeIdleGates() {
+	to := min(h.dockerTO, gateRemoveTimeout)
+	var wg sync.WaitGroup
+	for _, hs := range h.hosts {
+		g, ok := hs.Runtime.(Gater)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), to)
+			defer cancel()
+			if err := g.RemoveGate(ctx, h.instance); err != nil {
+				h.logger.Warn("cannot remove the gate at stop; the next start reuses or replaces it", "host", hs.Name, "err", err)
+				return
+			}
+			h.logger.Debug("gate removed at stop: no chick left to serve", "host", hs.Name)
+		})
+	}
+	wg.Wait()
+}
+
+// gateRemoveTimeout caps how long a clean stop waits on one host to remove
+// its idle gate.
+const gateRemoveTimeout = 10 * time.Second
+
 // Close stops the hatchery's timers and watchers. Running chicks are left
 // alone: they reconnect to the next Mother (decision 5).
 func (h *Hatchery) Close() error {
@@ -311,9 +342,18 @@ func (h *Hatchery) Close() error {
 		}
 		c.timers = nil
 	}
+	idle := h.isolated
+	for _, c := range h.chicks {
+		if c.rec.State != StateQueued && !c.rec.State.Final() {
+			idle = false
+		}
+	}
 	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
+	if idle {
+		h.removeIdleGates()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var errs []error
