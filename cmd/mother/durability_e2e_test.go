@@ -14,9 +14,9 @@ import (
 // TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord kills the real
 // process (SIGKILL) while it is stopped between writing a message to
 // log.jsonl and the fsync that covers it (the fsync test hook), and checks
-// that the message was not acknowledged (the dispatcher never ran it, so
-// it has no answer) while every acknowledged one is in the log, before and
-// after a restart.
+// that the message was not acknowledged (its model request went out, but
+// nothing was shown, so it has no answer) while every acknowledged one is
+// in the log, before and after a restart.
 func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	t.Parallel()
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
@@ -28,7 +28,8 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	env := []string{"MOTHER_OLLAMA_URL=" + fake.URL}
 	// The 4th fsync of a log.jsonl: one message's own, or a later one's
 	// that also covers Mother's reply to the one before.
-	p := startMother(t, append(env, fsync.PauseEnv+"=log:4"), "--cli", data)
+	p := startMother(t, append(env, fsync.PauseEnv+"=log:4"), "--cli", "--log-level", "debug", data)
+	t.Cleanup(func() { t.Log(p.stderr.String()) })
 	paused := 0
 	for i := 1; i <= 20 && paused == 0; i++ {
 		io.WriteString(p.stdin, fmt.Sprintf("message m%d\n", i))
@@ -42,6 +43,17 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	if paused == 0 {
 		t.Fatalf("the fsync hook never paused Mother\n%s", p.stderr.String())
 	}
+	// The model request for the paused message goes out while its log
+	// line's fsync is in flight (the two overlap); only what would show
+	// waits for the fsync.
+	waitUntil(t, fmt.Sprintf("the model request for m%d during the paused fsync", paused), func() bool {
+		for _, r := range fake.Requests() {
+			if strings.HasSuffix(r.LastUser(), fmt.Sprintf("message m%d", paused)) {
+				return true
+			}
+		}
+		return false
+	})
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

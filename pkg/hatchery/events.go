@@ -84,7 +84,8 @@ type SeqEvent struct {
 // that covers those events has returned. Duplicates (seq already stored)
 // are dropped; a gap is an error after the events before it are stored
 // (the chick resends from the ack). The observers hear each new event
-// after the fsync.
+// once it is written, while its fsync runs: seeing an event is not its
+// acknowledgement.
 func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 	h.mu.Lock()
 	c, ok := h.chicks[id]
@@ -102,6 +103,7 @@ func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 		return 0, err
 	}
 	j := c.events
+	info := h.info(c)
 	h.mu.Unlock()
 
 	c.evMu.Lock()
@@ -135,7 +137,17 @@ func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 		c.evBuf = bytes.Buffer{}
 	}
 	if len(buf) > 0 {
-		if _, _, err := j.AppendLines(buf); err != nil {
+		// Written, then shown, then fsynced and acknowledged: the
+		// observers render the events while the fsync runs (rendering is
+		// no acknowledgement; if the fsync fails the chick resends them).
+		_, end, err := j.Write(buf)
+		if err == nil {
+			for _, e := range fresh {
+				h.obs.ChickEvent(info, e.Event)
+			}
+			err = j.Commit(end)
+		}
+		if err != nil {
 			acked := c.lastSeq
 			c.evMu.Unlock()
 			h.mu.Lock()
@@ -153,11 +165,7 @@ func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 	if len(fresh) > 0 {
 		h.mu.Lock()
 		wakeFollowersLocked(c)
-		info := h.info(c)
 		h.mu.Unlock()
-		for _, e := range fresh {
-			h.obs.ChickEvent(info, e.Event)
-		}
 	}
 	return acked, gap
 }

@@ -67,6 +67,10 @@ type Job struct {
 	logFrom int64
 	// interrupted: the job was running when Mother went down.
 	interrupted bool
+	// logged, when set, is the trigger's fsync in flight: the run sends
+	// the model its request meanwhile but shows nothing before it is done
+	// (nil: the trigger is on disk already).
+	logged *pendingSync
 }
 
 func (j *Job) kind() JobKind {
@@ -198,18 +202,31 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	if m.crashed("reserved") {
 		return
 	}
-	lm, err := ch.AppendMessage(msg)
-	if err != nil {
-		if job != nil {
-			m.unreserve(cs)
-		}
-		unlock()
+	// The line is written here and made durable by its fsync (shared
+	// with whatever else is appended meanwhile: group commit). A message
+	// to answer has its fsync run after its job is queued, so the model
+	// request goes out while the line goes to disk; the run shows nothing
+	// before the fsync is done, and this returns (the adapter's
+	// acknowledgement) only after it. Every other message is on disk
+	// before anything else happens, as before.
+	notStored := func(err error) {
 		lg.Error("cannot log message", "err", err)
 		if _, perr := a.Post(ctx, msg.ChannelID, "I could not store your message (disk problem?), so I am not answering it. The operator has the details in my log."); perr != nil {
 			lg.Error("cannot post notice", "err", perr)
 		} else {
 			m.metrics.MessageOut(adapterName)
 		}
+	}
+	lm, err := ch.WriteMessage(msg)
+	if err == nil && job == nil {
+		err = ch.CommitLog(lm.End)
+	}
+	if err != nil {
+		if job != nil {
+			m.unreserve(cs)
+		}
+		unlock()
+		notStored(err)
 		return
 	}
 	if m.crashed("logged") {
@@ -243,14 +260,25 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 			return
 		}
 	}
+	var logged *pendingSync
 	if job != nil {
 		job.TriggerEnd = lm.End
+		logged = newPendingSync()
+		job.logged = logged
 		if err := m.queue(cs, *job); err != nil {
 			// Shutting down: the job stays in the marker for the next start.
 			qerr = errKept
 		}
 	}
 	unlock()
+	if logged != nil {
+		err := ch.CommitLog(lm.End)
+		logged.settle(err)
+		if err != nil {
+			notStored(err)
+			return
+		}
+	}
 	if qerr != nil {
 		n := m.queueSize()
 		notice := fmt.Sprintf("I am busy in this channel and %d messages are already waiting, so I will not answer this one separately. It is logged and I will see it with the next message.", n)

@@ -59,13 +59,28 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	reply := a.NewReply(ctx, channelID, req.Trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
 	began := m.now()
-	out := m.agent.Run(ctx, agent.Input{
+	// The trigger's fsync may still be in flight (Job.logged): the model
+	// request goes out meanwhile, but the run's events wait for it and are
+	// shown in order once it is done; if it failed the run is cut short
+	// and answers nothing (the dispatcher has told the channel).
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	events := holdEvents(job.logged, func(ev agent.Event) { reply.Event(ctx, ev) }, cancelRun)
+	out := m.agent.Run(runCtx, agent.Input{
 		System:    system,
 		History:   sess.History(),
 		OnMessage: sess.Append,
 		OnCompact: sess.Compacted,
-		Emit:      func(ev agent.Event) { reply.Event(ctx, ev) },
+		Emit:      events.emit,
 	})
+	if err := events.release(); err != nil {
+		lg.Error("run abandoned: its message could not be stored", "err", err)
+		m.mu.Lock()
+		cs.cancel = nil
+		m.mu.Unlock()
+		_, _ = reply.Finish(context.WithoutCancel(ctx), "")
+		return Outcome{Ran: true, Err: err, Silent: true}
+	}
 	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens, "compactions", out.Compactions)
 	m.metrics.RunEnded(a.Name(), job.kind(), string(out.StopReason), m.now().Sub(began), out.Usage)
 

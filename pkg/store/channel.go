@@ -188,6 +188,20 @@ func (c *Channel) AppendOwnMessage(m chat.ChannelMessage) (LoggedMessage, error)
 	return c.appendMessage(m, true)
 }
 
+// WriteMessage is AppendMessage in two steps: it writes the line to
+// log.jsonl (and the day's daily log entry) and returns before the fsync;
+// CommitLog(End) then returns once an fsync covers it (joining one in
+// flight: group commit). In between the caller may start work that shows
+// nothing (Mother sends the model its request while the line goes to
+// disk), but nothing the message causes may be shown, acknowledged or
+// answered before CommitLog has returned nil.
+func (c *Channel) WriteMessage(m chat.ChannelMessage) (LoggedMessage, error) {
+	return c.appendMessage(m, true)
+}
+
+// CommitLog returns once every line of log.jsonl before end is on disk.
+func (c *Channel) CommitLog(end int64) error { return c.log.Commit(end) }
+
 func (c *Channel) appendMessage(m chat.ChannelMessage, deferred bool) (LoggedMessage, error) {
 	if m.ID == "" {
 		return LoggedMessage{}, errors.New("append message: empty id")
