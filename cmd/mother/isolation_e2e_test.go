@@ -495,9 +495,26 @@ func TestGatesReconciled(t *testing.T) {
 	if code := b.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("exit %d\n%s", code, b.errs())
 	}
-	if len(gateVolumes(t, api, data)) != 1 {
-		t.Errorf("the gate volume is missing while isolation is configured")
+	// A clean stop with no chick left takes the gate and its volume.
+	if gs := gates(t, api, data); len(gs) != 0 {
+		t.Errorf("%d gates left after a clean stop with no chick", len(gs))
 	}
+	if vs := gateVolumes(t, api, data); len(vs) != 0 {
+		t.Errorf("gate volumes left after a clean stop with no chick: %v", vs)
+	}
+
+	// A killed Mother leaves hers: the next start finds it, and with no
+	// isolated chick configured any more, removes it.
+	k := startChickMother(t, data, chickEnv(fake))
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(gates(t, api, data)) != 1 || len(gateVolumes(t, api, data)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no gate made at start: %v\n%s", gates(t, api, data), k.errs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	k.cmd.Process.Signal(syscall.SIGKILL)
+	k.wait(t, time.Minute)
 
 	setChicks(t, data, map[string]any{"network": "bridge"})
 	c := startChickMother(t, data, chickEnv(fake))

@@ -235,9 +235,27 @@ func TestTerminalModelUnreachable(t *testing.T) {
 			t.Errorf("stdout line = %q, want a clear unreachable error naming %s", l, addr)
 		}
 	}
+	// Each message has its error logged as Mother's reply to it. Where a
+	// reply falls relative to the second message depends on when the
+	// second line was read: the first run fails at once.
 	msgs := readLog(t, data)
-	if len(msgs) != 4 || !strings.HasPrefix(msgs[2].Text, "Error: I cannot reach") || !strings.HasPrefix(msgs[3].Text, "Error: I cannot reach") {
-		t.Errorf("log.jsonl = %+v, want the error logged as Mother's reply", msgs)
+	asked := map[string]string{}
+	answered := map[string]bool{}
+	for _, m := range msgs {
+		switch {
+		case m.Sender.ID == "mother" && strings.HasPrefix(m.Text, "Error: I cannot reach"):
+			answered[m.ReplyTo] = true
+		case m.Sender.ID != "mother":
+			asked[m.ID] = m.Text
+		}
+	}
+	if len(msgs) != 4 || len(asked) != 2 {
+		t.Fatalf("log.jsonl = %+v, want the two messages and an error reply to each", msgs)
+	}
+	for id, text := range asked {
+		if !answered[id] {
+			t.Errorf("%q has no error logged as Mother's reply: %+v", text, msgs)
+		}
 	}
 }
 
