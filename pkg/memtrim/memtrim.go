@@ -21,8 +21,18 @@ type Trimmer struct {
 	logger *slog.Logger
 	active atomic.Int64
 
-	mu    sync.Mutex
-	timer clock.Timer
+	mu     sync.Mutex
+	timer  clock.Timer
+	before []func()
+}
+
+// BeforeTrim adds fn to what runs at each trim, before the freed memory is
+// handed back: dropping caches that are worth keeping only while busy.
+// Call it before the first Begin or Schedule.
+func (t *Trimmer) BeforeTrim(fn func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.before = append(t.before, fn)
 }
 
 // New returns a trimmer that trims after delay of quiet on c.
@@ -55,6 +65,12 @@ func (t *Trimmer) Schedule() {
 // binary (see releaseCode) when nothing is in flight.
 func (t *Trimmer) trimIfIdle() {
 	if t.active.Load() == 0 {
+		t.mu.Lock()
+		before := t.before
+		t.mu.Unlock()
+		for _, fn := range before {
+			fn()
+		}
 		debug.FreeOSMemory()
 		if err := releaseCode(); err != nil {
 			t.logger.Debug("code pages not released", "err", err)

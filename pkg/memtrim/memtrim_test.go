@@ -32,3 +32,26 @@ func TestTrimIsArmedOnlyWhenIdleAndReArmed(t *testing.T) {
 		t.Errorf("after the delay %d trims still armed", n)
 	}
 }
+
+func TestBeforeTrimRunsAtTheIdleTrimOnly(t *testing.T) {
+	c := clock.NewFake(time.Unix(1000, 0))
+	tr := New(c, 2*time.Second, slog.New(slog.DiscardHandler))
+	dropped := 0
+	tr.BeforeTrim(func() { dropped++ })
+	tr.Begin()
+	tr.End()
+	tr.Begin() // busy again before the delay: the armed trim finds work
+	c.Advance(2 * time.Second)
+	if dropped != 0 {
+		t.Fatalf("caches dropped %d times with work in flight", dropped)
+	}
+	tr.End()
+	c.Advance(time.Second)
+	if dropped != 0 {
+		t.Fatalf("caches dropped %d times before the delay", dropped)
+	}
+	c.Advance(time.Second)
+	if dropped != 1 {
+		t.Errorf("caches dropped %d times after the delay of quiet, want 1", dropped)
+	}
+}

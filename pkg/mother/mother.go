@@ -154,6 +154,9 @@ func New(opts Options) (*Mother, error) {
 	}
 	m.settled = sync.NewCond(&m.mu)
 	m.trimmer = memtrim.New(opts.Clock, trimDelay, m.logger)
+	if m.store != nil {
+		m.trimmer.BeforeTrim(m.store.DropContextCaches)
+	}
 	if m.canceller == nil && opts.Chicks != nil {
 		m.canceller = chickCanceller{m}
 	}

@@ -72,3 +72,41 @@ func TestLoadContextReadsOnlyWhatIsNew(t *testing.T) {
 		t.Errorf("load after the drop %s", got)
 	}
 }
+
+// TestDropContextCaches: the idle trim's drop forgets every kept parse,
+// and the next load reads the file again with the same result.
+func TestDropContextCaches(t *testing.T) {
+	t.Parallel()
+	st, ch := openTest(t, t.TempDir())
+	other, err := st.Channel("test", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Channel{ch, other} {
+		if err := c.AppendContext(ContextRecord{Type: RecordMessage, Message: &model.Message{Role: model.RoleUser, Content: "hello"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.LoadContext(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.DropContextCaches()
+	for _, c := range []*Channel{ch, other} {
+		c.mu.Lock()
+		kept := c.cache != nil
+		c.mu.Unlock()
+		if kept {
+			t.Errorf("channel %s kept its parsed context after the drop", c.ID)
+		}
+		s, err := c.LoadContext()
+		if err != nil || len(s.Records) != 1 || s.Records[0].Message.Content != "hello" {
+			t.Errorf("load after the drop: %+v, %v", s, err)
+		}
+	}
+	st.lruMu.Lock()
+	n := len(st.cached)
+	st.lruMu.Unlock()
+	if n != 2 {
+		t.Errorf("%d channels kept after loading two again, want 2", n)
+	}
+}

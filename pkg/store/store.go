@@ -67,6 +67,21 @@ func (s *Store) touched(c *Channel) {
 	}
 }
 
+// DropContextCaches forgets every channel's parsed context. Mother calls it
+// once she has been idle for a while (with the memory trim): the cache is
+// for bursts of messages, and between conversations a context parsed again
+// on the next message costs less than the memory held for it, which grows
+// with the context up to the model's window.
+func (s *Store) DropContextCaches() {
+	s.lruMu.Lock()
+	cached := s.cached
+	s.cached = nil
+	s.lruMu.Unlock()
+	for _, c := range cached {
+		c.dropCache()
+	}
+}
+
 // Options tune a Store.
 type Options struct {
 	Logger *slog.Logger
