@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"syscall"
@@ -190,14 +191,8 @@ func ReceiveFiles(root string, recv func() (*pb.FetchFilesResponse, error)) (Rec
 				if e.GetExecutable() {
 					perm = 0o755
 				}
-				// No link is followed, not even one inside the workspace:
-				// the file written is the one named.
-				f, err := rt.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, perm)
+				f, err := createFile(rt, p, perm)
 				if err != nil {
-					return got, fmt.Errorf("fetch files: %s: %w", p, err)
-				}
-				if err := f.Chmod(perm); err != nil { // an existing file keeps its mode otherwise
-					f.Close()
 					return got, fmt.Errorf("fetch files: %s: %w", p, err)
 				}
 				seen[p] = true
@@ -211,4 +206,36 @@ func ReceiveFiles(root string, recv func() (*pb.FetchFilesResponse, error)) (Rec
 			return got, fmt.Errorf("fetch files: an unknown message (%T)", m.GetKind())
 		}
 	}
+}
+
+// createFile opens name under rt for writing, truncated, with mode perm.
+// os.Root keeps to the workspace but follows links inside it: a name that
+// is anything but a regular file (a link, a directory) is refused, so the
+// file written is the one named.
+func createFile(rt *os.Root, name string, perm os.FileMode) (*os.File, error) {
+	li, err := rt.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		li = nil
+	case err != nil:
+		return nil, err
+	case !li.Mode().IsRegular():
+		return nil, fmt.Errorf("already in the workspace as %v, not a regular file", li.Mode().Type())
+	}
+	f, err := rt.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && (!st.Mode().IsRegular() || li != nil && !os.SameFile(li, st)) {
+		err = errors.New("replaced while being opened")
+	}
+	if err == nil {
+		err = f.Chmod(perm) // an existing file keeps its mode otherwise
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

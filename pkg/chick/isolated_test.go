@@ -41,8 +41,11 @@ type fakeNest struct {
 	pb.UnimplementedChickServiceServer
 	model  func(ctx context.Context, n int, req *pb.GenerateRequest) (model.Response, error)
 	access func(*pb.RequestAccessRequest) *pb.RequestAccessResponse
+	// files answers FetchFiles (nil: no files, just done).
+	files func(pb.ChickService_FetchFilesServer) error
 
 	mu      sync.Mutex
+	fetches int
 	calls   int
 	stored  uint64
 	asked   []*pb.RequestAccessRequest
@@ -99,6 +102,19 @@ func (f *fakeNest) Session(s pb.ChickService_SessionServer) error {
 			return nil
 		}
 	}
+}
+
+func (f *fakeNest) FetchFiles(_ *pb.FetchFilesRequest, s pb.ChickService_FetchFilesServer) error {
+	if err := auth(s.Context()); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.fetches++
+	f.mu.Unlock()
+	if f.files != nil {
+		return f.files(s)
+	}
+	return s.Send(&pb.FetchFilesResponse{Kind: &pb.FetchFilesResponse_Done{Done: &pb.FetchFilesDone{}}})
 }
 
 func (f *fakeNest) Generate(req *pb.GenerateRequest, s pb.ChickService_GenerateServer) error {

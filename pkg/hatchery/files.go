@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/fsync"
@@ -163,13 +162,22 @@ func (e FileEntry) Open() (*os.File, error) {
 		return nil, err
 	}
 	defer root.Close()
-	f, err := root.OpenFile(e.rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// os.Root keeps to the directory but follows links inside it: look
+	// at the name itself first, then make sure the file opened is that.
+	li, err := root.Lstat(e.rel)
+	if err != nil {
+		return nil, err
+	}
+	if !li.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is no longer a regular file", e.Path)
+	}
+	f, err := root.Open(e.rel)
 	if err != nil {
 		return nil, err
 	}
 	st, err := f.Stat()
-	if err == nil && !st.Mode().IsRegular() {
-		err = fmt.Errorf("%s is no longer a regular file", e.Path)
+	if err == nil && !os.SameFile(li, st) {
+		err = fmt.Errorf("%s was replaced while being opened", e.Path)
 	}
 	if err != nil {
 		f.Close()
