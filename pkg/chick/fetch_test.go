@@ -175,7 +175,9 @@ func TestFetchFilesRefusesWhatLeavesTheWorkspace(t *testing.T) {
 		{"a link entry", func(string) msgs {
 			return msgs{{Kind: &pb.FetchFilesResponse_Entry{Entry: &pb.WorkspaceEntry{Path: "link", Kind: pb.WorkspaceEntryKind(3)}}}, doneMsg(0, 0)}
 		}, "only files and directories"},
-		{"over the cap", func(string) msgs { return msgs{fileEntry("huge", wire.MaxFetchBytes+1, false), doneMsg(1, wire.MaxFetchBytes+1)} }, "exceed"},
+		{"over the cap", func(string) msgs {
+			return msgs{fileEntry("huge", wire.MaxFetchBytes+1, false), doneMsg(1, wire.MaxFetchBytes+1)}
+		}, "exceed"},
 		{"more than announced", func(string) msgs { return msgs{fileEntry("a", 3, false), dataMsg([]byte("toolong")), doneMsg(1, 3)} }, "more data"},
 		{"less than announced", func(string) msgs { return msgs{fileEntry("a", 10, false), dataMsg([]byte("abc")), doneMsg(1, 10)} }, "7 bytes short"},
 		{"data without entry", func(string) msgs { return msgs{dataMsg([]byte("x")), doneMsg(0, 0)} }, "without a file entry"},
