@@ -343,3 +343,35 @@ func FuzzReceiveFiles(f *testing.F) {
 		}
 	})
 }
+
+// olderNest is a Mother from before FetchFiles: gRPC answers
+// Unimplemented for it, as it does for any method a server lacks.
+type olderNest struct{ *fakeNest }
+
+func (o olderNest) FetchFiles(req *pb.FetchFilesRequest, s pb.ChickService_FetchFilesServer) error {
+	return pb.UnimplementedChickServiceServer{}.FetchFiles(req, s)
+}
+
+// TestFetchFilesFromAnOlderMother: a Mother that does not know FetchFiles
+// put the files in the workspace herself (the archive API): the chick
+// runs on what is there.
+func TestFetchFilesFromAnOlderMother(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte("copied in by an older Mother"), 0o644))
+	nest := newFakeNest()
+	m := gatetest.Start(t, olderNest{nest})
+	nest.model = func(context.Context, int, *pb.GenerateRequest) (model.Response, error) {
+		return model.Response{Message: model.Message{Content: "worked"}}, nil
+	}
+	err := chick.Run(t.Context(), chick.Options{Addr: m.Addr, Token: chickToken, ChickID: chickID, CAPEM: m.CAPEM, Workspace: ws, MinBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := <-nest.results; res.GetError() != "" || res.GetText() != "worked" {
+		t.Errorf("result %v, want the run done on the workspace as it was", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "MEMORY.md")); string(b) != "copied in by an older Mother" {
+		t.Errorf("MEMORY.md = %q", b)
+	}
+}

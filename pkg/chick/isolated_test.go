@@ -354,11 +354,14 @@ func TestIsolatedChickThroughGate(t *testing.T) {
 		return model.Response{Message: model.Message{Content: "access: " + lastToolResult(req)}}, nil
 	}
 
+	// Its files come through the gate too.
+	nest.files = sendAll(file("MEMORY.md", []byte("through the gate"), 5), []*pb.FetchFilesResponse{doneMsg(1, 16)})
+	ws := t.TempDir()
 	runDone := make(chan error, 1)
 	go func() {
 		runDone <- chick.Run(context.Background(), chick.Options{
 			Addr: "unix://" + filepath.Join(dir, wire.GateNestSocket), Token: chickToken, ChickID: chickID, CAPEM: m.CAPEM,
-			Workspace: t.TempDir(), GateProxy: filepath.Join(dir, wire.GateProxySocket), GateKey: chickKey, ProxyListener: lis,
+			Workspace: ws, GateProxy: filepath.Join(dir, wire.GateProxySocket), GateKey: chickKey, ProxyListener: lis,
 			MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, ReconnectFor: time.Minute,
 		})
 	}()
@@ -401,6 +404,9 @@ func TestIsolatedChickThroughGate(t *testing.T) {
 	if c, err := net.Dial("tcp", lis.Addr().String()); err == nil {
 		c.Close()
 		t.Error("the chick's proxy still listens after Run returned")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "MEMORY.md")); string(b) != "through the gate" {
+		t.Errorf("MEMORY.md fetched through the gate = %q, %v", b, err)
 	}
 }
 
