@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"syscall"
 
 	"google.golang.org/grpc/codes"
@@ -25,7 +26,7 @@ import (
 // entry ends it with the reason.
 func (r *runner) fetchFiles(ctx context.Context) error {
 	ws := r.opts.Workspace
-	if _, err := os.Lstat(path.Join(ws, wire.FetchedMarker)); err == nil {
+	if _, err := os.Lstat(filepath.Join(ws, wire.FetchedMarker)); err == nil {
 		r.logger.Info("workspace already has its files; not fetching them again", "marker", wire.FetchedMarker)
 		return nil
 	}
@@ -55,7 +56,7 @@ func (r *runner) fetchFiles(ctx context.Context) error {
 		return err
 	}
 	marker := fmt.Sprintf("Mother's files came: %d files, %d bytes. While this file is here, a chick starting on this workspace does not fetch them again.\n", got.Files, got.Bytes)
-	if err := writeSynced(path.Join(ws, wire.FetchedMarker), []byte(marker)); err != nil {
+	if err := writeSynced(filepath.Join(ws, wire.FetchedMarker), []byte(marker)); err != nil {
 		return fmt.Errorf("fetch files: the marker: %w", err)
 	}
 	r.logger.Info("files fetched", "files", got.Files, "bytes", got.Bytes)
