@@ -65,8 +65,9 @@ var workspaceDirs = []string{"scratch", wire.OutputsDir, "skills", "attachments"
 // directory, then the workspace's usual directories. A directory comes
 // before what it holds. Only regular files and directories are listed:
 // links (never followed), devices, pipes and sockets are left out, so a
-// link in a channel directory cannot pull in config.json. The files'
-// sizes together must stay within MaxPackBytes (ErrTooLarge).
+// link in a channel directory cannot pull in config.json. So is a name
+// the chick would refuse (wire.CheckWorkspacePath). The files' sizes
+// together must stay within MaxPackBytes (ErrTooLarge).
 func (f Files) List() ([]FileEntry, error) {
 	var (
 		out   []FileEntry
@@ -100,8 +101,13 @@ func (f Files) List() ([]FileEntry, error) {
 			if err != nil {
 				return err
 			}
-			if err := wire.CheckWorkspacePath(name); err != nil {
-				return err
+			if wire.CheckWorkspacePath(name) != nil {
+				// A name the chick would refuse (a backslash in it): left
+				// out, not the whole fetch.
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
 			}
 			e := FileEntry{Path: name, ModTime: info.ModTime(), root: root, rel: filepath.Join(rel, sub)}
 			if d.IsDir() {

@@ -48,6 +48,7 @@ func TestFilesList(t *testing.T) {
 	writeFiles(t, ch, map[string]string{
 		"MEMORY.md": "memory", "attachments/a.txt": "attached", "skills/greet/SKILL.md": "channel greet",
 		"daily/2026-11-23.md": "day", "log.jsonl": "{}\n", "context.jsonl": "{}\n",
+		`scratch/chicks/c-1/outputs/a\b.txt`: "a name the chick refuses",
 	})
 	writeFiles(t, shared, map[string]string{
 		"greet/SKILL.md": "workspace greet", "greet/extra.sh": "shared only file of a replaced skill",
