@@ -1,7 +1,8 @@
 // Package chick is the runtime inside a chick container: it dials Mother's
 // nest over TLS (trusting only Mother's CA) with its id and single-use
 // token, joins (receiving its goal, tier
-// and limits), runs the agent loop with its tools in the workspace, streams
+// and limits), fetches its channel's files into its workspace (once per
+// workspace: see wire.FetchedMarker), runs the agent loop with its tools in the workspace, streams
 // every event over the Session stream (buffered until Mother acknowledges
 // it, resent after a reconnect), sends heartbeats, makes every model call
 // through Mother's broker, asks Mother to run the host tools she offers it
@@ -271,6 +272,24 @@ func (r *runner) run(ctx context.Context) error {
 	sessDone := make(chan error, 1)
 	go func() { sessDone <- r.sessionLoop(sessCtx, hb, cancelRun) }()
 
+	if err := r.fetchFiles(runCtx); err != nil {
+		if errors.Is(err, ErrRejected) {
+			return fmt.Errorf("chick: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Report it as the chick's result: Mother learns why.
+		res := &pb.ChickResult{StopReason: wire.StopReasonToProto(agent.StopError), Error: err.Error()}
+		if cause := context.Cause(runCtx); cause != nil {
+			// Cancelled, or out of time, while fetching.
+			res.StopReason, res.Error = wire.StopReasonToProto(agent.StopAborted), cause.Error()
+		} else {
+			r.logger.Error("files not fetched", "err", err)
+		}
+		r.out.setResult(res)
+		return r.waitStored(ctx, sessDone)
+	}
 	var tools []agent.Tool
 	if r.opts.Tools != nil {
 		tools, err = r.opts.Tools(r.opts.Workspace, func(path, title string) error {

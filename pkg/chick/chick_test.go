@@ -128,7 +128,7 @@ func TestChickRidesOutAMotherRestart(t *testing.T) {
 		mu.Unlock()
 		switch n {
 		case 1:
-			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "greet", "command": "echo hello from the workspace > note.txt && cat note.txt"}}}}
+			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "greet", "command": "echo hello from the workspace > note.txt && cat note.txt MEMORY.md && echo changed by the chick > MEMORY.md"}}}}
 		case 2:
 			close(blocked)
 			return ollamatest.Turn{Text: "never seen", Delay: 10 * time.Minute} // until Mother goes away
@@ -141,6 +141,11 @@ func TestChickRidesOutAMotherRestart(t *testing.T) {
 	hatcherytest.RemoveOnCleanup(t, dockerAPI, m1.h.Instance)
 	chDir := filepath.Join(t.TempDir(), "chan")
 	os.MkdirAll(chDir, 0o700)
+	// Fetched at start, changed by the chick before the restart: the
+	// restart must not bring Mother's copy back.
+	if err := os.WriteFile(filepath.Join(chDir, "MEMORY.md"), []byte("from Mother\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	in, err := m1.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "greet, then think", Files: hatchery.Files{ChannelDir: chDir}})
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +204,12 @@ func TestChickRidesOutAMotherRestart(t *testing.T) {
 	}
 	if end.Reason != hatchery.ReasonDone || end.Result == nil || !strings.Contains(end.Result.Text, "Done after the restart: hello from the workspace") {
 		t.Errorf("end: %s, result %+v", end.Reason, end.Result)
+	}
+	if end.Result == nil || !strings.Contains(end.Result.Text, "from Mother") {
+		t.Errorf("the chick did not read the MEMORY.md it fetched: %+v", end.Result)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "MEMORY.md")); string(b) != "changed by the chick\n" {
+		t.Errorf("MEMORY.md in the workspace after the restart = %q, %v: want the chick's change kept", b, err)
 	}
 	// Every event once, gapless, across both Mothers.
 	b, err := os.ReadFile(filepath.Join(dir, in.ID, "events.jsonl"))

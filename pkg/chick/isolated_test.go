@@ -41,8 +41,11 @@ type fakeNest struct {
 	pb.UnimplementedChickServiceServer
 	model  func(ctx context.Context, n int, req *pb.GenerateRequest) (model.Response, error)
 	access func(*pb.RequestAccessRequest) *pb.RequestAccessResponse
+	// files answers FetchFiles (nil: no files, just done).
+	files func(pb.ChickService_FetchFilesServer) error
 
 	mu      sync.Mutex
+	fetches int
 	calls   int
 	stored  uint64
 	asked   []*pb.RequestAccessRequest
@@ -99,6 +102,19 @@ func (f *fakeNest) Session(s pb.ChickService_SessionServer) error {
 			return nil
 		}
 	}
+}
+
+func (f *fakeNest) FetchFiles(_ *pb.FetchFilesRequest, s pb.ChickService_FetchFilesServer) error {
+	if err := auth(s.Context()); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.fetches++
+	f.mu.Unlock()
+	if f.files != nil {
+		return f.files(s)
+	}
+	return s.Send(&pb.FetchFilesResponse{Kind: &pb.FetchFilesResponse_Done{Done: &pb.FetchFilesDone{}}})
 }
 
 func (f *fakeNest) Generate(req *pb.GenerateRequest, s pb.ChickService_GenerateServer) error {
@@ -338,11 +354,14 @@ func TestIsolatedChickThroughGate(t *testing.T) {
 		return model.Response{Message: model.Message{Content: "access: " + lastToolResult(req)}}, nil
 	}
 
+	// Its files come through the gate too.
+	nest.files = sendAll(file("MEMORY.md", []byte("through the gate"), 5), []*pb.FetchFilesResponse{doneMsg(1, 16)})
+	ws := t.TempDir()
 	runDone := make(chan error, 1)
 	go func() {
 		runDone <- chick.Run(context.Background(), chick.Options{
 			Addr: "unix://" + filepath.Join(dir, wire.GateNestSocket), Token: chickToken, ChickID: chickID, CAPEM: m.CAPEM,
-			Workspace: t.TempDir(), GateProxy: filepath.Join(dir, wire.GateProxySocket), GateKey: chickKey, ProxyListener: lis,
+			Workspace: ws, GateProxy: filepath.Join(dir, wire.GateProxySocket), GateKey: chickKey, ProxyListener: lis,
 			MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, ReconnectFor: time.Minute,
 		})
 	}()
@@ -385,6 +404,9 @@ func TestIsolatedChickThroughGate(t *testing.T) {
 	if c, err := net.Dial("tcp", lis.Addr().String()); err == nil {
 		c.Close()
 		t.Error("the chick's proxy still listens after Run returned")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "MEMORY.md")); string(b) != "through the gate" {
+		t.Errorf("MEMORY.md fetched through the gate = %q, %v", b, err)
 	}
 }
 

@@ -44,7 +44,6 @@ func TestRecordEgress(t *testing.T) {
 	t.Parallel()
 	e := enginetest.New(t)
 	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
-	e.On(http.MethodPut, "/containers/{}/archive", enginetest.Answer{Status: 200})
 	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
 	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
 	c, err := client.NewClientWithOpts(client.WithHost(e.Host), client.WithAPIVersionNegotiation())

@@ -88,7 +88,6 @@ func TestFakeEngineStartConflictRemovesTheContainer(t *testing.T) {
 	t.Parallel()
 	e := enginetest.New(t)
 	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
-	e.On(http.MethodPut, "/containers/{}/archive", enginetest.Answer{Status: 200})
 	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
 	e.On(http.MethodPost, "/containers/{}/start", enginetest.Error(409, "cannot start"))
 	// Removal answers "no such container": taken as gone, not retried.

@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/fsync"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // Workspace is where a chick's files live inside its container.
@@ -21,16 +25,186 @@ const Workspace = "/workspace"
 var ChannelFiles = []string{"MEMORY.md", "attachments", "scratch", "skills", "daily"}
 
 // MaxPackBytes caps what one chick receives at start.
-const MaxPackBytes = 1 << 30
+const MaxPackBytes = wire.MaxFetchBytes
 
-// Files says what a chick receives at start.
+// Files says what a chick receives at start: the chick fetches them from
+// the nest (FetchFiles) after it joined, so a runtime needs no way to copy
+// files into a container.
 type Files struct {
 	// ChannelDir is the channel's directory on Mother's side.
 	ChannelDir string
-	// SharedSkills is the workspace's skills/ directory; its entries go to
-	// /workspace/skills/ first, and the channel's own skills override them
-	// on a name clash.
+	// SharedSkills is the workspace's skills/ directory; its skills go to
+	// /workspace/skills/ too, and a channel's own skill of the same name
+	// replaces the shared one (the whole directory).
 	SharedSkills string
+}
+
+// ErrTooLarge: a chick's files exceed MaxPackBytes.
+var ErrTooLarge = fmt.Errorf("the channel's files exceed %d bytes", MaxPackBytes)
+
+// FileEntry is one entry of what a chick receives (Files.List).
+type FileEntry struct {
+	// Path is where it goes, relative to the workspace, slash-separated.
+	Path string
+	Dir  bool
+	// Size is a file's size when it was listed.
+	Size       int64
+	Executable bool
+	ModTime    time.Time
+
+	// root is the directory it is read from, rel its path there.
+	root, rel string
+}
+
+// workspaceDirs are made in every chick's workspace, present on Mother's
+// side or not.
+var workspaceDirs = []string{"scratch", wire.OutputsDir, "skills", "attachments"}
+
+// List walks what a chick receives: the shared skills but those the
+// channel has one of the same name of, then ChannelFiles of the channel
+// directory, then the workspace's usual directories. A directory comes
+// before what it holds. Only regular files and directories are listed:
+// links (never followed), devices, pipes and sockets are left out, so a
+// link in a channel directory cannot pull in config.json. So is a name
+// the chick would refuse (wire.CheckWorkspacePath). The files' sizes
+// together must stay within MaxPackBytes (ErrTooLarge).
+func (f Files) List() ([]FileEntry, error) {
+	var (
+		out   []FileEntry
+		total int64
+		seen  = map[string]bool{}
+	)
+	add := func(root, rel, dst string, skip func(name string) bool) error {
+		src := filepath.Join(root, rel)
+		return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) && p == src {
+					return nil
+				}
+				return err
+			}
+			sub, err := filepath.Rel(src, p)
+			if err != nil {
+				return err
+			}
+			if skip != nil && sub != "." && skip(strings.Split(filepath.ToSlash(sub), "/")[0]) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			name := path.Join(dst, filepath.ToSlash(sub))
+			if !d.IsDir() && !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if wire.CheckWorkspacePath(name) != nil {
+				// A name the chick would refuse (a backslash in it): left
+				// out, not the whole fetch.
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			e := FileEntry{Path: name, ModTime: info.ModTime(), root: root, rel: filepath.Join(rel, sub)}
+			if d.IsDir() {
+				if seen[name] {
+					return nil
+				}
+				e.Dir = true
+			} else {
+				total += info.Size()
+				if total > MaxPackBytes {
+					return ErrTooLarge
+				}
+				e.Size, e.Executable = info.Size(), info.Mode()&0o100 != 0
+			}
+			seen[name] = true
+			out = append(out, e)
+			return nil
+		})
+	}
+	if f.SharedSkills != "" {
+		var own func(string) bool
+		if f.ChannelDir != "" {
+			chSkills := filepath.Join(f.ChannelDir, "skills")
+			own = func(name string) bool {
+				_, err := os.Lstat(filepath.Join(chSkills, name))
+				return err == nil
+			}
+		}
+		if err := add(f.SharedSkills, ".", "skills", own); err != nil {
+			return nil, fmt.Errorf("list the workspace's skills: %w", err)
+		}
+	}
+	if f.ChannelDir != "" {
+		for _, e := range ChannelFiles {
+			if err := add(f.ChannelDir, e, e, nil); err != nil {
+				return nil, fmt.Errorf("list the channel's files: %w", err)
+			}
+		}
+	}
+	for _, d := range workspaceDirs {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, FileEntry{Path: d, Dir: true})
+		}
+	}
+	return out, nil
+}
+
+// Open opens a listed regular file for reading. It refuses a path that
+// has become a link or anything but a regular file since List, and never
+// leaves the directory the file was listed in.
+func (e FileEntry) Open() (*os.File, error) {
+	if e.Dir || e.root == "" {
+		return nil, fmt.Errorf("open %s: not a listed file", e.Path)
+	}
+	root, err := os.OpenRoot(e.root)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	// os.Root keeps to the directory but follows links inside it: look
+	// at the name itself first, then make sure the file opened is that.
+	li, err := root.Lstat(e.rel)
+	if err != nil {
+		return nil, err
+	}
+	if !li.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is no longer a regular file", e.Path)
+	}
+	f, err := root.Open(e.rel)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !os.SameFile(li, st) {
+		err = fmt.Errorf("%s was replaced while being opened", e.Path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// ChickFiles says what chick id receives at start, for FetchFiles.
+func (h *Hatchery) ChickFiles(id string) (Files, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.chicks[id]
+	if !ok {
+		return Files{}, ErrUnknownChick
+	}
+	if c.rec.State.Final() {
+		return Files{}, ErrChickEnded
+	}
+	h.heardLocked(c)
+	return Files{ChannelDir: c.rec.ChannelDir, SharedSkills: c.rec.Skills}, nil
 }
 
 // Labels every chick container carries, so Mother can find and reap

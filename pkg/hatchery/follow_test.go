@@ -82,7 +82,6 @@ func runningFakeChick(t *testing.T) (*hatchery.Hatchery, string) {
 	t.Helper()
 	e := enginetest.New(t)
 	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
-	e.On(http.MethodPut, "/containers/{}/archive", enginetest.Answer{Status: 200})
 	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
 	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
 	h, _ := fakeHatchery(t, e, 30*time.Second)

@@ -3,10 +3,11 @@
 // driver is pkg/hatchery/docker; this package knows no Docker type). It
 // owns a chick's whole life: the queue and the concurrency caps (global,
 // per channel, per host), placement across hosts, the container (created
-// hardened, labelled, filled with the channel's files, watched, killed,
-// removed or kept for inspection), the single-use token, the wall-clock limit, hang
-// detection from heartbeats, the events the chick streams (stored before
-// they are acknowledged), the files it sends back, and reconciliation after
+// hardened, labelled, watched, killed, removed or kept for inspection),
+// the single-use token, the wall-clock limit, hang detection from
+// heartbeats, the files the chick fetches at start (Files.List: the nest
+// streams them) and those it sends back, the events the chick streams
+// (stored before they are acknowledged), and reconciliation after
 // a Mother restart: chicks that can go on are resumed, the rest reaped.
 //
 // Records live in <dir>/chicks.jsonl (one whole line per change, fsynced),

@@ -15,7 +15,7 @@ import (
 	"github.com/mother-chat/mother/pkg/config"
 )
 
-// startContainer creates, fills and starts c's container.
+// startContainer creates and starts c's container.
 func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	id := c.rec.ID
 	labels := map[string]string{
@@ -73,17 +73,8 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		h.failStart(c, cid, errors.New("stopped before it started"))
 		return
 	}
-	ctx, cancel = h.dctx()
-	err = hs.Runtime.CopyFiles(ctx, cid, Files{ChannelDir: c.rec.ChannelDir, SharedSkills: c.rec.Skills}, h.cfg.Hardening.User)
-	cancel()
-	if unreachable(err) {
-		h.requeue(c, hs, err)
-		return
-	}
-	if err != nil {
-		h.failStart(c, cid, fmt.Errorf("copy the channel's files into the chick: %w", err))
-		return
-	}
+	// The chick fetches its files from the nest once it joined
+	// (FetchFiles): nothing to copy in here.
 	// Wait before start, so a fast exit is not missed.
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(h.ctx))
 	exitCh := hs.Runtime.Wait(wctx, cid, true)

@@ -9,9 +9,10 @@ import (
 )
 
 // Runtime is what the hatchery needs of the engine on one host to run
-// chicks there: make a container with the chick's files, start it, wait
-// for it, signal it, remove it, find this Mother's containers by label,
-// read their logs and state. The Docker Engine API driver
+// chicks there: make a container, start it, wait for it, signal it,
+// remove it, find this Mother's containers by label, read their logs and
+// state. A runtime copies no files: the chick fetches its own from the
+// nest when it starts (FetchFiles) and sends back what it makes. The Docker Engine API driver
 // (pkg/hatchery/docker) is one implementation.
 //
 // Every call that can block takes ctx and returns when it ends. Errors are
@@ -20,9 +21,6 @@ import (
 type Runtime interface {
 	// Create makes a chick's container, not started.
 	Create(ctx context.Context, spec ContainerSpec) (id string, err error)
-	// CopyFiles puts the chick's files under Workspace in the container,
-	// owned by user ("uid[:gid]"), before it starts.
-	CopyFiles(ctx context.Context, id string, files Files, user string) error
 	// Start starts a created container.
 	Start(ctx context.Context, id string) error
 	// Wait reports on the returned channel (one value, then nothing) when

@@ -7,7 +7,8 @@
 // events (stored before they are acknowledged, duplicates dropped by
 // sequence number so a reconnecting chick can resend what was not acked),
 // heartbeats and its result one way, acks and the cancellation the other.
-// Generate is the broker's door. UploadFile brings files back.
+// Generate is the broker's door. FetchFiles hands a chick the files it
+// starts with, in chunks; UploadFile brings files back.
 //
 // ChickService is served over TLS only (see LoadTLS): Mother keeps a
 // private CA under <data>/chicks/tls and each chick receives its
@@ -31,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -57,8 +59,9 @@ import (
 )
 
 // ChickSessions is what ChickService needs from the hatchery: a chick's
-// token and assignment, its liveness, its events, result and files, and
-// stopping it on a budget refusal.
+// token and assignment, its liveness, its events, result and files (those
+// it starts with and those it sends back), and stopping it on a budget
+// refusal.
 type ChickSessions interface {
 	Authenticate(id, token string) error
 	Assignment(id string) (hatchery.Assignment, error)
@@ -68,6 +71,7 @@ type ChickSessions interface {
 	RecordEvents(id string, evs []hatchery.SeqEvent) (uint64, error)
 	Finish(id string, r hatchery.Result) error
 	StoreFile(id, rel string, attach bool, title string, r io.Reader) (hatchery.File, error)
+	ChickFiles(id string) (hatchery.Files, error)
 	Get(id string) (hatchery.Info, error)
 	Stop(id string, reason hatchery.Reason, outcome string, grace time.Duration) (hatchery.State, error)
 }
@@ -648,6 +652,85 @@ func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_
 		return sendErr
 	}
 	return stream.Send(&pb.GenerateResponse{Kind: &pb.GenerateResponse_Done{Done: wire.DoneToProto(resp)}})
+}
+
+// FetchFiles streams the chick's files (hatchery.Files.List): one entry
+// message each, then a file's content in data messages of at most
+// wire.FetchChunkBytes, then done. Each file's size is taken from the file
+// opened (the listing may be older), and exactly that many bytes are sent.
+func (c *chickService) FetchFiles(_ *pb.FetchFilesRequest, stream pb.ChickService_FetchFilesServer) error {
+	id := chickOf(stream.Context())
+	files, err := c.s.chicks.ChickFiles(id)
+	if err != nil {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	entries, err := files.List()
+	if errors.Is(err, hatchery.ErrTooLarge) {
+		c.s.logger.Warn("chick files refused", "chick", id, "err", err)
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
+	if err != nil {
+		c.s.logger.Warn("chick files not listed", "chick", id, "err", err)
+		return status.Error(codes.Internal, err.Error())
+	}
+	var nfiles, total int64
+	buf := make([]byte, wire.FetchChunkBytes)
+	for _, e := range entries {
+		if e.Dir {
+			if err := stream.Send(&pb.FetchFilesResponse{Kind: &pb.FetchFilesResponse_Entry{Entry: wire.WorkspaceEntryToProto(e.Path, true, 0, false, e.ModTime)}}); err != nil {
+				return err
+			}
+			continue
+		}
+		n, err := c.sendFile(stream, e, buf, wire.MaxFetchBytes-total)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		nfiles++
+		total += n
+		c.s.chicks.Touch(id)
+	}
+	c.s.logger.Info("chick files sent", "chick", id, "files", nfiles, "bytes", total)
+	return stream.Send(&pb.FetchFilesResponse{Kind: &pb.FetchFilesResponse_Done{Done: &pb.FetchFilesDone{Files: nfiles, Bytes: total}}})
+}
+
+// sendFile sends one file's entry and content, at most limit bytes.
+func (c *chickService) sendFile(stream pb.ChickService_FetchFilesServer, e hatchery.FileEntry, buf []byte, limit int64) (int64, error) {
+	f, err := e.Open()
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	if err != nil {
+		return 0, status.Errorf(codes.Internal, "send %s: %v", e.Path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, status.Errorf(codes.Internal, "send %s: %v", e.Path, err)
+	}
+	size := st.Size()
+	if size > limit {
+		return 0, status.Error(codes.ResourceExhausted, hatchery.ErrTooLarge.Error())
+	}
+	if err := stream.Send(&pb.FetchFilesResponse{Kind: &pb.FetchFilesResponse_Entry{Entry: wire.WorkspaceEntryToProto(e.Path, false, size, st.Mode()&0o100 != 0, st.ModTime())}}); err != nil {
+		return 0, err
+	}
+	for left := size; left > 0; {
+		n, err := io.ReadFull(f, buf[:min(left, int64(len(buf)))])
+		if err != nil {
+			// Shorter than it was a moment ago: the chick would get a
+			// torn file.
+			return 0, status.Errorf(codes.Aborted, "send %s: it changed while being sent (%v)", e.Path, err)
+		}
+		if err := stream.Send(&pb.FetchFilesResponse{Kind: &pb.FetchFilesResponse_Data{Data: buf[:n]}}); err != nil {
+			return 0, err
+		}
+		left -= int64(n)
+	}
+	return size, nil
 }
 
 // uploadReader reads the data messages of an upload stream.

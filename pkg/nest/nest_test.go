@@ -126,7 +126,13 @@ func newFixture(t testing.TB, budget int64, opts ...func(cfg *config.Config, h *
 // container's environment, as the chick would).
 func (f *fixture) spawn(t testing.TB) (string, string) {
 	t.Helper()
-	in, err := f.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "test", Files: hatchery.Files{ChannelDir: f.chDir}})
+	return f.spawnFiles(t, hatchery.Files{ChannelDir: f.chDir})
+}
+
+// spawnFiles is spawn with files.
+func (f *fixture) spawnFiles(t testing.TB, files hatchery.Files) (string, string) {
+	t.Helper()
+	in, err := f.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "test", Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}

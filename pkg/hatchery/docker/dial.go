@@ -1,7 +1,7 @@
 // Package docker is the hatchery's Docker Engine API driver: it dials an
 // engine (unix socket, TLS over tcp, or ssh), makes hardened chick
-// containers from a hatchery.ContainerSpec, copies a chick's files in
-// through the archive API, and implements hatchery.Runtime on top of
+// containers from a hatchery.ContainerSpec (the chick fetches its files
+// from the nest itself), and implements hatchery.Runtime on top of
 // github.com/docker/docker/client. The supervisor (pkg/hatchery) knows no
 // Docker type.
 package docker
@@ -35,7 +35,6 @@ import (
 // *client.Client implements it.
 type API interface {
 	ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error)
-	CopyToContainer(ctx context.Context, id, dstPath string, content io.Reader, opts container.CopyToContainerOptions) error
 	ContainerStart(ctx context.Context, id string, opts container.StartOptions) error
 	ContainerWait(ctx context.Context, id string, cond container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerKill(ctx context.Context, id, signal string) error

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -182,6 +184,25 @@ func gateLabels(instance, host, hash string) map[string]string {
 		hatchery.LabelGateHost: host,
 		hatchery.LabelGateSpec: hash,
 	}
+}
+
+// owner is a uid and gid.
+type owner struct{ uid, gid int }
+
+// parseOwner reads "uid[:gid]"; a name (not a number) gives -1.
+func parseOwner(user string) owner {
+	u, g, _ := strings.Cut(user, ":")
+	uid, err := strconv.Atoi(u)
+	if err != nil {
+		return owner{-1, -1}
+	}
+	gid := uid
+	if g != "" {
+		if n, err := strconv.Atoi(g); err == nil {
+			gid = n
+		}
+	}
+	return owner{uid, gid}
 }
 
 // gateVolumeOptions make the gate's volume a small tmpfs owned by the

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 
@@ -72,18 +71,6 @@ func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string,
 		return "", classify(err)
 	}
 	return resp.ID, nil
-}
-
-// CopyFiles implements hatchery.Runtime: a tar of the files, streamed
-// through the archive API.
-func (r *Runtime) CopyFiles(ctx context.Context, id string, files hatchery.Files, user string) error {
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(pack(pw, files, parseOwner(user)))
-	}()
-	err := r.api.CopyToContainer(ctx, id, hatchery.Workspace, pr, container.CopyToContainerOptions{})
-	pr.CloseWithError(errors.New("copy ended"))
-	return classify(err)
 }
 
 // Start implements hatchery.Runtime.

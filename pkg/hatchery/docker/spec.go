@@ -33,7 +33,7 @@ func containerConfig(s hatchery.ContainerSpec) (*container.Config, *container.Ho
 		WorkingDir: hatchery.Workspace,
 		User:       h.User,
 		// An anonymous volume: writable under a read-only root, filled
-		// through the archive API before start, removed with the container.
+		// by the chick (FetchFiles), removed with the container.
 		Volumes: map[string]struct{}{hatchery.Workspace: {}},
 	}
 	if cmd := s.Command; len(cmd) > 0 {

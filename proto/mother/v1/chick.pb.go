@@ -84,6 +84,57 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_mother_v1_chick_proto_rawDescGZIP(), []int{0}
 }
 
+// WorkspaceEntryKind is what a fetched workspace entry is: only regular
+// files and directories travel (never a link or a device).
+type WorkspaceEntryKind int32
+
+const (
+	WorkspaceEntryKind_WORKSPACE_ENTRY_KIND_UNSPECIFIED WorkspaceEntryKind = 0
+	WorkspaceEntryKind_WORKSPACE_ENTRY_KIND_FILE        WorkspaceEntryKind = 1
+	WorkspaceEntryKind_WORKSPACE_ENTRY_KIND_DIR         WorkspaceEntryKind = 2
+)
+
+// Enum value maps for WorkspaceEntryKind.
+var (
+	WorkspaceEntryKind_name = map[int32]string{
+		0: "WORKSPACE_ENTRY_KIND_UNSPECIFIED",
+		1: "WORKSPACE_ENTRY_KIND_FILE",
+		2: "WORKSPACE_ENTRY_KIND_DIR",
+	}
+	WorkspaceEntryKind_value = map[string]int32{
+		"WORKSPACE_ENTRY_KIND_UNSPECIFIED": 0,
+		"WORKSPACE_ENTRY_KIND_FILE":        1,
+		"WORKSPACE_ENTRY_KIND_DIR":         2,
+	}
+)
+
+func (x WorkspaceEntryKind) Enum() *WorkspaceEntryKind {
+	p := new(WorkspaceEntryKind)
+	*p = x
+	return p
+}
+
+func (x WorkspaceEntryKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkspaceEntryKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_mother_v1_chick_proto_enumTypes[1].Descriptor()
+}
+
+func (WorkspaceEntryKind) Type() protoreflect.EnumType {
+	return &file_mother_v1_chick_proto_enumTypes[1]
+}
+
+func (x WorkspaceEntryKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkspaceEntryKind.Descriptor instead.
+func (WorkspaceEntryKind) EnumDescriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{1}
+}
+
 // AccessScope is how far an approved destination reaches.
 type AccessScope int32
 
@@ -120,11 +171,11 @@ func (x AccessScope) String() string {
 }
 
 func (AccessScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_mother_v1_chick_proto_enumTypes[1].Descriptor()
+	return file_mother_v1_chick_proto_enumTypes[2].Descriptor()
 }
 
 func (AccessScope) Type() protoreflect.EnumType {
-	return &file_mother_v1_chick_proto_enumTypes[1]
+	return &file_mother_v1_chick_proto_enumTypes[2]
 }
 
 func (x AccessScope) Number() protoreflect.EnumNumber {
@@ -133,7 +184,7 @@ func (x AccessScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AccessScope.Descriptor instead.
 func (AccessScope) EnumDescriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{1}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{2}
 }
 
 // SkillEntryKind is what a skill entry is in the chick's workspace.
@@ -180,11 +231,11 @@ func (x SkillEntryKind) String() string {
 }
 
 func (SkillEntryKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_mother_v1_chick_proto_enumTypes[2].Descriptor()
+	return file_mother_v1_chick_proto_enumTypes[3].Descriptor()
 }
 
 func (SkillEntryKind) Type() protoreflect.EnumType {
-	return &file_mother_v1_chick_proto_enumTypes[2]
+	return &file_mother_v1_chick_proto_enumTypes[3]
 }
 
 func (x SkillEntryKind) Number() protoreflect.EnumNumber {
@@ -193,7 +244,7 @@ func (x SkillEntryKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkillEntryKind.Descriptor instead.
 func (SkillEntryKind) EnumDescriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{2}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{3}
 }
 
 // MemoryMode is how UpdateMemory changes the memory file.
@@ -232,11 +283,11 @@ func (x MemoryMode) String() string {
 }
 
 func (MemoryMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_mother_v1_chick_proto_enumTypes[3].Descriptor()
+	return file_mother_v1_chick_proto_enumTypes[4].Descriptor()
 }
 
 func (MemoryMode) Type() protoreflect.EnumType {
-	return &file_mother_v1_chick_proto_enumTypes[3]
+	return &file_mother_v1_chick_proto_enumTypes[4]
 }
 
 func (x MemoryMode) Number() protoreflect.EnumNumber {
@@ -245,7 +296,7 @@ func (x MemoryMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MemoryMode.Descriptor instead.
 func (MemoryMode) EnumDescriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{3}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{4}
 }
 
 type JoinRequest struct {
@@ -2102,6 +2153,276 @@ func (x *GenerateDone) GetProviderStopReason() string {
 	return ""
 }
 
+type FetchFilesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchFilesRequest) Reset() {
+	*x = FetchFilesRequest{}
+	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchFilesRequest) ProtoMessage() {}
+
+func (x *FetchFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchFilesRequest.ProtoReflect.Descriptor instead.
+func (*FetchFilesRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{27}
+}
+
+type FetchFilesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*FetchFilesResponse_Entry
+	//	*FetchFilesResponse_Data
+	//	*FetchFilesResponse_Done
+	Kind          isFetchFilesResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchFilesResponse) Reset() {
+	*x = FetchFilesResponse{}
+	mi := &file_mother_v1_chick_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchFilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchFilesResponse) ProtoMessage() {}
+
+func (x *FetchFilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchFilesResponse.ProtoReflect.Descriptor instead.
+func (*FetchFilesResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FetchFilesResponse) GetKind() isFetchFilesResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *FetchFilesResponse) GetEntry() *WorkspaceEntry {
+	if x != nil {
+		if x, ok := x.Kind.(*FetchFilesResponse_Entry); ok {
+			return x.Entry
+		}
+	}
+	return nil
+}
+
+func (x *FetchFilesResponse) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*FetchFilesResponse_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *FetchFilesResponse) GetDone() *FetchFilesDone {
+	if x != nil {
+		if x, ok := x.Kind.(*FetchFilesResponse_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isFetchFilesResponse_Kind interface {
+	isFetchFilesResponse_Kind()
+}
+
+type FetchFilesResponse_Entry struct {
+	Entry *WorkspaceEntry `protobuf:"bytes,1,opt,name=entry,proto3,oneof"`
+}
+
+type FetchFilesResponse_Data struct {
+	// The next chunk of the last entry's content.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type FetchFilesResponse_Done struct {
+	Done *FetchFilesDone `protobuf:"bytes,3,opt,name=done,proto3,oneof"`
+}
+
+func (*FetchFilesResponse_Entry) isFetchFilesResponse_Kind() {}
+
+func (*FetchFilesResponse_Data) isFetchFilesResponse_Kind() {}
+
+func (*FetchFilesResponse_Done) isFetchFilesResponse_Kind() {}
+
+// WorkspaceEntry is one file or directory of the chick's workspace.
+type WorkspaceEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Path is relative to the workspace, slash-separated, with no empty,
+	// "." or ".." element; a directory comes before what it holds.
+	Path string             `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Kind WorkspaceEntryKind `protobuf:"varint,2,opt,name=kind,proto3,enum=mother.v1.WorkspaceEntryKind" json:"kind,omitempty"`
+	// Size is a file's length: its data messages carry exactly that many
+	// bytes.
+	Size int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// Executable: the file is written with mode 0755 (else 0644).
+	Executable    bool                   `protobuf:"varint,4,opt,name=executable,proto3" json:"executable,omitempty"`
+	ModTime       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=mod_time,json=modTime,proto3" json:"mod_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceEntry) Reset() {
+	*x = WorkspaceEntry{}
+	mi := &file_mother_v1_chick_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceEntry) ProtoMessage() {}
+
+func (x *WorkspaceEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceEntry.ProtoReflect.Descriptor instead.
+func (*WorkspaceEntry) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WorkspaceEntry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WorkspaceEntry) GetKind() WorkspaceEntryKind {
+	if x != nil {
+		return x.Kind
+	}
+	return WorkspaceEntryKind_WORKSPACE_ENTRY_KIND_UNSPECIFIED
+}
+
+func (x *WorkspaceEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *WorkspaceEntry) GetExecutable() bool {
+	if x != nil {
+		return x.Executable
+	}
+	return false
+}
+
+func (x *WorkspaceEntry) GetModTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ModTime
+	}
+	return nil
+}
+
+// FetchFilesDone ends a fetch: what was sent, for the chick to check.
+type FetchFilesDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         int64                  `protobuf:"varint,1,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         int64                  `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchFilesDone) Reset() {
+	*x = FetchFilesDone{}
+	mi := &file_mother_v1_chick_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchFilesDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchFilesDone) ProtoMessage() {}
+
+func (x *FetchFilesDone) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchFilesDone.ProtoReflect.Descriptor instead.
+func (*FetchFilesDone) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FetchFilesDone) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *FetchFilesDone) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 type UploadFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -2115,7 +2436,7 @@ type UploadFileRequest struct {
 
 func (x *UploadFileRequest) Reset() {
 	*x = UploadFileRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	mi := &file_mother_v1_chick_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2448,7 @@ func (x *UploadFileRequest) String() string {
 func (*UploadFileRequest) ProtoMessage() {}
 
 func (x *UploadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	mi := &file_mother_v1_chick_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2461,7 @@ func (x *UploadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileRequest.ProtoReflect.Descriptor instead.
 func (*UploadFileRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{27}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UploadFileRequest) GetKind() isUploadFileRequest_Kind {
@@ -2198,7 +2519,7 @@ type UploadFileHeader struct {
 
 func (x *UploadFileHeader) Reset() {
 	*x = UploadFileHeader{}
-	mi := &file_mother_v1_chick_proto_msgTypes[28]
+	mi := &file_mother_v1_chick_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2531,7 @@ func (x *UploadFileHeader) String() string {
 func (*UploadFileHeader) ProtoMessage() {}
 
 func (x *UploadFileHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[28]
+	mi := &file_mother_v1_chick_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2544,7 @@ func (x *UploadFileHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileHeader.ProtoReflect.Descriptor instead.
 func (*UploadFileHeader) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{28}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UploadFileHeader) GetPath() string {
@@ -2264,7 +2585,7 @@ type UploadFileResponse struct {
 
 func (x *UploadFileResponse) Reset() {
 	*x = UploadFileResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[29]
+	mi := &file_mother_v1_chick_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2597,7 @@ func (x *UploadFileResponse) String() string {
 func (*UploadFileResponse) ProtoMessage() {}
 
 func (x *UploadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[29]
+	mi := &file_mother_v1_chick_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2610,7 @@ func (x *UploadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileResponse.ProtoReflect.Descriptor instead.
 func (*UploadFileResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{29}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UploadFileResponse) GetStoredPath() string {
@@ -2309,7 +2630,7 @@ type InvokeHostToolRequest struct {
 
 func (x *InvokeHostToolRequest) Reset() {
 	*x = InvokeHostToolRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[30]
+	mi := &file_mother_v1_chick_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2642,7 @@ func (x *InvokeHostToolRequest) String() string {
 func (*InvokeHostToolRequest) ProtoMessage() {}
 
 func (x *InvokeHostToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[30]
+	mi := &file_mother_v1_chick_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2655,7 @@ func (x *InvokeHostToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeHostToolRequest.ProtoReflect.Descriptor instead.
 func (*InvokeHostToolRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{30}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InvokeHostToolRequest) GetTool() string {
@@ -2361,7 +2682,7 @@ type InvokeHostToolResponse struct {
 
 func (x *InvokeHostToolResponse) Reset() {
 	*x = InvokeHostToolResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[31]
+	mi := &file_mother_v1_chick_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2694,7 @@ func (x *InvokeHostToolResponse) String() string {
 func (*InvokeHostToolResponse) ProtoMessage() {}
 
 func (x *InvokeHostToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[31]
+	mi := &file_mother_v1_chick_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2707,7 @@ func (x *InvokeHostToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeHostToolResponse.ProtoReflect.Descriptor instead.
 func (*InvokeHostToolResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{31}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *InvokeHostToolResponse) GetResult() string {
@@ -2415,7 +2736,7 @@ type RequestAccessRequest struct {
 
 func (x *RequestAccessRequest) Reset() {
 	*x = RequestAccessRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[32]
+	mi := &file_mother_v1_chick_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2748,7 @@ func (x *RequestAccessRequest) String() string {
 func (*RequestAccessRequest) ProtoMessage() {}
 
 func (x *RequestAccessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[32]
+	mi := &file_mother_v1_chick_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2761,7 @@ func (x *RequestAccessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestAccessRequest.ProtoReflect.Descriptor instead.
 func (*RequestAccessRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{32}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RequestAccessRequest) GetDestination() string {
@@ -2471,7 +2792,7 @@ type RequestAccessResponse struct {
 
 func (x *RequestAccessResponse) Reset() {
 	*x = RequestAccessResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[33]
+	mi := &file_mother_v1_chick_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2804,7 @@ func (x *RequestAccessResponse) String() string {
 func (*RequestAccessResponse) ProtoMessage() {}
 
 func (x *RequestAccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[33]
+	mi := &file_mother_v1_chick_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2817,7 @@ func (x *RequestAccessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestAccessResponse.ProtoReflect.Descriptor instead.
 func (*RequestAccessResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{33}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RequestAccessResponse) GetGranted() bool {
@@ -2538,7 +2859,7 @@ type SkillEntry struct {
 
 func (x *SkillEntry) Reset() {
 	*x = SkillEntry{}
-	mi := &file_mother_v1_chick_proto_msgTypes[34]
+	mi := &file_mother_v1_chick_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2871,7 @@ func (x *SkillEntry) String() string {
 func (*SkillEntry) ProtoMessage() {}
 
 func (x *SkillEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[34]
+	mi := &file_mother_v1_chick_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2884,7 @@ func (x *SkillEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillEntry.ProtoReflect.Descriptor instead.
 func (*SkillEntry) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{34}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SkillEntry) GetPath() string {
@@ -2612,7 +2933,7 @@ type ProposeSkillRequest struct {
 
 func (x *ProposeSkillRequest) Reset() {
 	*x = ProposeSkillRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[35]
+	mi := &file_mother_v1_chick_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2945,7 @@ func (x *ProposeSkillRequest) String() string {
 func (*ProposeSkillRequest) ProtoMessage() {}
 
 func (x *ProposeSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[35]
+	mi := &file_mother_v1_chick_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2958,7 @@ func (x *ProposeSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeSkillRequest.ProtoReflect.Descriptor instead.
 func (*ProposeSkillRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{35}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ProposeSkillRequest) GetName() string {
@@ -2666,7 +2987,7 @@ type ProposeSkillResponse struct {
 
 func (x *ProposeSkillResponse) Reset() {
 	*x = ProposeSkillResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[36]
+	mi := &file_mother_v1_chick_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2999,7 @@ func (x *ProposeSkillResponse) String() string {
 func (*ProposeSkillResponse) ProtoMessage() {}
 
 func (x *ProposeSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[36]
+	mi := &file_mother_v1_chick_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +3012,7 @@ func (x *ProposeSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeSkillResponse.ProtoReflect.Descriptor instead.
 func (*ProposeSkillResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{36}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ProposeSkillResponse) GetAccepted() bool {
@@ -2718,7 +3039,7 @@ type UpdateMemoryRequest struct {
 
 func (x *UpdateMemoryRequest) Reset() {
 	*x = UpdateMemoryRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[37]
+	mi := &file_mother_v1_chick_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +3051,7 @@ func (x *UpdateMemoryRequest) String() string {
 func (*UpdateMemoryRequest) ProtoMessage() {}
 
 func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[37]
+	mi := &file_mother_v1_chick_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +3064,7 @@ func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{37}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateMemoryRequest) GetMode() MemoryMode {
@@ -2771,7 +3092,7 @@ type UpdateMemoryResponse struct {
 
 func (x *UpdateMemoryResponse) Reset() {
 	*x = UpdateMemoryResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[38]
+	mi := &file_mother_v1_chick_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3104,7 @@ func (x *UpdateMemoryResponse) String() string {
 func (*UpdateMemoryResponse) ProtoMessage() {}
 
 func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[38]
+	mi := &file_mother_v1_chick_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3117,7 @@ func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{38}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateMemoryResponse) GetUpdated() bool {
@@ -2941,7 +3262,24 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\fGenerateDone\x121\n" +
 	"\amessage\x18\x01 \x01(\v2\x17.mother.v1.ModelMessageR\amessage\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.mother.v1.UsageR\x05usage\x120\n" +
-	"\x14provider_stop_reason\x18\x03 \x01(\tR\x12providerStopReason\"h\n" +
+	"\x14provider_stop_reason\x18\x03 \x01(\tR\x12providerStopReason\"\x13\n" +
+	"\x11FetchFilesRequest\"\x96\x01\n" +
+	"\x12FetchFilesResponse\x121\n" +
+	"\x05entry\x18\x01 \x01(\v2\x19.mother.v1.WorkspaceEntryH\x00R\x05entry\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12/\n" +
+	"\x04done\x18\x03 \x01(\v2\x19.mother.v1.FetchFilesDoneH\x00R\x04doneB\x06\n" +
+	"\x04kind\"\xc2\x01\n" +
+	"\x0eWorkspaceEntry\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x121\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1d.mother.v1.WorkspaceEntryKindR\x04kind\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x1e\n" +
+	"\n" +
+	"executable\x18\x04 \x01(\bR\n" +
+	"executable\x125\n" +
+	"\bmod_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\amodTime\"<\n" +
+	"\x0eFetchFilesDone\x12\x14\n" +
+	"\x05files\x18\x01 \x01(\x03R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"h\n" +
 	"\x11UploadFileRequest\x125\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.mother.v1.UploadFileHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
@@ -2992,7 +3330,11 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
 	"\x0eROLE_ASSISTANT\x10\x02\x12\r\n" +
-	"\tROLE_TOOL\x10\x03*]\n" +
+	"\tROLE_TOOL\x10\x03*w\n" +
+	"\x12WorkspaceEntryKind\x12$\n" +
+	" WORKSPACE_ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19WORKSPACE_ENTRY_KIND_FILE\x10\x01\x12\x1c\n" +
+	"\x18WORKSPACE_ENTRY_KIND_DIR\x10\x02*]\n" +
 	"\vAccessScope\x12\x1c\n" +
 	"\x18ACCESS_SCOPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ACCESS_SCOPE_CHICK\x10\x01\x12\x18\n" +
@@ -3007,9 +3349,11 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"MemoryMode\x12\x1b\n" +
 	"\x17MEMORY_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12MEMORY_MODE_APPEND\x10\x01\x12\x17\n" +
-	"\x13MEMORY_MODE_REPLACE\x10\x022\xee\x04\n" +
+	"\x13MEMORY_MODE_REPLACE\x10\x022\xbb\x05\n" +
 	"\fChickService\x127\n" +
-	"\x04Join\x12\x16.mother.v1.JoinRequest\x1a\x17.mother.v1.JoinResponse\x12D\n" +
+	"\x04Join\x12\x16.mother.v1.JoinRequest\x1a\x17.mother.v1.JoinResponse\x12K\n" +
+	"\n" +
+	"FetchFiles\x12\x1c.mother.v1.FetchFilesRequest\x1a\x1d.mother.v1.FetchFilesResponse0\x01\x12D\n" +
 	"\aSession\x12\x19.mother.v1.SessionRequest\x1a\x1a.mother.v1.SessionResponse(\x010\x01\x12E\n" +
 	"\bGenerate\x12\x1a.mother.v1.GenerateRequest\x1a\x1b.mother.v1.GenerateResponse0\x01\x12K\n" +
 	"\n" +
@@ -3031,122 +3375,133 @@ func file_mother_v1_chick_proto_rawDescGZIP() []byte {
 	return file_mother_v1_chick_proto_rawDescData
 }
 
-var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_mother_v1_chick_proto_goTypes = []any{
 	(Role)(0),                      // 0: mother.v1.Role
-	(AccessScope)(0),               // 1: mother.v1.AccessScope
-	(SkillEntryKind)(0),            // 2: mother.v1.SkillEntryKind
-	(MemoryMode)(0),                // 3: mother.v1.MemoryMode
-	(*JoinRequest)(nil),            // 4: mother.v1.JoinRequest
-	(*JoinResponse)(nil),           // 5: mother.v1.JoinResponse
-	(*ChickLimits)(nil),            // 6: mother.v1.ChickLimits
-	(*SessionRequest)(nil),         // 7: mother.v1.SessionRequest
-	(*SessionHello)(nil),           // 8: mother.v1.SessionHello
-	(*Heartbeat)(nil),              // 9: mother.v1.Heartbeat
-	(*SessionResponse)(nil),        // 10: mother.v1.SessionResponse
-	(*Ack)(nil),                    // 11: mother.v1.Ack
-	(*Cancel)(nil),                 // 12: mother.v1.Cancel
-	(*AgentEvent)(nil),             // 13: mother.v1.AgentEvent
-	(*MessageStart)(nil),           // 14: mother.v1.MessageStart
-	(*MessageDelta)(nil),           // 15: mother.v1.MessageDelta
-	(*MessageEnd)(nil),             // 16: mother.v1.MessageEnd
-	(*ToolCall)(nil),               // 17: mother.v1.ToolCall
-	(*ToolStart)(nil),              // 18: mother.v1.ToolStart
-	(*ToolEnd)(nil),                // 19: mother.v1.ToolEnd
-	(*CompactionStart)(nil),        // 20: mother.v1.CompactionStart
-	(*CompactionEnd)(nil),          // 21: mother.v1.CompactionEnd
-	(*RunEnd)(nil),                 // 22: mother.v1.RunEnd
-	(*Retry)(nil),                  // 23: mother.v1.Retry
-	(*ChickResult)(nil),            // 24: mother.v1.ChickResult
-	(*ModelImage)(nil),             // 25: mother.v1.ModelImage
-	(*ModelToolCall)(nil),          // 26: mother.v1.ModelToolCall
-	(*ModelMessage)(nil),           // 27: mother.v1.ModelMessage
-	(*GenerateRequest)(nil),        // 28: mother.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 29: mother.v1.GenerateResponse
-	(*GenerateDone)(nil),           // 30: mother.v1.GenerateDone
-	(*UploadFileRequest)(nil),      // 31: mother.v1.UploadFileRequest
-	(*UploadFileHeader)(nil),       // 32: mother.v1.UploadFileHeader
-	(*UploadFileResponse)(nil),     // 33: mother.v1.UploadFileResponse
-	(*InvokeHostToolRequest)(nil),  // 34: mother.v1.InvokeHostToolRequest
-	(*InvokeHostToolResponse)(nil), // 35: mother.v1.InvokeHostToolResponse
-	(*RequestAccessRequest)(nil),   // 36: mother.v1.RequestAccessRequest
-	(*RequestAccessResponse)(nil),  // 37: mother.v1.RequestAccessResponse
-	(*SkillEntry)(nil),             // 38: mother.v1.SkillEntry
-	(*ProposeSkillRequest)(nil),    // 39: mother.v1.ProposeSkillRequest
-	(*ProposeSkillResponse)(nil),   // 40: mother.v1.ProposeSkillResponse
-	(*UpdateMemoryRequest)(nil),    // 41: mother.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),   // 42: mother.v1.UpdateMemoryResponse
-	(*ToolSpec)(nil),               // 43: mother.v1.ToolSpec
-	(*durationpb.Duration)(nil),    // 44: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 45: google.protobuf.Timestamp
-	(*Usage)(nil),                  // 46: mother.v1.Usage
-	(StopReason)(0),                // 47: mother.v1.StopReason
+	(WorkspaceEntryKind)(0),        // 1: mother.v1.WorkspaceEntryKind
+	(AccessScope)(0),               // 2: mother.v1.AccessScope
+	(SkillEntryKind)(0),            // 3: mother.v1.SkillEntryKind
+	(MemoryMode)(0),                // 4: mother.v1.MemoryMode
+	(*JoinRequest)(nil),            // 5: mother.v1.JoinRequest
+	(*JoinResponse)(nil),           // 6: mother.v1.JoinResponse
+	(*ChickLimits)(nil),            // 7: mother.v1.ChickLimits
+	(*SessionRequest)(nil),         // 8: mother.v1.SessionRequest
+	(*SessionHello)(nil),           // 9: mother.v1.SessionHello
+	(*Heartbeat)(nil),              // 10: mother.v1.Heartbeat
+	(*SessionResponse)(nil),        // 11: mother.v1.SessionResponse
+	(*Ack)(nil),                    // 12: mother.v1.Ack
+	(*Cancel)(nil),                 // 13: mother.v1.Cancel
+	(*AgentEvent)(nil),             // 14: mother.v1.AgentEvent
+	(*MessageStart)(nil),           // 15: mother.v1.MessageStart
+	(*MessageDelta)(nil),           // 16: mother.v1.MessageDelta
+	(*MessageEnd)(nil),             // 17: mother.v1.MessageEnd
+	(*ToolCall)(nil),               // 18: mother.v1.ToolCall
+	(*ToolStart)(nil),              // 19: mother.v1.ToolStart
+	(*ToolEnd)(nil),                // 20: mother.v1.ToolEnd
+	(*CompactionStart)(nil),        // 21: mother.v1.CompactionStart
+	(*CompactionEnd)(nil),          // 22: mother.v1.CompactionEnd
+	(*RunEnd)(nil),                 // 23: mother.v1.RunEnd
+	(*Retry)(nil),                  // 24: mother.v1.Retry
+	(*ChickResult)(nil),            // 25: mother.v1.ChickResult
+	(*ModelImage)(nil),             // 26: mother.v1.ModelImage
+	(*ModelToolCall)(nil),          // 27: mother.v1.ModelToolCall
+	(*ModelMessage)(nil),           // 28: mother.v1.ModelMessage
+	(*GenerateRequest)(nil),        // 29: mother.v1.GenerateRequest
+	(*GenerateResponse)(nil),       // 30: mother.v1.GenerateResponse
+	(*GenerateDone)(nil),           // 31: mother.v1.GenerateDone
+	(*FetchFilesRequest)(nil),      // 32: mother.v1.FetchFilesRequest
+	(*FetchFilesResponse)(nil),     // 33: mother.v1.FetchFilesResponse
+	(*WorkspaceEntry)(nil),         // 34: mother.v1.WorkspaceEntry
+	(*FetchFilesDone)(nil),         // 35: mother.v1.FetchFilesDone
+	(*UploadFileRequest)(nil),      // 36: mother.v1.UploadFileRequest
+	(*UploadFileHeader)(nil),       // 37: mother.v1.UploadFileHeader
+	(*UploadFileResponse)(nil),     // 38: mother.v1.UploadFileResponse
+	(*InvokeHostToolRequest)(nil),  // 39: mother.v1.InvokeHostToolRequest
+	(*InvokeHostToolResponse)(nil), // 40: mother.v1.InvokeHostToolResponse
+	(*RequestAccessRequest)(nil),   // 41: mother.v1.RequestAccessRequest
+	(*RequestAccessResponse)(nil),  // 42: mother.v1.RequestAccessResponse
+	(*SkillEntry)(nil),             // 43: mother.v1.SkillEntry
+	(*ProposeSkillRequest)(nil),    // 44: mother.v1.ProposeSkillRequest
+	(*ProposeSkillResponse)(nil),   // 45: mother.v1.ProposeSkillResponse
+	(*UpdateMemoryRequest)(nil),    // 46: mother.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),   // 47: mother.v1.UpdateMemoryResponse
+	(*ToolSpec)(nil),               // 48: mother.v1.ToolSpec
+	(*durationpb.Duration)(nil),    // 49: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 50: google.protobuf.Timestamp
+	(*Usage)(nil),                  // 51: mother.v1.Usage
+	(StopReason)(0),                // 52: mother.v1.StopReason
 }
 var file_mother_v1_chick_proto_depIdxs = []int32{
-	6,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
-	43, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
-	44, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
-	44, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
-	8,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
-	13, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
-	9,  // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
-	24, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
-	45, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	11, // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
-	12, // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
-	45, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	14, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
-	15, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
-	16, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
-	18, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
-	19, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
-	20, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
-	21, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
-	22, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
-	23, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
-	46, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
-	17, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
-	17, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
-	44, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
-	47, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
-	46, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
-	44, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
-	47, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
+	7,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
+	48, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
+	49, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
+	49, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	9,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
+	14, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
+	10, // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
+	25, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
+	50, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	12, // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
+	13, // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
+	50, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	15, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
+	16, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
+	17, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
+	19, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
+	20, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
+	21, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
+	22, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
+	23, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
+	24, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
+	51, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
+	18, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
+	18, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
+	49, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
+	52, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
+	51, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
+	49, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
+	52, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
 	0,  // 29: mother.v1.ModelMessage.role:type_name -> mother.v1.Role
-	25, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
-	26, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
-	27, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
-	43, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
-	30, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
-	27, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
-	46, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
-	32, // 37: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
-	1,  // 38: mother.v1.RequestAccessResponse.scope:type_name -> mother.v1.AccessScope
-	2,  // 39: mother.v1.SkillEntry.kind:type_name -> mother.v1.SkillEntryKind
-	38, // 40: mother.v1.ProposeSkillRequest.entries:type_name -> mother.v1.SkillEntry
-	3,  // 41: mother.v1.UpdateMemoryRequest.mode:type_name -> mother.v1.MemoryMode
-	4,  // 42: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
-	7,  // 43: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
-	28, // 44: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
-	31, // 45: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
-	34, // 46: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
-	36, // 47: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
-	39, // 48: mother.v1.ChickService.ProposeSkill:input_type -> mother.v1.ProposeSkillRequest
-	41, // 49: mother.v1.ChickService.UpdateMemory:input_type -> mother.v1.UpdateMemoryRequest
-	5,  // 50: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
-	10, // 51: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
-	29, // 52: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
-	33, // 53: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
-	35, // 54: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
-	37, // 55: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
-	40, // 56: mother.v1.ChickService.ProposeSkill:output_type -> mother.v1.ProposeSkillResponse
-	42, // 57: mother.v1.ChickService.UpdateMemory:output_type -> mother.v1.UpdateMemoryResponse
-	50, // [50:58] is the sub-list for method output_type
-	42, // [42:50] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	26, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
+	27, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
+	28, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
+	48, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
+	31, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
+	28, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
+	51, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
+	34, // 37: mother.v1.FetchFilesResponse.entry:type_name -> mother.v1.WorkspaceEntry
+	35, // 38: mother.v1.FetchFilesResponse.done:type_name -> mother.v1.FetchFilesDone
+	1,  // 39: mother.v1.WorkspaceEntry.kind:type_name -> mother.v1.WorkspaceEntryKind
+	50, // 40: mother.v1.WorkspaceEntry.mod_time:type_name -> google.protobuf.Timestamp
+	37, // 41: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
+	2,  // 42: mother.v1.RequestAccessResponse.scope:type_name -> mother.v1.AccessScope
+	3,  // 43: mother.v1.SkillEntry.kind:type_name -> mother.v1.SkillEntryKind
+	43, // 44: mother.v1.ProposeSkillRequest.entries:type_name -> mother.v1.SkillEntry
+	4,  // 45: mother.v1.UpdateMemoryRequest.mode:type_name -> mother.v1.MemoryMode
+	5,  // 46: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
+	32, // 47: mother.v1.ChickService.FetchFiles:input_type -> mother.v1.FetchFilesRequest
+	8,  // 48: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
+	29, // 49: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
+	36, // 50: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
+	39, // 51: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
+	41, // 52: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
+	44, // 53: mother.v1.ChickService.ProposeSkill:input_type -> mother.v1.ProposeSkillRequest
+	46, // 54: mother.v1.ChickService.UpdateMemory:input_type -> mother.v1.UpdateMemoryRequest
+	6,  // 55: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
+	33, // 56: mother.v1.ChickService.FetchFiles:output_type -> mother.v1.FetchFilesResponse
+	11, // 57: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
+	30, // 58: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
+	38, // 59: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
+	40, // 60: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
+	42, // 61: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
+	45, // 62: mother.v1.ChickService.ProposeSkill:output_type -> mother.v1.ProposeSkillResponse
+	47, // 63: mother.v1.ChickService.UpdateMemory:output_type -> mother.v1.UpdateMemoryResponse
+	55, // [55:64] is the sub-list for method output_type
+	46, // [46:55] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_chick_proto_init() }
@@ -3180,7 +3535,12 @@ func file_mother_v1_chick_proto_init() {
 		(*GenerateResponse_TextDelta)(nil),
 		(*GenerateResponse_Done)(nil),
 	}
-	file_mother_v1_chick_proto_msgTypes[27].OneofWrappers = []any{
+	file_mother_v1_chick_proto_msgTypes[28].OneofWrappers = []any{
+		(*FetchFilesResponse_Entry)(nil),
+		(*FetchFilesResponse_Data)(nil),
+		(*FetchFilesResponse_Done)(nil),
+	}
+	file_mother_v1_chick_proto_msgTypes[31].OneofWrappers = []any{
 		(*UploadFileRequest_Header)(nil),
 		(*UploadFileRequest_Data)(nil),
 	}
@@ -3189,8 +3549,8 @@ func file_mother_v1_chick_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_chick_proto_rawDesc), len(file_mother_v1_chick_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   39,
+			NumEnums:      5,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

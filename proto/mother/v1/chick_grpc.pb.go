@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ChickService_Join_FullMethodName           = "/mother.v1.ChickService/Join"
+	ChickService_FetchFiles_FullMethodName     = "/mother.v1.ChickService/FetchFiles"
 	ChickService_Session_FullMethodName        = "/mother.v1.ChickService/Session"
 	ChickService_Generate_FullMethodName       = "/mother.v1.ChickService/Generate"
 	ChickService_UploadFile_FullMethodName     = "/mother.v1.ChickService/UploadFile"
@@ -46,6 +47,15 @@ type ChickServiceClient interface {
 	// Join returns the chick's assignment. It may be called again after a
 	// reconnect; the answer is the same.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// FetchFiles streams the files the chick starts with (its channel's
+	// memory, attachments, scratch, skills and daily logs, and the
+	// workspace's shared skills), to be written under its workspace. Each
+	// entry is one message; a regular file's entry is followed by data
+	// messages holding exactly its size in bytes, in chunks of at most
+	// 256 KiB; the last message is done. A chick calls it after Join, before
+	// its run, once per workspace (a chick that restarts on a workspace that
+	// has its files keeps them). Over the size limit is ResourceExhausted.
+	FetchFiles(ctx context.Context, in *FetchFilesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchFilesResponse], error)
 	// Session is the long-lived stream: the chick sends events and heartbeats,
 	// Mother acknowledges them and may send a cancellation. A chick that loses
 	// the stream reconnects and re-sends every event Mother has not
@@ -95,9 +105,28 @@ func (c *chickServiceClient) Join(ctx context.Context, in *JoinRequest, opts ...
 	return out, nil
 }
 
+func (c *chickServiceClient) FetchFiles(ctx context.Context, in *FetchFilesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchFilesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ChickService_ServiceDesc.Streams[0], ChickService_FetchFiles_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchFilesRequest, FetchFilesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChickService_FetchFilesClient = grpc.ServerStreamingClient[FetchFilesResponse]
+
 func (c *chickServiceClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ChickService_ServiceDesc.Streams[0], ChickService_Session_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ChickService_ServiceDesc.Streams[1], ChickService_Session_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +139,7 @@ type ChickService_SessionClient = grpc.BidiStreamingClient[SessionRequest, Sessi
 
 func (c *chickServiceClient) Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ChickService_ServiceDesc.Streams[1], ChickService_Generate_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ChickService_ServiceDesc.Streams[2], ChickService_Generate_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +158,7 @@ type ChickService_GenerateClient = grpc.ServerStreamingClient[GenerateResponse]
 
 func (c *chickServiceClient) UploadFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadFileRequest, UploadFileResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ChickService_ServiceDesc.Streams[2], ChickService_UploadFile_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ChickService_ServiceDesc.Streams[3], ChickService_UploadFile_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +219,15 @@ type ChickServiceServer interface {
 	// Join returns the chick's assignment. It may be called again after a
 	// reconnect; the answer is the same.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// FetchFiles streams the files the chick starts with (its channel's
+	// memory, attachments, scratch, skills and daily logs, and the
+	// workspace's shared skills), to be written under its workspace. Each
+	// entry is one message; a regular file's entry is followed by data
+	// messages holding exactly its size in bytes, in chunks of at most
+	// 256 KiB; the last message is done. A chick calls it after Join, before
+	// its run, once per workspace (a chick that restarts on a workspace that
+	// has its files keeps them). Over the size limit is ResourceExhausted.
+	FetchFiles(*FetchFilesRequest, grpc.ServerStreamingServer[FetchFilesResponse]) error
 	// Session is the long-lived stream: the chick sends events and heartbeats,
 	// Mother acknowledges them and may send a cancellation. A chick that loses
 	// the stream reconnects and re-sends every event Mother has not
@@ -231,6 +269,9 @@ type UnimplementedChickServiceServer struct{}
 
 func (UnimplementedChickServiceServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedChickServiceServer) FetchFiles(*FetchFilesRequest, grpc.ServerStreamingServer[FetchFilesResponse]) error {
+	return status.Error(codes.Unimplemented, "method FetchFiles not implemented")
 }
 func (UnimplementedChickServiceServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
 	return status.Error(codes.Unimplemented, "method Session not implemented")
@@ -291,6 +332,17 @@ func _ChickService_Join_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _ChickService_FetchFiles_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchFilesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ChickServiceServer).FetchFiles(m, &grpc.GenericServerStream[FetchFilesRequest, FetchFilesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChickService_FetchFilesServer = grpc.ServerStreamingServer[FetchFilesResponse]
 
 func _ChickService_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(ChickServiceServer).Session(&grpc.GenericServerStream[SessionRequest, SessionResponse]{ServerStream: stream})
@@ -418,6 +470,11 @@ var ChickService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "FetchFiles",
+			Handler:       _ChickService_FetchFiles_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "Session",
 			Handler:       _ChickService_Session_Handler,
