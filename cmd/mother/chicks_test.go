@@ -291,6 +291,14 @@ func TestChickWholePath(t *testing.T) {
 	p := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(p.stdin, "please run the heavy computation\n")
 	p.waitOut(t, "Chick says:", 2*time.Minute)
+	// The chick's final words show before its result is logged (they are
+	// its progress); the follow-up waits for the result in log.jsonl, so
+	// that it comes after it.
+	logPath := filepath.Join(data, "workspace/channels/cli/local/log.jsonl")
+	waitUntil(t, "the chick's result in log.jsonl", func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Contains(string(b), "Files: `scratch/chicks/c-")
+	})
 	// A follow-up: the chick's result is in Mother's context now.
 	io.WriteString(p.stdin, "what did it find?\n")
 	p.stdin.Close()
