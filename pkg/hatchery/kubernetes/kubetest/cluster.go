@@ -976,10 +976,15 @@ func downLocked(dir string, logf func(string, ...any)) error {
 	for _, c := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "kubelet"} {
 		stop(s.PIDs[c], dir, 10*time.Second)
 	}
-	runcRoot := filepath.Join(dir, "runc")
-	if out, err := exec.Command("runc", "--root", runcRoot, "list", "-q").Output(); err == nil {
+	// The shim keeps one runc root per containerd namespace (k8s.io).
+	roots, _ := filepath.Glob(filepath.Join(dir, "runc", "*"))
+	for _, root := range roots {
+		out, err := exec.Command("runc", "--root", root, "list", "-q").Output()
+		if err != nil {
+			continue
+		}
 		for _, id := range strings.Fields(string(out)) {
-			if b, err := exec.Command("runc", "--root", runcRoot, "delete", "-f", id).CombinedOutput(); err != nil {
+			if b, err := exec.Command("runc", "--root", root, "delete", "-f", id).CombinedOutput(); err != nil {
 				logf("kubetest: runc delete %s: %v: %s", id, err, b)
 			}
 		}
