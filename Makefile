@@ -33,6 +33,7 @@ run: ## run Mother on the embedded default: files in $(DATA), the terminal as a 
 .PHONY: test
 test: check ## the whole suite: the checks, go test -race, each fuzz target briefly, a short soak (installs what tests need); lists skips, which fail under CI=true
 	@bash .ci/ensure-tools
+	@bash .ci/ensure-kube
 	$(GO) build -o bin/testsummary ./internal/testsummary
 	set -o pipefail; MOTHER_TEST_RACE=1 $(GO) test -race -count=1 -json ./... | bin/testsummary
 	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
