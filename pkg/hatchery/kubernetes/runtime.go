@@ -119,6 +119,12 @@ func New(rc *rest.Config, h config.DockerHost, opts Options) (*Runtime, error) {
 	if rc.UserAgent == "" {
 		rc.UserAgent = "mother"
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	logger := opts.Logger.With("component", "kubernetes", "host", h.Name)
+	// The API server's warnings go to Mother's log, not to stderr.
+	rc.WarningHandler = warnings{logger}
 	hc, err := rest.HTTPClientFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes host %s: %w", h.Name, err)
@@ -130,14 +136,17 @@ func New(rc *rest.Config, h config.DockerHost, opts Options) (*Runtime, error) {
 	if h.Namespace == "" {
 		h.Namespace = metav1.NamespaceDefault
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	return &Runtime{
-		cs: cs, http: hc, ns: h.Namespace, host: h, clock: clock.OrReal(opts.Clock),
-		logger: opts.Logger.With("component", "kubernetes", "host", h.Name),
+		cs: cs, http: hc, ns: h.Namespace, host: h, clock: clock.OrReal(opts.Clock), logger: logger,
 		made:   map[string]*chickPod{}, policies: map[string]string{},
 	}, nil
+}
+
+// warnings logs the API server's warnings.
+type warnings struct{ logger *slog.Logger }
+
+func (w warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.logger.Warn("the Kubernetes API server warns", "warning", text)
 }
 
 // Namespace is where the runtime makes its Pods.
@@ -204,6 +213,10 @@ func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string,
 		}
 	}
 	if _, err := r.secrets().Create(ctx, cp.secret, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Not a missing image: the namespace is not there.
+			return "", fmt.Errorf("create the chick's secret in namespace %s: %v", r.ns, err)
+		}
 		return "", fmt.Errorf("create the chick's secret: %w", classify(err))
 	}
 	name := cp.pod.Name
@@ -456,8 +469,9 @@ func (r *Runtime) Logs(ctx context.Context, id string, follow bool, w io.Writer)
 			if !follow {
 				return nil
 			}
-			if err := r.waitStarted(ctx, id); err != nil {
-				return err
+			ran, err := r.waitStarted(ctx, id)
+			if err != nil || !ran {
+				return err // nil: it ended without ever running
 			}
 			continue
 		}
@@ -473,48 +487,57 @@ func (r *Runtime) Logs(ctx context.Context, id string, follow bool, w io.Writer)
 	}
 }
 
-// waitStarted waits until the Pod's container has started (or the chick
-// is done).
-func (r *Runtime) waitStarted(ctx context.Context, id string) error {
+// waitStarted waits until the Pod's container has started (ran) or never
+// will (the Pod is done or deleted without it).
+func (r *Runtime) waitStarted(ctx context.Context, id string) (ran bool, err error) {
 	sel := fields.OneTermEqualSelector("metadata.name", id).String()
 	for {
 		list, err := r.pods().List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil {
-			return classify(err)
+			return false, classify(err)
 		}
 		if len(list.Items) == 0 {
-			return &marked{hatchery.ErrContainerNotFound, fmt.Errorf("pod %s not found", id)}
+			return false, &marked{hatchery.ErrContainerNotFound, fmt.Errorf("pod %s not found", id)}
 		}
-		if started(&list.Items[0]) {
-			return nil
+		if ran, done := started(&list.Items[0]); done {
+			return ran, nil
 		}
 		w, err := r.pods().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
 		if err != nil {
-			return classify(err)
+			return false, classify(err)
 		}
 		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Deleted || started(p)) {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Deleted {
 				w.Stop()
-				return nil
+				return false, nil
+			}
+			if ran, done := started(p); done {
+				w.Stop()
+				return ran, nil
 			}
 		}
 		w.Stop()
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
 		if clock.Sleep(ctx, r.clock, time.Second) != nil {
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
 
-// started: the chick's container runs or ran, or never will.
-func started(p *corev1.Pod) bool {
-	if exitOf(p).done {
-		return true
-	}
+// started: whether the chick's container runs or ran (ran), or never
+// will; done when either is known.
+func started(p *corev1.Pod) (ran, done bool) {
 	cs := chickStatus(p)
-	return cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil)
+	if cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil) {
+		return true, true
+	}
+	return false, exitOf(p).done
 }
 
 // Version implements hatchery.Runtime: the API server's version.

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 
@@ -435,12 +436,24 @@ func TestRuntimeUnreachable(t *testing.T) {
 	}
 }
 
+// restricted makes the namespace enforce the "restricted" Pod Security
+// Standard: the API server refuses a Pod that is not hardened to it.
+func (f *fixture) restricted(t *testing.T) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
+	if _, err := f.k.Client(t).CoreV1().Namespaces().Patch(ctxT(t, 30*time.Second), f.ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("label namespace %s restricted: %v", f.ns, err)
+	}
+}
+
 // TestPodSpecHardened reads a chick's Pod and Secret back from the API:
-// hardened as the issue asks, the token only in the Secret (owned by the
-// Pod), the limits and sizes from the spec.
+// hardened as the issue asks (and admitted in a namespace that enforces
+// the restricted Pod Security Standard), the token only in the Secret
+// (owned by the Pod), the limits and sizes from the spec.
 func TestPodSpecHardened(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	f.restricted(t)
 	ctx := ctxT(t, 2*time.Minute)
 	s := f.spec("m-spec", "c-spec0001", "sh", "-c", "sleep 600")
 	s.Deadline, s.KillGrace = 20*time.Minute, 7*time.Second
@@ -734,6 +747,7 @@ echo '== end'
 func TestInsideChickPod(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	f.restricted(t)
 	ctx := ctxT(t, 3*time.Minute)
 	c := f.k.Client(t)
 	// A Service in the namespace: with service links on, its address
