@@ -138,7 +138,7 @@ func New(rc *rest.Config, h config.DockerHost, opts Options) (*Runtime, error) {
 	}
 	return &Runtime{
 		cs: cs, http: hc, ns: h.Namespace, host: h, clock: clock.OrReal(opts.Clock), logger: logger,
-		made:   map[string]*chickPod{}, policies: map[string]string{},
+		made: map[string]*chickPod{}, policies: map[string]string{},
 	}, nil
 }
 
@@ -540,7 +540,8 @@ func started(p *corev1.Pod) (ran, done bool) {
 	return false, exitOf(p).done
 }
 
-// Version implements hatchery.Runtime: the API server's version.
+// Version implements hatchery.Runtime: the API server's version, naming
+// the engine ("Kubernetes v1.34.4"; momctl status shows it as it is).
 func (r *Runtime) Version(ctx context.Context) (string, error) {
 	body, err := r.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 	if err != nil {
@@ -550,7 +551,7 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(body, &v); err != nil {
 		return "", fmt.Errorf("kubernetes version: %w", err)
 	}
-	return v.GitVersion, nil
+	return "Kubernetes " + v.GitVersion, nil
 }
 
 // Close implements hatchery.Runtime.

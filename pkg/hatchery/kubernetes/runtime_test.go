@@ -213,7 +213,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	if left := f.leftovers(t); len(left) != 0 {
 		t.Errorf("after Remove the namespace holds %v", left)
 	}
-	if v, err := f.rt.Version(ctx); err != nil || v != kubetest.Version {
+	if v, err := f.rt.Version(ctx); err != nil || v != "Kubernetes "+kubetest.Version {
 		t.Errorf("Version = %q, %v; want %s", v, err, kubetest.Version)
 	}
 }
