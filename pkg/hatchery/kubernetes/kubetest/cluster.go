@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -445,7 +446,6 @@ func start1(ctx context.Context, o Options) (*state, error) {
 		"--use-service-account-credentials=false",
 		"--service-account-private-key-file", filepath.Join(pki, "sa.key"),
 		"--root-ca-file", filepath.Join(pki, "ca.crt"),
-		"--cluster-cidr", s.Subnet,
 		"--allocate-node-cidrs=false",
 		"--profiling=false",
 	); err != nil {
@@ -480,7 +480,6 @@ func start1(ctx context.Context, o Options) (*state, error) {
 		"--root-dir", filepath.Join(dir, "kubelet"),
 		"--cert-dir", filepath.Join(dir, "kubelet", "pki"),
 		"--hostname-override", NodeName,
-		"--node-ip", "127.0.0.1",
 		"--v", "1",
 	); err != nil {
 		return s, err
@@ -506,7 +505,10 @@ func waitFor(ctx context.Context, s *state, component string, wait time.Duration
 			return nil
 		}
 		if !alive(s.PIDs[component], s.Dir) {
-			return fmt.Errorf("%s exited at start (last check: %v)", component, err)
+			exitsMu.Lock()
+			how := exits[s.PIDs[component]]
+			exitsMu.Unlock()
+			return fmt.Errorf("%s (pid %d) exited at start: %s (last check: %v)", component, s.PIDs[component], how, err)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready after %s: %v", component, wait, err)
@@ -558,13 +560,26 @@ func startProc(s *state, name, path string, args ...string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	s.PIDs[name] = cmd.Process.Pid
-	// Reap it if it dies while this process lives; it is not waited for
-	// otherwise (it belongs to the machine, not to this process).
-	go func() { _ = cmd.Wait() }()
+	// Reap it if it dies while this process lives, keeping how it ended
+	// for the start's error; it is not waited for otherwise (it belongs to
+	// the machine, not to this process).
+	pid := cmd.Process.Pid
+	go func() {
+		err := cmd.Wait()
+		exitsMu.Lock()
+		exits[pid] = fmt.Sprintf("%v (%s)", err, cmd.ProcessState)
+		exitsMu.Unlock()
+	}()
 	// Every component gets a command line naming the state dir (alive
 	// checks it); etcd's and containerd's do through their flags.
 	return writeState(s)
 }
+
+// exits records how the components this process started ended, by pid.
+var (
+	exitsMu sync.Mutex
+	exits   = map[int]string{}
+)
 
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener

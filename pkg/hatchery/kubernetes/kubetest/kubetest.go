@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/internal/testenv"
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,6 +192,9 @@ var (
 // CI=true, where that is a failure.
 func Cluster(t testing.TB) *Kube {
 	t.Helper()
+	// The sandbox image and the images tests import come from the local
+	// Docker engine.
+	hatcherytest.Docker(t)
 	once.Do(func() {
 		if os.Geteuid() != 0 {
 			skipWhy = "the Kubernetes test cluster needs root (containerd, the kubelet, a bridge)"
