@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -42,8 +43,18 @@ const harnessRev = "1"
 // apiserver reaches it by that host name).
 const NodeName = "localhost"
 
-// BridgeName is the cluster's own bridge (never docker0).
+// BridgeName is the cluster's own bridge (never docker0) when it lives in
+// the default state directory; a cluster elsewhere (MOTHER_KUBE_DIR) gets
+// a bridge named after its directory, so two never share one.
 const BridgeName = "motherkube0"
+
+func bridgeFor(dir string) string {
+	if dir == "/run/mother-kube" {
+		return BridgeName
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return "mk" + hex.EncodeToString(sum[:])[:10]
+}
 
 // PauseImage is the Pods' sandbox image: FROM scratch, busybox-static,
 // sleeping; imported into the cluster's containerd at start.
@@ -67,6 +78,7 @@ type state struct {
 	Dir           string            `json:"dir"`
 	Server        string            `json:"server"`
 	Token         string            `json:"token"`
+	Bridge        string            `json:"bridge"`
 	Subnet        string            `json:"subnet"`
 	Gateway       string            `json:"gateway"`
 	Ports         map[string]int    `json:"ports"`
@@ -206,6 +218,9 @@ func (s *state) healthy(ctx context.Context) error {
 }
 
 func (s *state) kube() *Kube {
+	if s.Bridge == "" {
+		s.Bridge = bridgeFor(s.Dir)
+	}
 	return &Kube{
 		Dir:              s.Dir,
 		Kubeconfig:       filepath.Join(s.Dir, "admin.kubeconfig"),
@@ -214,6 +229,7 @@ func (s *state) kube() *Kube {
 		CAFile:           filepath.Join(s.Dir, "pki", "ca.crt"),
 		NodeName:         NodeName,
 		GatewayIP:        s.Gateway,
+		Bridge:           s.Bridge,
 		PodSubnet:        s.Subnet,
 		ContainerdSocket: filepath.Join(s.Dir, "containerd.sock"),
 	}
@@ -347,6 +363,7 @@ func start1(ctx context.Context, o Options) (*state, error) {
 		s.Ports[name] = ports[i]
 	}
 	s.Server = fmt.Sprintf("https://127.0.0.1:%d", s.Ports["apiserver"])
+	s.Bridge = bridgeFor(dir)
 	if s.Subnet, s.Gateway, err = freeSubnet(); err != nil {
 		return s, err
 	}
@@ -620,15 +637,15 @@ func freeSubnet() (subnet, gateway string, err error) {
 // any Pod exists, so a test can listen on GatewayIP at once. The bridge
 // CNI plugin finds and uses it.
 func createBridge(s *state) error {
-	if exec.Command("ip", "link", "show", BridgeName).Run() == nil {
-		if out, err := exec.Command("ip", "link", "del", BridgeName).CombinedOutput(); err != nil {
-			return fmt.Errorf("delete stale bridge %s: %v: %s", BridgeName, err, out)
+	if exec.Command("ip", "link", "show", s.Bridge).Run() == nil {
+		if out, err := exec.Command("ip", "link", "del", s.Bridge).CombinedOutput(); err != nil {
+			return fmt.Errorf("delete stale bridge %s: %v: %s", s.Bridge, err, out)
 		}
 	}
 	for _, args := range [][]string{
-		{"link", "add", "name", BridgeName, "type", "bridge"},
-		{"addr", "add", s.Gateway + "/24", "dev", BridgeName},
-		{"link", "set", BridgeName, "up"},
+		{"link", "add", "name", s.Bridge, "type", "bridge"},
+		{"addr", "add", s.Gateway + "/24", "dev", s.Bridge},
+		{"link", "set", s.Bridge, "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -829,7 +846,7 @@ state = %[2]q
 		"plugins": []any{
 			map[string]any{
 				"type":        "bridge",
-				"bridge":      BridgeName,
+				"bridge":      s.Bridge,
 				"isGateway":   true,
 				"ipMasq":      false,
 				"hairpinMode": true,
@@ -965,8 +982,11 @@ func downLocked(dir string, logf func(string, ...any)) error {
 	if s == nil {
 		s = &state{Dir: dir, PIDs: map[string]int{}}
 	}
+	if s.Bridge == "" {
+		s.Bridge = bridgeFor(dir)
+	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		deleteBridge(logf)
+		deleteBridge(s.Bridge, logf)
 		return nil
 	}
 	logf("kubetest: tearing the cluster in %s down", dir)
@@ -976,10 +996,15 @@ func downLocked(dir string, logf func(string, ...any)) error {
 	for _, c := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "kubelet"} {
 		stop(s.PIDs[c], dir, 10*time.Second)
 	}
-	runcRoot := filepath.Join(dir, "runc")
-	if out, err := exec.Command("runc", "--root", runcRoot, "list", "-q").Output(); err == nil {
+	// The shim keeps one runc root per containerd namespace (k8s.io).
+	roots, _ := filepath.Glob(filepath.Join(dir, "runc", "*"))
+	for _, root := range roots {
+		out, err := exec.Command("runc", "--root", root, "list", "-q").Output()
+		if err != nil {
+			continue
+		}
 		for _, id := range strings.Fields(string(out)) {
-			if b, err := exec.Command("runc", "--root", runcRoot, "delete", "-f", id).CombinedOutput(); err != nil {
+			if b, err := exec.Command("runc", "--root", root, "delete", "-f", id).CombinedOutput(); err != nil {
 				logf("kubetest: runc delete %s: %v: %s", id, err, b)
 			}
 		}
@@ -998,7 +1023,7 @@ func downLocked(dir string, logf func(string, ...any)) error {
 		}
 	}
 	unmountUnder(dir)
-	deleteBridge(logf)
+	deleteBridge(s.Bridge, logf)
 	for k, v := range s.Sysctls {
 		if cur, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(cur)) != v {
 			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
@@ -1026,10 +1051,10 @@ func downLocked(dir string, logf func(string, ...any)) error {
 	return nil
 }
 
-func deleteBridge(logf func(string, ...any)) {
-	if exec.Command("ip", "link", "show", BridgeName).Run() == nil {
-		if out, err := exec.Command("ip", "link", "del", BridgeName).CombinedOutput(); err != nil {
-			logf("kubetest: delete bridge %s: %v: %s", BridgeName, err, out)
+func deleteBridge(name string, logf func(string, ...any)) {
+	if exec.Command("ip", "link", "show", name).Run() == nil {
+		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
+			logf("kubetest: delete bridge %s: %v: %s", name, err, out)
 		}
 	}
 }

@@ -54,6 +54,8 @@ type Kube struct {
 	// GatewayIP is the cluster bridge's address on the host: where a Pod
 	// reaches a listener on this machine (listen on GatewayIP:port).
 	GatewayIP string
+	// Bridge is the name of the cluster's bridge interface.
+	Bridge string
 	// PodSubnet is the Pods' subnet (CIDR) on the bridge.
 	PodSubnet string
 	// ContainerdSocket is the cluster's own containerd's socket.
