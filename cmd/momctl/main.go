@@ -535,7 +535,11 @@ func (c *cli) statusText(w io.Writer, out statusJSON, now time.Time) error {
 			tiers = "tiers " + strings.Join(h.Tiers, ",")
 		}
 		line := fmt.Sprintf("  %s\t%s\t%d/%d chicks\t%s", h.Name, state, h.Running, h.Capacity, tiers)
-		if h.EngineVersion != "" {
+		switch {
+		case strings.Contains(h.EngineVersion, " "):
+			// It names its engine ("Kubernetes v1.34.4").
+			line += "\t" + h.EngineVersion
+		case h.EngineVersion != "":
 			line += "\tDocker " + h.EngineVersion
 		}
 		if !h.Up && h.Error != "" {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/hatchery/kubernetes/kubetest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -40,6 +42,13 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	// The Kubernetes test cluster goes when its last user is done.
+	if err := kubetest.Release(); err != nil {
+		fmt.Fprintf(os.Stderr, "kubetest: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

@@ -120,7 +120,8 @@ type Chicks struct {
 	HeartbeatInterval Duration `json:"heartbeatInterval"`
 	// KillGrace is the time between cancel and kill.
 	KillGrace Duration `json:"killGrace"`
-	// Hosts are the Docker engines chicks run on.
+	// Hosts are the engines chicks run on: Docker hosts and Kubernetes
+	// clusters.
 	Hosts []DockerHost `json:"hosts"`
 	// Resources are per-container limits.
 	Resources Resources `json:"resources"`
@@ -218,6 +219,80 @@ type DockerHost struct {
 	// key (checked strictly). Empty: ssh's defaults for Mother's user.
 	SSHIdentityFile   string `json:"sshIdentityFile"`
 	SSHKnownHostsFile string `json:"sshKnownHostsFile"`
+
+	// Kind is the host's engine: "docker" (default) or "kubernetes" (a
+	// cluster: chicks are Pods its scheduler places; docs/kubernetes.md).
+	// The fields below are for kind "kubernetes" only.
+	Kind string `json:"kind"`
+	// Kubeconfig is the path of the kubeconfig file to reach the cluster
+	// with (its current context); empty: the in-cluster configuration
+	// (Mother runs in the cluster, with a service account).
+	Kubeconfig string `json:"kubeconfig"`
+	// Namespace is where chick Pods go; empty: the kubeconfig context's
+	// namespace (in the cluster: Mother's own), else "default".
+	Namespace string `json:"namespace"`
+	// ImagePullPolicy is the chick Pods' "IfNotPresent" (default),
+	// "Always" or "Never".
+	ImagePullPolicy string `json:"imagePullPolicy"`
+	// WorkspaceSize caps a chick's /workspace (an emptyDir), such as "1g".
+	WorkspaceSize string `json:"workspaceSize"`
+	// Requests are what the scheduler reserves for each chick Pod; empty:
+	// the limits (chicks.resources).
+	Requests Requests `json:"requests"`
+	// Placement says where the chicks of a tier go on the cluster, by
+	// tier name; "*" applies to the tiers not listed.
+	Placement map[string]Placement `json:"placement"`
+}
+
+// Requests are a chick Pod's resource requests on a Kubernetes host.
+type Requests struct {
+	// Memory is a byte size such as "512m".
+	Memory string `json:"memory"`
+	// CPUs is a fraction of CPUs, such as 0.5.
+	CPUs float64 `json:"cpus"`
+}
+
+// Host kinds (chicks.hosts[].kind).
+const (
+	HostDocker     = "docker"
+	HostKubernetes = "kubernetes"
+)
+
+// IsKubernetes reports whether h is a Kubernetes cluster.
+func (h DockerHost) IsKubernetes() bool { return h.Kind == HostKubernetes }
+
+// PlacementFor is the placement of tier's chicks on h: its own entry, or
+// the "*" one.
+func (h DockerHost) PlacementFor(tier string) Placement {
+	if p, ok := h.Placement[tier]; ok {
+		return p
+	}
+	return h.Placement["*"]
+}
+
+// Placement puts a tier's chick Pods on the right nodes of a Kubernetes
+// host: GPU chicks on GPU nodes.
+type Placement struct {
+	// NodeSelector are node labels the Pod's node must have.
+	NodeSelector map[string]string `json:"nodeSelector"`
+	// Tolerations let the Pod onto nodes with these taints.
+	Tolerations []Toleration `json:"tolerations"`
+	// ExtendedResources are requested (and limited) per Pod, such as
+	// {"nvidia.com/gpu": 1}.
+	ExtendedResources map[string]int64 `json:"extendedResources"`
+}
+
+// Toleration is a Kubernetes toleration (core/v1 Toleration).
+type Toleration struct {
+	Key string `json:"key"`
+	// Operator is "Equal" (default) or "Exists".
+	Operator string `json:"operator"`
+	Value    string `json:"value"`
+	// Effect is "NoSchedule", "PreferNoSchedule", "NoExecute" or empty
+	// (all).
+	Effect string `json:"effect"`
+	// TolerationSeconds bounds a NoExecute toleration; 0: for ever.
+	TolerationSeconds int64 `json:"tolerationSeconds"`
 }
 
 // Resources are container limits.

@@ -63,6 +63,18 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"host tier", `{"chicks": {"hosts": [{"tiers": ["gpu"]}]}}`, []string{`chicks.hosts[0].tiers[0]: unknown tier "gpu"`}},
 		{"ssh options on a unix host", `{"chicks": {"hosts": [{"address": "unix:///var/run/docker.sock", "sshIdentityFile": "/k"}]}}`, []string{"chicks.hosts[0].sshIdentityFile: sshIdentityFile and sshKnownHostsFile apply to ssh:// addresses only"}},
 		{"duplicate host", `{"chicks": {"hosts": [{"name": "a"}, {"name": "a"}]}}`, []string{"chicks.hosts[1].name: duplicate host name"}},
+		{"host kind", `{"chicks": {"hosts": [{"kind": "nomad"}]}}`, []string{`chicks.hosts[0].kind: must be "docker" or "kubernetes", got "nomad"`}},
+		{"kubernetes field on a docker host", `{"chicks": {"hosts": [{"namespace": "chicks"}]}}`, []string{`chicks.hosts[0].namespace: applies to hosts of kind "kubernetes" only`}},
+		{"docker field on a kubernetes host", `{"chicks": {"hosts": [{"kind": "kubernetes", "address": "unix:///x"}]}}`, []string{"chicks.hosts[0].address: not used by a kubernetes host"}},
+		{"kubernetes namespace", `{"chicks": {"hosts": [{"kind": "kubernetes", "namespace": "Chicks_1"}]}}`, []string{"chicks.hosts[0].namespace: must be a Kubernetes namespace name"}},
+		{"kubernetes pull policy", `{"chicks": {"hosts": [{"kind": "kubernetes", "imagePullPolicy": "Sometimes"}]}}`, []string{`chicks.hosts[0].imagePullPolicy: must be "IfNotPresent", "Always" or "Never", got "Sometimes"`}},
+		{"kubernetes workspace", `{"chicks": {"hosts": [{"kind": "kubernetes", "workspaceSize": "big"}]}}`, []string{"chicks.hosts[0].workspaceSize: must be a size"}},
+		{"kubernetes requests", `{"chicks": {"hosts": [{"kind": "kubernetes", "requests": {"memory": "x", "cpus": -1}}]}}`, []string{"chicks.hosts[0].requests.memory:", "chicks.hosts[0].requests.cpus: must not be negative"}},
+		{"kubernetes host network", `{"chicks": {"network": "host", "hosts": [{"kind": "kubernetes"}]}}`, []string{`chicks.hosts[0].kind: chicks.network "host" is refused on a kubernetes host`}},
+		{"kubernetes user name", `{"chicks": {"hardening": {"user": "nobody"}, "hosts": [{"kind": "kubernetes"}]}}`, []string{"chicks.hardening.user: a kubernetes host needs a numeric uid[:gid]"}},
+		{"kubernetes placement tier", `{"chicks": {"hosts": [{"kind": "kubernetes", "placement": {"gpu": {}}}]}}`, []string{`chicks.hosts[0].placement.gpu: unknown tier "gpu"`}},
+		{"kubernetes toleration", `{"chicks": {"hosts": [{"kind": "kubernetes", "placement": {"*": {"tolerations": [{"key": "k", "operator": "Maybe", "effect": "Never"}, {"operator": "Exists", "value": "v", "tolerationSeconds": 5}]}}}]}}`, []string{`chicks.hosts[0].placement.*.tolerations[0].operator: must be "Equal" or "Exists"`, "chicks.hosts[0].placement.*.tolerations[0].effect: must be", "chicks.hosts[0].placement.*.tolerations[1].value: must be empty", `chicks.hosts[0].placement.*.tolerations[1].tolerationSeconds: applies to effect "NoExecute" only`}},
+		{"kubernetes extended resource", `{"chicks": {"hosts": [{"kind": "kubernetes", "placement": {"*": {"extendedResources": {"gpu": 1, "nvidia.com/gpu": 0}}}}]}}`, []string{"chicks.hosts[0].placement.*.extendedResources.gpu: an extended resource is domain-qualified", "chicks.hosts[0].placement.*.extendedResources.nvidia.com/gpu: must be positive"}},
 		{"memory size", `{"chicks": {"resources": {"memory": "lots"}}}`, []string{"chicks.resources.memory: must be a size"}},
 		{"root user", `{"chicks": {"hardening": {"user": "0:0"}}}`, []string{"chicks.hardening.user: chicks must not run as root"}},
 		{"host tools", `{"chicks": {"hostTools": ["notes"]}}`, []string{"chicks.hostTools[0]: must be \"server.tool\""}},
@@ -157,6 +169,54 @@ func TestDMPolicy(t *testing.T) {
 	for _, c := range cases {
 		if got := cfg.Adapters[c.adapter].DM.Allows(c.user); got != c.want {
 			t.Errorf("adapter %s Allows(%s) = %v, want %v", c.adapter, c.user, got, c.want)
+		}
+	}
+}
+
+func TestKubernetesHost(t *testing.T) {
+	t.Parallel()
+	body := `{"chicks": {"tiers": {"local": {"model": "m"}, "gpu": {"model": "g"}},
+		"hosts": [{"name": "box"}, {"name": "cluster", "kind": "kubernetes", "kubeconfig": "/etc/mother/kubeconfig", "namespace": "chicks",
+		"placement": {"gpu": {"nodeSelector": {"gpu": "true"}, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], "extendedResources": {"nvidia.com/gpu": 1}},
+		"*": {"nodeSelector": {"pool": "chicks"}}}}]}}`
+	cfg, err := load(t, body, nil)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	box, cl := cfg.Chicks.Hosts[0], cfg.Chicks.Hosts[1]
+	if box.Kind != HostDocker || box.IsKubernetes() || box.ImagePullPolicy != "" || box.WorkspaceSize != "" {
+		t.Errorf("docker host = %+v, want kind docker and no kubernetes defaults", box)
+	}
+	if !cl.IsKubernetes() || cl.ImagePullPolicy != "IfNotPresent" || cl.WorkspaceSize != DefaultWorkspaceSize || cl.Capacity != DefaultMaxConcurrent {
+		t.Errorf("kubernetes host = %+v, want its defaults", cl)
+	}
+	if got := cl.PlacementFor("gpu"); got.ExtendedResources["nvidia.com/gpu"] != 1 || got.NodeSelector["gpu"] != "true" || len(got.Tolerations) != 1 {
+		t.Errorf("PlacementFor(gpu) = %+v", got)
+	}
+	if got := cl.PlacementFor("local"); got.NodeSelector["pool"] != "chicks" || len(got.ExtendedResources) != 0 {
+		t.Errorf("PlacementFor(local) = %+v, want the * entry", got)
+	}
+	if got := box.PlacementFor("gpu"); len(got.NodeSelector) != 0 {
+		t.Errorf("docker PlacementFor(gpu) = %+v, want none", got)
+	}
+}
+
+func TestNumericUser(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want [2]int64
+		ok   bool
+	}{
+		{"65534:65534", [2]int64{65534, 65534}, true},
+		{"1000", [2]int64{1000, -1}, true},
+		{"nobody", [2]int64{}, false},
+		{"1000:staff", [2]int64{}, false},
+		{"-1", [2]int64{}, false},
+	} {
+		got, err := NumericUser(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
+			t.Errorf("NumericUser(%q) = %v, %v; want %v ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
 }

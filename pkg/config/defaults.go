@@ -29,6 +29,7 @@ const (
 	DefaultCPUs               = 2.0
 	DefaultPids               = 512
 	DefaultTmpfs              = "256m"
+	DefaultWorkspaceSize      = "1g"
 	DefaultUser               = "65534:65534"
 	DefaultGRPCListen         = "127.0.0.1:7777"
 	DefaultSocket             = "mother.sock"
@@ -206,6 +207,17 @@ func (c *Config) SetDefaults(dataDir string) {
 		}
 		if h.Capacity == 0 {
 			h.Capacity = ch.MaxConcurrent
+		}
+		if h.Kind == "" {
+			h.Kind = HostDocker
+		}
+		if h.IsKubernetes() {
+			if h.ImagePullPolicy == "" {
+				h.ImagePullPolicy = "IfNotPresent"
+			}
+			if h.WorkspaceSize == "" {
+				h.WorkspaceSize = DefaultWorkspaceSize
+			}
 		}
 	}
 	if ch.Resources.Memory == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -167,6 +168,16 @@ func (c *Config) validateHosts(p *problems) {
 				p.bad(f+".address", "scheme must be unix://, tcp:// (with TLS) or ssh://, got %q", h.Address)
 			}
 		}
+		switch h.Kind {
+		case HostDocker, "":
+			c.validateDockerOnly(p, f, h)
+		case HostKubernetes:
+			c.validateKubernetesHost(p, f, h)
+			continue
+		default:
+			p.bad(f+".kind", "must be \"docker\" or \"kubernetes\", got %q", h.Kind)
+			continue
+		}
 		if (h.SSHIdentityFile != "" || h.SSHKnownHostsFile != "") && !strings.HasPrefix(h.Address, "ssh://") {
 			p.bad(f+".sshIdentityFile", "sshIdentityFile and sshKnownHostsFile apply to ssh:// addresses only")
 		}
@@ -176,6 +187,130 @@ func (c *Config) validateHosts(p *problems) {
 			}
 		}
 	}
+}
+
+// validateDockerOnly refuses the kubernetes fields on a Docker host.
+func (c *Config) validateDockerOnly(p *problems, f string, h DockerHost) {
+	only := func(field string, set bool) {
+		if set {
+			p.bad(f+"."+field, "applies to hosts of kind \"kubernetes\" only")
+		}
+	}
+	only("kubeconfig", h.Kubeconfig != "")
+	only("namespace", h.Namespace != "")
+	only("imagePullPolicy", h.ImagePullPolicy != "")
+	only("workspaceSize", h.WorkspaceSize != "")
+	only("requests", h.Requests != Requests{})
+	only("placement", len(h.Placement) > 0)
+}
+
+// validateKubernetesHost checks a host of kind "kubernetes"
+// (docs/kubernetes.md).
+func (c *Config) validateKubernetesHost(p *problems, f string, h DockerHost) {
+	ch := c.Chicks
+	for _, x := range []struct {
+		field string
+		set   bool
+	}{
+		{"address", h.Address != ""}, {"tlsCA", h.TLSCA != ""}, {"tlsCert", h.TLSCert != ""}, {"tlsKey", h.TLSKey != ""},
+		{"sshIdentityFile", h.SSHIdentityFile != ""}, {"sshKnownHostsFile", h.SSHKnownHostsFile != ""},
+	} {
+		if x.set {
+			p.bad(f+"."+x.field, "not used by a kubernetes host (it reaches the cluster through kubeconfig)")
+		}
+	}
+	if h.Namespace != "" && !dnsLabel.MatchString(h.Namespace) {
+		p.bad(f+".namespace", "must be a Kubernetes namespace name (lower-case letters, digits and '-', at most 63), got %q", h.Namespace)
+	}
+	switch h.ImagePullPolicy {
+	case "", "IfNotPresent", "Always", "Never":
+	default:
+		p.bad(f+".imagePullPolicy", "must be \"IfNotPresent\", \"Always\" or \"Never\", got %q", h.ImagePullPolicy)
+	}
+	if h.WorkspaceSize != "" {
+		if n, err := ParseBytes(h.WorkspaceSize); err != nil || n <= 0 {
+			p.bad(f+".workspaceSize", "must be a size such as \"1g\", got %q", h.WorkspaceSize)
+		}
+	}
+	if h.Requests.Memory != "" {
+		if _, err := ParseBytes(h.Requests.Memory); err != nil {
+			p.bad(f+".requests.memory", "%v", err)
+		}
+	}
+	if h.Requests.CPUs < 0 {
+		p.bad(f+".requests.cpus", "must not be negative")
+	}
+	if ch.Network == NetworkHost {
+		p.bad(f+".kind", "chicks.network \"host\" is refused on a kubernetes host (a Pod on the node's network); use \"isolated\" or \"bridge\"")
+	}
+	if _, err := NumericUser(ch.Hardening.User); err != nil {
+		p.bad("chicks.hardening.user", "a kubernetes host needs a numeric uid[:gid]: %v", err)
+	}
+	for _, tier := range sortedKeys(h.Placement) {
+		pf := f + ".placement." + tier
+		if _, ok := ch.Tiers[tier]; !ok && tier != "*" {
+			p.bad(pf, "unknown tier %q (\"*\" is every tier not listed)", tier)
+		}
+		pl := h.Placement[tier]
+		for _, k := range sortedKeys(pl.NodeSelector) {
+			if k == "" {
+				p.bad(pf+".nodeSelector", "empty label key")
+			}
+		}
+		for i, t := range pl.Tolerations {
+			tf := fmt.Sprintf("%s.tolerations[%d]", pf, i)
+			switch t.Operator {
+			case "", "Equal":
+			case "Exists":
+				if t.Value != "" {
+					p.bad(tf+".value", "must be empty with operator \"Exists\"")
+				}
+			default:
+				p.bad(tf+".operator", "must be \"Equal\" or \"Exists\", got %q", t.Operator)
+			}
+			switch t.Effect {
+			case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+			default:
+				p.bad(tf+".effect", "must be \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\" or empty, got %q", t.Effect)
+			}
+			if t.TolerationSeconds < 0 {
+				p.bad(tf+".tolerationSeconds", "must not be negative")
+			}
+			if t.TolerationSeconds != 0 && t.Effect != "NoExecute" {
+				p.bad(tf+".tolerationSeconds", "applies to effect \"NoExecute\" only")
+			}
+			if t.Key == "" && t.Operator != "Exists" {
+				p.bad(tf+".key", "empty key needs operator \"Exists\"")
+			}
+		}
+		for _, name := range sortedKeys(pl.ExtendedResources) {
+			if !strings.Contains(name, "/") {
+				p.bad(pf+".extendedResources."+name, "an extended resource is domain-qualified, such as \"nvidia.com/gpu\"")
+			}
+			if pl.ExtendedResources[name] <= 0 {
+				p.bad(pf+".extendedResources."+name, "must be positive")
+			}
+		}
+	}
+}
+
+// dnsLabel is a DNS-1123 label (a Kubernetes namespace name).
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// NumericUser parses a "uid[:gid]" user such as "65534:65534" (gid -1 when
+// not given).
+func NumericUser(user string) (ids [2]int64, err error) {
+	u, g, hasG := strings.Cut(strings.TrimSpace(user), ":")
+	ids[1] = -1
+	if ids[0], err = strconv.ParseInt(u, 10, 64); err != nil || ids[0] < 0 {
+		return ids, fmt.Errorf("%q is not uid[:gid]", user)
+	}
+	if hasG {
+		if ids[1], err = strconv.ParseInt(g, 10, 64); err != nil || ids[1] < 0 {
+			return ids, fmt.Errorf("%q is not uid[:gid]", user)
+		}
+	}
+	return ids, nil
 }
 
 func (c *Config) validateGRPC(p *problems) {

@@ -15,6 +15,7 @@ import (
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
+	"github.com/mother-chat/mother/pkg/hatchery/kubernetes"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
@@ -79,7 +80,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 		br.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: docker.Open, Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM, GateKeys: gateKeys})
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: openHost(cfg, logger, clk), Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM, GateKeys: gateKeys})
 	if err != nil {
 		lis.Close()
 		br.Close()
@@ -139,6 +140,30 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 	}()
 	nlog.Info("nest listening", "grpc", lis.Addr().String(), "tls", "mother's CA", "cert_expires", tl.NotAfter.Format(time.DateOnly), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
 	return &chicks{broker: br, hatchery: h, nest: n, policy: policy, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
+}
+
+// openHost is the hatchery's Dial: each configured host's driver by its
+// kind. Opening a Kubernetes host with isolated chicks logs that their
+// confinement rests on the cluster's network plugin.
+func openHost(cfg *config.Config, logger *slog.Logger, clk clock.Clock) func(config.DockerHost) (hatchery.Runtime, error) {
+	return func(hc config.DockerHost) (hatchery.Runtime, error) {
+		if !hc.IsKubernetes() {
+			return docker.Open(hc)
+		}
+		rt, err := kubernetes.Open(hc, kubernetes.Options{Logger: logger, Clock: clk})
+		if err != nil {
+			return nil, err
+		}
+		switch cfg.Chicks.Network {
+		case config.NetworkIsolated, config.NetworkNone:
+			logger.Warn("chicks on this Kubernetes host are confined by a NetworkPolicy (only Mother's nest); Mother cannot verify that the cluster's network plugin enforces it: Calico, Cilium, Antrea and kube-router do, flannel alone and the bridge plugin do not (docs/kubernetes.md)",
+				"host", hc.Name, "namespace", rt.Namespace())
+			if len(cfg.Chicks.Egress.Allow) > 0 || len(cfg.Chicks.Egress.Channels) > 0 {
+				logger.Warn("chicks.egress does not apply on a Kubernetes host: its chicks reach Mother and nothing else (there is no gate proxy)", "host", hc.Name)
+			}
+		}
+		return rt, nil
+	}
 }
 
 // reconcile takes over the chicks a previous Mother left running, then

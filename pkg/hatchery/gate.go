@@ -309,12 +309,13 @@ type gateAction struct {
 // (ensured), and a gate of a host no longer configured is removed first
 // (a gate of another configured host on the same engine is left to
 // EnsureGate, which reports it); otherwise every host's gate and volume
-// are removed. Actions come host by host in observed order, removals
-// before the ensure.
+// are removed. A host whose runtime confines chicks itself has no gate.
+// Actions come host by host in observed order, removals before the
+// ensure.
 func planGates(isolated bool, configured []string, observed []observedHost) []gateAction {
 	var out []gateAction
 	for _, o := range observed {
-		if o.Failed {
+		if o.Failed || o.SelfIsolated {
 			continue
 		}
 		if !isolated {

@@ -42,6 +42,12 @@ func TestPlanGates(t *testing.T) {
 			want:       []gateAction{{Kind: gateEnsure, Host: "a"}},
 		},
 		{
+			name: "isolated: a host whose runtime confines chicks itself gets no gate", isolated: true,
+			configured: []string{"box", "cluster"},
+			observed:   []observedHost{{Name: "box"}, {Name: "cluster", SelfIsolated: true}},
+			want:       []gateAction{{Kind: gateEnsure, Host: "box"}},
+		},
+		{
 			name:       "not isolated: gates and volumes go, on every host that answers",
 			configured: []string{"gpu1", "gpu2", "gpu3"},
 			observed:   []observedHost{{Name: "gpu1", Gates: []Container{gate("g1", "gpu1")}}, {Name: "gpu2"}, {Name: "gpu3", Failed: true}},

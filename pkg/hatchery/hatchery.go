@@ -125,6 +125,9 @@ type Hatchery struct {
 
 type host struct {
 	Host
+	// gated: its isolated chicks reach Mother through its gate (the
+	// network is isolated and the runtime does not confine chicks itself).
+	gated   bool
 	running int
 	health  hostHealth
 	// gateMu serializes the calls that ensure the host's gate, so two
@@ -242,7 +245,7 @@ func New(opts Options) (*Hatchery, error) {
 		if hs.MotherAddress == "" {
 			hs.MotherAddress = cfg.GRPC.Advertise
 		}
-		h.hosts = append(h.hosts, &host{Host: hs})
+		h.hosts = append(h.hosts, &host{Host: hs, gated: h.isolated && !selfIsolating(hs.Runtime)})
 	}
 	if len(h.hosts) == 0 {
 		return nil, errors.New("hatchery: no Docker hosts")

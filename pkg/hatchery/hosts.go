@@ -211,7 +211,7 @@ func (h *Hatchery) reconcileHost(hs *host) {
 		return
 	}
 	list, _ = splitGates(list)
-	if h.isolated {
+	if hs.gated {
 		// The gate may have gone with the engine: ask again.
 		h.mu.Lock()
 		hs.gate.ok = false
@@ -282,10 +282,11 @@ func (h *Hatchery) reconcileHost(hs *host) {
 		ictx, icancel := h.dctx()
 		insp, ierr := hs.Runtime.Inspect(ictx, e.c.rec.ContainerID)
 		icancel()
+		var ended string
 		if ierr == nil {
-			e.code = insp.ExitCode
+			e.code, ended = insp.ExitCode, insp.Ended
 		}
-		h.exited(e.c, e.code)
+		h.exitedWhy(e.c, e.code, ended)
 	}
 }
 

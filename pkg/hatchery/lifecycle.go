@@ -32,8 +32,9 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 	spec := ContainerSpec{
 		Name: "mother-chick-" + id + "-" + h.instance, Image: h.cfg.Image, Command: h.command, Labels: labels,
 		Env: append([]string{EnvAddr + "=" + hs.MotherAddress}, env...), Network: h.cfg.Network, Resources: h.cfg.Resources, Hardening: h.cfg.Hardening,
+		Deadline: h.cfg.Timeout.Duration, KillGrace: h.cfg.KillGrace.Duration,
 	}
-	if h.isolated {
+	if hs.gated {
 		// No network but its loopback; the gate's sockets its way out.
 		ctx, cancel := h.dctx()
 		vol, err := h.ensureGate(ctx, hs)
@@ -148,10 +149,11 @@ func (h *Hatchery) armTimeout(c *chick, d time.Duration) {
 // waitExit waits for c's container to exit and ends the chick.
 func (h *Hatchery) waitExit(c *chick, exitCh <-chan Exit) {
 	var code int64 = -1
+	var ended string
 	select {
 	case ex := <-exitCh:
 		if ex.Err == nil {
-			code = ex.Code
+			code, ended = ex.Code, ex.Ended
 			break
 		}
 		err := ex.Err
@@ -179,16 +181,21 @@ func (h *Hatchery) waitExit(c *chick, exitCh <-chan Exit) {
 			return
 		}
 		if ierr == nil {
-			code = insp.ExitCode
+			code, ended = insp.ExitCode, insp.Ended
 		}
 	case <-h.ctx.Done():
 		return
 	}
-	h.exited(c, code)
+	h.exitedWhy(c, code, ended)
 }
 
 // exited ends a chick whose container has exited.
-func (h *Hatchery) exited(c *chick, code int64) {
+func (h *Hatchery) exited(c *chick, code int64) { h.exitedWhy(c, code, "") }
+
+// exitedWhy ends a chick whose container has exited, or was ended by its
+// engine for the reason ended (an evicted Pod, a lost node): a chick
+// without a result then ends lost, saying why.
+func (h *Hatchery) exitedWhy(c *chick, code int64, ended string) {
 	h.mu.Lock()
 	if c.rec.State.Final() {
 		h.mu.Unlock()
@@ -197,9 +204,14 @@ func (h *Hatchery) exited(c *chick, code int64) {
 	c.exited = true
 	c.rec.ExitCode = code
 	reason, outcome := c.reason, c.outcome
+	if ended != "" {
+		h.logger.Warn("chick's container was ended by its engine", "chick", c.rec.ID, "host", c.rec.Host, "why", ended)
+	}
 	if reason == "" {
 		if r := c.rec.Result; r != nil {
 			reason, outcome = resultReason(r)
+		} else if ended != "" {
+			reason, outcome = ReasonLost, "lost: "+ended
 		} else {
 			reason = ReasonCrashed
 			outcome = fmt.Sprintf("crashed: the chick exited with code %d without a result", code)

@@ -20,6 +20,9 @@ type observedHost struct {
 	// Containers are its chick containers; Gates its gate containers.
 	Containers []Container
 	Gates      []Container
+	// SelfIsolated: its runtime confines chicks without a gate
+	// (SelfIsolator).
+	SelfIsolated bool
 }
 
 // knownChick is a chick the hatchery holds when it reconciles.
@@ -230,7 +233,7 @@ func (h *Hatchery) observe(ctx context.Context) []observedHost {
 			continue
 		}
 		chicks, gates := splitGates(list)
-		out = append(out, observedHost{Name: hs.Name, Containers: chicks, Gates: gates})
+		out = append(out, observedHost{Name: hs.Name, Containers: chicks, Gates: gates, SelfIsolated: selfIsolating(hs.Runtime)})
 	}
 	return out
 }

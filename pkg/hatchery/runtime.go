@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/config"
 )
@@ -67,6 +68,26 @@ type Gater interface {
 	// volume that chicks still mount is left, with an error marked
 	// ErrConflict.
 	RemoveGate(ctx context.Context, instance string) error
+}
+
+// SelfIsolator is an optional Runtime ability, found by type assertion:
+// a runtime that confines the network of isolated chicks itself (the
+// Kubernetes driver, with a NetworkPolicy that lets chick Pods reach
+// Mother's nest and nothing else) and so needs no gate. Its isolated
+// chicks dial their host's MotherAddress directly; ContainerSpec.Network
+// ("isolated" or "none") tells it to confine them. The egress proxy
+// (chicks.egress) needs a gate: a self-isolating host's chicks reach
+// Mother only.
+type SelfIsolator interface {
+	// IsolatesChicks reports whether the runtime confines isolated chicks
+	// without a gate.
+	IsolatesChicks() bool
+}
+
+// selfIsolating reports whether rt confines isolated chicks itself.
+func selfIsolating(rt Runtime) bool {
+	s, ok := rt.(SelfIsolator)
+	return ok && s.IsolatesChicks()
 }
 
 // GateSpec is the gate of one Mother instance on one host.
@@ -138,6 +159,12 @@ type ContainerSpec struct {
 	GateVolume string
 	Resources  config.Resources
 	Hardening  config.Hardening
+	// Deadline is the chick's wall-clock limit (chicks.timeout; 0: none)
+	// and KillGrace the time between cancel and kill (chicks.killGrace),
+	// for a runtime that enforces them itself as a backstop (Kubernetes:
+	// activeDeadlineSeconds, terminationGracePeriodSeconds). The hatchery
+	// enforces the limit either way.
+	Deadline, KillGrace time.Duration
 }
 
 // Container is one container a List found.
@@ -160,6 +187,10 @@ type ContainerState struct {
 	Running bool
 	// ExitCode is its last exit code; -1 when the engine did not say.
 	ExitCode int64
+	// Ended says why the engine ended the container, when it did rather
+	// than the chick ("evicted: the node was low on memory", "its node
+	// was lost"); empty otherwise.
+	Ended string
 }
 
 // Exit is how a Wait ended: the container's exit code, or why the wait
@@ -167,4 +198,7 @@ type ContainerState struct {
 type Exit struct {
 	Code int64
 	Err  error
+	// Ended says why the engine ended the container, when it did (see
+	// ContainerState.Ended).
+	Ended string
 }

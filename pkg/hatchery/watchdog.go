@@ -36,7 +36,7 @@ func (h *Hatchery) checkHeartbeats(limit time.Duration) {
 		// One whose host's gate is down cannot say anything: its way to
 		// Mother is gone, not the chick (the gate's restart gives it a
 		// reconnect grace; chicks.timeout still bounds it).
-		gateDown := h.isolated && c.host != nil && !c.host.gate.ok
+		gateDown := c.host != nil && c.host.gated && !c.host.gate.ok
 		if c.rec.State == StateRunning && !c.stopped && c.rec.Result == nil && !gateDown && now.Sub(c.lastSeen) > limit {
 			hung = append(hung, id)
 		}
