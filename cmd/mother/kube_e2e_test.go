@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/hatchery/kubernetes/kubetest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
@@ -35,12 +33,6 @@ type kubeChicks struct {
 // is "cluster").
 func kubeChickData(t *testing.T, hosts func(cluster map[string]any) []any) *kubeChicks {
 	t.Helper()
-	if _, ok := reflect.TypeFor[hatchery.Runtime]().MethodByName("CopyFiles"); ok {
-		// Kubernetes has no archive API: its chicks fetch their files
-		// through the nest (the nestfiles branch takes CopyFiles out of
-		// the runtime). Inert once that is merged; delete it then.
-		t.Skip("the hatchery still copies files through the runtime: a Kubernetes chick starts once files go through the nest (nestfiles)")
-	}
 	k := kubetest.Cluster(t)
 	image := hatcherytest.BuildImage(t)
 	kubeImportOnce(t, k, image)

@@ -2,7 +2,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -15,18 +14,6 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/kubernetes"
 )
-
-// needsNestFiles skips while the hatchery still copies a chick's files in
-// through the runtime (hatchery.Runtime.CopyFiles): Kubernetes has no
-// archive API, so its chicks fetch their files through the nest (the
-// nestfiles branch, which takes CopyFiles out of the interface). Once that
-// is merged, this check is inert; delete it then.
-func needsNestFiles(t *testing.T) {
-	t.Helper()
-	if _, ok := reflect.TypeFor[hatchery.Runtime]().MethodByName("CopyFiles"); ok {
-		t.Skip("the hatchery still copies files through the runtime: a Kubernetes chick starts through the hatchery once files go through the nest (nestfiles)")
-	}
-}
 
 // ends records the chicks that ended.
 type ends struct {
@@ -148,7 +135,6 @@ func (f *fixture) waitPodRunning(t *testing.T, h *hatchery.Hatchery, id string) 
 // hatchery, five at a time, leave no Pod and no Secret.
 func TestHatcherySpawnKillCycles(t *testing.T) {
 	t.Parallel()
-	needsNestFiles(t)
 	f := setup(t)
 	h, e := f.newHatchery(t, t.TempDir(), 5, "sh", "-c", "sleep 600")
 	defer h.Close()
@@ -202,7 +188,6 @@ func waitEmpty(t *testing.T, f *fixture) {
 // the running Pod, kills it on request, and nothing is left.
 func TestHatcheryRestartResumesPod(t *testing.T) {
 	t.Parallel()
-	needsNestFiles(t)
 	f := setup(t)
 	dir := t.TempDir()
 	h, _ := f.newHatchery(t, dir, 2, "sh", "-c", "sleep 600")
@@ -239,7 +224,6 @@ func TestHatcheryRestartResumesPod(t *testing.T) {
 // lost, saying its Pod was deleted; its Secret goes too.
 func TestHatcheryPodDeletedIsLost(t *testing.T) {
 	t.Parallel()
-	needsNestFiles(t)
 	f := setup(t)
 	h, e := f.newHatchery(t, t.TempDir(), 2, "sh", "-c", "sleep 600")
 	defer h.Close()

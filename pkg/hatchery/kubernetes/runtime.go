@@ -226,13 +226,6 @@ func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string,
 	return name, nil
 }
 
-// CopyFiles implements hatchery.Runtime for today's interface: files
-// reach Kubernetes chicks through the nest (the chick fetches its
-// channel's files at Join), not through the engine.
-func (r *Runtime) CopyFiles(context.Context, string, hatchery.Files, string) error {
-	return errors.New("files reach Kubernetes chicks through the nest, not through the cluster")
-}
-
 // Start implements hatchery.Runtime: it creates the Pod Create prepared,
 // then makes the Pod the owner of its Secret, so the cluster's garbage
 // collector removes the Secret with the Pod (Remove deletes it too).
