@@ -880,6 +880,12 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
+featureGates:
+  # In-place resize reads the Pod's cgroup, which cgroupsPerQOS: false
+  # does not make: v1.34.4's kubelet then panics (nil memory config in
+  # doPodResizeAction) on a Pod it decides to resize, and the node goes
+  # NotReady under every test at once.
+  InPlacePodVerticalScaling: false
 makeIPTablesUtilChains: false
 hairpinMode: none
 podLogsDir: %s
