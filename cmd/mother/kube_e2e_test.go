@@ -204,7 +204,17 @@ func TestKubernetesMomctl(t *testing.T) {
 	if ls := chicksLs(t, kc.data, false); len(ls) != 1 || ls[0].Host != "cluster" {
 		t.Errorf("momctl chicks ls = %+v, want the chick on host cluster", ls)
 	}
-	logs, code := momctl(t, kc.data, "chicks", "logs", c.ID)
+	// The kubelet writes a container's output to its log file on its own
+	// schedule: the line may reach the file a moment after the chick's
+	// model call.
+	var logs string
+	var code int
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		logs, code = momctl(t, kc.data, "chicks", "logs", c.ID)
+		if (code == 0 && strings.Contains(logs, "joined")) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if code != 0 || !strings.Contains(logs, "joined") {
 		t.Errorf("momctl chicks logs (exit %d): %q, want the chick's own log", code, logs)
 	}
