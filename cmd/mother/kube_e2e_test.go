@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -320,4 +321,84 @@ func TestKubernetesAndDockerHosts(t *testing.T) {
 	if left := instanceContainers(t, hatcherytest.Docker(t), kc.data); len(left) != 0 {
 		t.Errorf("%d chick containers left on the Docker host", len(left))
 	}
+}
+
+// TestKubernetesChickSurvivesMotherSIGKILL: Mother is killed while her
+// chick's Pod runs; the Pod goes on, the next Mother (same data, same nest
+// address) takes it over, the chick reconnects, finishes and is answered,
+// and nothing is left in the cluster.
+func TestKubernetesChickSurvivesMotherSIGKILL(t *testing.T) {
+	t.Parallel()
+	kc := kubeChickData(t, nil)
+	// A fixed nest port, so the Pod's MOTHER_ADDR still names the next
+	// Mother.
+	ln, err := net.Listen("tcp", net.JoinHostPort(kc.k.GatewayIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfgPath := filepath.Join(kc.data, "config.json")
+	var cfg map[string]any
+	b, _ := os.ReadFile(cfgPath)
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["grpc"] = map[string]any{"listen": addr}
+	b, _ = json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	chickCalls := 0
+	first := make(chan struct{})
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Survive a restart.")
+			}
+			return ollamatest.Turn{Text: "On it."}
+		}
+		mu.Lock()
+		chickCalls++
+		n := chickCalls
+		mu.Unlock()
+		if n == 1 {
+			close(first)
+			// Hangs until the caller goes away (Mother is killed).
+			return ollamatest.Turn{Text: "lost", Delay: 5 * time.Minute}
+		}
+		return ollamatest.Turn{Text: "Finished after the restart."}
+	})
+	defer fake.Close()
+
+	a := startChickMother(t, kc.data, chickEnv(fake))
+	io.WriteString(a.stdin, "work through a restart\n")
+	select {
+	case <-first:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the chick never called its model; stderr:\n%s", a.errs())
+	}
+	c := waitRunning(t, kc.data, 30*time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.wait(t, 10*time.Second)
+	if left := kc.leftovers(t); len(left) != 2 {
+		t.Fatalf("after Mother died the namespace holds %v, want the chick's pod and secret", left)
+	}
+
+	b2 := startChickMother(t, kc.data, chickEnv(fake))
+	b2.stdin.Close() // nothing to say: finish the chick in flight and exit
+	if code := b2.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("second Mother exit %d\nstdout:\n%s\nstderr:\n%s", code, b2.out(), b2.errs())
+	}
+	out := b2.out()
+	for _, want := range []string{"chick " + c.ID + " is still working", "Finished after the restart."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second Mother's stdout lacks %q:\n%s\nstderr:\n%s", want, out, b2.errs())
+		}
+	}
+	kc.noLeftovers(t)
 }
