@@ -5,8 +5,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -401,4 +403,107 @@ func TestKubernetesChickSurvivesMotherSIGKILL(t *testing.T) {
 		}
 	}
 	kc.noLeftovers(t)
+}
+
+// patchConfig changes the data dir's config.json with change.
+func (kc *kubeChicks) patchConfig(t *testing.T, change func(cfg map[string]any)) {
+	t.Helper()
+	cfgPath := filepath.Join(kc.data, "config.json")
+	var cfg map[string]any
+	b, _ := os.ReadFile(cfgPath)
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	change(cfg)
+	b, _ = json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKubernetesChickBudgetExhausted: on the cluster as on Docker, the
+// broker refuses the call past the chick's token budget; the chick ends
+// with a clear message and its usage, and its Pod and Secret go.
+func TestKubernetesChickBudgetExhausted(t *testing.T) {
+	t.Parallel()
+	kc := kubeChickData(t, nil)
+	kc.patchConfig(t, func(cfg map[string]any) { cfg["budgets"] = map[string]any{"chickTokens": 50} })
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Spend a lot.")
+			}
+			return ollamatest.Turn{Text: "Spending."}
+		}
+		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "more", "command": "true"}}}, PromptTokens: 40, OutputTokens: 30}
+	})
+	defer fake.Close()
+	p := startChickMother(t, kc.data, chickEnv(fake))
+	io.WriteString(p.stdin, "spend\n")
+	p.stdin.Close()
+	if code := p.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
+	}
+	out := p.out()
+	for _, want := range []string{"budget exhausted", "used 70 of its 50 tokens", "70 tokens: 40 in, 30 out"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
+		}
+	}
+	kc.noLeftovers(t)
+}
+
+// TestKubernetesHungChick: the chick process in its Pod is stopped
+// (SIGSTOP, found through the cluster's containerd); Mother hears no
+// heartbeat, tells the user it hung, and deletes its Pod and Secret.
+func TestKubernetesHungChick(t *testing.T) {
+	t.Parallel()
+	kc := kubeChickData(t, nil)
+	calling := make(chan struct{}, 10)
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Hang.")
+			}
+			return ollamatest.Turn{Text: "Started."}
+		}
+		calling <- struct{}{}
+		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
+	})
+	defer fake.Close()
+	p := startChickMother(t, kc.data, chickEnv(fake))
+	io.WriteString(p.stdin, "hang\n")
+	select {
+	case <-calling:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the chick never called its model; stderr:\n%s", p.errs())
+	}
+	c := waitRunning(t, kc.data, 30*time.Second)
+	pods, err := kc.k.Client(t).CoreV1().Pods(kc.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "mother.chick.id=" + c.ID})
+	if err != nil || len(pods.Items) != 1 || len(pods.Items[0].Status.ContainerStatuses) != 1 {
+		t.Fatalf("the chick's pod: %+v, %v", pods, err)
+	}
+	cid := strings.TrimPrefix(pods.Items[0].Status.ContainerStatuses[0].ContainerID, "containerd://")
+	out, err := exec.Command("ctr", "-a", kc.k.ContainerdSocket, "-n", "k8s.io", "tasks", "ls").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctr tasks ls: %v\n%s", err, out)
+	}
+	pid := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == cid {
+			pid, _ = strconv.Atoi(f[1])
+		}
+	}
+	if pid <= 0 {
+		t.Fatalf("no task for container %s in:\n%s", cid, out)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitOut(t, "hung: no heartbeat", time.Minute)
+	kc.noLeftovers(t)
+	p.stdin.Close()
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
+	}
 }
