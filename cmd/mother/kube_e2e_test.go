@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -501,6 +502,83 @@ func TestKubernetesHungChick(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.waitOut(t, "hung: no heartbeat", time.Minute)
+	kc.noLeftovers(t)
+	p.stdin.Close()
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
+	}
+}
+
+// TestKubernetesSpawnKillCycles: through the real mother, 50 chicks on the
+// cluster, five at a time: her model spawns them, momctl kills them while
+// they work, and afterwards the namespace holds no Pod and no Secret.
+func TestKubernetesSpawnKillCycles(t *testing.T) {
+	t.Parallel()
+	const batch, rounds = 5, 10
+	kc := kubeChickData(t, func(cluster map[string]any) []any {
+		cluster["capacity"] = batch
+		return []any{cluster}
+	})
+	kc.patchConfig(t, func(cfg map[string]any) {
+		ch := cfg["chicks"].(map[string]any)
+		ch["maxPerChannel"], ch["maxPerUser"] = batch, batch
+	})
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			// A round's message asks for the spawns; the spawns' results
+			// (the request's last message) get the answer; a chick's
+			// end (its report) gets a word.
+			last := r.Messages[len(r.Messages)-1]
+			if last.Role == "tool" || !regexp.MustCompile(`round \d+$`).MatchString(r.LastUser()) {
+				return ollamatest.Turn{Text: "Noted."}
+			}
+			var calls []ollamatest.Call
+			for i := range batch {
+				calls = append(calls, ollamatest.Call{Name: "spawn_chick", Args: map[string]any{"label": "delegating", "goal": fmt.Sprintf("%s, part %d", r.LastUser(), i)}})
+			}
+			return ollamatest.Turn{Calls: calls}
+		}
+		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute} // works until killed
+	})
+	defer fake.Close()
+	p := startChickMother(t, kc.data, chickEnv(fake))
+	list := func() []lsChick {
+		out, code := momctl(t, kc.data, "chicks", "ls", "--json")
+		var l []lsChick
+		if code != 0 || json.Unmarshal([]byte(out), &l) != nil {
+			t.Fatalf("momctl chicks ls (exit %d): %s", code, out)
+		}
+		return l
+	}
+	for r := range rounds {
+		io.WriteString(p.stdin, fmt.Sprintf("round %d\n", r))
+		var l []lsChick
+		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			l = list()
+			running := 0
+			for _, c := range l {
+				if c.State == "running" {
+					running++
+				}
+			}
+			if running == batch {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d of %d chicks running: %+v\n%s", r, running, batch, l, p.errs())
+			}
+		}
+		for _, c := range l {
+			if out, code := momctl(t, kc.data, "chicks", "kill", c.ID); code != 0 {
+				t.Fatalf("round %d: momctl chicks kill %s: exit %d: %s", r, c.ID, code, out)
+			}
+		}
+		for deadline := time.Now().Add(2 * time.Minute); len(list()) != 0; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: chicks still alive after the kills: %+v", r, list())
+			}
+		}
+	}
 	kc.noLeftovers(t)
 	p.stdin.Close()
 	if code := p.wait(t, time.Minute); code != 0 {
