@@ -542,19 +542,20 @@ func TestKubernetesSpawnKillCycles(t *testing.T) {
 	})
 	defer fake.Close()
 	p := startChickMother(t, kc.data, chickEnv(fake))
-	list := func() []lsChick {
+	// list is momctl chicks ls; ok is false while Mother is not answering
+	// yet (she may still be starting when the first round is sent).
+	list := func() (l []lsChick, ok bool) {
 		out, code := momctl(t, kc.data, "chicks", "ls", "--json")
-		var l []lsChick
 		if code != 0 || json.Unmarshal([]byte(out), &l) != nil {
-			t.Fatalf("momctl chicks ls (exit %d): %s", code, out)
+			return nil, false
 		}
-		return l
+		return l, true
 	}
 	for r := range rounds {
 		io.WriteString(p.stdin, fmt.Sprintf("round %d\n", r))
 		var l []lsChick
 		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-			l = list()
+			l, _ = list()
 			running := 0
 			for _, c := range l {
 				if c.State == "running" {
@@ -573,9 +574,13 @@ func TestKubernetesSpawnKillCycles(t *testing.T) {
 				t.Fatalf("round %d: momctl chicks kill %s: exit %d: %s", r, c.ID, code, out)
 			}
 		}
-		for deadline := time.Now().Add(2 * time.Minute); len(list()) != 0; time.Sleep(200 * time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			left, ok := list()
+			if ok && len(left) == 0 {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("round %d: chicks still alive after the kills: %+v", r, list())
+				t.Fatalf("round %d: chicks still alive after the kills: %+v (momctl answered: %v)", r, left, ok)
 			}
 		}
 	}
