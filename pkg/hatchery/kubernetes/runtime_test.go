@@ -287,7 +287,22 @@ func waitLog(t *testing.T, rt *kubernetes.Runtime, id, want string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	w := &watchWriter{want: want, found: make(chan struct{})}
-	go func() { _ = rt.Logs(ctx, id, true, w) }()
+	// A follow that starts as the container does can end at once, before
+	// the kubelet has the container's log file: follow again until the
+	// line is there.
+	go func() {
+		for ctx.Err() == nil {
+			w.reset()
+			_ = rt.Logs(ctx, id, true, w)
+			select {
+			case <-w.found:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
 	select {
 	case <-w.found:
 	case <-ctx.Done():
@@ -312,6 +327,16 @@ func (w *watchWriter) Write(p []byte) (int, error) {
 		close(w.found)
 	}
 	return n, err
+}
+
+// reset forgets what an earlier follow wrote (a new one starts from the
+// beginning of the log).
+func (w *watchWriter) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.buf.Reset()
+	}
 }
 
 func (w *watchWriter) String() string {
