@@ -341,17 +341,7 @@ func TestKubernetesChickSurvivesMotherSIGKILL(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfgPath := filepath.Join(kc.data, "config.json")
-	var cfg map[string]any
-	b, _ := os.ReadFile(cfgPath)
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["grpc"] = map[string]any{"listen": addr}
-	b, _ = json.MarshalIndent(cfg, "", "  ")
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc.patchConfig(t, func(cfg map[string]any) { cfg["grpc"] = map[string]any{"listen": addr} })
 
 	var mu sync.Mutex
 	chickCalls := 0
