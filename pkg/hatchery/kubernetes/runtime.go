@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -33,8 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -45,7 +44,8 @@ import (
 
 // Runtime runs chicks as Pods in one namespace of one cluster.
 type Runtime struct {
-	cs     kubernetes.Interface
+	core   *rest.RESTClient // core/v1
+	net    *rest.RESTClient // networking.k8s.io/v1
 	http   *http.Client
 	ns     string
 	host   config.DockerHost
@@ -129,7 +129,11 @@ func New(rc *rest.Config, h config.DockerHost, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes host %s: %w", h.Name, err)
 	}
-	cs, err := kubernetes.NewForConfigAndClient(rc, hc)
+	core, err := apiClient(rc, hc, corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes host %s: %w", h.Name, err)
+	}
+	nw, err := apiClient(rc, hc, networkingv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes host %s: %w", h.Name, err)
 	}
@@ -137,7 +141,7 @@ func New(rc *rest.Config, h config.DockerHost, opts Options) (*Runtime, error) {
 		h.Namespace = metav1.NamespaceDefault
 	}
 	return &Runtime{
-		cs: cs, http: hc, ns: h.Namespace, host: h, clock: clock.OrReal(opts.Clock), logger: logger,
+		core: core, net: nw, http: hc, ns: h.Namespace, host: h, clock: clock.OrReal(opts.Clock), logger: logger,
 		made: map[string]*chickPod{}, policies: map[string]string{},
 	}, nil
 }
@@ -152,8 +156,11 @@ func (w warnings) HandleWarningHeader(_ int, _ string, text string) {
 // Namespace is where the runtime makes its Pods.
 func (r *Runtime) Namespace() string { return r.ns }
 
-func (r *Runtime) pods() typedcorev1.PodInterface       { return r.cs.CoreV1().Pods(r.ns) }
-func (r *Runtime) secrets() typedcorev1.SecretInterface { return r.cs.CoreV1().Secrets(r.ns) }
+func (r *Runtime) pods() podClient       { return podClient{objects{r.core, r.ns, "pods"}} }
+func (r *Runtime) secrets() secretClient { return secretClient{objects{r.core, r.ns, "secrets"}} }
+func (r *Runtime) netpols() policyClient {
+	return policyClient{objects{r.net, r.ns, "networkpolicies"}}
+}
 
 // IsolatesChicks implements hatchery.SelfIsolator: isolated chicks are
 // confined by the namespace's chick NetworkPolicy.
@@ -212,7 +219,7 @@ func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string,
 			return "", err
 		}
 	}
-	if _, err := r.secrets().Create(ctx, cp.secret, metav1.CreateOptions{}); err != nil {
+	if _, err := r.secrets().Create(ctx, cp.secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Not a missing image: the namespace is not there.
 			return "", fmt.Errorf("create the chick's secret in namespace %s: %v", r.ns, err)
@@ -236,7 +243,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	if cp == nil {
 		return &marked{hatchery.ErrContainerNotFound, fmt.Errorf("pod %s: not created by this process (no spec to start it from)", id)}
 	}
-	pod, err := r.pods().Create(ctx, cp.pod, metav1.CreateOptions{})
+	pod, err := r.pods().Create(ctx, cp.pod)
 	if err != nil {
 		return fmt.Errorf("create the chick's pod: %w", classify(err))
 	}
@@ -244,7 +251,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	delete(r.made, id)
 	r.mu.Unlock()
 	patch := fmt.Appendf(nil, `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q}]}}`, pod.Name, pod.UID)
-	if _, err := r.secrets().Patch(ctx, id, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := r.secrets().Patch(ctx, id, types.MergePatchType, patch); err != nil {
 		// The Pod runs; Remove deletes the Secret in any case.
 		r.logger.Warn("chick's secret not owned by its pod; it is removed with the chick", "pod", id, "err", err)
 	}
@@ -371,7 +378,7 @@ const killGrace = 1
 // kill grace) for any other signal. A Pod that is done is not running:
 // ErrConflict, and it stays (for its logs).
 func (r *Runtime) Kill(ctx context.Context, id, signal string) error {
-	p, err := r.pods().Get(ctx, id, metav1.GetOptions{})
+	p, err := r.pods().Get(ctx, id)
 	if err != nil {
 		return classify(err)
 	}
@@ -439,9 +446,9 @@ func (r *Runtime) List(ctx context.Context, key, value string) ([]hatchery.Conta
 // Inspect implements hatchery.Runtime. A chick whose Secret is there but
 // not its Pod is created, not running.
 func (r *Runtime) Inspect(ctx context.Context, id string) (hatchery.ContainerState, error) {
-	p, err := r.pods().Get(ctx, id, metav1.GetOptions{})
+	p, err := r.pods().Get(ctx, id)
 	if apierrors.IsNotFound(err) {
-		if _, serr := r.secrets().Get(ctx, id, metav1.GetOptions{}); serr == nil {
+		if _, serr := r.secrets().Get(ctx, id); serr == nil {
 			return hatchery.ContainerState{ExitCode: -1}, nil
 		}
 	}
@@ -453,10 +460,15 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (hatchery.ContainerSta
 }
 
 // Logs implements hatchery.Runtime: the chick container's log through the
-// API server. Following a Pod that has not started waits for it.
+// API server. Following a Pod that has not started waits for it, and a
+// follow that ends while the Pod is not done is taken up again, skipping
+// what was already written: one begun before the Pod is scheduled, or as
+// its container starts (before the kubelet has its log file), ends at
+// once with nothing.
 func (r *Runtime) Logs(ctx context.Context, id string, follow bool, w io.Writer) error {
+	var written int64
 	for {
-		rc, err := r.pods().GetLogs(id, &corev1.PodLogOptions{Container: containerName, Follow: follow}).Stream(ctx)
+		rc, err := r.pods().Logs(id, &corev1.PodLogOptions{Container: containerName, Follow: follow}).Stream(ctx)
 		if apierrors.IsBadRequest(err) {
 			// Its container has not started: nothing to show yet.
 			if !follow {
@@ -471,13 +483,54 @@ func (r *Runtime) Logs(ctx context.Context, id string, follow bool, w io.Writer)
 		if err != nil {
 			return classify(err)
 		}
-		_, err = io.Copy(w, rc)
+		n, err := copyAfter(w, rc, written)
+		written += n
 		rc.Close()
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		return nil
+		if !follow {
+			return nil
+		}
+		p, err := r.pods().Get(ctx, id)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return classify(err)
+		}
+		switch ran, done := started(p); {
+		case exitOf(p).done:
+			// It ended: read what it wrote after the follow ended, once.
+			follow = false
+		case !ran && !done:
+			// Not started (a Pod not scheduled yet has an empty log).
+			if ran, err := r.waitStarted(ctx, id); err != nil || !ran {
+				return err
+			}
+		default:
+			if clock.Sleep(ctx, r.clock, 200*time.Millisecond) != nil {
+				return nil
+			}
+		}
 	}
+}
+
+// copyAfter copies src to w but for its first skip bytes, which an
+// earlier follow of the same log wrote; n counts what it wrote.
+func copyAfter(w io.Writer, src io.Reader, skip int64) (n int64, err error) {
+	if skip > 0 {
+		if _, err := io.CopyN(io.Discard, src, skip); err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return 0, err
+		}
+	}
+	return io.Copy(w, src)
 }
 
 // waitStarted waits until the Pod's container has started (ran) or never
@@ -536,7 +589,7 @@ func started(p *corev1.Pod) (ran, done bool) {
 // Version implements hatchery.Runtime: the API server's version, naming
 // the engine ("Kubernetes v1.34.4"; momctl status shows it as it is).
 func (r *Runtime) Version(ctx context.Context) (string, error) {
-	body, err := r.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	body, err := r.core.Get().AbsPath("/version").Do(ctx).Raw()
 	if err != nil {
 		return "", classify(err)
 	}

@@ -281,28 +281,35 @@ func TestRuntimeKill(t *testing.T) {
 	}
 }
 
+// TestRuntimeLogsFollowFromStart: a follow begun the moment the Pod is
+// created (before its container starts, and so before the kubelet has
+// its log file) shows the whole log once, in order, and ends with the
+// container.
+func TestRuntimeLogsFollowFromStart(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := ctxT(t, 3*time.Minute)
+	id, wait := f.run(t, f.spec("m-follow", "c-follow001", "sh", "-c", "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.5; done"))
+	var logs bytes.Buffer
+	if err := f.rt.Logs(ctx, id, true, &logs); err != nil {
+		t.Fatalf("Logs(follow): %v", err)
+	}
+	want := "line-1\nline-2\nline-3\nline-4\nline-5\nline-6\n"
+	if logs.String() != want {
+		t.Errorf("Logs(follow) from the start = %q, want %q", logs.String(), want)
+	}
+	if ex := waitExit(t, wait, 2*time.Minute); ex.Err != nil || ex.Code != 0 {
+		t.Errorf("Wait = %+v, want exit 0", ex)
+	}
+}
+
 // waitLog follows the Pod's log until it shows want.
 func waitLog(t *testing.T, rt *kubernetes.Runtime, id, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	w := &watchWriter{want: want, found: make(chan struct{})}
-	// A follow that starts as the container does can end at once, before
-	// the kubelet has the container's log file: follow again until the
-	// line is there.
-	go func() {
-		for ctx.Err() == nil {
-			w.reset()
-			_ = rt.Logs(ctx, id, true, w)
-			select {
-			case <-w.found:
-				return
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
+	go func() { _ = rt.Logs(ctx, id, true, w) }()
 	select {
 	case <-w.found:
 	case <-ctx.Done():
@@ -327,16 +334,6 @@ func (w *watchWriter) Write(p []byte) (int, error) {
 		close(w.found)
 	}
 	return n, err
-}
-
-// reset forgets what an earlier follow wrote (a new one starts from the
-// beginning of the log).
-func (w *watchWriter) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.buf.Reset()
-	}
 }
 
 func (w *watchWriter) String() string {
