@@ -58,6 +58,10 @@ func kubeChickData(t *testing.T, hosts func(cluster map[string]any) []any) *kube
 		list = hosts(cluster)
 	}
 	cfg["chicks"].(map[string]any)["hosts"] = list
+	// A chick in a Pod shares the 2 cores with the cluster: heartbeats
+	// every 2 s (hung after 6 s of silence), not chickData's 500 ms, so a
+	// loaded machine's pause is not taken for a hang.
+	cfg["chicks"].(map[string]any)["heartbeatInterval"] = "2s"
 	// The nest listens on the cluster's bridge: where Pods reach this
 	// machine.
 	cfg["grpc"] = map[string]any{"listen": net.JoinHostPort(k.GatewayIP, "0")}
@@ -130,11 +134,23 @@ func (kc *kubeChicks) noLeftovers(t *testing.T) {
 // message asks for work, Mother's model spawns a chick, its Pod runs from
 // the imported offline image, its model calls go through the broker, bash
 // runs in the Pod (as 65534, reaching Mother directly, its token not in
-// the tools' environment), the result reaches stdout, and nothing of the
-// chick is left in the cluster.
+// the tools' environment) on the channel's files it fetched from the nest,
+// the result reaches stdout, its attachment and outputs come back into the
+// channel's directory, and nothing of the chick is left in the cluster.
 func TestKubernetesChickWholePath(t *testing.T) {
 	t.Parallel()
 	kc := kubeChickData(t, nil)
+	// Files in: the channel's memory and an attachment, fetched by the
+	// chick from the nest at Join.
+	channel := filepath.Join(kc.data, "workspace/channels/cli/local")
+	for name, text := range map[string]string{"MEMORY.md": "The magic word is octopus.\n", "attachments/input.txt": "input-7\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(channel, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(channel, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		switch r.Model {
 		case motherModel:
@@ -144,9 +160,14 @@ func TestKubernetesChickWholePath(t *testing.T) {
 			return ollamatest.Turn{Text: "A chick is on it."}
 		case chickModel:
 			res := toolResults(r)
-			if len(res) == 0 {
+			switch len(res) {
+			case 0:
 				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "compute",
-					"command": "echo result=$((6*7)) uid=$(id -u); env; ls /var/run/secrets/kubernetes.io 2>&1"}}}}
+					"command": "cat MEMORY.md attachments/input.txt; mkdir -p outputs && echo 42 > outputs/answer.txt && echo plot > scratch/plot.txt && " +
+						"echo result=$((6*7)) uid=$(id -u); env; ls /var/run/secrets/kubernetes.io 2>&1"}}}}
+			case 1:
+				// Files out: an attachment, and outputs/ at the end.
+				return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "attach", Args: map[string]any{"label": "share", "path": "scratch/plot.txt", "title": "the plot"}}}}
 			}
 			return ollamatest.Turn{Text: "Chick says: " + strings.Join(strings.Fields(res[0]), " ")}
 		}
@@ -157,12 +178,17 @@ func TestKubernetesChickWholePath(t *testing.T) {
 	p := startChickMother(t, kc.data, chickEnv(fake))
 	io.WriteString(p.stdin, "please run the heavy computation\n")
 	p.waitOut(t, "Chick says:", 3*time.Minute)
+	waitUntil(t, "the chick's result in log.jsonl", func() bool {
+		b, _ := os.ReadFile(filepath.Join(channel, "log.jsonl"))
+		return strings.Contains(string(b), "Files: `scratch/chicks/c-")
+	})
 	p.stdin.Close()
 	if code := p.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"A chick is on it.", "Chick says: result=42 uid=65534", "MOTHER_ADDR=" + kc.k.GatewayIP + ":", "No such file or directory"} {
+	for _, want := range []string{"A chick is on it.", "The magic word is octopus. input-7", "result=42 uid=65534",
+		"MOTHER_ADDR=" + kc.k.GatewayIP + ":", "No such file or directory", "[attached the plot: ", "Files: `scratch/chicks/c-"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
 		}
@@ -170,6 +196,18 @@ func TestKubernetesChickWholePath(t *testing.T) {
 	for _, secret := range []string{secretKey, secretBot, "MOTHER_TOKEN="} {
 		if strings.Contains(out, secret) {
 			t.Errorf("%s reached the chick's tools: %s", secret, out)
+		}
+	}
+	// The attached and output files came back from the Pod into the
+	// channel's directory.
+	for f, want := range map[string]string{"scratch/plot.txt": "plot\n", "outputs/answer.txt": "42\n"} {
+		got, _ := filepath.Glob(filepath.Join(channel, "scratch/chicks/c-*", f))
+		if len(got) != 1 {
+			t.Errorf("%s not stored in the channel's directory", f)
+			continue
+		}
+		if b, _ := os.ReadFile(got[0]); string(b) != want {
+			t.Errorf("%s = %q, want %q", got[0], b, want)
 		}
 	}
 	if !strings.Contains(p.errs(), "cannot verify that the cluster's network plugin enforces it") {
