@@ -16,6 +16,7 @@ type results struct {
 	fsyncsPerEvent, fsyncsPerMessage          float64
 	relayFsyncKinds                           string
 	rss100, peakTerminal, peakPlatforms       int // KiB
+	peakStartup                               int // KiB, the terminal run's start-up
 	haveRelay, haveRender, haveFsyncPerEvents bool
 	// Mother's own relay ceiling (relaycap: synthetic chicks).
 	capPerSecond, capCPUPerEvent, capFsyncsPerEvent float64
@@ -80,6 +81,7 @@ func (r results) print() {
 		return fmt.Sprintf("%.1f MB", mb(kib))
 	}
 	row("RSS 1 s after 100 exchanges (terminal)", mbOr(r.rss100), "≤ 30 MB")
-	row("peak RSS over 1,000 messages (terminal / Discord+Slack+Telegram, 150 channels)", mbOr(r.peakTerminal)+" / "+mbOr(r.peakPlatforms), "≤ 40 / ≤ 60 MB")
+	row("peak RSS over 1,000 messages (terminal / Discord+Slack+Telegram, 150 channels), counted from the first message", mbOr(r.peakTerminal)+" / "+mbOr(r.peakPlatforms), "≤ 40 / ≤ 60 MB")
+	row("peak RSS during start-up, before the first idle trim (terminal)", mbOr(r.peakStartup), "(no goal; shown so the peak above hides nothing)")
 	fmt.Println()
 }
