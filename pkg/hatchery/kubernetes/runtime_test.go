@@ -437,6 +437,20 @@ func TestRuntimeEndedByKubernetes(t *testing.T) {
 	}
 }
 
+// TestRuntimeEvicted: a chick that fills its /workspace past the
+// emptyDir's sizeLimit is evicted by the kubelet (its local storage
+// eviction), and Wait says so, with the kubelet's message.
+func TestRuntimeEvicted(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, wait := f.run(t, f.spec("m-evict", "c-evict001", "sh", "-c", "head -c 100000000 /dev/zero > /workspace/fill; echo filled; while :; do sleep 1; done"))
+	ex := waitExit(t, wait, 4*time.Minute)
+	if ex.Err != nil || !strings.HasPrefix(ex.Ended, "evicted") || !strings.Contains(ex.Ended, "exceeds the limit") {
+		t.Errorf("Wait for a pod past its workspace's size = %+v, want evicted, with the kubelet's message", ex)
+	}
+	t.Logf("ended: %s", ex.Ended)
+}
+
 // TestRuntimeUnreachable: an API server that does not answer is
 // ErrUnreachable.
 func TestRuntimeUnreachable(t *testing.T) {
