@@ -116,6 +116,9 @@ func startDaemonOpts(bin, data string, cfg []byte, withMetrics bool, env ...stri
 	if dir := os.Getenv("BENCH_CPUPROFILE_DIR"); dir != "" {
 		env = append(env, "MOTHER_CPUPROFILE="+filepath.Join(dir, filepath.Base(data)+".pprof"))
 	}
+	if dir := os.Getenv("BENCH_TRACE_DIR"); dir != "" {
+		env = append(env, "MOTHER_TRACE="+filepath.Join(dir, filepath.Base(data)+".trace"))
+	}
 	sock := filepath.Join(data, "notify.sock")
 	os.Remove(sock)
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	// IANA zones for periodic events, even where the host has no zoneinfo.
@@ -103,6 +104,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	// MOTHER_TRACE=path writes an execution trace of the run (go tool
+	// trace; -pprof=sync|syscall|sched shows where goroutines wait).
+	if p := os.Getenv("MOTHER_TRACE"); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "mother: MOTHER_TRACE: %v\n", err)
+			return exitUsage
+		}
+		defer func() { trace.Stop(); f.Close() }()
 	}
 	// Run reports its failures on stderr itself, in order with its log.
 	return exitStatus(motherd.Run(context.Background(), motherd.Options{

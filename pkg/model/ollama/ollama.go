@@ -33,6 +33,36 @@ type Provider struct {
 
 	mu    sync.Mutex
 	shows map[string]showInfo
+	// tools are the tool specs converted for the API, by their JSON: the
+	// same few tools go with every call, and parsing their schemas again
+	// each time was a tenth of Mother's CPU per message.
+	tools map[string]api.Tool
+}
+
+// maxCachedTools bounds Provider.tools (host tools come and go with a
+// reload; the cache starts afresh when it is full).
+const maxCachedTools = 256
+
+// tool is t converted for the API, parsed once.
+func (p *Provider) tool(t model.ToolSpec) (api.Tool, error) {
+	key := t.Name + "\x00" + t.Description + "\x00" + string(t.Parameters)
+	p.mu.Lock()
+	tool, ok := p.tools[key]
+	p.mu.Unlock()
+	if ok {
+		return tool, nil
+	}
+	tool, err := toOllamaTool(t)
+	if err != nil {
+		return api.Tool{}, err
+	}
+	p.mu.Lock()
+	if p.tools == nil || len(p.tools) >= maxCachedTools {
+		p.tools = map[string]api.Tool{}
+	}
+	p.tools[key] = tool
+	p.mu.Unlock()
+	return tool, nil
 }
 
 // showInfo is what /api/show told about a model.
@@ -99,7 +129,7 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 		creq.Options["num_ctx"] = req.ContextWindow
 	}
 	for _, t := range req.Tools {
-		tool, err := toOllamaTool(t)
+		tool, err := p.tool(t)
 		if err != nil {
 			return model.Response{}, fmt.Errorf("ollama: tool %s: %w", t.Name, err)
 		}

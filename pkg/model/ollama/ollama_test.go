@@ -1,6 +1,7 @@
 package ollama_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -64,5 +65,54 @@ func TestDroppedConnectionIsTransient(t *testing.T) {
 	_, err = p.Chat(t.Context(), req, nil)
 	if !errors.Is(err, model.ErrUnreachable) || model.IsTransient(err) {
 		t.Errorf("refused connection: %v, want unreachable", err)
+	}
+}
+
+// TestToolsSentAsSpecified: the tools' schemas are parsed once and kept,
+// yet every request carries the tools it was given: the same ones again,
+// and a tool whose schema changed (a host tool after a reload) with its
+// new schema, on the wire to a real HTTP server.
+func TestToolsSentAsSpecified(t *testing.T) {
+	fake := ollamatest.New(ollamatest.Turn{Text: "ok"}, ollamatest.Turn{Text: "ok"}, ollamatest.Turn{Text: "ok"})
+	defer fake.Close()
+	p, err := ollama.New(fake.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(param string) model.ToolSpec {
+		return model.ToolSpec{Name: "lookup", Description: "look a thing up",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"` + param + `":{"type":"string","description":"what"}},"required":["` + param + `"]}`)}
+	}
+	for _, param := range []string{"query", "query", "term"} {
+		req := model.Request{Model: "m", ContextWindow: 8192, Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}, Tools: []model.ToolSpec{spec(param)}}
+		if _, err := p.Chat(t.Context(), req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	for i, param := range []string{"query", "query", "term"} {
+		var tool struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name       string `json:"name"`
+				Parameters struct {
+					Properties map[string]any `json:"properties"`
+					Required   []string       `json:"required"`
+				} `json:"parameters"`
+			} `json:"function"`
+		}
+		if len(reqs[i].Tools) != 1 {
+			t.Fatalf("request %d: %d tools, want 1", i, len(reqs[i].Tools))
+		}
+		if err := json.Unmarshal(reqs[i].Tools[0], &tool); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tool.Function.Parameters.Properties[param]; tool.Type != "function" || tool.Function.Name != "lookup" || !ok ||
+			len(tool.Function.Parameters.Properties) != 1 || len(tool.Function.Parameters.Required) != 1 || tool.Function.Parameters.Required[0] != param {
+			t.Errorf("request %d sent tool %s, want lookup with the one parameter %q", i, reqs[i].Tools[0], param)
+		}
 	}
 }
