@@ -521,10 +521,7 @@ func waitFor(ctx context.Context, s *state, component string, wait time.Duration
 		if err == nil {
 			return nil
 		}
-		if !alive(s.PIDs[component], s.Dir) {
-			exitsMu.Lock()
-			how := exits[s.PIDs[component]]
-			exitsMu.Unlock()
+		if gone, how := ended(s.PIDs[component], s.Dir); gone {
 			return fmt.Errorf("%s (pid %d) exited at start: %s (last check: %v)", component, s.PIDs[component], how, err)
 		}
 		if time.Now().After(deadline) {
@@ -577,6 +574,9 @@ func startProc(s *state, name, path string, args ...string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	s.PIDs[name] = cmd.Process.Pid
+	exitsMu.Lock()
+	ours[cmd.Process.Pid] = true
+	exitsMu.Unlock()
 	// Reap it if it dies while this process lives, keeping how it ended
 	// for the start's error; it is not waited for otherwise (it belongs to
 	// the machine, not to this process).
@@ -592,11 +592,28 @@ func startProc(s *state, name, path string, args ...string) error {
 	return writeState(s)
 }
 
-// exits records how the components this process started ended, by pid.
+// exits records how the components this process started (ours) ended,
+// by pid.
 var (
 	exitsMu sync.Mutex
 	exits   = map[int]string{}
+	ours    = map[int]bool{}
 )
+
+// ended tells whether a component's process has ended, and how if this
+// process started it. One of ours has ended once it is reaped: until then
+// its pid cannot be another's, and alive's look at its command line can
+// be wrong just after the start (an exec in progress shows an empty one).
+func ended(pid int, dir string) (bool, string) {
+	exitsMu.Lock()
+	how, reaped := exits[pid]
+	mine := ours[pid]
+	exitsMu.Unlock()
+	if mine {
+		return reaped, how
+	}
+	return !alive(pid, dir), ""
+}
 
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
