@@ -1,6 +1,7 @@
 // Command mkpackages builds Mother's Debian packages for `make packages`
 // (see internal/packaging): mother for each architecture from the static
-// binaries in -bin (mother-linux-ARCH, momctl-linux-ARCH), mother-chick
+// binaries in -bin (mother-linux-ARCH, momctl-linux-ARCH; those of this
+// machine's architecture also write the shell completions), mother-chick
 // from the chick image tarball, and SHA256SUMS over them, in -out. The
 // version comes from git unless -version is given.
 package main
@@ -10,7 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -41,12 +44,21 @@ func run(ctx context.Context, root, bin, image, chickArch, out, arches, version 
 	if version != "" {
 		src.Version = version
 	}
+	comps, err := os.MkdirTemp("", "mother-completions-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(comps)
+	if err := completions(ctx, bin, comps); err != nil {
+		return err
+	}
 	var names []string
 	for _, arch := range strings.Split(arches, ",") {
 		path, err := src.Mother(packaging.MotherBinaries{
-			Arch:   arch,
-			Mother: filepath.Join(bin, "mother-linux-"+arch),
-			Momctl: filepath.Join(bin, "momctl-linux-"+arch),
+			Arch:        arch,
+			Mother:      filepath.Join(bin, "mother-linux-"+arch),
+			Momctl:      filepath.Join(bin, "momctl-linux-"+arch),
+			Completions: comps,
 		}, out)
 		if err != nil {
 			return err
@@ -69,5 +81,24 @@ func run(ctx context.Context, root, bin, image, chickArch, out, arches, version 
 		return err
 	}
 	fmt.Printf("%s (version %s, dated %s):\n%s", sums, src.Version, src.Date.Format(time.RFC3339), b)
+	return nil
+}
+
+// completions writes the shell completion scripts of mother and momctl
+// into dir (packaging.CompletionFiles), from the binaries in bin built for
+// this machine's architecture: the scripts are the same for every one.
+func completions(ctx context.Context, bin, dir string) error {
+	for _, cmd := range []string{"mother", "momctl"} {
+		exe := filepath.Join(bin, cmd+"-linux-"+runtime.GOARCH)
+		for shell, name := range map[string]string{"bash": cmd + ".bash", "zsh": "_" + cmd, "fish": cmd + ".fish"} {
+			out, err := exec.CommandContext(ctx, exe, "completion", shell).Output()
+			if err != nil {
+				return fmt.Errorf("%s completion %s (the completion scripts come from the binaries built for %s): %w", exe, shell, runtime.GOARCH, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), out, 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/goreleaser/nfpm/v2"
 	"github.com/goreleaser/nfpm/v2/deb"
 	"github.com/goreleaser/nfpm/v2/files"
+	"maps"
+	"slices"
 )
 
 // Maintainer is the Maintainer field of both packages.
@@ -72,6 +74,24 @@ type MotherBinaries struct {
 	Arch   string // Debian architecture: amd64 or arm64
 	Mother string // path of the mother binary
 	Momctl string // path of the momctl binary
+	// Completions is a directory of the shell completion scripts (see
+	// CompletionFiles), written by binaries that run on the build host:
+	// the scripts are the same for every architecture.
+	Completions string
+}
+
+// CompletionFiles maps the shell completion scripts a Completions
+// directory holds (named after the command: "mother.bash", "_mother",
+// "mother.fish", and momctl's likewise) to where Debian's shells look for
+// them.
+func CompletionFiles() map[string]string {
+	out := map[string]string{}
+	for _, cmd := range []string{"mother", "momctl"} {
+		out[cmd+".bash"] = "/usr/share/bash-completion/completions/" + cmd
+		out["_"+cmd] = "/usr/share/zsh/vendor-completions/_" + cmd
+		out[cmd+".fish"] = "/usr/share/fish/vendor_completions.d/" + cmd + ".fish"
+	}
+	return out
 }
 
 // Mother builds the mother package for bins.Arch into outDir and returns
@@ -80,8 +100,8 @@ func (s Source) Mother(bins MotherBinaries, outDir string) (string, error) {
 	if err := s.validate(); err != nil {
 		return "", err
 	}
-	if bins.Arch == "" || bins.Mother == "" || bins.Momctl == "" {
-		return "", fmt.Errorf("packaging: mother needs Arch, Mother and Momctl (got %+v)", bins)
+	if bins.Arch == "" || bins.Mother == "" || bins.Momctl == "" || bins.Completions == "" {
+		return "", fmt.Errorf("packaging: mother needs Arch, Mother, Momctl and Completions (got %+v)", bins)
 	}
 	stage, err := os.MkdirTemp("", "mother-deb-")
 	if err != nil {
@@ -117,6 +137,14 @@ func (s Source) Mother(bins MotherBinaries, outDir string) (string, error) {
 		file(filepath.Join(stage, "mother.1.gz"), "/usr/share/man/man1/mother.1.gz", 0o644),
 		file(filepath.Join(stage, "momctl.1.gz"), "/usr/share/man/man1/momctl.1.gz", 0o644),
 		file(deploy("debian", "README.Debian"), "/usr/share/doc/mother/README.Debian", 0o644),
+	}
+	comps := CompletionFiles()
+	for _, name := range slices.Sorted(maps.Keys(comps)) {
+		src, dst := filepath.Join(bins.Completions, name), comps[name]
+		if _, err := os.Stat(src); err != nil {
+			return "", fmt.Errorf("packaging: completion script: %w", err)
+		}
+		contents = append(contents, file(src, dst, 0o644))
 	}
 	contents = append(contents, docContents("mother", stage, motherOverrides(bins.Arch), staged)...)
 	if err := writeStage(stage, staged); err != nil {

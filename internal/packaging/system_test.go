@@ -442,6 +442,21 @@ func TestInstallUpgradeRemove(t *testing.T) {
 	if got := c.read("/var/lib/dpkg/info/mother.conffiles"); strings.TrimSpace(got) != "/etc/mother/mother.env" {
 		t.Errorf("conffiles = %q, want /etc/mother/mother.env", got)
 	}
+	// The shell completions, where Debian's shells look: bash's loads
+	// and completes the commands' own subcommands.
+	for _, cmd := range []string{"mother", "momctl"} {
+		script := strings.ReplaceAll(`. /usr/share/bash-completion/completions/CMD
+complete -p CMD
+fn=$(complete -p CMD | sed -n 's/.*-F \([^ ]*\).*/\1/p')
+COMP_WORDS=(CMD c); COMP_CWORD=1; COMPREPLY=(); "$fn"
+printf '%s\n' "${COMPREPLY[*]}"`, "CMD", cmd)
+		got := c.run(true, "bash", "--norc", "--noprofile", "-c", script)
+		if !strings.Contains(got, "complete -F") || !strings.Contains(got, "completion") {
+			t.Errorf("bash completion of %s after install:\n%s", cmd, got)
+		}
+		c.wantMode("/usr/share/zsh/vendor-completions/_"+cmd, 0o644, 0, 0)
+		c.wantMode("/usr/share/fish/vendor_completions.d/"+cmd+".fish", 0o644, 0, 0)
+	}
 
 	// What an operator adds: a configuration, data, a token.
 	const config = `{"adapters": {"term": {"type": "cli"}}}` + "\n"
@@ -489,6 +504,7 @@ func TestInstallUpgradeRemove(t *testing.T) {
 	}
 	c.gone("/usr/bin/mother")
 	c.gone("/lib/systemd/system/mother.service")
+	c.gone("/usr/share/bash-completion/completions/momctl")
 	if got := c.read("/var/lib/mother/config.json"); got != config {
 		t.Errorf("config.json after remove = %q", got)
 	}
