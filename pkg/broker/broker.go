@@ -349,6 +349,16 @@ func (b *Broker) ChickUsage(id string) model.Usage {
 	return b.chick[id]
 }
 
+// ForgetChick drops chick id's totals (hatchery.Forgetter): the hatchery
+// forgot the ended chick, and nothing asks for them again. Its entries
+// stay in the ledger.
+func (b *Broker) ForgetChick(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.chick, id)
+	delete(b.calls, id)
+}
+
 // ChickCalls is how many model calls chick id made.
 func (b *Broker) ChickCalls(id string) int {
 	b.mu.Lock()

@@ -178,6 +178,21 @@ func TestLedgerIsDurable(t *testing.T) {
 	if !found {
 		t.Errorf("today's channel usage: %+v, want cli/a at 100", b.Budgets())
 	}
+	// Forgotten (the hatchery no longer remembers the chick): its totals
+	// go from memory, the day's budgets and the ledger stay.
+	b.ForgetChick("c-1")
+	if u, n := b.ChickUsage("c-1"), b.ChickCalls("c-1"); u.Total() != 0 || n != 0 {
+		t.Errorf("c-1 after ForgetChick: %+v, %d calls; want none kept", u, n)
+	}
+	found = false
+	for _, bs := range b.Budgets() {
+		if bs.Scope == "channel cli/a today" && bs.Used == 100 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("today's channel usage after ForgetChick: %+v, want cli/a still at 100", b.Budgets())
+	}
 }
 
 func TestProviderErrorsPassThroughUnmetered(t *testing.T) {

@@ -3,6 +3,7 @@ package hatchery_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+	"github.com/mother-chat/mother/pkg/model"
 )
 
 // TestHangSoonAfterFirstContact: the startup grace covers a chick that has
@@ -111,8 +113,9 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	meter := &forgetMeter{forgot: map[string]bool{}}
 	newH := func() *hatchery.Hatchery {
-		h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t),
+		h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t), Meter: meter,
 			Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(local), Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -149,6 +152,14 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 	if got, err := h.Get(ids[len(ids)-1]); err != nil || got.Reason != hatchery.ReasonNoStart {
 		t.Errorf("the newest ended chick: %+v, %v", got, err)
 	}
+	// The meter (the broker) was told to forget exactly the forgotten ones.
+	meter.mu.Lock()
+	for i, id := range ids {
+		if forgot, want := meter.forgot[id], i >= 1 && i < len(ids)-hatchery.MaxRemembered; forgot != want {
+			t.Errorf("chick %d (%s): the meter told to forget it: %v, want %v", i, id, forgot, want)
+		}
+	}
+	meter.mu.Unlock()
 	// A restart loads what was kept on disk, and remembers as many.
 	h.Close()
 	local, _ = docker.Dial(config.DockerHost{Name: "local"}, nil)
@@ -157,4 +168,19 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 	if n := len(h2.List(true)); n != hatchery.MaxRemembered+1 {
 		t.Errorf("%d chicks remembered after a restart, want %d and the unreported one", n, hatchery.MaxRemembered)
 	}
+}
+
+// forgetMeter is a hatchery.Meter and Forgetter that records what it is
+// told to forget.
+type forgetMeter struct {
+	mu     sync.Mutex
+	forgot map[string]bool
+}
+
+func (m *forgetMeter) ChickUsage(string) model.Usage { return model.Usage{} }
+
+func (m *forgetMeter) ForgetChick(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgot[id] = true
 }

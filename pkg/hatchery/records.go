@@ -154,8 +154,12 @@ func (h *Hatchery) pruneLocked() {
 		}
 		return ended[i].rec.ID < ended[j].rec.ID
 	})
+	f, _ := h.meter.(Forgetter)
 	for _, c := range ended[:len(ended)-MaxRemembered] {
 		delete(h.chicks, c.rec.ID)
+		if f != nil {
+			f.ForgetChick(c.rec.ID)
+		}
 	}
 }
 

@@ -172,6 +172,13 @@ type Meter interface {
 	ChickUsage(id string) model.Usage
 }
 
+// Forgetter is a Meter that keeps something per chick: the hatchery tells
+// it when it forgets an ended chick (MaxRemembered), so that neither grows
+// with every chick a long-running Mother spawns.
+type Forgetter interface {
+	ForgetChick(id string)
+}
+
 // UserMeter is a Meter that also keeps a daily budget per requester (the
 // broker does): Spawn asks it before a chick of a person is created.
 type UserMeter interface {
