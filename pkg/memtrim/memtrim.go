@@ -5,6 +5,7 @@ package memtrim
 
 import (
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,12 @@ func (t *Trimmer) trimIfIdle() {
 		for _, fn := range before {
 			fn()
 		}
+		// Two collections: a sync.Pool keeps what was put in it through
+		// one (its victim cache), so the first leaves the pools' buffers
+		// (encoding/json's, as large as the last model request) to the
+		// second, FreeOSMemory's, which frees them before the heap is
+		// handed back.
+		runtime.GC()
 		debug.FreeOSMemory()
 		if err := releaseCode(); err != nil {
 			t.logger.Debug("code pages not released", "err", err)

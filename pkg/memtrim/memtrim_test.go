@@ -2,8 +2,11 @@ package memtrim
 
 import (
 	"log/slog"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -54,4 +57,23 @@ func TestBeforeTrimRunsAtTheIdleTrimOnly(t *testing.T) {
 	if dropped != 1 {
 		t.Errorf("caches dropped %d times after the delay of quiet, want 1", dropped)
 	}
+}
+
+// TestTrimFreesWhatPoolsKeep: a buffer left in a sync.Pool (as
+// encoding/json leaves one as large as the last model request) is freed
+// by the idle trim, not kept until two more collections happen to run.
+func TestTrimFreesWhatPoolsKeep(t *testing.T) {
+	c := clock.NewFake(time.Unix(1000, 0))
+	tr := New(c, 2*time.Second, slog.New(slog.DiscardHandler))
+	var pool sync.Pool
+	buf := new([1 << 20]byte)
+	w := weak.Make(buf)
+	pool.Put(buf)
+	buf = nil
+	tr.Schedule()
+	c.Advance(2 * time.Second) // the trim runs
+	if w.Value() != nil {
+		t.Error("the pooled buffer is still in memory after the trim")
+	}
+	runtime.KeepAlive(&pool)
 }
