@@ -93,30 +93,27 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	// MOTHER_CPUPROFILE=path writes a CPU profile of the run (go tool
-	// pprof), for the bench and for finding where the time goes.
-	if p := os.Getenv("MOTHER_CPUPROFILE"); p != "" {
-		f, err := os.Create(p)
+	// pprof), for the bench and for finding where the time goes;
+	// MOTHER_TRACE=path an execution trace (go tool trace; -pprof=sync,
+	// syscall or sched shows where goroutines wait).
+	for _, p := range []struct {
+		env   string
+		start func(io.Writer) error
+		stop  func()
+	}{{"MOTHER_CPUPROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile}, {"MOTHER_TRACE", trace.Start, trace.Stop}} {
+		path := os.Getenv(p.env)
+		if path == "" {
+			continue
+		}
+		f, err := os.Create(path)
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			err = p.start(f)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "mother: MOTHER_CPUPROFILE: %v\n", err)
+			fmt.Fprintf(stderr, "mother: %s: %v\n", p.env, err)
 			return exitUsage
 		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
-	}
-	// MOTHER_TRACE=path writes an execution trace of the run (go tool
-	// trace; -pprof=sync|syscall|sched shows where goroutines wait).
-	if p := os.Getenv("MOTHER_TRACE"); p != "" {
-		f, err := os.Create(p)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "mother: MOTHER_TRACE: %v\n", err)
-			return exitUsage
-		}
-		defer func() { trace.Stop(); f.Close() }()
+		defer func() { p.stop(); f.Close() }()
 	}
 	// Run reports its failures on stderr itself, in order with its log.
 	return exitStatus(motherd.Run(context.Background(), motherd.Options{
