@@ -91,79 +91,53 @@ func (o objects) patch(ctx context.Context, name string, pt types.PatchType, dat
 	return o.req(o.c.Patch(pt)).Name(name).Body(data).Do(ctx).Error()
 }
 
-// podClient is the driver's view of the namespace's Pods.
-type podClient struct{ objects }
+// typed is objects of one kind (T, listed as L), such as Pods.
+type typed[T any, PT interface {
+	*T
+	kruntime.Object
+}, L any, PL interface {
+	*L
+	kruntime.Object
+}] struct{ objects }
 
-func (p podClient) Create(ctx context.Context, in *corev1.Pod) (*corev1.Pod, error) {
-	out := &corev1.Pod{}
-	return out, p.create(ctx, in, out)
+func (c typed[T, PT, L, PL]) Create(ctx context.Context, in PT) (PT, error) {
+	out := PT(new(T))
+	return out, c.create(ctx, in, out)
 }
 
-func (p podClient) Get(ctx context.Context, name string) (*corev1.Pod, error) {
-	out := &corev1.Pod{}
-	return out, p.get(ctx, name, out)
+func (c typed[T, PT, L, PL]) Update(ctx context.Context, name string, in PT) error {
+	return c.update(ctx, name, in, PT(new(T)))
 }
 
-func (p podClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
-	out := &corev1.PodList{}
-	return out, p.list(ctx, opts, out)
+func (c typed[T, PT, L, PL]) Get(ctx context.Context, name string) (PT, error) {
+	out := PT(new(T))
+	return out, c.get(ctx, name, out)
 }
 
-func (p podClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return p.watch(ctx, opts)
+func (c typed[T, PT, L, PL]) List(ctx context.Context, opts metav1.ListOptions) (PL, error) {
+	out := PL(new(L))
+	return out, c.list(ctx, opts, out)
 }
 
-func (p podClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return p.delete(ctx, name, opts)
+func (c typed[T, PT, L, PL]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.watch(ctx, opts)
 }
 
-// Logs is the request for a Pod's container log.
-func (p podClient) Logs(name string, opts *corev1.PodLogOptions) *rest.Request {
-	return p.req(p.c.Get()).Name(name).SubResource("log").VersionedParams(opts, paramCodec)
+func (c typed[T, PT, L, PL]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return c.delete(ctx, name, opts)
 }
 
-// secretClient is the driver's view of the namespace's Secrets.
-type secretClient struct{ objects }
-
-func (s secretClient) Create(ctx context.Context, in *corev1.Secret) (*corev1.Secret, error) {
-	out := &corev1.Secret{}
-	return out, s.create(ctx, in, out)
+func (c typed[T, PT, L, PL]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte) error {
+	return c.patch(ctx, name, pt, data)
 }
 
-func (s secretClient) Get(ctx context.Context, name string) (*corev1.Secret, error) {
-	out := &corev1.Secret{}
-	return out, s.get(ctx, name, out)
-}
+type (
+	podClient    = typed[corev1.Pod, *corev1.Pod, corev1.PodList, *corev1.PodList]
+	secretClient = typed[corev1.Secret, *corev1.Secret, corev1.SecretList, *corev1.SecretList]
+	policyClient = typed[networkingv1.NetworkPolicy, *networkingv1.NetworkPolicy, networkingv1.NetworkPolicyList, *networkingv1.NetworkPolicyList]
+)
 
-func (s secretClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
-	out := &corev1.SecretList{}
-	return out, s.list(ctx, opts, out)
-}
-
-func (s secretClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return s.delete(ctx, name, opts)
-}
-
-func (s secretClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte) error {
-	return s.patch(ctx, name, pt, data)
-}
-
-// policyClient is the driver's view of the namespace's NetworkPolicies.
-type policyClient struct{ objects }
-
-func (n policyClient) Create(ctx context.Context, in *networkingv1.NetworkPolicy) error {
-	return n.create(ctx, in, &networkingv1.NetworkPolicy{})
-}
-
-func (n policyClient) Get(ctx context.Context, name string) (*networkingv1.NetworkPolicy, error) {
-	out := &networkingv1.NetworkPolicy{}
-	return out, n.get(ctx, name, out)
-}
-
-func (n policyClient) Update(ctx context.Context, in *networkingv1.NetworkPolicy) error {
-	return n.update(ctx, in.Name, in, &networkingv1.NetworkPolicy{})
-}
-
-func (n policyClient) Delete(ctx context.Context, name string) error {
-	return n.delete(ctx, name, metav1.DeleteOptions{})
+// podLogs is the request for a Pod's container log.
+func podLogs(pods podClient, name string, opts *corev1.PodLogOptions) *rest.Request {
+	return pods.req(pods.c.Get()).Name(name).SubResource("log").VersionedParams(opts, paramCodec)
 }

@@ -129,7 +129,7 @@ func (r *Runtime) ensurePolicy(ctx context.Context, instance, motherAddr string)
 	cur, err := api.Get(ctx, want.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := api.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := api.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create the chicks' network policy: %w", classify(err))
 		}
 		r.logger.Info("chick network policy created", "policy", want.Name, "namespace", r.ns, "mother", motherAddr)
@@ -140,7 +140,7 @@ func (r *Runtime) ensurePolicy(ctx context.Context, instance, motherAddr string)
 		if string(curJSON) != string(specJSON) {
 			cur.Spec = want.Spec
 			cur.Labels = want.Labels
-			if err := api.Update(ctx, cur); err != nil {
+			if err := api.Update(ctx, cur.Name, cur); err != nil {
 				return fmt.Errorf("update the chicks' network policy: %w", classify(err))
 			}
 			r.logger.Info("chick network policy updated", "policy", want.Name, "namespace", r.ns, "mother", motherAddr)
@@ -155,7 +155,7 @@ func (r *Runtime) ensurePolicy(ctx context.Context, instance, motherAddr string)
 // RemovePolicy removes the NetworkPolicy of instance's chicks; one that is
 // not there is not an error.
 func (r *Runtime) RemovePolicy(ctx context.Context, instance string) error {
-	err := r.netpols().Delete(ctx, PolicyName(instance))
+	err := r.netpols().Delete(ctx, PolicyName(instance), metav1.DeleteOptions{})
 	r.mu.Lock()
 	delete(r.policies, instance)
 	r.mu.Unlock()

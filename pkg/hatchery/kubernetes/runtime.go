@@ -468,7 +468,7 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (hatchery.ContainerSta
 func (r *Runtime) Logs(ctx context.Context, id string, follow bool, w io.Writer) error {
 	var written int64
 	for {
-		rc, err := r.pods().Logs(id, &corev1.PodLogOptions{Container: containerName, Follow: follow}).Stream(ctx)
+		rc, err := podLogs(r.pods(), id, &corev1.PodLogOptions{Container: containerName, Follow: follow}).Stream(ctx)
 		if apierrors.IsBadRequest(err) {
 			// Its container has not started: nothing to show yet.
 			if !follow {
