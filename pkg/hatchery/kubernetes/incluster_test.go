@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +30,7 @@ func TestInClusterConfig(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	dir := t.TempDir()
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", filepath.Join(dir, "incluster"), "./internal/incluster")
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "incluster"), "./internal/incluster")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build internal/incluster: %v\n%s", err, out)
