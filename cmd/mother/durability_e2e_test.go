@@ -6,8 +6,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/fsync"
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
 
@@ -96,4 +98,49 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	if !after["message after"] {
 		t.Error("the message after the restart is not logged")
 	}
+}
+
+// TestHeartbeatsHeardWhileEventsWaitForTheDisk: a chick's events wait for
+// an fsync that does not return (the fsync hook holds the first fsync of
+// chick events, as a saturated SD card holds one for seconds), and its
+// heartbeats, every 500 ms, still keep it alive: Mother does not take it
+// for hung (three missed heartbeats) while its events wait for the disk.
+func TestHeartbeatsHeardWhileEventsWaitForTheDisk(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Think for a very long time.")
+			}
+			return ollamatest.Turn{Text: "Started."}
+		}
+		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
+	})
+	defer fake.Close()
+	p := startChickMother(t, data, append(chickEnv(fake), fsync.PauseEnv+"="+fsync.KindChickEvents+":1"))
+	io.WriteString(p.stdin, "think hard\n")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(p.errs(), "fsync paused: "+fsync.KindChickEvents+" #1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the chick's events never reached their fsync; stderr:\n%s", p.errs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Ten heartbeat intervals; hung is three missed.
+	time.Sleep(5 * time.Second)
+	if strings.Contains(p.errs(), "missed its heartbeats") {
+		t.Errorf("a chick whose events wait for the disk was taken for hung:\n%s", p.errs())
+	}
+	if c := waitRunning(t, data, 10*time.Second); c.State != "running" {
+		t.Errorf("the chick is %s, want running", c.State)
+	}
+	// The process is held in its fsync for good: SIGKILL (the test's
+	// cleanup removes the chick's container).
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
 }

@@ -537,6 +537,13 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	go func() {
 		for {
 			m, err := stream.Recv()
+			// A heartbeat is heard when it arrives, not when the loop
+			// below gets to it: behind a batch whose fsync a busy disk
+			// (an SD card under other writes) holds for seconds, a
+			// healthy chick was taken for a hung one.
+			if m.GetHeartbeat() != nil {
+				c.s.chicks.Touch(id)
+			}
 			select {
 			case msgs <- received{m, err}:
 			case <-ctx.Done():
@@ -579,7 +586,7 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 		}
 		switch k := r.m.GetKind().(type) {
 		case *pb.SessionRequest_Heartbeat:
-			c.s.chicks.Touch(id)
+			// Heard by the receiver already.
 		case *pb.SessionRequest_Hello:
 			c.s.chicks.Touch(id)
 		case *pb.SessionRequest_Event:
