@@ -35,7 +35,7 @@ test: check ## the whole suite: the checks, go test -race, each fuzz target brie
 	@bash .ci/ensure-tools
 	@bash .ci/ensure-kube
 	$(GO) build -o bin/testsummary ./internal/testsummary
-	set -o pipefail; MOTHER_TEST_RACE=1 $(GO) test -race -count=1 -json ./... | bin/testsummary
+	set -o pipefail; MOTHER_TEST_RACE=1 $(GO) test -race -count=1 -timeout 45m -json ./... | bin/testsummary
 	@FUZZTIME=$(FUZZTIME) bash .ci/fuzz
 	@$(MAKE) --no-print-directory soak-short
 

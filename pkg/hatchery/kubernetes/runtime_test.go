@@ -306,7 +306,8 @@ func TestRuntimeLogsFollowFromStart(t *testing.T) {
 // waitLog follows the Pod's log until it shows want.
 func waitLog(t *testing.T, rt *kubernetes.Runtime, id, want string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	// Minutes: a Pod on a machine busy with a cold build takes long to start.
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	w := &watchWriter{want: want, found: make(chan struct{})}
 	go func() { _ = rt.Logs(ctx, id, true, w) }()
