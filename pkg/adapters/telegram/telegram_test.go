@@ -248,6 +248,10 @@ func TestReplyProgressStopAndTyping(t *testing.T) {
 	if !working.Button || working.ReplyTo == 0 {
 		t.Fatalf("no working message with a Stop button answering the trigger: %+v", fake.BotMessages(group.ID, 0))
 	}
+	// The typing action goes out beside the message, not before it.
+	for deadline := time.Now().Add(5 * time.Second); fake.ChatActions(group.ID) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if fake.ChatActions(group.ID) == 0 {
 		t.Errorf("no typing action while working")
 	}
