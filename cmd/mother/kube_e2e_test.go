@@ -223,26 +223,7 @@ func TestKubernetesChickWholePath(t *testing.T) {
 func TestKubernetesMomctl(t *testing.T) {
 	t.Parallel()
 	kc := kubeChickData(t, nil)
-	calling := make(chan struct{}, 10)
-	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
-		if r.Model == motherModel {
-			if !hasToolResult(r) {
-				return motherTurn("Think for a very long time.")
-			}
-			return ollamatest.Turn{Text: "Started."}
-		}
-		calling <- struct{}{}
-		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
-	})
-	defer fake.Close()
-	p := startChickMother(t, kc.data, chickEnv(fake))
-	io.WriteString(p.stdin, "think hard\n")
-	select {
-	case <-calling:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the chick never called its model; stderr:\n%s", p.errs())
-	}
-	c := waitRunning(t, kc.data, 30*time.Second)
+	p, c := kc.workingChick(t, "Think for a very long time.", "think hard")
 	if ls := chicksLs(t, kc.data, false); len(ls) != 1 || ls[0].Host != "cluster" {
 		t.Errorf("momctl chicks ls = %+v, want the chick on host cluster", ls)
 	}
@@ -488,26 +469,7 @@ func TestKubernetesChickBudgetExhausted(t *testing.T) {
 func TestKubernetesHungChick(t *testing.T) {
 	t.Parallel()
 	kc := kubeChickData(t, nil)
-	calling := make(chan struct{}, 10)
-	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
-		if r.Model == motherModel {
-			if !hasToolResult(r) {
-				return motherTurn("Hang.")
-			}
-			return ollamatest.Turn{Text: "Started."}
-		}
-		calling <- struct{}{}
-		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
-	})
-	defer fake.Close()
-	p := startChickMother(t, kc.data, chickEnv(fake))
-	io.WriteString(p.stdin, "hang\n")
-	select {
-	case <-calling:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the chick never called its model; stderr:\n%s", p.errs())
-	}
-	c := waitRunning(t, kc.data, 30*time.Second)
+	p, c := kc.workingChick(t, "Hang.", "hang")
 	pods, err := kc.k.Client(t).CoreV1().Pods(kc.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "mother.chick.id=" + c.ID})
 	if err != nil || len(pods.Items) != 1 || len(pods.Items[0].Status.ContainerStatuses) != 1 {
 		t.Fatalf("the chick's pod: %+v, %v", pods, err)
@@ -617,4 +579,31 @@ func TestKubernetesSpawnKillCycles(t *testing.T) {
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
 	}
+}
+
+// workingChick starts Mother, has her model give a chick goal for the
+// message say, and returns once that chick runs and waits on its own
+// model call (which never answers).
+func (kc *kubeChicks) workingChick(t *testing.T, goal, say string) (*chickProc, lsChick) {
+	t.Helper()
+	calling := make(chan struct{}, 10)
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn(goal)
+			}
+			return ollamatest.Turn{Text: "Started."}
+		}
+		calling <- struct{}{}
+		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
+	})
+	t.Cleanup(fake.Close)
+	p := startChickMother(t, kc.data, chickEnv(fake))
+	io.WriteString(p.stdin, say+"\n")
+	select {
+	case <-calling:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the chick never called its model; stderr:\n%s", p.errs())
+	}
+	return p, waitRunning(t, kc.data, 30*time.Second)
 }
