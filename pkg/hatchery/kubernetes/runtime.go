@@ -480,6 +480,21 @@ func (r *Runtime) Logs(ctx context.Context, id string, follow bool, w io.Writer)
 			}
 			continue
 		}
+		if apierrors.IsNotFound(err) {
+			// The API server passes on the kubelet's answer, and a kubelet
+			// that has not yet taken up a Pod bound to its node answers 404
+			// for it: the Pod is missing only if the API says so.
+			if _, err := r.pods().Get(ctx, id); err != nil {
+				return classify(err)
+			}
+			if !follow {
+				return nil
+			}
+			if clock.Sleep(ctx, r.clock, 200*time.Millisecond) != nil {
+				return nil
+			}
+			continue
+		}
 		if err != nil {
 			return classify(err)
 		}

@@ -310,9 +310,16 @@ func waitLog(t *testing.T, rt *kubernetes.Runtime, id, want string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	w := &watchWriter{want: want, found: make(chan struct{})}
-	go func() { _ = rt.Logs(ctx, id, true, w) }()
+	ended := make(chan error, 1)
+	go func() { ended <- rt.Logs(ctx, id, true, w) }()
 	select {
 	case <-w.found:
+	case err := <-ended:
+		select {
+		case <-w.found:
+		default:
+			t.Fatalf("pod %s: the log follow ended (%v) before %q (got %q)", id, err, want, w.String())
+		}
 	case <-ctx.Done():
 		t.Fatalf("pod %s never logged %q (got %q)", id, want, w.String())
 	}
