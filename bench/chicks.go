@@ -205,6 +205,7 @@ func chicks(bin, tmp string, quick bool) {
 		return ollamatest.Turn{Calls: calls}
 	})
 	defer fake.Close()
+	fake.ForgetRequests()
 
 	start := func(name, network string) (d *daemon, out *lineLog, stop func()) {
 		data := filepath.Join(tmp, name)

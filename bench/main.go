@@ -298,6 +298,7 @@ func (d *daemon) ask(text string) string {
 func footprint(bin, tmp string, quick bool) {
 	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn { return ollamatest.Turn{Text: "ok"} })
 	defer fake.Close()
+	fake.ForgetRequests()
 	data := filepath.Join(tmp, "footprint")
 	check(os.MkdirAll(data, 0o700))
 	d := startDaemon(bin, data, fake.URL)
@@ -340,18 +341,21 @@ func footprint(bin, tmp string, quick bool) {
 func mb(kib int) float64 { return float64(kib) / 1024 }
 
 // overhead measures, per message, the time from writing the line to
-// Mother's stdin (adapter delivery) to the fake model receiving the request:
-// logging, queueing, context sync and prompt building.
+// Mother's stdin (adapter delivery) to the fake model having received the
+// whole request (stamped before the fake decodes it, whose cost is the
+// model server's): logging, queueing, context sync, prompt building and
+// encoding the request. The fake keeps no requests, so its heap stays small.
 func overhead(bin, tmp string, quick bool) {
 	var mu sync.Mutex
 	var got []time.Time
-	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		mu.Lock()
-		got = append(got, time.Now())
+		got = append(got, r.Received)
 		mu.Unlock()
 		return ollamatest.Turn{Text: "ok"}
 	})
 	defer fake.Close()
+	fake.ForgetRequests()
 	data := filepath.Join(tmp, "overhead")
 	check(os.MkdirAll(data, 0o700))
 	d := startDaemonOpts(bin, data, []byte(`{"adapters": {"cli": {"type": "cli"}}}`), true, "MOTHER_OLLAMA_URL="+fake.URL)
@@ -450,6 +454,7 @@ func storeScale(tmp string, quick bool) {
 func startup(bin, tmp string, quick bool) {
 	fake := ollamatest.New()
 	defer fake.Close()
+	fake.ForgetRequests()
 	n := 1000
 	if quick {
 		n = 100

@@ -22,6 +22,7 @@ import (
 func platforms(bin, tmp string, quick bool) {
 	model := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn { return ollamatest.Turn{Text: "ok"} })
 	defer model.Close()
+	model.ForgetRequests()
 	mario := discordtest.User{ID: "100000000000000001", Username: "mario"}
 	var dch []discordtest.Channel
 	for i := range 50 {

@@ -74,6 +74,7 @@ func relaycap(bin, tmp string, quick bool) {
 		return ollamatest.Turn{Calls: calls}
 	})
 	defer fake.Close()
+	fake.ForgetRequests()
 	released := false
 	defer func() {
 		if !released {

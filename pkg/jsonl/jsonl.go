@@ -357,7 +357,12 @@ func Scan(path string, start, end int64, fn func(line []byte, lineStart, lineEnd
 	if end >= 0 {
 		r = io.LimitReader(f, end-start)
 	}
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := scanReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		scanReaders.Put(br)
+	}()
 	pos := start
 	for {
 		line, err := readLine(br, 64<<20)
@@ -376,6 +381,11 @@ func Scan(path string, start, end int64, fn func(line []byte, lineStart, lineEnd
 		}
 	}
 }
+
+// scanReaders keep Scan's 64 KiB buffers: a run scans twice (the log and
+// the context), and a fresh buffer each time was most of what a message
+// allocated.
+var scanReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 var errLineTooLong = errors.New("line too long")
 

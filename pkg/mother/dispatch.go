@@ -126,6 +126,10 @@ type channelState struct {
 	// markerFlush is the pending fsync of the in-flight marker (guarded
 	// by persistMu; see persist).
 	markerFlush clock.Timer
+	// marker: the channel's in-flight marker file is there (guarded by
+	// persistMu). An idle channel's marker is kept, saying it is idle, for
+	// its next message: rewritten in place, not removed and made again.
+	marker bool
 }
 
 func (cs *channelState) qid() string { return chat.QualifiedID(cs.adapter.Name(), cs.id) }

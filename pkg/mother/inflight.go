@@ -1,6 +1,7 @@
 package mother
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,19 +20,23 @@ import (
 )
 
 // In-flight markers: <data>/state/inflight/<adapter>/<channel>.json holds a
-// channel's running and queued jobs, rewritten atomically (temp file,
-// rename) whenever they change and removed when the channel is idle. At
-// start, a marker left behind (a crash, or a shutdown with work in flight)
-// tells Mother what to resume and what to tell the channel.
+// channel's running and queued jobs, rewritten whenever they change; an
+// idle channel's marker says it holds none. At start, a marker left behind
+// with work in it (a crash, or a shutdown with work in flight) tells
+// Mother what to resume and what to tell the channel; every marker read
+// is then removed or rewritten.
 //
-// A marker changes two or three times per message, so it is not fsynced
-// on every change: a killed process loses nothing (the page cache
-// survives it), and the marker and its directory are fsynced store.
-// FlushAfter after a change. A power loss within that second may leave
-// the previous marker or none: the messages themselves are in log.jsonl
-// (fsynced before they were queued), and the next sync brings them into
-// the context; at worst a restart notice is missed or a run is resumed
-// whose answer was already posted.
+// A marker changes three or four times per message, so it is rewritten in
+// place (atomicfile.Overwrite: one write into the page cache, where a temp
+// file and a rename cost a busy ext4 disk a data flush and two journalled
+// directory changes each time) and not fsynced on every change: a killed
+// process loses nothing (the page cache survives it), and the marker and
+// its directory are fsynced store.FlushAfter after a change. A power loss
+// within that second may leave the previous marker, none, or one that
+// does not parse (moved aside at start): the messages themselves are in
+// log.jsonl (fsynced before their answers are shown), and the next sync
+// brings them into the context; at worst a restart notice is missed or a
+// run is resumed whose answer was already posted.
 
 type inflightFile struct {
 	Adapter string        `json:"adapter"`
@@ -108,21 +113,22 @@ func (m *Mother) persist(cs *channelState) {
 	}
 	cs.written = seq
 	path := m.inflightPath(f.Adapter, f.Channel)
-	if f.Running == nil && len(f.Queued) == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			m.logger.Error("cannot remove in-flight marker", "channel", cs.qid(), "err", err)
-		}
+	idle := f.Running == nil && len(f.Queued) == 0
+	if idle && !cs.marker {
 		return
 	}
 	b, _ := json.Marshal(f)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if !cs.marker {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
+			return
+		}
+	}
+	if err := atomicfile.Overwrite(path, b, 0o600); err != nil {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 		return
 	}
-	if err := atomicfile.WriteFileNoSync(path, b, 0o600); err != nil {
-		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
-		return
-	}
+	cs.marker = true
 	if cs.markerFlush == nil {
 		cs.markerFlush = clock.Real{}.AfterFunc(store.FlushAfter, func() {
 			cs.persistMu.Lock()
@@ -191,6 +197,11 @@ func (m *Mother) recoverInflight() []restartNotice {
 
 func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 	b, err := os.ReadFile(path)
+	if err == nil && len(bytes.TrimSpace(b)) == 0 {
+		// Created, and the process ended before its first write.
+		_ = os.Remove(path)
+		return restartNotice{}, false
+	}
 	var f inflightFile
 	if err == nil {
 		err = json.Unmarshal(b, &f)

@@ -2,8 +2,10 @@ package mother
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,28 @@ import (
 // A crash is simulated by leaving the first Mother as it is (its run
 // blocked in a tool, nothing cleaned up) and booting a new one on the
 // same data directory.
+
+// markerJobs counts the jobs in the in-flight marker at path: 0 when
+// there is none, or it says the channel is idle.
+func markerJobs(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	var f inflightFile
+	if err == nil {
+		err = json.Unmarshal(b, &f)
+	}
+	if err != nil {
+		t.Fatalf("in-flight marker: %v", err)
+	}
+	n := len(f.Queued)
+	if f.Running != nil {
+		n++
+	}
+	return n
+}
 
 func TestRestartNoticeAfterCrash(t *testing.T) {
 	t.Parallel()
@@ -64,8 +88,8 @@ func TestRestartNoticeAfterCrash(t *testing.T) {
 	if n < 3 || resumed.Messages[n-2].Role != "tool" || !strings.Contains(resumed.Messages[n-2].Content, "interrupted: Mother restarted") || resumed.Messages[n-1].Content != ResumeNote {
 		t.Errorf("resumed run's context ends with %+v", resumed.Messages[max(0, n-3):])
 	}
-	if _, err := os.Stat(filepath.Join(h.data, "state/inflight/rec/C1.json")); !os.IsNotExist(err) {
-		t.Errorf("in-flight marker left after the work finished: %v", err)
+	if jobs := markerJobs(t, filepath.Join(h.data, "state/inflight/rec/C1.json")); jobs != 0 {
+		t.Errorf("in-flight marker holds %d jobs after the work finished", jobs)
 	}
 
 	// A clean restart with nothing in flight says nothing.
@@ -205,8 +229,8 @@ func TestCrashWhileQueueingAMessage(t *testing.T) {
 			if all := h.ad.all(); len(all) != 0 {
 				t.Errorf("a restart after the answer rendered %+v", all)
 			}
-			if _, err := os.Stat(filepath.Join(h.data, "state/inflight/rec/C1.json")); !os.IsNotExist(err) {
-				t.Errorf("in-flight marker left after the work finished: %v", err)
+			if jobs := markerJobs(t, filepath.Join(h.data, "state/inflight/rec/C1.json")); jobs != 0 {
+				t.Errorf("in-flight marker holds %d jobs after the work finished", jobs)
 			}
 		})
 	}
@@ -331,5 +355,36 @@ func TestCrashAroundTheAnswer(t *testing.T) {
 				t.Errorf("the next run's context holds the first answer %d times, want once: %+v", seen, last.Messages)
 			}
 		})
+	}
+}
+
+// TestMarkersLeftEmptyOrBroken: a marker created and never written (the
+// process killed between the two) is removed quietly; one that does not
+// parse (a power loss mid-write) is moved aside; neither is a restart to
+// tell anyone about.
+func TestMarkersLeftEmptyOrBroken(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	dir := filepath.Join(h.data, "state/inflight/rec")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"C1.json": "", "C2.json": "   ", "C3.json": `{"adapter":"rec","chan`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.boot()
+	h.idle()
+	if all := h.ad.all(); len(all) != 0 {
+		t.Errorf("rendered %+v, want nothing", all)
+	}
+	var names []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"C3.json.bad"}) {
+		t.Errorf("in-flight markers after the start: %v, want only the broken one, moved aside", names)
 	}
 }

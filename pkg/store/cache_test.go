@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/mother-chat/mother/pkg/model"
@@ -41,10 +44,25 @@ func TestLoadContextReadsOnlyWhatIsNew(t *testing.T) {
 	s1.Records = append(s1.Records[:1], rec("scribbled"))
 	s1.Seen["x"] = true
 	must(ch.AppendContext(rec("c"), ContextRecord{Type: RecordSeen, MsgID: "m9", LogEnd: 42}))
+	b, err := os.ReadFile(ch.ContextPath())
+	must(err)
+	must(os.WriteFile(ch.ContextPath(), bytes.Replace(b, []byte(`"c"`), []byte(`"C"`), 1), 0o600))
 	s2, err := ch.LoadContext()
 	must(err)
+	must(os.WriteFile(ch.ContextPath(), b, 0o600))
 	if got := fmt.Sprint(texts(s2)); got != "[a b c]" || len(s2.Records) != 4 || s2.Seen["x"] || !s2.Seen["m9"] || s2.Cursor != (Cursor{Offset: 42, LastID: "m9"}) {
 		t.Fatalf("second load %v %+v", texts(s2), s2)
+	}
+	// The appended records went into the kept parse as written: the load
+	// read nothing back (bytes changed under the store are not seen), and
+	// what it holds is what a fresh read of the file gives.
+	ch.dropCache()
+	fresh, err := ch.LoadContext()
+	must(err)
+	kept, _ := json.Marshal(s2)
+	read, _ := json.Marshal(fresh)
+	if !bytes.Equal(kept, read) {
+		t.Fatalf("kept parse after appends:\n%s\nthe file read afresh:\n%s", kept, read)
 	}
 	must(ch.RewriteContext([]ContextRecord{rec("summary")}))
 	s3, err := ch.LoadContext()

@@ -341,7 +341,8 @@ func (c *Channel) AppendContext(recs ...ContextRecord) error {
 		return nil
 	}
 	var buf []byte
-	for _, r := range recs {
+	stamped := make([]ContextRecord, len(recs))
+	for i, r := range recs {
 		if r.Time.IsZero() {
 			r.Time = c.clock.Now()
 		}
@@ -350,10 +351,19 @@ func (c *Channel) AppendContext(recs ...ContextRecord) error {
 			return fmt.Errorf("append context: %w", err)
 		}
 		buf = append(append(buf, line...), '\n')
+		stamped[i] = r
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, _, err := c.ctx.AppendLines(buf)
+	start, end, err := c.ctx.AppendLines(buf)
+	if err == nil && c.cache != nil && c.cacheEnd == start {
+		// The parsed context is current up to these lines: take them in
+		// as written, so the next load reads nothing back.
+		for _, r := range stamped {
+			c.cache.add(r)
+		}
+		c.cacheEnd = end
+	}
 	return err
 }
 
@@ -384,16 +394,7 @@ func (c *Channel) loadContextLocked() (ContextState, error) {
 			c.logger.Warn("skipping unreadable context.jsonl line", "offset", start, "err", err)
 			return nil
 		}
-		st.Records = append(st.Records, r)
-		if r.LogEnd > 0 {
-			st.Cursor = Cursor{Offset: r.LogEnd, LastID: r.MsgID}
-		}
-		if r.Type == RecordSeen && r.MsgID != "" {
-			st.Seen[r.MsgID] = true
-		}
-		for _, id := range r.Seen {
-			st.Seen[id] = true
-		}
+		st.add(r)
 		return nil
 	})
 	if err != nil {
@@ -406,6 +407,20 @@ func (c *Channel) loadContextLocked() (ContextState, error) {
 		out.Seen[id] = true
 	}
 	return out, nil
+}
+
+// add takes in one record read or written, in file order.
+func (st *ContextState) add(r ContextRecord) {
+	st.Records = append(st.Records, r)
+	if r.LogEnd > 0 {
+		st.Cursor = Cursor{Offset: r.LogEnd, LastID: r.MsgID}
+	}
+	if r.Type == RecordSeen && r.MsgID != "" {
+		st.Seen[r.MsgID] = true
+	}
+	for _, id := range r.Seen {
+		st.Seen[id] = true
+	}
 }
 
 // dropCache forgets the parsed context (the store keeps only a few).

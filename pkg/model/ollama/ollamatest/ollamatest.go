@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -47,6 +48,9 @@ type Request struct {
 	Messages []RequestMessage `json:"messages"`
 	Tools    []json.RawMessage
 	Options  map[string]any `json:"options"`
+	// Received is when the request's body had arrived whole, before the
+	// fake decoded it: what a model server could start from.
+	Received time.Time `json:"-"`
 }
 
 // RequestMessage is one message of a received request.
@@ -87,6 +91,7 @@ type Server struct {
 	handler  func(Request) Turn
 	turns    []Turn
 	requests []Request
+	forget   bool
 	// Models known to /api/chat and /api/show; empty: any model.
 	models        map[string]bool
 	contextLength int
@@ -151,6 +156,15 @@ func (s *Server) Push(turns ...Turn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.turns = append(s.turns, turns...)
+}
+
+// ForgetRequests stops the fake keeping the requests it receives (a long
+// benchmark's would fill its heap, and its collections would be counted
+// against the process under test); Requests then returns none.
+func (s *Server) ForgetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget, s.requests = true, nil
 }
 
 // Requests returns the chat requests received so far.
@@ -224,14 +238,21 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		Request
 		Tools []json.RawMessage `json:"tools"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil {
+	body, err := io.ReadAll(r.Body)
+	received := time.Now()
+	if err == nil {
+		err = json.Unmarshal(body, &raw)
+	}
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request: " + err.Error()})
 		return
 	}
 	req := raw.Request
-	req.Tools = raw.Tools
+	req.Tools, req.Received = raw.Tools, received
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
+	if !s.forget {
+		s.requests = append(s.requests, req)
+	}
 	known := s.known(req.Model)
 	var turn Turn
 	switch {
