@@ -154,7 +154,7 @@ type chick struct {
 	evMu     sync.Mutex
 	lastSeq  uint64
 	ackedSeq uint64
-	events  *jsonl.File
+	events   *jsonl.File
 	// evBuf and evEnc encode a batch of events (guarded by evMu): one
 	// buffer reused from batch to batch, no copy of each encoded line.
 	evBuf bytes.Buffer
