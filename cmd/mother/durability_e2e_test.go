@@ -100,6 +100,29 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	}
 }
 
+// eventsFsyncHeld starts mother --cli with a real chick whose model turns
+// come from chick, the first fsync of chick events held for good (the
+// fsync hook), and asks her for a chick with goal.
+func eventsFsyncHeld(t *testing.T, goal string, chick func(ollamatest.Request) ollamatest.Turn) (*chickProc, string) {
+	t.Helper()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model != motherModel {
+			return chick(r)
+		}
+		if !hasToolResult(r) {
+			return motherTurn(goal)
+		}
+		return ollamatest.Turn{Text: "Started."}
+	})
+	t.Cleanup(fake.Close)
+	p := startChickMother(t, data, append(chickEnv(fake), fsync.PauseEnv+"="+fsync.KindChickEvents+":1"))
+	io.WriteString(p.stdin, goal+"\n")
+	return p, data
+}
+
 // TestHeartbeatsHeardWhileEventsWaitForTheDisk: a chick's events wait for
 // an fsync that does not return (the fsync hook holds the first fsync of
 // chick events, as a saturated SD card holds one for seconds), and its
@@ -107,21 +130,9 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 // for hung (three missed heartbeats) while its events wait for the disk.
 func TestHeartbeatsHeardWhileEventsWaitForTheDisk(t *testing.T) {
 	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	data, _ := chickData(t, api, nil)
-	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
-		if r.Model == motherModel {
-			if !hasToolResult(r) {
-				return motherTurn("Think for a very long time.")
-			}
-			return ollamatest.Turn{Text: "Started."}
-		}
+	p, data := eventsFsyncHeld(t, "Think for a very long time.", func(ollamatest.Request) ollamatest.Turn {
 		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
 	})
-	defer fake.Close()
-	p := startChickMother(t, data, append(chickEnv(fake), fsync.PauseEnv+"="+fsync.KindChickEvents+":1"))
-	io.WriteString(p.stdin, "think hard\n")
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(p.errs(), "fsync paused: "+fsync.KindChickEvents+" #1") {
 		if time.Now().After(deadline) {
@@ -153,16 +164,7 @@ func TestHeartbeatsHeardWhileEventsWaitForTheDisk(t *testing.T) {
 // them.
 func TestChickEventsShownWhileTheFsyncBeforeThemWaits(t *testing.T) {
 	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	data, _ := chickData(t, api, nil)
-	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
-		if r.Model == motherModel {
-			if !hasToolResult(r) {
-				return motherTurn("Step through it.")
-			}
-			return ollamatest.Turn{Text: "Started."}
-		}
+	p, data := eventsFsyncHeld(t, "Step through it.", func(r ollamatest.Request) ollamatest.Turn {
 		done := 0
 		for _, m := range r.Messages {
 			if m.Role == "tool" {
@@ -175,9 +177,6 @@ func TestChickEventsShownWhileTheFsyncBeforeThemWaits(t *testing.T) {
 		}
 		return ollamatest.Turn{Text: "All steps done."}
 	})
-	defer fake.Close()
-	p := startChickMother(t, data, append(chickEnv(fake), fsync.PauseEnv+"="+fsync.KindChickEvents+":1"))
-	io.WriteString(p.stdin, "step through it\n")
 	// The first batch waits in its fsync for good; the steps after it are
 	// shown all the same.
 	p.waitOut(t, "step-4", 2*time.Minute)
