@@ -472,6 +472,13 @@ type lsChick struct {
 
 func waitRunning(t *testing.T, data string, d time.Duration) lsChick {
 	t.Helper()
+	return waitRunningOr(t, data, d, func() string { return "" })
+}
+
+// waitRunningOr is waitRunning, adding why() (Mother's stderr, say) to
+// its failure.
+func waitRunningOr(t *testing.T, data string, d time.Duration, why func() string) lsChick {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		out, code := momctl(t, data, "chicks", "ls", "--json")
@@ -480,7 +487,8 @@ func waitRunning(t *testing.T, data string, d time.Duration) lsChick {
 			return list[0]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no running chick in momctl chicks ls: %s (exit %d)", out, code)
+			all, _ := momctl(t, data, "chicks", "ls", "--all")
+			t.Fatalf("no running chick in momctl chicks ls: %s (exit %d)\nall chicks:\n%s\n%s", out, code, all, why())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

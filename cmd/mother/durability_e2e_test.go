@@ -100,29 +100,6 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	}
 }
 
-// eventsFsyncHeld starts mother --cli with a real chick whose model turns
-// come from chick, the first fsync of chick events held for good (the
-// fsync hook), and asks her for a chick with goal.
-func eventsFsyncHeld(t *testing.T, goal string, chick func(ollamatest.Request) ollamatest.Turn) (*chickProc, string) {
-	t.Helper()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	data, _ := chickData(t, api, nil)
-	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
-		if r.Model != motherModel {
-			return chick(r)
-		}
-		if !hasToolResult(r) {
-			return motherTurn(goal)
-		}
-		return ollamatest.Turn{Text: "Started."}
-	})
-	t.Cleanup(fake.Close)
-	p := startChickMother(t, data, append(chickEnv(fake), fsync.PauseEnv+"="+fsync.KindChickEvents+":1"))
-	io.WriteString(p.stdin, goal+"\n")
-	return p, data
-}
-
 // TestHeartbeatsHeardWhileEventsWaitForTheDisk: a chick's events wait for
 // an fsync that does not return (the fsync hook holds the first fsync of
 // chick events, as a saturated SD card holds one for seconds), and its
@@ -130,9 +107,21 @@ func eventsFsyncHeld(t *testing.T, goal string, chick func(ollamatest.Request) o
 // for hung (three missed heartbeats) while its events wait for the disk.
 func TestHeartbeatsHeardWhileEventsWaitForTheDisk(t *testing.T) {
 	t.Parallel()
-	p, data := eventsFsyncHeld(t, "Think for a very long time.", func(ollamatest.Request) ollamatest.Turn {
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Think for a very long time.")
+			}
+			return ollamatest.Turn{Text: "Started."}
+		}
 		return ollamatest.Turn{Text: "never", Delay: 5 * time.Minute}
 	})
+	defer fake.Close()
+	p := startChickMother(t, data, append(chickEnv(fake), fsync.PauseEnv+"="+fsync.KindChickEvents+":1"))
+	io.WriteString(p.stdin, "think hard\n")
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(p.errs(), "fsync paused: "+fsync.KindChickEvents+" #1") {
 		if time.Now().After(deadline) {
@@ -150,45 +139,6 @@ func TestHeartbeatsHeardWhileEventsWaitForTheDisk(t *testing.T) {
 	}
 	// The process is held in its fsync for good: SIGKILL (the test's
 	// cleanup removes the chick's container).
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
-}
-
-// TestChickEventsShownWhileTheFsyncBeforeThemWaits: the fsync of a
-// chick's first batch of events does not return (the fsync hook holds it,
-// as a saturated SD card holds one for seconds); the chick's later events
-// are still shown in the channel as they come, and none is acknowledged
-// (the chick resends them; its result is not stored) until the disk has
-// them.
-func TestChickEventsShownWhileTheFsyncBeforeThemWaits(t *testing.T) {
-	t.Parallel()
-	p, data := eventsFsyncHeld(t, "Step through it.", func(r ollamatest.Request) ollamatest.Turn {
-		done := 0
-		for _, m := range r.Messages {
-			if m.Role == "tool" {
-				done++
-			}
-		}
-		if done < 4 {
-			label := fmt.Sprintf("step-%d", done+1)
-			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": label, "command": "true"}}}}
-		}
-		return ollamatest.Turn{Text: "All steps done."}
-	})
-	// The first batch waits in its fsync for good; the steps after it are
-	// shown all the same.
-	p.waitOut(t, "step-4", 2*time.Minute)
-	if !strings.Contains(p.errs(), "fsync paused: "+fsync.KindChickEvents+" #1") {
-		t.Fatalf("the events' first fsync was not the one held; stderr:\n%s", p.errs())
-	}
-	// The chick has its answer and sends its result; it is not stored
-	// while the events before it wait for the disk.
-	time.Sleep(2 * time.Second)
-	if c := waitRunning(t, data, 10*time.Second); c.State != "running" {
-		t.Errorf("the chick is %s, want running (its result waits for its events' fsync)", c.State)
-	}
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

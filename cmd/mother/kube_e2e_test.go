@@ -392,7 +392,7 @@ func TestKubernetesChickSurvivesMotherSIGKILL(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("the chick never called its model; stderr:\n%s", a.errs())
 	}
-	c := waitRunning(t, kc.data, 30*time.Second)
+	c := waitRunningOr(t, kc.data, 30*time.Second, func() string { return "stderr:\n" + a.errs() })
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

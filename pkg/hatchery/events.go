@@ -32,7 +32,7 @@ func (h *Hatchery) LastSeq(id string) (uint64, error) {
 	h.mu.Unlock()
 	c.evMu.Lock()
 	defer c.evMu.Unlock()
-	return c.ackedSeq, nil
+	return c.lastSeq, nil
 }
 
 type storedEvent struct {
@@ -62,7 +62,7 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 		}
 		return nil
 	})
-	c.events, c.lastSeq, c.ackedSeq = j, last, last
+	c.events, c.lastSeq = j, last
 	return nil
 }
 
@@ -85,74 +85,22 @@ type SeqEvent struct {
 // are dropped; a gap is an error after the events before it are stored
 // (the chick resends from the ack). The observers hear each new event
 // once it is written, while its fsync runs: seeing an event is not its
-// acknowledgement. It is WriteEvents and the Wait of what that returns.
+// acknowledgement.
 func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
-	cm, gap, err := h.WriteEvents(id, evs)
-	if err != nil {
-		return cm.acked, err
-	}
-	ack, err := cm.Wait()
-	if err != nil {
-		return ack, err
-	}
-	return ack, gap
-}
-
-// EventsCommit is a batch of events written and not yet known to be on
-// disk: Wait returns the cumulative ack once they are.
-type EventsCommit struct {
-	h     *Hatchery
-	c     *chick
-	j     *jsonl.File
-	end   int64
-	last  uint64
-	acked uint64 // the ack as it was when the batch was written
-}
-
-// Wait returns once every event written up to this batch is on disk (the
-// fsync joined or run covers any written before it too), with the
-// cumulative ack: the highest sequence number fsynced. After a failed
-// fsync it returns the ack as it was and the error.
-func (cm EventsCommit) Wait() (uint64, error) {
-	if cm.j == nil {
-		return cm.acked, nil
-	}
-	if err := cm.j.Commit(cm.end); err != nil {
-		cm.h.mu.Lock()
-		final := cm.c.rec.State.Final()
-		cm.h.mu.Unlock()
-		if final {
-			return cm.acked, ErrChickEnded
-		}
-		return cm.acked, err
-	}
-	cm.c.evMu.Lock()
-	defer cm.c.evMu.Unlock()
-	cm.c.ackedSeq = max(cm.c.ackedSeq, cm.last)
-	return cm.c.ackedSeq, nil
-}
-
-// WriteEvents is the first half of RecordEvents: it writes the batch's
-// new events with one write and shows them to the observers, and returns
-// at once with the commit to Wait for, so that a caller can take and show
-// the next batch while this one's fsync runs (the nest does, so a chick's
-// event is not held up behind the fsync of the one before). A gap is
-// returned beside the commit of the events before it.
-func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (cm EventsCommit, gap, err error) {
 	h.mu.Lock()
 	c, ok := h.chicks[id]
 	if !ok {
 		h.mu.Unlock()
-		return cm, nil, ErrUnknownChick
+		return 0, ErrUnknownChick
 	}
 	if c.rec.State.Final() {
 		h.mu.Unlock()
-		return cm, nil, ErrChickEnded
+		return 0, ErrChickEnded
 	}
 	h.heardLocked(c)
 	if err := h.openEventsLocked(c); err != nil {
 		h.mu.Unlock()
-		return cm, nil, err
+		return 0, err
 	}
 	j := c.events
 	info := h.info(c)
@@ -160,11 +108,11 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (cm EventsCommit, gap,
 
 	c.evMu.Lock()
 	last := c.lastSeq
-	cm = EventsCommit{h: h, c: c, j: j, acked: c.ackedSeq}
 	if c.evEnc == nil {
 		c.evEnc = json.NewEncoder(&c.evBuf) // the same bytes as json.Marshal, and a newline
 	}
 	c.evBuf.Reset()
+	var gap error
 	fresh := make([]SeqEvent, 0, len(evs))
 	for _, e := range evs {
 		if e.Seq <= last {
@@ -188,36 +136,38 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (cm EventsCommit, gap,
 		// An exceptional batch: do not keep its buffer for the chick's life.
 		c.evBuf = bytes.Buffer{}
 	}
-	// Written, then shown, then fsynced and acknowledged (Wait): the
-	// observers render the events while the fsync runs (rendering is no
-	// acknowledgement; if the fsync fails the chick resends them).
-	cm.end = j.Size() // a batch of duplicates waits for what was written before
 	if len(buf) > 0 {
-		_, end, werr := j.Write(buf)
-		if werr != nil {
+		// Written, then shown, then fsynced and acknowledged: the
+		// observers render the events while the fsync runs (rendering is
+		// no acknowledgement; if the fsync fails the chick resends them).
+		_, end, err := j.Write(buf)
+		if err == nil {
+			for _, e := range fresh {
+				h.obs.ChickEvent(info, e.Event)
+			}
+			err = j.Commit(end)
+		}
+		if err != nil {
+			acked := c.lastSeq
 			c.evMu.Unlock()
 			h.mu.Lock()
 			final := c.rec.State.Final()
 			h.mu.Unlock()
 			if final {
-				return cm, nil, ErrChickEnded
+				return acked, ErrChickEnded
 			}
-			return cm, nil, werr
-		}
-		cm.end = end
-		for _, e := range fresh {
-			h.obs.ChickEvent(info, e.Event)
+			return acked, err
 		}
 		c.lastSeq = last
 	}
-	cm.last = c.lastSeq
+	acked := c.lastSeq
 	c.evMu.Unlock()
 	if len(fresh) > 0 {
 		h.mu.Lock()
 		wakeFollowersLocked(c)
 		h.mu.Unlock()
 	}
-	return cm, gap, nil
+	return acked, gap
 }
 
 // Finish records chick id's result. The container is expected to exit by

@@ -147,14 +147,11 @@ type chick struct {
 	// lastSeen is the last time the chick said anything (in the future
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
-	// evMu serialises the writes to events and guards lastSeq and
-	// ackedSeq once events is open; it is never taken with h.mu held.
-	// lastSeq is the highest sequence number written (a resend up to it
-	// is a duplicate), ackedSeq the highest one fsynced (acknowledged).
-	evMu     sync.Mutex
-	lastSeq  uint64
-	ackedSeq uint64
-	events   *jsonl.File
+	// evMu serialises the writes to events and guards lastSeq once events
+	// is open; it is never taken with h.mu held.
+	evMu    sync.Mutex
+	lastSeq uint64
+	events  *jsonl.File
 	// evBuf and evEnc encode a batch of events (guarded by evMu): one
 	// buffer reused from batch to batch, no copy of each encoded line.
 	evBuf bytes.Buffer

@@ -68,7 +68,7 @@ type ChickSessions interface {
 	Touch(id string)
 	Stopping(id string) (<-chan struct{}, func() string, error)
 	LastSeq(id string) (uint64, error)
-	WriteEvents(id string, evs []hatchery.SeqEvent) (hatchery.EventsCommit, error, error)
+	RecordEvents(id string, evs []hatchery.SeqEvent) (uint64, error)
 	Finish(id string, r hatchery.Result) error
 	StoreFile(id, rel string, attach bool, title string, r io.Reader) (hatchery.File, error)
 	ChickFiles(id string) (hatchery.Files, error)
@@ -554,61 +554,6 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 			}
 		}
 	}()
-	// Acks go out from their own goroutine: while one batch's fsync runs,
-	// the loop below takes, writes and shows the next (a chick's event is
-	// not held up behind the fsync of the one before), and each ack
-	// follows the fsync that covers its batch, in order.
-	var sendMu sync.Mutex
-	send := func(r *pb.SessionResponse) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return stream.Send(r)
-	}
-	commits := make(chan hatchery.EventsCommit, maxPendingCommits)
-	ackFailed := make(chan error, 1)
-	acksDone := make(chan struct{})
-	go func() {
-		defer close(acksDone)
-		for cm := range commits {
-			ack, err := cm.Wait()
-			if err == nil {
-				err = send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: ack}}})
-			} else if !errors.Is(err, hatchery.ErrChickEnded) {
-				lg.Warn("events not stored", "stored_up_to", ack, "err", err)
-			}
-			if err != nil {
-				ackFailed <- err
-				return
-			}
-		}
-	}()
-	// flushAcks waits until every batch written is on disk and
-	// acknowledged (before the result is stored, and as the session ends).
-	flushed := false
-	flushAcks := func() error {
-		if !flushed {
-			flushed = true
-			close(commits)
-		}
-		<-acksDone
-		select {
-		case err := <-ackFailed:
-			ackFailed <- err // for a second caller
-			return err
-		default:
-			return nil
-		}
-	}
-	defer flushAcks()
-	ackStatus := func(err error) error {
-		switch {
-		case errors.Is(err, hatchery.ErrChickEnded):
-			return status.Error(codes.FailedPrecondition, "the chick has ended")
-		case status.Code(err) != codes.Unknown:
-			return err // the stream's own error
-		}
-		return status.Error(codes.DataLoss, err.Error())
-	}
 	var next *received // a message taken while draining a batch
 	batch := make([]hatchery.SeqEvent, 0, maxEventBatch)
 	for {
@@ -622,13 +567,11 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 					return status.Error(codes.Aborted, "replaced by a newer session of the same chick")
 				}
 				return ctx.Err()
-			case err := <-ackFailed:
-				return ackStatus(err)
 			case <-stopCh:
 				stopCh = nil
 				reason := reasonOf()
 				lg.Info("sending cancellation", "reason", reason)
-				if err := send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Message: reason}}}); err != nil {
+				if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Message: reason}}}); err != nil {
 					return err
 				}
 				continue
@@ -662,34 +605,19 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 					break drain
 				}
 			}
-			cm, gap, err := c.s.chicks.WriteEvents(id, batch)
+			ack, err := c.s.chicks.RecordEvents(id, batch)
 			if err != nil {
 				if errors.Is(err, hatchery.ErrChickEnded) {
 					return status.Error(codes.FailedPrecondition, "the chick has ended")
 				}
-				lg.Warn("events not stored", "seq", batch[0].Seq, "events", len(batch), "err", err)
+				lg.Warn("events not stored", "seq", batch[0].Seq, "events", len(batch), "stored_up_to", ack, "err", err)
 				return status.Error(codes.DataLoss, err.Error())
 			}
 			clear(batch) // drop the events' references until the next batch
-			if gap != nil {
-				// Refused, unacknowledged: the chick resends from its last
-				// ack (what this batch wrote before the gap is then a
-				// duplicate, made durable by the next fsync).
-				_ = flushAcks()
-				lg.Warn("events not stored", "err", gap)
-				return status.Error(codes.DataLoss, gap.Error())
-			}
-			select {
-			case commits <- cm:
-			case err := <-ackFailed:
-				return ackStatus(err)
+			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: ack}}}); err != nil {
+				return err
 			}
 		case *pb.SessionRequest_Result:
-			// Every event before the result is on disk before the result
-			// is stored.
-			if err := flushAcks(); err != nil {
-				return ackStatus(err)
-			}
 			r := k.Result
 			if err := c.s.chicks.Finish(id, hatchery.Result{Text: r.GetText(), StopReason: string(wire.StopReasonFromProto(r.GetStopReason())), Error: r.GetError(), OutputFiles: r.GetOutputFiles()}); err != nil {
 				return status.Error(codes.Internal, err.Error())
@@ -700,13 +628,6 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 		}
 	}
 }
-
-// maxPendingCommits caps how many written batches of one chick wait for
-// their fsync before the session takes no more (back-pressure). A pending
-// batch costs a few words (its events are in the file already), and one
-// fsync covers every batch written before it began, so the acks catch up
-// at once when the disk does.
-const maxPendingCommits = 64
 
 // maxEventBatch caps how many of a chick's events one fsync covers (and how
 // many received messages wait while a batch is stored).
