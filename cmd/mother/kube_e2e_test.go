@@ -473,8 +473,7 @@ func TestKubernetesHungChick(t *testing.T) {
 	// The chick is working, so its container runs; the kubelet's status
 	// update naming the container may come a moment after.
 	var cid string
-	deadline := time.Now().Add(time.Minute)
-	for cid == "" {
+	waitForWithin(t, "the kubelet to name the chick's container", time.Minute, func() bool {
 		pods, err := kc.k.Client(t).CoreV1().Pods(kc.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "mother.chick.id=" + c.ID})
 		if err != nil || len(pods.Items) != 1 {
 			t.Fatalf("the chick's pod: %+v, %v", pods, err)
@@ -482,13 +481,8 @@ func TestKubernetesHungChick(t *testing.T) {
 		if st := pods.Items[0].Status.ContainerStatuses; len(st) == 1 {
 			cid = strings.TrimPrefix(st[0].ContainerID, "containerd://")
 		}
-		if cid == "" {
-			if time.Now().After(deadline) {
-				t.Fatalf("the chick's pod names no container after a minute: %+v", pods.Items[0].Status)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+		return cid != ""
+	})
 	out, err := exec.Command("ctr", "-a", kc.k.ContainerdSocket, "-n", "k8s.io", "tasks", "ls").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ctr tasks ls: %v\n%s", err, out)
