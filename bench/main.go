@@ -114,7 +114,7 @@ func startDaemonOpts(bin, data string, cfg []byte, withMetrics bool, env ...stri
 	}
 	check(os.WriteFile(filepath.Join(data, "config.json"), cfg, 0o600))
 	if dir := os.Getenv("BENCH_CPUPROFILE_DIR"); dir != "" {
-		env = append(env, "MOTHER_CPUPROFILE="+filepath.Join(dir, filepath.Base(data)+".pprof"))
+		env = append(env, "MOTHER_CPUPROFILE="+filepath.Join(dir, filepath.Base(data)+".pprof"), "MOTHER_MEMPROFILE="+filepath.Join(dir, filepath.Base(data)+".mem"))
 	}
 	if dir := os.Getenv("BENCH_TRACE_DIR"); dir != "" {
 		env = append(env, "MOTHER_TRACE="+filepath.Join(dir, filepath.Base(data)+".trace"))

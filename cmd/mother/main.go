@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
@@ -95,12 +96,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// MOTHER_CPUPROFILE=path writes a CPU profile of the run (go tool
 	// pprof), for the bench and for finding where the time goes;
 	// MOTHER_TRACE=path an execution trace (go tool trace; -pprof=sync,
-	// syscall or sched shows where goroutines wait).
+	// syscall or sched shows where goroutines wait); MOTHER_MEMPROFILE=path
+	// the allocations of the whole run, written at exit (go tool pprof
+	// -sample_index=alloc_space).
 	for _, p := range []struct {
 		env   string
 		start func(io.Writer) error
 		stop  func()
-	}{{"MOTHER_CPUPROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile}, {"MOTHER_TRACE", trace.Start, trace.Stop}} {
+	}{{"MOTHER_CPUPROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile}, {"MOTHER_TRACE", trace.Start, trace.Stop}, {"MOTHER_MEMPROFILE", startAllocs, nil}} {
 		path := os.Getenv(p.env)
 		if path == "" {
 			continue
@@ -113,13 +116,28 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "mother: %s: %v\n", p.env, err)
 			return exitUsage
 		}
-		defer func() { p.stop(); f.Close() }()
+		defer func() {
+			if p.stop != nil {
+				p.stop()
+			} else {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			}
+			f.Close()
+		}()
 	}
 	// Run reports its failures on stderr itself, in order with its log.
 	return exitStatus(motherd.Run(context.Background(), motherd.Options{
 		DataDir: fs.Arg(0), CLI: *cliMode, LogLevel: *logLevel, Version: version,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv,
 	}))
+}
+
+// startAllocs makes the allocation profile count every 64 KiB allocated
+// instead of 512 KiB, so a short bench run has enough samples; the profile
+// is written at exit.
+func startAllocs(io.Writer) error {
+	runtime.MemProfileRate = 64 << 10
+	return nil
 }
 
 // exitStatus is 0 for nil, 2 for a configuration or usage problem, else 1.

@@ -419,7 +419,13 @@ func withoutImages(msgs []model.Message) []model.Message {
 // Repair makes a stored history valid for any provider: every tool call
 // gets a result (a crash or failure can leave calls unanswered) and tool
 // results that answer no call (cut off by an older compaction) are dropped.
+//
+// A history that needs nothing is returned as it is (no copy: a run's
+// messages are appended to it, into the room the caller left).
 func Repair(history []model.Message) []model.Message {
+	if wellFormed(history) {
+		return history
+	}
 	out := make([]model.Message, 0, len(history))
 	pending := map[string]string{} // open call id -> tool name
 	var order []string
@@ -454,6 +460,37 @@ func Repair(history []model.Message) []model.Message {
 	}
 	closeOpen()
 	return out
+}
+
+// wellFormed reports whether Repair would change nothing: every tool
+// result answers an open call of the assistant message before it, and
+// every call is answered before the next other message.
+func wellFormed(history []model.Message) bool {
+	var open map[string]bool
+	for _, m := range history {
+		switch m.Role {
+		case model.RoleTool:
+			if !open[m.ToolCallID] {
+				return false
+			}
+			delete(open, m.ToolCallID)
+		case model.RoleAssistant:
+			if len(open) > 0 {
+				return false
+			}
+			for _, c := range m.ToolCalls {
+				if open == nil {
+					open = map[string]bool{}
+				}
+				open[c.ID] = true
+			}
+		default:
+			if len(open) > 0 {
+				return false
+			}
+		}
+	}
+	return len(open) == 0
 }
 
 func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Event)) Result {

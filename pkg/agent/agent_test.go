@@ -635,6 +635,58 @@ func TestRepairedHistoryIsAccepted(t *testing.T) {
 	}
 }
 
+// TestRepair: a well-formed history comes back as it is, not copied; each
+// kind of damage is repaired.
+func TestRepair(t *testing.T) {
+	call := func(ids ...string) model.Message {
+		m := model.Message{Role: model.RoleAssistant}
+		for _, id := range ids {
+			m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: id, Name: "bash"})
+		}
+		return m
+	}
+	result := func(id string) model.Message {
+		return model.Message{Role: model.RoleTool, ToolCallID: id, Content: "r" + id}
+	}
+	user := func(s string) model.Message { return model.Message{Role: model.RoleUser, Content: s} }
+	missing := func(id string) string { return "tool:" + id + ":(no result" }
+	show := func(h []model.Message) string {
+		var b strings.Builder
+		for _, m := range h {
+			switch {
+			case m.Role == model.RoleTool && m.IsError:
+				b.WriteString("tool:" + m.ToolCallID + ":" + m.Content[:len("(no result")] + " ")
+			case m.Role == model.RoleTool:
+				b.WriteString("tool:" + m.ToolCallID + " ")
+			case len(m.ToolCalls) > 0:
+				b.WriteString("calls ")
+			default:
+				b.WriteString(string(m.Role) + " ")
+			}
+		}
+		return strings.TrimSpace(b.String())
+	}
+	good := []model.Message{user("a"), call("1", "2"), result("2"), result("1"), {Role: model.RoleAssistant, Content: "ok"}, user("b")}
+	if got := agent.Repair(good); &got[0] != &good[0] || len(got) != len(good) {
+		t.Errorf("well-formed history was copied or changed: %s", show(got))
+	}
+	for _, c := range []struct {
+		name string
+		in   []model.Message
+		want string
+	}{
+		{"unanswered at the end", []model.Message{user("a"), call("1")}, "user calls " + missing("1")},
+		{"unanswered before a user message", []model.Message{call("1", "2"), result("1"), user("b")}, "calls tool:1 " + missing("2") + " user"},
+		{"unanswered before the next call", []model.Message{call("1"), call("2"), result("2")}, "calls " + missing("1") + " calls tool:2"},
+		{"orphan result", []model.Message{user("a"), result("9"), user("b")}, "user user"},
+		{"result answered twice", []model.Message{call("1"), result("1"), result("1")}, "calls tool:1"},
+	} {
+		if got := show(agent.Repair(c.in)); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 func TestSplitKeepsToolPairs(t *testing.T) {
 	big := strings.Repeat("z", 4000)
 	h := []model.Message{

@@ -146,10 +146,12 @@ func repairTail(f *os.File, path, kind string) (size int64, torn int, err error)
 // none), reading backwards in blocks: the start of the line that ends at
 // end, when end is a line's trailing newline.
 func LineStart(r io.ReaderAt, end int64) (int64, error) {
-	const block = 64 << 10
-	buf := make([]byte, block)
+	// Most lines are short: read 4 KiB back first, then blocks twice
+	// as large up to 64 KiB.
+	var small [4 << 10]byte
+	buf := small[:]
 	for pos := end; pos > 0; {
-		n := int64(block)
+		n := int64(len(buf))
 		if pos < n {
 			n = pos
 		}
@@ -159,6 +161,9 @@ func LineStart(r io.ReaderAt, end int64) (int64, error) {
 		}
 		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
 			return pos + int64(i) + 1, nil
+		}
+		if len(buf) < 64<<10 {
+			buf = make([]byte, 2*len(buf))
 		}
 	}
 	return 0, nil

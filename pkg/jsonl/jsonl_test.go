@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,6 +52,34 @@ func TestLineStart(t *testing.T) {
 	for _, c := range []struct{ end, want int64 }{{5, 3}, {2, 0}, {0, 0}} {
 		if got, err := LineStart(f, c.end); err != nil || got != c.want {
 			t.Errorf("LineStart(%d) = %d, %v, want %d", c.end, got, err, c.want)
+		}
+	}
+}
+
+// TestLineStartLongLines: lines longer than the first 4 KiB read and than
+// the largest block are found whole.
+func TestLineStartLongLines(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "l")
+	var data []byte
+	var ends, starts []int64
+	for _, n := range []int{10, 4095, 4096, 4097, 10 << 10, 200 << 10, 1} {
+		starts = append(starts, int64(len(data)))
+		data = append(data, bytes.Repeat([]byte{'x'}, n)...)
+		data = append(data, '\n')
+		ends = append(ends, int64(len(data)-1))
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range ends {
+		if got, err := LineStart(f, ends[i]); err != nil || got != starts[i] {
+			t.Errorf("line %d: LineStart(%d) = %d, %v, want %d", i, ends[i], got, err, starts[i])
 		}
 	}
 }

@@ -40,6 +40,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 	if stop != nil {
 		return *stop
 	}
+	defer sess.Close()
 	req := composeRun(runState{
 		Adapter:    a.Name(),
 		ChannelID:  channelID,
@@ -114,7 +115,8 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 
 // load opens the channel's store and context and syncs the log into it up
 // to the job's own message. A non-nil Outcome means the run stops there
-// (an error already told to the channel, or nothing left to answer).
+// (an error already told to the channel, or nothing left to answer);
+// otherwise the caller closes the session.
 func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job Job, lg *slog.Logger) (*store.Channel, *session.Session, *Outcome) {
 	ch, err := m.store.Channel(a.Name(), channelID)
 	if err != nil {
@@ -127,6 +129,12 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		m.post(ctx, a, channelID, "I could not load this channel's context, so I am not answering. The operator has the details in my log.")
 		return nil, nil, &Outcome{Err: err}
 	}
+	kept := false
+	defer func() {
+		if !kept {
+			sess.Close()
+		}
+	}()
 	synced := job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd)
 	if !synced && !job.interrupted && job.kind() == KindMessage && sess.Holds(job.Trigger.ID) {
 		// The same message logged again further on (an adapter delivered
@@ -150,6 +158,7 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		m.post(ctx, a, channelID, "I could not read this channel's log, so I am not answering. The operator has the details in my log.")
 		return nil, nil, &Outcome{Err: err}
 	}
+	kept = true
 	return ch, sess, nil
 }
 

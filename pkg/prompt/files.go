@@ -26,22 +26,25 @@ func ReadCapped(path string, budget int) (text string, truncated bool) {
 		return "", false
 	}
 	defer f.Close()
-	// Read a little past the budget: enough to know it is too long.
-	buf := make([]byte, 4*budget+4)
-	n, _ := ioReadFull(f, buf)
-	return Cap(string(buf[:n]), budget)
-}
-
-func ioReadFull(f *os.File, buf []byte) (int, error) {
+	// Read a little past the budget (enough to know it is too long),
+	// in a buffer that starts small: these files are mostly short.
+	limit := 4*budget + 4
+	buf := make([]byte, min(limit, 1<<10))
 	n := 0
-	for n < len(buf) {
+	for {
 		m, err := f.Read(buf[n:])
 		n += m
 		if err != nil {
-			return n, err
+			break
+		}
+		if n == len(buf) {
+			if n == limit {
+				break
+			}
+			buf = append(buf, make([]byte, min(limit, 2*len(buf))-len(buf))...)
 		}
 	}
-	return n, nil
+	return Cap(string(buf[:n]), budget)
 }
 
 // Cap cuts s so that it, with the marker, stays within budget characters

@@ -20,46 +20,60 @@ import (
 
 // Session is a loaded context. It is not safe for concurrent use; the
 // channel's single runner owns it for the duration of a run.
+//
+// It reads the store's parsed context in place (store.Channel.OpenContext:
+// no copy of the records per run, and what the last run appended is not
+// read back) and changes it only through the store, which keeps that state
+// current; Close lets the store drop it again.
 type Session struct {
 	ch      *store.Channel
-	records []store.ContextRecord
-	cursor  store.Cursor
-	seen    map[string]bool
-	ids     map[string]bool // every log message id the context holds
+	st      *store.ContextState
+	release func()
 	selfID  string
 }
 
 // Load reads the channel's context.jsonl. selfID is Mother's own sender id
 // in this channel; her replies are in the context already and never synced.
+// The session holds the store's parsed context until Close.
 func Load(ch *store.Channel, selfID string) (*Session, error) {
-	st, err := ch.LoadContext()
+	st, release, err := ch.OpenContext()
 	if err != nil {
 		return nil, err
 	}
-	ids := map[string]bool{}
-	for _, r := range st.Records {
-		if r.MsgID != "" {
-			ids[r.MsgID] = true
-		}
-		for _, id := range r.Seen {
-			ids[id] = true
-		}
-	}
-	return &Session{ch: ch, records: st.Records, cursor: st.Cursor, seen: st.Seen, ids: ids, selfID: selfID}, nil
+	return &Session{ch: ch, st: st, release: release, selfID: selfID}, nil
 }
 
+// Close releases the parsed context to the store's cache limits. The
+// session is not used after it.
+func (s *Session) Close() { s.release() }
+
 // Synced reports whether the log up to end has been synced into the context.
-func (s *Session) Synced(end int64) bool { return end <= s.cursor.Offset }
+func (s *Session) Synced(end int64) bool { return end <= s.st.Cursor.Offset }
 
 // Holds reports whether the context holds log message id (synced, or
 // marked seen).
-func (s *Session) Holds(id string) bool { return s.ids[id] }
+func (s *Session) Holds(id string) bool { return s.st.IDs[id] }
+
+// appendRecords appends recs to context.jsonl; the store adds them to the
+// session's state as written. A state that did not take them in (the
+// store's parse dropped after an earlier failure) is an error: the run
+// would otherwise go on without them.
+func (s *Session) appendRecords(recs ...store.ContextRecord) error {
+	n := len(s.st.Records)
+	if err := s.ch.AppendContext(recs...); err != nil {
+		return err
+	}
+	if len(s.st.Records) != n+len(recs) {
+		return fmt.Errorf("context of %s: the loaded state no longer follows context.jsonl (an earlier write failed); the next run reloads it", s.ch.QualifiedID())
+	}
+	return nil
+}
 
 // Sync brings messages logged since the last sync, up to log offset upTo
 // (<= 0: everything), into the context, in log order, and returns the ones
 // from other people. It costs O(new messages).
 func (s *Session) Sync(upTo int64) ([]store.LoggedMessage, error) {
-	pending, next, err := s.ch.Pending(s.cursor, upTo, func(id string) bool { return s.seen[id] || s.ids[id] })
+	pending, next, err := s.ch.Pending(s.st.Cursor, upTo, func(id string) bool { return s.st.Seen[id] || s.st.IDs[id] })
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +92,7 @@ func (s *Session) Sync(upTo int64) ([]store.LoggedMessage, error) {
 		recs = append(recs, store.ContextRecord{Type: store.RecordMessage, MsgID: lm.Msg.ID, LogEnd: lm.End, Message: &m, Images: ImagePaths(lm.Msg)})
 		synced = append(synced, lm)
 	}
-	last := s.cursor
+	last := s.st.Cursor
 	if n := len(recs); n > 0 {
 		last = store.Cursor{Offset: recs[n-1].LogEnd, LastID: recs[n-1].MsgID}
 	}
@@ -87,57 +101,47 @@ func (s *Session) Sync(upTo int64) ([]store.LoggedMessage, error) {
 		// record the cursor past them so a reload does not revisit them.
 		recs = append(recs, store.ContextRecord{Type: store.RecordSeen, MsgID: next.LastID, LogEnd: next.Offset})
 	}
-	if err := s.ch.AppendContext(recs...); err != nil {
+	if err := s.appendRecords(recs...); err != nil {
 		return nil, err
 	}
-	s.records = append(s.records, recs...)
-	for _, r := range recs {
-		s.ids[r.MsgID] = true
-	}
-	s.cursor = next
 	return synced, nil
 }
 
 // Append records a message the run produced.
 func (s *Session) Append(m model.Message) error {
-	rec := store.ContextRecord{Type: store.RecordMessage, Message: &m}
-	if err := s.ch.AppendContext(rec); err != nil {
-		return err
-	}
-	s.records = append(s.records, rec)
-	return nil
+	return s.appendRecords(store.ContextRecord{Type: store.RecordMessage, Message: &m})
 }
 
 // MarkSeen records that log message id (Mother's reply, logged after the
 // run) is already in the context.
 func (s *Session) MarkSeen(id string) error {
-	rec := store.ContextRecord{Type: store.RecordSeen, MsgID: id}
-	if err := s.ch.AppendContext(rec); err != nil {
-		return err
-	}
-	s.records = append(s.records, rec)
-	s.seen[id] = true
-	s.ids[id] = true
-	return nil
+	return s.appendRecords(store.ContextRecord{Type: store.RecordSeen, MsgID: id})
 }
 
 // History is the context as model messages: the latest compaction summary
 // (if any) followed by every message after it. Image attachments of synced
 // messages are loaded inline (the agent drops them for models without
 // vision); one that is gone or too large is replaced by a note.
+//
+// The slice is the caller's, with room for a run's messages to be appended
+// without copying it again.
 func (s *Session) History() []model.Message {
-	start := 0
+	records := s.st.Records
+	start, n := 0, 0
 	summary := ""
-	for i, r := range s.records {
-		if r.Type == store.RecordCompaction {
-			start, summary = i+1, r.Summary
+	for i, r := range records {
+		switch {
+		case r.Type == store.RecordCompaction:
+			start, summary, n = i+1, r.Summary, 0
+		case r.Type == store.RecordMessage && r.Message != nil:
+			n++
 		}
 	}
-	var out []model.Message
+	out := make([]model.Message, 0, n+1+historyRoom)
 	if summary != "" {
 		out = append(out, SummaryMessage(summary))
 	}
-	for _, r := range s.records[start:] {
+	for _, r := range records[start:] {
 		if r.Type == store.RecordMessage && r.Message != nil {
 			m := *r.Message
 			if len(r.Images) > 0 {
@@ -148,6 +152,9 @@ func (s *Session) History() []model.Message {
 	}
 	return out
 }
+
+// historyRoom is the spare capacity History leaves for a run's messages.
+const historyRoom = 16
 
 // MaxImageBytes caps an image attachment shown inline.
 const MaxImageBytes = 5 << 20
@@ -216,10 +223,10 @@ func (s *Session) withImages(m model.Message, paths []string) model.Message {
 }
 
 // Records returns the loaded records (shared; do not modify).
-func (s *Session) Records() []store.ContextRecord { return s.records }
+func (s *Session) Records() []store.ContextRecord { return s.st.Records }
 
 // Cursor is how far the log has been synced.
-func (s *Session) Cursor() store.Cursor { return s.cursor }
+func (s *Session) Cursor() store.Cursor { return s.st.Cursor }
 
 // Rewrite replaces the context with a compaction summary followed by kept
 // messages (the recent tail of History, as a Compactor returns it),
@@ -227,12 +234,13 @@ func (s *Session) Cursor() store.Cursor { return s.cursor }
 // (message ids, image references); the cursor and any seen ids past it are
 // preserved.
 func (s *Session) Rewrite(summary string, kept []model.Message) error {
-	after, err := s.ch.IDsAfter(s.cursor.Offset)
+	cursor := s.st.Cursor
+	after, err := s.ch.IDsAfter(cursor.Offset)
 	if err != nil {
 		return fmt.Errorf("compact context: %w", err)
 	}
 	var seen []string
-	for id := range s.seen {
+	for id := range s.st.Seen {
 		if after[id] {
 			seen = append(seen, id)
 		}
@@ -240,16 +248,15 @@ func (s *Session) Rewrite(summary string, kept []model.Message) error {
 	sort.Strings(seen)
 	recs := []store.ContextRecord{
 		{Type: store.RecordSession},
-		{Type: store.RecordCompaction, Summary: summary, MsgID: s.cursor.LastID, LogEnd: s.cursor.Offset, Seen: seen},
+		{Type: store.RecordCompaction, Summary: summary, MsgID: cursor.LastID, LogEnd: cursor.Offset, Seen: seen},
 	}
 	recs = append(recs, s.keptRecords(kept)...)
+	// The store resets the state to these records as written.
 	if err := s.ch.RewriteContext(recs); err != nil {
 		return err
 	}
-	s.records = recs
-	s.seen = map[string]bool{}
-	for _, id := range seen {
-		s.seen[id] = true
+	if len(s.st.Records) != len(recs) {
+		return fmt.Errorf("context of %s: the loaded state no longer follows context.jsonl (an earlier write failed); the next run reloads it", s.ch.QualifiedID())
 	}
 	return nil
 }
@@ -265,12 +272,13 @@ func (s *Session) Compacted(kept []model.Message, summary string) error {
 // reused records: the compaction record carries the cursor.
 func (s *Session) keptRecords(kept []model.Message) []store.ContextRecord {
 	out := make([]store.ContextRecord, len(kept))
-	ri := len(s.records) - 1
+	records := s.st.Records
+	ri := len(records) - 1
 	for ki := len(kept) - 1; ki >= 0; ki-- {
 		m := kept[ki]
 		found := false
 		for j := ri; j >= 0; j-- {
-			r := s.records[j]
+			r := records[j]
 			if r.Type == store.RecordCompaction {
 				break
 			}

@@ -128,3 +128,85 @@ func TestDropContextCaches(t *testing.T) {
 		t.Errorf("%d channels kept after loading two again, want 2", n)
 	}
 }
+
+// TestOpenContextFollowsWritesInPlace: the state OpenContext hands out is
+// the kept parse itself; appends and a rewrite through the Channel change
+// it in place to exactly what a fresh read of the file gives; while it is
+// held the store's cache limit and the idle drop leave it alone, and once
+// released they drop it.
+func TestOpenContextFollowsWritesInPlace(t *testing.T) {
+	t.Parallel()
+	st, ch := openTest(t, t.TempDir())
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg := func(id, text string, end int64) ContextRecord {
+		return ContextRecord{Type: RecordMessage, MsgID: id, LogEnd: end, Message: &model.Message{Role: model.RoleUser, Content: text}}
+	}
+	// freshly compares held with what a store opened afresh reads.
+	freshly := func(held *ContextState, when string) {
+		t.Helper()
+		st2, err := Open(st.dataDir, Options{})
+		must(err)
+		defer st2.Close()
+		c2, err := st2.Channel(ch.Adapter, ch.ID)
+		must(err)
+		read, err := c2.LoadContext()
+		must(err)
+		a, _ := json.Marshal(held)
+		b, _ := json.Marshal(read)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s: the held state\n%s\nthe file read afresh\n%s", when, a, b)
+		}
+	}
+	must(ch.AppendContext(msg("m1", "a", 10)))
+	held, release, err := ch.OpenContext()
+	must(err)
+	if len(held.Records) != 1 || !held.IDs["m1"] || held.Cursor.Offset != 10 {
+		t.Fatalf("opened %+v", held)
+	}
+	must(ch.AppendContext(msg("m2", "b", 20), ContextRecord{Type: RecordSeen, MsgID: "r1"}, ContextRecord{Type: RecordSeen, MsgID: "m3", LogEnd: 30}))
+	if len(held.Records) != 4 || !held.IDs["m2"] || !held.Seen["r1"] || !held.IDs["r1"] || held.Cursor != (Cursor{Offset: 30, LastID: "m3"}) {
+		t.Fatalf("after appends %+v", held)
+	}
+	freshly(held, "after appends")
+	again, release2, err := ch.OpenContext()
+	must(err)
+	if again != held {
+		t.Fatal("a second OpenContext parsed the context again")
+	}
+	release2()
+	// Held: neither the cache limit nor the idle drop take it.
+	for i := range maxCachedContexts + 1 {
+		other, err := st.Channel("test", fmt.Sprintf("O%d", i))
+		must(err)
+		_, err = other.LoadContext()
+		must(err)
+	}
+	st.DropContextCaches()
+	must(ch.RewriteContext([]ContextRecord{{Type: RecordSession}, {Type: RecordCompaction, Summary: "s", MsgID: "m3", LogEnd: 30, Seen: []string{"r1"}}, msg("", "kept", 0)}))
+	if len(held.Records) != 3 || held.IDs["m2"] || !held.Seen["r1"] || held.Cursor != (Cursor{Offset: 30, LastID: "m3"}) {
+		t.Fatalf("after the rewrite %+v", held)
+	}
+	freshly(held, "after the rewrite")
+	must(ch.AppendContext(msg("m4", "c", 40)))
+	freshly(held, "after an append past the rewrite")
+	ch.mu.Lock()
+	kept := ch.cache == held
+	ch.mu.Unlock()
+	if !kept {
+		t.Fatal("the held state was dropped or replaced")
+	}
+	// Released (twice is harmless): the drop asked for meanwhile happens.
+	release()
+	release()
+	ch.mu.Lock()
+	dropped := ch.cache == nil && ch.holders == 0
+	ch.mu.Unlock()
+	if !dropped {
+		t.Error("the released state was kept after a drop was asked for while it was held")
+	}
+}

@@ -38,9 +38,14 @@ type Channel struct {
 	dailyName string
 
 	// cache is context.jsonl parsed up to cacheEnd (guarded by mu; nil
-	// when not kept). Rewrites drop it.
-	cache    *ContextState
-	cacheEnd int64
+	// when not kept). Appends and rewrites through this Channel keep it
+	// current in place. holders counts the OpenContext callers using it:
+	// while there are any it is not dropped (dropLater remembers a drop
+	// asked for meanwhile).
+	cache     *ContextState
+	cacheEnd  int64
+	holders   int
+	dropLater bool
 	// touched tells the store this channel's context was loaded.
 	touched func(*Channel)
 }
@@ -110,6 +115,13 @@ type ContextState struct {
 	// Seen holds ids of log messages the context holds in another form
 	// (Mother's replies); compaction keeps only those past the cursor.
 	Seen map[string]bool
+	// IDs holds every log message id a record names: the messages synced
+	// and the ones marked seen.
+	IDs map[string]bool
+}
+
+func newContextState() *ContextState {
+	return &ContextState{Seen: map[string]bool{}, IDs: map[string]bool{}}
 }
 
 // LoggedMessage is a message read from log.jsonl with its end offset.
@@ -356,7 +368,12 @@ func (c *Channel) AppendContext(recs ...ContextRecord) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	start, end, err := c.ctx.AppendLines(buf)
-	if err == nil && c.cache != nil && c.cacheEnd == start {
+	switch {
+	case err != nil:
+		// What reached the file is unknown: the next load parses it
+		// again (a holder's state no longer follows the file).
+		c.cache, c.cacheEnd = nil, 0
+	case c.cache != nil && c.cacheEnd == start:
 		// The parsed context is current up to these lines: take them in
 		// as written, so the next load reads nothing back.
 		for _, r := range stamped {
@@ -382,10 +399,46 @@ func (c *Channel) LoadContext() (ContextState, error) {
 	return st, err
 }
 
-func (c *Channel) loadContextLocked() (ContextState, error) {
+// OpenContext is LoadContext without the copy: it returns the channel's
+// parsed context itself, brought up to date, and keeps it (not dropped by
+// the store's cache limit or an idle trim) until release is called. It is
+// for the channel's single writer: the state follows every AppendContext
+// and RewriteContext made through this Channel, in place, and must not be
+// modified by the caller. After a failed append or rewrite it no longer
+// follows the file (the next OpenContext parses it again).
+func (c *Channel) OpenContext() (st *ContextState, release func(), err error) {
+	c.mu.Lock()
+	err = c.parseContextLocked()
+	if err == nil {
+		st = c.cache
+		c.holders++
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("load context: %w", err)
+	}
+	if c.touched != nil {
+		c.touched(c)
+	}
+	var once sync.Once
+	return st, func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.holders--
+			if c.holders == 0 && c.dropLater {
+				c.cache, c.cacheEnd, c.dropLater = nil, 0, false
+			}
+		})
+	}, nil
+}
+
+// parseContextLocked brings the cache up to the file's end, reading only
+// what was appended since it was last current.
+func (c *Channel) parseContextLocked() error {
 	size := c.ctx.Size()
 	if c.cache == nil || c.cacheEnd > size {
-		c.cache, c.cacheEnd = &ContextState{Seen: map[string]bool{}}, 0
+		c.cache, c.cacheEnd = newContextState(), 0
 	}
 	st := c.cache
 	err := jsonl.Scan(c.ContextPath(), c.cacheEnd, size, func(line []byte, start, _ int64) error {
@@ -399,12 +452,23 @@ func (c *Channel) loadContextLocked() (ContextState, error) {
 	})
 	if err != nil {
 		c.cache, c.cacheEnd = nil, 0
-		return ContextState{}, fmt.Errorf("load context: %w", err)
+		return err
 	}
 	c.cacheEnd = size
-	out := ContextState{Records: append([]ContextRecord(nil), st.Records...), Cursor: st.Cursor, Seen: make(map[string]bool, len(st.Seen))}
+	return nil
+}
+
+func (c *Channel) loadContextLocked() (ContextState, error) {
+	if err := c.parseContextLocked(); err != nil {
+		return ContextState{}, fmt.Errorf("load context: %w", err)
+	}
+	st := c.cache
+	out := ContextState{Records: append([]ContextRecord(nil), st.Records...), Cursor: st.Cursor, Seen: make(map[string]bool, len(st.Seen)), IDs: make(map[string]bool, len(st.IDs))}
 	for id := range st.Seen {
 		out.Seen[id] = true
+	}
+	for id := range st.IDs {
+		out.IDs[id] = true
 	}
 	return out, nil
 }
@@ -415,18 +479,36 @@ func (st *ContextState) add(r ContextRecord) {
 	if r.LogEnd > 0 {
 		st.Cursor = Cursor{Offset: r.LogEnd, LastID: r.MsgID}
 	}
-	if r.Type == RecordSeen && r.MsgID != "" {
-		st.Seen[r.MsgID] = true
+	if r.MsgID != "" {
+		st.IDs[r.MsgID] = true
+		if r.Type == RecordSeen {
+			st.Seen[r.MsgID] = true
+		}
 	}
 	for _, id := range r.Seen {
 		st.Seen[id] = true
+		st.IDs[id] = true
 	}
 }
 
-// dropCache forgets the parsed context (the store keeps only a few).
+// reset makes st the state of exactly recs, in place (holders keep their
+// pointer).
+func (st *ContextState) reset(recs []ContextRecord) {
+	*st = *newContextState()
+	for _, r := range recs {
+		st.add(r)
+	}
+}
+
+// dropCache forgets the parsed context (the store keeps only a few), or,
+// while OpenContext holders use it, once the last has released it.
 func (c *Channel) dropCache() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.holders > 0 {
+		c.dropLater = true
+		return
+	}
 	c.cache, c.cacheEnd = nil, 0
 }
 
@@ -451,7 +533,8 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 		return fmt.Errorf("archive context: %w", err)
 	}
 	var buf []byte
-	for _, r := range recs {
+	stamped := make([]ContextRecord, len(recs))
+	for i, r := range recs {
 		if r.Time.IsZero() {
 			r.Time = c.clock.Now()
 		}
@@ -460,19 +543,27 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 			return fmt.Errorf("rewrite context: %w", err)
 		}
 		buf = append(append(buf, line...), '\n')
+		stamped[i] = r
 	}
 	if err := atomicfile.WriteFile(c.ContextPath(), buf, 0o600); err != nil {
 		return err
 	}
 	if err := c.ctx.Close(); err != nil {
+		c.cache, c.cacheEnd = nil, 0
 		return err
 	}
 	nctx, _, err := jsonl.OpenWith(c.ContextPath(), contextOptions)
 	if err != nil {
+		c.cache, c.cacheEnd = nil, 0
 		return err
 	}
 	c.ctx = nctx
-	c.cache, c.cacheEnd = nil, 0
+	if c.cache != nil {
+		// The new content, parsed as written, in the same state a
+		// holder has.
+		c.cache.reset(stamped)
+		c.cacheEnd = int64(len(buf))
+	}
 	return nil
 }
 
