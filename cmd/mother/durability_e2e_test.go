@@ -144,3 +144,54 @@ func TestHeartbeatsHeardWhileEventsWaitForTheDisk(t *testing.T) {
 	}
 	<-p.done
 }
+
+// TestChickEventsShownWhileTheFsyncBeforeThemWaits: the fsync of a
+// chick's first batch of events does not return (the fsync hook holds it,
+// as a saturated SD card holds one for seconds); the chick's later events
+// are still shown in the channel as they come, and none is acknowledged
+// (the chick resends them; its result is not stored) until the disk has
+// them.
+func TestChickEventsShownWhileTheFsyncBeforeThemWaits(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model == motherModel {
+			if !hasToolResult(r) {
+				return motherTurn("Step through it.")
+			}
+			return ollamatest.Turn{Text: "Started."}
+		}
+		done := 0
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				done++
+			}
+		}
+		if done < 4 {
+			label := fmt.Sprintf("step-%d", done+1)
+			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": label, "command": "true"}}}}
+		}
+		return ollamatest.Turn{Text: "All steps done."}
+	})
+	defer fake.Close()
+	p := startChickMother(t, data, append(chickEnv(fake), fsync.PauseEnv+"="+fsync.KindChickEvents+":1"))
+	io.WriteString(p.stdin, "step through it\n")
+	// The first batch waits in its fsync for good; the steps after it are
+	// shown all the same.
+	p.waitOut(t, "step-4", 2*time.Minute)
+	if !strings.Contains(p.errs(), "fsync paused: "+fsync.KindChickEvents+" #1") {
+		t.Fatalf("the events' first fsync was not the one held; stderr:\n%s", p.errs())
+	}
+	// The chick has its answer and sends its result; it is not stored
+	// while the events before it wait for the disk.
+	time.Sleep(2 * time.Second)
+	if c := waitRunning(t, data, 10*time.Second); c.State != "running" {
+		t.Errorf("the chick is %s, want running (its result waits for its events' fsync)", c.State)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}

@@ -3,6 +3,7 @@ package hatchery
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,7 +63,7 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 		}
 		return nil
 	})
-	c.events, c.lastSeq = j, last
+	c.events, c.lastSeq, c.written = j, last, last
 	return nil
 }
 
@@ -87,32 +88,60 @@ type SeqEvent struct {
 // once it is written, while its fsync runs: seeing an event is not its
 // acknowledgement.
 func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
+	w, gap, err := h.WriteEvents(id, evs)
+	if err != nil {
+		return w.Acked, err
+	}
+	ack, err := h.CommitEvents(id, w)
+	if err != nil {
+		return ack, err
+	}
+	return ack, gap
+}
+
+// Written is what WriteEvents wrote: the events file up to End holds every
+// event up to Seq; Acked is what was already durable.
+type Written struct {
+	End   int64
+	Seq   uint64
+	Acked uint64
+}
+
+// WriteEvents is RecordEvents' first half: the new events of the batch
+// written with one write(2) and shown to the observers, not yet fsynced.
+// CommitEvents with what it returns makes them durable and gives the ack.
+// A session may write its next batch while the fsync of the one before
+// runs: an event is shown without waiting for the fsync of the events
+// before it. Duplicates of events already written (not only those already
+// durable) are dropped; a gap is returned as gap, after the events before
+// it are written.
+func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err error) {
 	h.mu.Lock()
 	c, ok := h.chicks[id]
 	if !ok {
 		h.mu.Unlock()
-		return 0, ErrUnknownChick
+		return Written{}, nil, ErrUnknownChick
 	}
 	if c.rec.State.Final() {
 		h.mu.Unlock()
-		return 0, ErrChickEnded
+		return Written{}, nil, ErrChickEnded
 	}
 	h.heardLocked(c)
 	if err := h.openEventsLocked(c); err != nil {
 		h.mu.Unlock()
-		return 0, err
+		return Written{}, nil, err
 	}
 	j := c.events
 	info := h.info(c)
 	h.mu.Unlock()
 
 	c.evMu.Lock()
-	last := c.lastSeq
+	defer c.evMu.Unlock()
+	last := c.written
 	if c.evEnc == nil {
 		c.evEnc = json.NewEncoder(&c.evBuf) // the same bytes as json.Marshal, and a newline
 	}
 	c.evBuf.Reset()
-	var gap error
 	fresh := make([]SeqEvent, 0, len(evs))
 	for _, e := range evs {
 		if e.Seq <= last {
@@ -137,37 +166,73 @@ func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 		c.evBuf = bytes.Buffer{}
 	}
 	if len(buf) > 0 {
-		// Written, then shown, then fsynced and acknowledged: the
-		// observers render the events while the fsync runs (rendering is
-		// no acknowledgement; if the fsync fails the chick resends them).
-		_, end, err := j.Write(buf)
-		if err == nil {
-			for _, e := range fresh {
-				h.obs.ChickEvent(info, e.Event)
-			}
-			err = j.Commit(end)
+		// Written, then shown, then (CommitEvents) fsynced and
+		// acknowledged: the observers render the events while the fsync
+		// runs (rendering is no acknowledgement; if the fsync fails the
+		// chick resends them).
+		if _, _, err := j.Write(buf); err != nil {
+			return Written{Acked: c.lastSeq}, nil, h.endedOr(c, err)
 		}
-		if err != nil {
-			acked := c.lastSeq
-			c.evMu.Unlock()
-			h.mu.Lock()
-			final := c.rec.State.Final()
-			h.mu.Unlock()
-			if final {
-				return acked, ErrChickEnded
-			}
-			return acked, err
+		for _, e := range fresh {
+			h.obs.ChickEvent(info, e.Event)
 		}
-		c.lastSeq = last
+		c.written = last
+	}
+	// The file's end covers every event written so far, this session's
+	// or an earlier one's whose fsync has not returned yet.
+	return Written{End: j.Size(), Seq: c.written, Acked: c.lastSeq}, gap, nil
+}
+
+// CommitEvents is RecordEvents' second half: it waits for an fsync that
+// covers w (shared with whatever else was written meanwhile) and returns
+// the ack, the highest durable sequence number. If the fsync fails, the
+// events written but not durable are forgotten as written, so that the
+// chick's resend from its last ack is taken again.
+func (h *Hatchery) CommitEvents(id string, w Written) (uint64, error) {
+	h.mu.Lock()
+	c, ok := h.chicks[id]
+	var j *jsonl.File
+	if ok {
+		j = c.events
+	}
+	h.mu.Unlock()
+	if !ok {
+		return 0, ErrUnknownChick
+	}
+	if j == nil {
+		return w.Acked, h.endedOr(c, errors.New("chick events: not open"))
+	}
+	err := j.Commit(w.End)
+	c.evMu.Lock()
+	if err != nil {
+		c.written = c.lastSeq
+		acked := c.lastSeq
+		c.evMu.Unlock()
+		return acked, h.endedOr(c, err)
+	}
+	advanced := w.Seq > c.lastSeq
+	if advanced {
+		c.lastSeq = w.Seq
 	}
 	acked := c.lastSeq
 	c.evMu.Unlock()
-	if len(fresh) > 0 {
+	if advanced {
 		h.mu.Lock()
 		wakeFollowersLocked(c)
 		h.mu.Unlock()
 	}
-	return acked, gap
+	return acked, nil
+}
+
+// endedOr is ErrChickEnded if chick c has ended meanwhile, else err.
+func (h *Hatchery) endedOr(c *chick, err error) error {
+	h.mu.Lock()
+	final := c.rec.State.Final()
+	h.mu.Unlock()
+	if final {
+		return ErrChickEnded
+	}
+	return err
 }
 
 // Finish records chick id's result. The container is expected to exit by

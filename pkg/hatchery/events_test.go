@@ -56,3 +56,49 @@ func TestRecordEventsBatches(t *testing.T) {
 		t.Fatalf("stored events differ from those recorded: %s, %s, result of %d bytes", got[0].Event.Args, got[102].Event.Args, len(got[50].Event.Result))
 	}
 }
+
+// TestWriteEventsBeforeTheirCommit: batches written but not yet committed
+// are not written twice when resent; the ack is only what a commit made
+// durable, never less than before, whichever order commits return in; a
+// gap is reported after the events before it are written.
+func TestWriteEventsBeforeTheirCommit(t *testing.T) {
+	t.Parallel()
+	h, id := runningFakeChick(t)
+	ev := func(seq uint64) hatchery.SeqEvent {
+		return hatchery.SeqEvent{Seq: seq, Event: agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: fmt.Sprint("step ", seq)}}
+	}
+	w1, gap, err := h.WriteEvents(id, []hatchery.SeqEvent{ev(1), ev(2), ev(3)})
+	if err != nil || gap != nil || w1.Seq != 3 || w1.Acked != 0 {
+		t.Fatalf("first write = %+v, %v, %v", w1, gap, err)
+	}
+	if last, _ := h.LastSeq(id); last != 0 {
+		t.Fatalf("LastSeq %d before any commit, want 0", last)
+	}
+	// A resend of 2 and 3 with 4 and 5: only 4 and 5 are new.
+	w2, gap, err := h.WriteEvents(id, []hatchery.SeqEvent{ev(2), ev(3), ev(4), ev(5)})
+	if err != nil || gap != nil || w2.Seq != 5 || w2.End <= w1.End {
+		t.Fatalf("second write = %+v (first %+v), %v, %v", w2, w1, gap, err)
+	}
+	if ack, err := h.CommitEvents(id, w2); err != nil || ack != 5 {
+		t.Fatalf("commit of the second write = %d, %v; want 5", ack, err)
+	}
+	// The first write's commit returning late does not take the ack back.
+	if ack, err := h.CommitEvents(id, w1); err != nil || ack != 5 {
+		t.Fatalf("late commit of the first write = %d, %v; want 5", ack, err)
+	}
+	w3, gap, err := h.WriteEvents(id, []hatchery.SeqEvent{ev(6), ev(8)})
+	if err != nil || gap == nil || w3.Seq != 6 {
+		t.Fatalf("write with a gap = %+v, %v, %v; want 6 written and a gap", w3, gap, err)
+	}
+	if ack, err := h.CommitEvents(id, w3); err != nil || ack != 6 {
+		t.Fatalf("commit before the gap = %d, %v; want 6", ack, err)
+	}
+	var got []uint64
+	must(t, h.FollowEvents(t.Context(), id, false, func(se hatchery.StoredEvent) error {
+		got = append(got, se.Seq)
+		return nil
+	}))
+	if fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+		t.Fatalf("stored %v, want 1..6 once each", got)
+	}
+}

@@ -147,10 +147,13 @@ type chick struct {
 	// lastSeen is the last time the chick said anything (in the future
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
-	// evMu serialises the writes to events and guards lastSeq once events
+	// evMu serialises the writes to events and guards lastSeq and written once events
 	// is open; it is never taken with h.mu held.
 	evMu    sync.Mutex
 	lastSeq uint64
+	// written is the highest sequence number written to events, durable
+	// or with its fsync still to come (>= lastSeq).
+	written uint64
 	events  *jsonl.File
 	// evBuf and evEnc encode a batch of events (guarded by evMu): one
 	// buffer reused from batch to batch, no copy of each encoded line.

@@ -68,7 +68,8 @@ type ChickSessions interface {
 	Touch(id string)
 	Stopping(id string) (<-chan struct{}, func() string, error)
 	LastSeq(id string) (uint64, error)
-	RecordEvents(id string, evs []hatchery.SeqEvent) (uint64, error)
+	WriteEvents(id string, evs []hatchery.SeqEvent) (w hatchery.Written, gap, err error)
+	CommitEvents(id string, w hatchery.Written) (uint64, error)
 	Finish(id string, r hatchery.Result) error
 	StoreFile(id, rel string, attach bool, title string, r io.Reader) (hatchery.File, error)
 	ChickFiles(id string) (hatchery.Files, error)
@@ -524,9 +525,8 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	if err != nil {
 		return status.Error(codes.NotFound, err.Error())
 	}
-	// The receiver runs ahead of the storing: while one batch of events
-	// is being fsynced, the next ones queue here and are stored together,
-	// with one fsync and one cumulative ack (group commit).
+	// The receiver runs ahead of the storing: the events that arrive
+	// while a batch is being written queue here and are written together.
 	// The stream's end comes through the same channel, after the
 	// messages before it.
 	type received struct {
@@ -554,6 +554,64 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 			}
 		}
 	}()
+	// A batch is written and shown at once; its fsync runs in its own
+	// goroutine, one at a time, and the cumulative ack for what it
+	// covered goes out from this loop when it returns. The batches
+	// written while an fsync runs wait for the next one, which covers
+	// them all: an event is never held up behind the fsync of the events
+	// before it (on a card that is milliseconds per event), and an ack
+	// still follows the fsync that covers it. Only this loop sends on the
+	// stream.
+	type committed struct {
+		ack uint64
+		err error
+	}
+	commitDone := make(chan committed, 1) // one commit in flight at most
+	inFlight := false
+	var toCommit *hatchery.Written // written since the commit in flight began
+	commit := func(w hatchery.Written) {
+		if inFlight {
+			toCommit = &w // covers what an earlier toCommit did
+			return
+		}
+		inFlight = true
+		go func() {
+			ack, err := c.s.chicks.CommitEvents(id, w)
+			commitDone <- committed{ack, err}
+		}()
+	}
+	// commitEnded sends the ack of a commit that returned (unless told
+	// not to) and starts the next one.
+	commitEnded := func(r committed, ack bool) error {
+		inFlight = false
+		if r.err != nil {
+			if errors.Is(r.err, hatchery.ErrChickEnded) {
+				return status.Error(codes.FailedPrecondition, "the chick has ended")
+			}
+			lg.Warn("events not stored", "stored_up_to", r.ack, "err", r.err)
+			return status.Error(codes.DataLoss, r.err.Error())
+		}
+		if ack {
+			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: r.ack}}}); err != nil {
+				return err
+			}
+		}
+		if w := toCommit; w != nil {
+			toCommit = nil
+			commit(*w)
+		}
+		return nil
+	}
+	// commitAll waits until every event written is durable (and,
+	// with ack, acknowledged).
+	commitAll := func(ack bool) error {
+		for inFlight {
+			if err := commitEnded(<-commitDone, ack); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var next *received // a message taken while draining a batch
 	batch := make([]hatchery.SeqEvent, 0, maxEventBatch)
 	for {
@@ -575,12 +633,19 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 					return err
 				}
 				continue
+			case cr := <-commitDone:
+				if err := commitEnded(cr, true); err != nil {
+					return err
+				}
+				continue
 			case r = <-msgs:
 			}
 		}
 		if r.err != nil {
 			if errors.Is(r.err, io.EOF) {
-				return nil
+				// The chick closed its side: what it sent is made
+				// durable and acknowledged before the session ends.
+				return commitAll(true)
 			}
 			return r.err
 		}
@@ -605,19 +670,31 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 					break drain
 				}
 			}
-			ack, err := c.s.chicks.RecordEvents(id, batch)
+			w, gap, err := c.s.chicks.WriteEvents(id, batch)
 			if err != nil {
 				if errors.Is(err, hatchery.ErrChickEnded) {
 					return status.Error(codes.FailedPrecondition, "the chick has ended")
 				}
-				lg.Warn("events not stored", "seq", batch[0].Seq, "events", len(batch), "stored_up_to", ack, "err", err)
+				lg.Warn("events not stored", "seq", batch[0].Seq, "events", len(batch), "stored_up_to", w.Acked, "err", err)
 				return status.Error(codes.DataLoss, err.Error())
 			}
 			clear(batch) // drop the events' references until the next batch
-			if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: ack}}}); err != nil {
-				return err
+			commit(w)
+			if gap != nil {
+				// The events before the gap are made durable; the
+				// chick resends from its last ack.
+				if err := commitAll(false); err != nil {
+					return err
+				}
+				lg.Warn("events not stored", "err", gap)
+				return status.Error(codes.DataLoss, gap.Error())
 			}
 		case *pb.SessionRequest_Result:
+			// Every event before the result is durable (and acknowledged)
+			// before the result is stored.
+			if err := commitAll(true); err != nil {
+				return err
+			}
 			r := k.Result
 			if err := c.s.chicks.Finish(id, hatchery.Result{Text: r.GetText(), StopReason: string(wire.StopReasonFromProto(r.GetStopReason())), Error: r.GetError(), OutputFiles: r.GetOutputFiles()}); err != nil {
 				return status.Error(codes.Internal, err.Error())

@@ -403,8 +403,8 @@ func must(t *testing.T, err error) {
 }
 
 // TestBurstIsStoredInBatchesWithCumulativeAcks sends a burst of events
-// without waiting: Mother stores them in batches, one fsync and one
-// cumulative ack per batch, every event once and in order. Not parallel:
+// without waiting: Mother stores them in batches, at most one fsync and
+// one cumulative ack per batch, every event once and in order. Not parallel:
 // it counts the process's fsyncs of chick event logs.
 func TestBurstIsStoredInBatchesWithCumulativeAcks(t *testing.T) {
 	f := newFixture(t, 0)
@@ -435,10 +435,13 @@ func TestBurstIsStoredInBatchesWithCumulativeAcks(t *testing.T) {
 		}
 	}
 	must(t, s.CloseSend())
-	if got := fsync.CountOf(fsync.KindChickEvents) - before; got != uint64(len(acks)) {
-		t.Errorf("%d fsyncs of events.jsonl for %d acks: want one per ack", got, len(acks))
+	// A batch written while the one before it was being fsynced may be
+	// covered by that batch's fsync or the next: at most one per ack.
+	fsyncs := fsync.CountOf(fsync.KindChickEvents) - before
+	if fsyncs == 0 || fsyncs > uint64(len(acks)) {
+		t.Errorf("%d fsyncs of events.jsonl for %d acks: want at most one per ack", fsyncs, len(acks))
 	}
-	t.Logf("%d events stored with %d fsyncs and acks", n, len(acks))
+	t.Logf("%d events stored with %d fsyncs and %d acks", n, fsyncs, len(acks))
 	b, err := os.ReadFile(filepath.Join(f.dir, id, "events.jsonl"))
 	must(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
