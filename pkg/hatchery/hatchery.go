@@ -147,7 +147,8 @@ type chick struct {
 	// lastSeen is the last time the chick said anything (in the future
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
-	// evMu serialises the writes to events and guards lastSeq and written once events
+	// evMu serialises the writes to events and guards lastSeq (the
+	// highest sequence number fsynced: the ack) and written once events
 	// is open; it is never taken with h.mu held.
 	evMu    sync.Mutex
 	lastSeq uint64

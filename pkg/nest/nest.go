@@ -706,8 +706,8 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	}
 }
 
-// maxEventBatch caps how many of a chick's events one fsync covers (and how
-// many received messages wait while a batch is stored).
+// maxEventBatch caps how many of a chick's events are written together (and
+// how many received messages wait while a batch is written).
 const maxEventBatch = 256
 
 func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_GenerateServer) error {

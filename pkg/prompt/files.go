@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,25 +27,10 @@ func ReadCapped(path string, budget int) (text string, truncated bool) {
 		return "", false
 	}
 	defer f.Close()
-	// Read a little past the budget (enough to know it is too long),
-	// in a buffer that starts small: these files are mostly short.
-	limit := 4*budget + 4
-	buf := make([]byte, min(limit, 1<<10))
-	n := 0
-	for {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil {
-			break
-		}
-		if n == len(buf) {
-			if n == limit {
-				break
-			}
-			buf = append(buf, make([]byte, min(limit, 2*len(buf))-len(buf))...)
-		}
-	}
-	return Cap(string(buf[:n]), budget)
+	// Read a little past the budget (enough to know it is too long);
+	// ReadAll's buffer starts small, and these files are mostly short.
+	buf, _ := io.ReadAll(io.LimitReader(f, int64(4*budget+4)))
+	return Cap(string(buf), budget)
 }
 
 // Cap cuts s so that it, with the marker, stays within budget characters

@@ -320,16 +320,9 @@ func (c *Channel) ReplaceLog(data []byte) error {
 func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var buf []byte
-	for _, r := range recs {
-		if r.Time.IsZero() {
-			r.Time = c.clock.Now()
-		}
-		line, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("replace context: %w", err)
-		}
-		buf = append(append(buf, line...), '\n')
+	buf, _, err := c.encodeRecords(recs)
+	if err != nil {
+		return fmt.Errorf("replace context: %w", err)
 	}
 	if err := atomicfile.WriteFile(c.ContextPath(), buf, 0o600); err != nil {
 		return err
@@ -346,24 +339,33 @@ func (c *Channel) ReplaceContext(recs []ContextRecord) error {
 	return nil
 }
 
-// AppendContext appends records to context.jsonl, each as one line, with
-// one write; an fsync follows within FlushAfter (see contextOptions).
-func (c *Channel) AppendContext(recs ...ContextRecord) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	var buf []byte
-	stamped := make([]ContextRecord, len(recs))
+// encodeRecords is recs as context.jsonl lines, a zero time set to now,
+// and the records as encoded (with those times).
+func (c *Channel) encodeRecords(recs []ContextRecord) (buf []byte, stamped []ContextRecord, err error) {
+	stamped = make([]ContextRecord, len(recs))
 	for i, r := range recs {
 		if r.Time.IsZero() {
 			r.Time = c.clock.Now()
 		}
 		line, err := json.Marshal(r)
 		if err != nil {
-			return fmt.Errorf("append context: %w", err)
+			return nil, nil, err
 		}
 		buf = append(append(buf, line...), '\n')
 		stamped[i] = r
+	}
+	return buf, stamped, nil
+}
+
+// AppendContext appends records to context.jsonl, each as one line, with
+// one write; an fsync follows within FlushAfter (see contextOptions).
+func (c *Channel) AppendContext(recs ...ContextRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	buf, stamped, err := c.encodeRecords(recs)
+	if err != nil {
+		return fmt.Errorf("append context: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -532,18 +534,9 @@ func (c *Channel) RewriteContext(recs []ContextRecord) error {
 	if err := errors.Join(cerr, serr, arch.Close(), old.Close()); err != nil {
 		return fmt.Errorf("archive context: %w", err)
 	}
-	var buf []byte
-	stamped := make([]ContextRecord, len(recs))
-	for i, r := range recs {
-		if r.Time.IsZero() {
-			r.Time = c.clock.Now()
-		}
-		line, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("rewrite context: %w", err)
-		}
-		buf = append(append(buf, line...), '\n')
-		stamped[i] = r
+	buf, stamped, err := c.encodeRecords(recs)
+	if err != nil {
+		return fmt.Errorf("rewrite context: %w", err)
 	}
 	if err := atomicfile.WriteFile(c.ContextPath(), buf, 0o600); err != nil {
 		return err
