@@ -118,9 +118,8 @@ func New(baseURL string, httpClient *http.Client) (*Provider, error) {
 // Chat streams one chat call.
 func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
 	creq := &api.ChatRequest{
-		Model:    req.Model,
-		Messages: toOllamaMessages(req.System, req.Messages),
-		Options:  map[string]any{},
+		Model:   req.Model,
+		Options: map[string]any{},
 	}
 	if req.MaxOutputTokens > 0 {
 		creq.Options["num_predict"] = req.MaxOutputTokens
@@ -142,13 +141,7 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 		resp  model.Response
 		done  bool
 	)
-	chat := func(ctx context.Context, req *api.ChatRequest, fn api.ChatResponseFunc) error {
-		return chatStream(ctx, p.http, p.url, req, fn)
-	}
-	if p.signed {
-		chat = p.client.Chat
-	}
-	err := chat(ctx, creq, func(r api.ChatResponse) error {
+	onResponse := func(r api.ChatResponse) error {
 		if c := r.Message.Content; c != "" {
 			text.WriteString(c)
 			if onDelta != nil {
@@ -172,7 +165,14 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 			resp.Usage = model.Usage{InputTokens: int64(r.PromptEvalCount), OutputTokens: int64(r.EvalCount)}
 		}
 		return nil
-	})
+	}
+	var err error
+	if p.signed {
+		creq.Messages = toOllamaMessages(req.System, req.Messages)
+		err = p.client.Chat(ctx, creq, onResponse)
+	} else {
+		err = chatStream(ctx, p.http, p.url, creq, req.System, req.Messages, onResponse)
+	}
 	if err != nil {
 		return model.Response{}, p.classify(req.Model, err)
 	}
@@ -311,6 +311,9 @@ func isOverflow(msg string) bool {
 		strings.Contains(m, "exceeds the context") || strings.Contains(m, "too many tokens")
 }
 
+// toOllamaMessages is the history in the official client's types, for the
+// signed requests that go through the official client (chatStream writes
+// the same JSON from the history without it, see encodeChat).
 func toOllamaMessages(system string, msgs []model.Message) []api.Message {
 	out := make([]api.Message, 0, len(msgs)+1)
 	if system != "" {

@@ -6,7 +6,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/ollama/ollama/api"
 
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/ollama"
@@ -115,4 +119,72 @@ func TestToolsSentAsSpecified(t *testing.T) {
 			t.Errorf("request %d sent tool %s, want lookup with the one parameter %q", i, reqs[i].Tools[0], param)
 		}
 	}
+}
+
+// TestHistorySentOverTheWire: a history with tool calls and their results
+// reaches the server, over the real socket, as the official types read it:
+// each call's name, id, index and arguments (in the model's key order), and
+// each result's tool name and call id.
+func TestHistorySentOverTheWire(t *testing.T) {
+	fake := ollamatest.New(ollamatest.Turn{Text: "ok"})
+	defer fake.Close()
+	p, err := ollama.New(fake.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := []model.Message{
+		{Role: model.RoleUser, Content: "read two files"},
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{
+			{ID: "call_1", Name: "read", Args: json.RawMessage(`{"path":"b.md","limit":20}`)},
+			{ID: "call_2", Name: "bash", Args: json.RawMessage(`{"command":"echo <hi> && ls"}`)},
+		}},
+		{Role: model.RoleTool, Content: "B", ToolCallID: "call_1", ToolName: "read"},
+		{Role: model.RoleTool, Content: "hi", ToolCallID: "call_2", ToolName: "bash"},
+	}
+	if _, err := p.Chat(t.Context(), model.Request{Model: "m", System: "be brief", Messages: history}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	var sent []api.Message
+	for _, m := range reqs[0].Messages {
+		b, _ := json.Marshal(m)
+		var am api.Message
+		if err := json.Unmarshal(b, &am); err != nil {
+			t.Fatalf("message %s: %v", b, err)
+		}
+		sent = append(sent, am)
+	}
+	if len(sent) != 5 || sent[0].Role != "system" || sent[0].Content != "be brief" || sent[1].Content != "read two files" {
+		t.Fatalf("sent %+v", sent)
+	}
+	calls := sent[2].ToolCalls
+	if len(calls) != 2 {
+		t.Fatalf("assistant message sent with %d tool calls, want 2", len(calls))
+	}
+	for i, want := range []struct{ id, name, args string }{{"call_1", "read", `{"path":"b.md","limit":20}`}, {"call_2", "bash", `{"command":"echo <hi> && ls"}`}} {
+		c := calls[i]
+		args, _ := json.Marshal(c.Function.Arguments)
+		if c.ID != want.id || c.Function.Name != want.name || c.Function.Index != i || !jsonEqual(string(args), want.args) {
+			t.Errorf("tool call %d sent as %s %s #%d %s, want %s %s #%d %s", i, c.ID, c.Function.Name, c.Function.Index, args, want.id, want.name, i, want.args)
+		}
+	}
+	if order := calls[0].Function.Arguments.String(); !strings.HasPrefix(order, `{"path"`) {
+		t.Errorf("arguments %s not in the model's key order", order)
+	}
+	for i, want := range [][2]string{{"call_1", "read"}, {"call_2", "bash"}} {
+		if m := sent[3+i]; m.Role != "tool" || m.ToolCallID != want[0] || m.ToolName != want[1] {
+			t.Errorf("tool result %d sent as %+v, want the result of %s (%s)", i, m, want[0], want[1])
+		}
+	}
+}
+
+func jsonEqual(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"github.com/ollama/ollama/api"
+
+	"github.com/mother-chat/mother/pkg/model"
 )
 
 // The official client's stream (api.Client.Chat) allocates an 8 MB line
@@ -40,10 +42,11 @@ func needsSigning(u *url.URL) bool {
 	return err == nil && v
 }
 
-// chatStream posts req to /api/chat and calls fn for each streamed
-// response, as api.Client.Chat does.
-func chatStream(ctx context.Context, hc *http.Client, base *url.URL, req *api.ChatRequest, fn func(api.ChatResponse) error) error {
-	body, err := json.Marshal(req)
+// chatStream posts req, with system and msgs as its messages (see
+// encodeChat), to /api/chat and calls fn for each streamed response, as
+// api.Client.Chat does.
+func chatStream(ctx context.Context, hc *http.Client, base *url.URL, req *api.ChatRequest, system string, msgs []model.Message, fn func(api.ChatResponse) error) error {
+	body, err := encodeChat(req, system, msgs)
 	if err != nil {
 		return err
 	}
@@ -129,4 +132,76 @@ func chatLine(resp *http.Response, line []byte, fn func(api.ChatResponse) error)
 		return fmt.Errorf("ollama: response line: %w", err)
 	}
 	return fn(r)
+}
+
+// The request body. The official api.ToolCallFunctionArguments keeps a
+// tool call's arguments as an ordered map of decoded values, so sending the
+// history through the official types parses every earlier tool call's
+// arguments and encodes them again, on every call: with a chick's growing
+// history relayed through the broker, that was a third of Mother's CPU in
+// the relay bench. wireRequest is api.ChatRequest with its messages
+// replaced by wireMessage, which is api.Message with its tool calls
+// replaced by ones whose arguments are the JSON the model produced
+// (model.ToolCall.Args), written as they are. Every other field is the
+// official type's own, so the body is the one api.Client.Chat would send
+// (TestEncodeChatMatchesTheOfficialTypes), except that the arguments keep
+// the model's own spelling of numbers and escapes rather than being decoded
+// and written again (TestEncodeChatKeepsTheModelsArguments).
+
+type wireRequest struct {
+	Model    string        `json:"model"` // first, as in api.ChatRequest
+	Messages []wireMessage `json:"messages"`
+	*api.ChatRequest
+}
+
+type wireMessage struct {
+	api.Message
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+}
+
+type wireToolCall struct {
+	ID       string           `json:"id,omitempty"`
+	Function wireToolFunction `json:"function"`
+}
+
+type wireToolFunction struct {
+	Index     int             `json:"index"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// emptyArgs is what the official types send for arguments that are not a
+// JSON object (toOllamaMessages leaves those empty).
+var emptyArgs = json.RawMessage("{}")
+
+// encodeChat is the JSON of req with system and msgs as its messages.
+func encodeChat(req *api.ChatRequest, system string, msgs []model.Message) ([]byte, error) {
+	wire := wireRequest{Model: req.Model, Messages: make([]wireMessage, 0, len(msgs)+1), ChatRequest: req}
+	if system != "" {
+		wire.Messages = append(wire.Messages, wireMessage{Message: api.Message{Role: "system", Content: system}})
+	}
+	for _, m := range msgs {
+		wm := wireMessage{Message: api.Message{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName}}
+		for _, img := range m.Images {
+			wm.Images = append(wm.Images, api.ImageData(img.Data))
+		}
+		if len(m.ToolCalls) > 0 {
+			wm.ToolCalls = make([]wireToolCall, len(m.ToolCalls))
+		}
+		for i, tc := range m.ToolCalls {
+			args := emptyArgs
+			if isObject(tc.Args) {
+				args = tc.Args
+			}
+			wm.ToolCalls[i] = wireToolCall{ID: tc.ID, Function: wireToolFunction{Index: i, Name: tc.Name, Arguments: args}}
+		}
+		wire.Messages = append(wire.Messages, wm)
+	}
+	return json.Marshal(wire)
+}
+
+// isObject reports whether b is one valid JSON object.
+func isObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
