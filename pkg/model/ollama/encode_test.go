@@ -3,6 +3,7 @@ package ollama
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/ollama/ollama/api"
@@ -27,20 +28,24 @@ var encodeHistory = []model.Message{
 	{Role: model.RoleAssistant, Content: "done"},
 }
 
-// TestEncodeChatMatchesTheOfficialTypes: the body Chat writes is, byte for
-// byte, the one the official types give for the same request (the history
-// through toOllamaMessages, then encoding/json, as api.Client.Chat sends
-// it): tools, options, and arguments compacted, HTML-escaped and in the
-// model's key order, empty ones as {}.
+// TestEncodeChatMatchesTheOfficialTypes: the body Chat writes is the JSON
+// value the official types give for the same request (the history through
+// toOllamaMessages, then encoding/json, as api.Client.Chat sends it), and
+// its messages are the same bytes: tools, options, and arguments compacted,
+// HTML-escaped and in the model's key order, empty ones as {}.
 func TestEncodeChatMatchesTheOfficialTypes(t *testing.T) {
-	tool, err := toOllamaTool(model.ToolSpec{Name: "read", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)})
+	tool, err := toOllamaTool(model.ToolSpec{Name: "read", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolJSON, err := json.Marshal(tool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stream := true
 	for _, system := range []string{"", "You are Mother."} {
 		req := &api.ChatRequest{Model: "qwen3:8b", Options: map[string]any{"num_ctx": 8192, "num_predict": 512}, Tools: api.Tools{tool}, Stream: &stream}
-		got, err := encodeChat(req, system, encodeHistory)
+		got, err := encodeChat(req, []json.RawMessage{toolJSON}, system, encodeHistory)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,26 +55,49 @@ func TestEncodeChatMatchesTheOfficialTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("system %q:\n got %s\nwant %s", system, got, want)
-		}
+		sameJSON(t, got, want)
 		// And the official types read it back as the same request.
 		var back api.ChatRequest
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatal(err)
 		}
-		if again, _ := json.Marshal(&back); !bytes.Equal(again, want) {
+		again, err := json.Marshal(&back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again, want) {
 			t.Errorf("read back by the official types:\n got %s\nwant %s", again, want)
 		}
 	}
-	// An empty history is an empty list, as the official types send it.
-	got, err := encodeChat(&api.ChatRequest{Model: "m", Options: map[string]any{}}, "", nil)
+	// An empty history is an empty list, and no tools none, as the
+	// official types send them.
+	got, err := encodeChat(&api.ChatRequest{Model: "m", Options: map[string]any{}}, nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want, _ := json.Marshal(&api.ChatRequest{Model: "m", Options: map[string]any{}, Messages: []api.Message{}})
-	if !bytes.Equal(got, want) {
-		t.Errorf("empty history: got %s, want %s", got, want)
+	sameJSON(t, got, want)
+}
+
+// sameJSON fails t unless got and want are the same JSON value with their
+// "messages" the same bytes.
+func sameJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("%s: %v", want, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("body:\n got %s\nwant %s", got, want)
+	}
+	var gm, wm struct{ Messages json.RawMessage }
+	_ = json.Unmarshal(got, &gm)
+	_ = json.Unmarshal(want, &wm)
+	if !bytes.Equal(gm.Messages, wm.Messages) {
+		t.Errorf("messages:\n got %s\nwant %s", gm.Messages, wm.Messages)
 	}
 }
 
@@ -80,7 +108,7 @@ func TestEncodeChatMatchesTheOfficialTypes(t *testing.T) {
 func TestEncodeChatKeepsTheModelsArguments(t *testing.T) {
 	const args = `{"id":12345678901234567890,"ratio":0.1000000000000000055511151231257827,"name":"caf\u00e9"}`
 	msgs := []model.Message{{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c", Name: "n", Args: json.RawMessage(args)}}}}
-	got, err := encodeChat(&api.ChatRequest{Model: "m"}, "", msgs)
+	got, err := encodeChat(&api.ChatRequest{Model: "m"}, nil, "", msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +145,7 @@ func BenchmarkEncodeChat(b *testing.B) {
 	b.Run("raw arguments", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := encodeChat(req, "system", msgs); err != nil {
+			if _, err := encodeChat(req, nil, "system", msgs); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -33,36 +33,47 @@ type Provider struct {
 
 	mu    sync.Mutex
 	shows map[string]showInfo
-	// tools are the tool specs converted for the API, by their JSON: the
-	// same few tools go with every call, and parsing their schemas again
-	// each time was a tenth of Mother's CPU per message.
-	tools map[string]api.Tool
+	// tools are the tool specs converted for the API, and that as JSON,
+	// by the spec: the same few tools go with every call, and parsing their
+	// schemas again each time was a tenth of Mother's CPU per message
+	// (encoding them each time, a sixth of the request's encoding).
+	tools map[string]cachedTool
+}
+
+type cachedTool struct {
+	tool api.Tool
+	json json.RawMessage
 }
 
 // maxCachedTools bounds Provider.tools (host tools come and go with a
 // reload; the cache starts afresh when it is full).
 const maxCachedTools = 256
 
-// tool is t converted for the API, parsed once.
-func (p *Provider) tool(t model.ToolSpec) (api.Tool, error) {
+// tool is t converted for the API, and its JSON, made once.
+func (p *Provider) tool(t model.ToolSpec) (cachedTool, error) {
 	key := t.Name + "\x00" + t.Description + "\x00" + string(t.Parameters)
 	p.mu.Lock()
-	tool, ok := p.tools[key]
+	c, ok := p.tools[key]
 	p.mu.Unlock()
 	if ok {
-		return tool, nil
+		return c, nil
 	}
 	tool, err := toOllamaTool(t)
 	if err != nil {
-		return api.Tool{}, err
+		return cachedTool{}, err
 	}
+	raw, err := json.Marshal(tool)
+	if err != nil {
+		return cachedTool{}, err
+	}
+	c = cachedTool{tool: tool, json: raw}
 	p.mu.Lock()
 	if p.tools == nil || len(p.tools) >= maxCachedTools {
-		p.tools = map[string]api.Tool{}
+		p.tools = map[string]cachedTool{}
 	}
-	p.tools[key] = tool
+	p.tools[key] = c
 	p.mu.Unlock()
-	return tool, nil
+	return c, nil
 }
 
 // showInfo is what /api/show told about a model.
@@ -127,12 +138,14 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 	if req.ContextWindow > 0 {
 		creq.Options["num_ctx"] = req.ContextWindow
 	}
+	var tools []json.RawMessage
 	for _, t := range req.Tools {
-		tool, err := p.tool(t)
+		c, err := p.tool(t)
 		if err != nil {
 			return model.Response{}, fmt.Errorf("ollama: tool %s: %w", t.Name, err)
 		}
-		creq.Tools = append(creq.Tools, tool)
+		creq.Tools = append(creq.Tools, c.tool)
+		tools = append(tools, c.json)
 	}
 
 	var (
@@ -171,7 +184,11 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 		creq.Messages = toOllamaMessages(req.System, req.Messages)
 		err = p.client.Chat(ctx, creq, onResponse)
 	} else {
-		err = chatStream(ctx, p.http, p.url, creq, req.System, req.Messages, onResponse)
+		body, eerr := encodeChat(creq, tools, req.System, req.Messages)
+		if eerr != nil {
+			return model.Response{}, fmt.Errorf("ollama: %w", eerr)
+		}
+		err = chatStream(ctx, p.http, p.url, body, onResponse)
 	}
 	if err != nil {
 		return model.Response{}, p.classify(req.Model, err)

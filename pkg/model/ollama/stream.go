@@ -42,14 +42,9 @@ func needsSigning(u *url.URL) bool {
 	return err == nil && v
 }
 
-// chatStream posts req, with system and msgs as its messages (see
-// encodeChat), to /api/chat and calls fn for each streamed response, as
-// api.Client.Chat does.
-func chatStream(ctx context.Context, hc *http.Client, base *url.URL, req *api.ChatRequest, system string, msgs []model.Message, fn func(api.ChatResponse) error) error {
-	body, err := encodeChat(req, system, msgs)
-	if err != nil {
-		return err
-	}
+// chatStream posts body (a request from encodeChat) to /api/chat and calls
+// fn for each streamed response, as api.Client.Chat does.
+func chatStream(ctx context.Context, hc *http.Client, base *url.URL, body []byte, fn func(api.ChatResponse) error) error {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base.JoinPath("/api/chat").String(), bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -142,15 +137,18 @@ func chatLine(resp *http.Response, line []byte, fn func(api.ChatResponse) error)
 // the relay bench. wireRequest is api.ChatRequest with its messages
 // replaced by wireMessage, which is api.Message with its tool calls
 // replaced by ones whose arguments are the JSON the model produced
-// (model.ToolCall.Args), written as they are. Every other field is the
-// official type's own, so the body is the one api.Client.Chat would send
-// (TestEncodeChatMatchesTheOfficialTypes), except that the arguments keep
-// the model's own spelling of numbers and escapes rather than being decoded
-// and written again (TestEncodeChatKeepsTheModelsArguments).
+// (model.ToolCall.Args), written as they are; and with its tools as the
+// JSON of the official api.Tool, encoded once per tool (Provider.tool).
+// Every other field is the official type's own, so the body is the JSON
+// value api.Client.Chat would send (TestEncodeChatMatchesTheOfficialTypes),
+// with its keys in another order, and with the arguments in the model's
+// own spelling of numbers and escapes rather than decoded and written again
+// (TestEncodeChatKeepsTheModelsArguments).
 
 type wireRequest struct {
-	Model    string        `json:"model"` // first, as in api.ChatRequest
-	Messages []wireMessage `json:"messages"`
+	Model    string            `json:"model"`
+	Messages []wireMessage     `json:"messages"`
+	Tools    []json.RawMessage `json:"tools,omitempty"`
 	*api.ChatRequest
 }
 
@@ -174,9 +172,10 @@ type wireToolFunction struct {
 // JSON object (toOllamaMessages leaves those empty).
 var emptyArgs = json.RawMessage("{}")
 
-// encodeChat is the JSON of req with system and msgs as its messages.
-func encodeChat(req *api.ChatRequest, system string, msgs []model.Message) ([]byte, error) {
-	wire := wireRequest{Model: req.Model, Messages: make([]wireMessage, 0, len(msgs)+1), ChatRequest: req}
+// encodeChat is the JSON of req with system and msgs as its messages and
+// tools (each the JSON of an api.Tool) as its tools.
+func encodeChat(req *api.ChatRequest, tools []json.RawMessage, system string, msgs []model.Message) ([]byte, error) {
+	wire := wireRequest{Model: req.Model, Messages: make([]wireMessage, 0, len(msgs)+1), Tools: tools, ChatRequest: req}
 	if system != "" {
 		wire.Messages = append(wire.Messages, wireMessage{Message: api.Message{Role: "system", Content: system}})
 	}
