@@ -94,12 +94,18 @@ func (d *daemon) stop(t *testing.T) {
 
 // scriptedModel answers like a small model would, keyed on the last user
 // message: a tool call first for "files", a long answer for "long", else
-// a greeting naming the asker.
+// a greeting naming the asker. After the tool call of "files again" (the
+// rate-limit subtests) it answers only after half a second, so the working
+// message that the tool call posts is surely up and the answer replaces it
+// with an edit, the call those subtests refuse with a 429: an answer that
+// came before the view got to post would go out whole, in one post.
 func scriptedModel() *ollamatest.Server {
 	return ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		last := r.Messages[len(r.Messages)-1]
 		user := r.LastUser()
 		switch {
+		case last.Role == "tool" && strings.Contains(user, "files again"):
+			return ollamatest.Turn{Text: "There are **two** files, @mario.", Delay: 500 * time.Millisecond}
 		case last.Role == "tool":
 			return ollamatest.Turn{Text: "There are **two** files, @mario."}
 		case strings.Contains(user, "files"):
