@@ -121,6 +121,10 @@ var (
 	ErrModelNotFound = errors.New("model not found")
 	// ErrUnreachable means the provider could not be reached.
 	ErrUnreachable = errors.New("model provider unreachable")
+	// ErrInvalidRequest means the request cannot be sent as it is (a tool
+	// whose parameters are not a schema the provider takes); sending it
+	// again will not help.
+	ErrInvalidRequest = errors.New("invalid model request")
 )
 
 // TransientError marks an error worth retrying (5xx, overload, reset).

@@ -272,6 +272,7 @@ const (
 	codeNotFound  = codes.NotFound
 	codeUpstream  = codes.FailedPrecondition
 	codeTransient = codes.Aborted
+	codeInvalid   = codes.InvalidArgument
 )
 
 // ModelErrorToStatus maps a model error for the wire.
@@ -289,6 +290,8 @@ func ModelErrorToStatus(err error) error {
 		return status.Error(codeNotFound, msg)
 	case errors.Is(err, model.ErrUnreachable):
 		return status.Error(codeUpstream, msg)
+	case errors.Is(err, model.ErrInvalidRequest):
+		return status.Error(codeInvalid, msg)
 	case model.IsTransient(err):
 		return status.Error(codeTransient, msg)
 	case errors.Is(err, context.Canceled):
@@ -315,6 +318,8 @@ func ModelErrorFromStatus(err error) (mapped error, ok bool) {
 		return model.Wrap(model.ErrModelNotFound, "%s", msg), true
 	case codeUpstream:
 		return model.Wrap(model.ErrUnreachable, "%s", msg), true
+	case codeInvalid:
+		return model.Wrap(model.ErrInvalidRequest, "%s", msg), true
 	case codeTransient:
 		// The message already reads "transient: ..." from Mother's side.
 		return &model.TransientError{Err: errors.New(strings.TrimPrefix(msg, "transient: "))}, true

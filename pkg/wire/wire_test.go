@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,18 @@ func TestStopReasonFromProto(t *testing.T) {
 	for _, r := range agentStopReasons {
 		if got := StopReasonFromProto(StopReasonToProto(r)); got != r {
 			t.Errorf("StopReasonFromProto(StopReasonToProto(%q)) = %q", r, got)
+		}
+	}
+}
+
+// TestModelErrorsRoundTrip: each error a chick branches on crosses the wire
+// as itself, with its message.
+func TestModelErrorsRoundTrip(t *testing.T) {
+	for _, kind := range []error{model.ErrBudgetExhausted, model.ErrContextOverflow, model.ErrModelNotFound, model.ErrUnreachable, model.ErrInvalidRequest} {
+		in := model.Wrap(kind, "ollama: tool %q: bad schema", "read")
+		out, ok := ModelErrorFromStatus(ModelErrorToStatus(in))
+		if !ok || !errors.Is(out, kind) || !strings.Contains(out.Error(), `tool "read": bad schema`) {
+			t.Errorf("%v: crossed as %v (ok %v)", kind, out, ok)
 		}
 	}
 }

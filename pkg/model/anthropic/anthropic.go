@@ -168,7 +168,7 @@ func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 	for _, t := range req.Tools {
 		tool, err := toTool(t)
 		if err != nil {
-			return params, fmt.Errorf("anthropic: tool %s: %w", t.Name, err)
+			return params, model.Wrap(model.ErrInvalidRequest, "anthropic: tool %q: %v", t.Name, err)
 		}
 		params.Tools = append(params.Tools, tool)
 	}

@@ -165,3 +165,19 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("closed port = %v", err)
 	}
 }
+
+// TestToolWithoutASchemaIsAnInvalidRequest: a tool whose parameters are not
+// a JSON object is refused as an invalid request, before anything is sent.
+func TestToolWithoutASchemaIsAnInvalidRequest(t *testing.T) {
+	fake := anthropictest.New(anthropictest.Turn{Text: "ok"})
+	defer fake.Close()
+	p := newProvider(t, fake)
+	req := model.Request{Model: "claude", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}, Tools: []model.ToolSpec{{Name: "odd", Parameters: json.RawMessage(`5`)}}}
+	_, err := p.Chat(t.Context(), req, nil)
+	if !errors.Is(err, model.ErrInvalidRequest) || model.IsTransient(err) {
+		t.Errorf("%v, want an invalid request", err)
+	}
+	if n := len(fake.Requests()); n != 0 {
+		t.Errorf("%d requests reached the server", n)
+	}
+}

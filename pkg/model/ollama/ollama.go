@@ -142,7 +142,7 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 	for _, t := range req.Tools {
 		c, err := p.tool(t)
 		if err != nil {
-			return model.Response{}, fmt.Errorf("ollama: tool %s: %w", t.Name, err)
+			return model.Response{}, model.Wrap(model.ErrInvalidRequest, "ollama: tool %q: %v", t.Name, err)
 		}
 		creq.Tools = append(creq.Tools, c.tool)
 		tools = append(tools, c.json)

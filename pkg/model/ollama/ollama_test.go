@@ -188,3 +188,25 @@ func jsonEqual(a, b string) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// TestToolWithoutASchemaIsAnInvalidRequest: a tool whose parameters are
+// not a schema (a chick can send anything) is refused as an invalid
+// request, not sent, and not taken for a failure of the server.
+func TestToolWithoutASchemaIsAnInvalidRequest(t *testing.T) {
+	fake := ollamatest.New(ollamatest.Turn{Text: "ok"})
+	defer fake.Close()
+	p, err := ollama.New(fake.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, params := range []string{`5`, `"a string"`, `{"type": 5}`} {
+		req := model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}, Tools: []model.ToolSpec{{Name: "odd", Parameters: json.RawMessage(params)}}}
+		_, err := p.Chat(t.Context(), req, nil)
+		if !errors.Is(err, model.ErrInvalidRequest) || model.IsTransient(err) {
+			t.Errorf("parameters %s: %v, want an invalid request", params, err)
+		}
+	}
+	if n := len(fake.Requests()); n != 0 {
+		t.Errorf("%d requests reached the server", n)
+	}
+}
