@@ -286,15 +286,26 @@ func (r *renderer) list(l *ast.List) []line {
 			case i == 0 && il.code:
 				out = append(out, line{text: strings.TrimRight(marker, " ")}, il)
 			case i == 0:
-				out = append(out, line{text: marker + il.text})
+				out = append(out, line{text: marker + r.unquoted(il.text)})
 			case il.code || il.text == "":
 				out = append(out, il)
 			default:
-				out = append(out, line{text: indent + il.text})
+				out = append(out, line{text: indent + r.unquoted(il.text)})
 			}
 		}
 	}
 	return out
+}
+
+// unquoted is a line of a list item as it goes after the item's marker or
+// indent. MarkdownV2 quotes only lines that start with '>', so a quote
+// inside a list item loses its quoting there and its '>' is escaped (an
+// unescaped one mid-line is a reserved character Telegram refuses).
+func (r *renderer) unquoted(text string) string {
+	if r.d == Telegram && strings.HasPrefix(text, ">") {
+		return "\\" + text
+	}
+	return text
 }
 
 func (r *renderer) table(t *extast.Table) []line {

@@ -145,3 +145,18 @@ func BenchmarkConvert(b *testing.B) {
 		})
 	}
 }
+
+// TestTelegramQuoteInListItem: MarkdownV2 quotes only lines that start with
+// '>', so a quote inside a list item (after its marker or indent) keeps its
+// '>' as escaped text; a quote on its own line stays a quote.
+func TestTelegramQuoteInListItem(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"* >00", "• \\> 00"},
+		{"- a\n\n  > q", "• a\n\n  \\> q"},
+		{"> q", "> q"},
+	} {
+		if got := ToTelegram(c.in, testUsers); got != c.want {
+			t.Errorf("ToTelegram(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
