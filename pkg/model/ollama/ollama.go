@@ -138,14 +138,17 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 	if req.ContextWindow > 0 {
 		creq.Options["num_ctx"] = req.ContextWindow
 	}
-	var tools []json.RawMessage
+	var tools []json.RawMessage // encodeChat's; the official client takes creq.Tools
 	for _, t := range req.Tools {
 		c, err := p.tool(t)
 		if err != nil {
 			return model.Response{}, model.Wrap(model.ErrInvalidRequest, "ollama: tool %q: %v", t.Name, err)
 		}
-		creq.Tools = append(creq.Tools, c.tool)
-		tools = append(tools, c.json)
+		if p.signed {
+			creq.Tools = append(creq.Tools, c.tool)
+		} else {
+			tools = append(tools, c.json)
+		}
 	}
 
 	var (
