@@ -112,7 +112,7 @@ func (r *Read) Run(ctx context.Context, raw json.RawMessage) (agent.Result, erro
 	if mt := ImageType(abs); mt != "" {
 		return readImage(abs, rel, fi.Size())
 	}
-	return readText(abs, rel, offset, limit)
+	return readText(abs, rel, fi.Size(), offset, limit)
 }
 
 func readImage(abs, rel string, size int64) (agent.Result, error) {
@@ -136,16 +136,24 @@ func readImage(abs, rel string, size int64) (agent.Result, error) {
 	}, nil
 }
 
+// readBuffer is readText's largest buffer; binaryPeek is how much of a
+// file's start is searched for NUL bytes.
+const readBuffer, binaryPeek = 64 << 10, 8 << 10
+
 // readText streams the file: it never holds more than the limits (plus one
-// line) in memory, and counts the remaining lines for the notice.
-func readText(abs, rel string, offset, limit int64) (agent.Result, error) {
+// line) in memory, and counts the remaining lines for the notice. Its
+// buffer is sized to the file (size, from its stat) up to readBuffer: a
+// small file costs no 64 KiB allocation. The buffer holds at least the
+// binary check's peek, or all of the file when it is smaller; a file grown
+// since its stat is still read whole.
+func readText(abs, rel string, size, offset, limit int64) (agent.Result, error) {
 	f, err := os.Open(abs)
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("read: %s: %w", rel, unwrapPath(err))
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	if peek, _ := br.Peek(8 << 10); bytes.IndexByte(peek, 0) >= 0 {
+	br := bufio.NewReaderSize(f, int(min(max(size+1, 64), readBuffer)))
+	if peek, _ := br.Peek(binaryPeek); bytes.IndexByte(peek, 0) >= 0 {
 		return agent.Result{}, fmt.Errorf("read: %s looks binary (it has NUL bytes); inspect it with bash (file, xxd, strings)", rel)
 	}
 

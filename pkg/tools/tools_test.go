@@ -20,7 +20,7 @@ import (
 
 // setup returns the chick tools over a fresh workspace, by name, and the
 // files attach delivered.
-func setup(t *testing.T) (map[string]agent.Tool, string, *[]string) {
+func setup(t testing.TB) (map[string]agent.Tool, string, *[]string) {
 	t.Helper()
 	root := t.TempDir()
 	var attached []string
@@ -38,12 +38,12 @@ func setup(t *testing.T) (map[string]agent.Tool, string, *[]string) {
 	return m, root, &attached
 }
 
-func call(t *testing.T, tl agent.Tool, args map[string]any) (agent.Result, error) {
+func call(t testing.TB, tl agent.Tool, args map[string]any) (agent.Result, error) {
 	t.Helper()
 	return callCtx(t.Context(), t, tl, args)
 }
 
-func callCtx(ctx context.Context, t *testing.T, tl agent.Tool, args map[string]any) (agent.Result, error) {
+func callCtx(ctx context.Context, t testing.TB, tl agent.Tool, args map[string]any) (agent.Result, error) {
 	t.Helper()
 	if _, ok := args["label"]; !ok {
 		args["label"] = "testing"
@@ -331,6 +331,49 @@ func TestReadTruncatesByBytes(t *testing.T) {
 	}
 	if body, _, _ := strings.Cut(res.Text, "\n["); len(body) > MaxBytes+1 || !strings.HasSuffix(strings.TrimSuffix(body, "\n"), "é") {
 		t.Errorf("long line cut badly: %d bytes, ends %q", len(body), body[len(body)-4:])
+	}
+}
+
+// TestReadBinaryCheckAtEveryBufferSize: the read buffer is sized to the
+// file, yet a NUL anywhere in the first 8 KiB still marks it binary, and
+// one past them does not, for files smaller and larger than the peek and
+// than the largest buffer; a text file of each size reads back (up to
+// the read's limits).
+func TestReadBinaryCheckAtEveryBufferSize(t *testing.T) {
+	ts, root, _ := setup(t)
+	for _, size := range []int{1, 63, 64, 65, 4000, binaryPeek - 1, binaryPeek, binaryPeek + 1, readBuffer - 1, readBuffer, readBuffer + 1, 3 * readBuffer} {
+		text := []byte(strings.Repeat("abcdefghi\n", size/10+1)[:size])
+		os.WriteFile(filepath.Join(root, "t.txt"), text, 0o644)
+		res, err := call(t, ts["read"], map[string]any{"path": "t.txt"})
+		if want := string(text); err != nil || !strings.HasPrefix(res.Text, want[:min(len(want), 10000)]) { // 1,000 lines: within both limits
+			t.Errorf("size %d: read = %.40q…, %v", size, res.Text, err)
+		}
+		for _, at := range []int{0, size / 2, size - 1, binaryPeek - 1, binaryPeek} {
+			if at >= size {
+				continue
+			}
+			bin := bytes.Clone(text)
+			bin[at] = 0
+			os.WriteFile(filepath.Join(root, "b.txt"), bin, 0o644)
+			_, err := call(t, ts["read"], map[string]any{"path": "b.txt"})
+			if binary := err != nil && strings.Contains(err.Error(), "looks binary"); binary != (at < binaryPeek) {
+				t.Errorf("size %d, NUL at %d: err %v; want binary %v", size, at, err, at < binaryPeek)
+			}
+		}
+	}
+}
+
+// BenchmarkReadSmallFile: the read tool on a small file (the relay
+// bench's chicks read one 500 times each).
+func BenchmarkReadSmallFile(b *testing.B) {
+	ts, root, _ := setup(b)
+	os.WriteFile(filepath.Join(root, "small.txt"), []byte("A small file the chicks read.\n"), 0o644)
+	raw := []byte(`{"label":"reading","path":"small.txt"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ts["read"].Run(b.Context(), raw); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
