@@ -151,7 +151,7 @@ func gateVolumes(t *testing.T, api *client.Client, data string) []string {
 	return names
 }
 
-// removeGateVolumes removes, at cleanup, the gate volume the data dir's
+// removeGateVolumes removes, at cleanup, the gate volumes the data dir's
 // Mother leaves behind (its containers go with RemoveOnCleanup).
 func removeGateVolumes(t *testing.T, api *client.Client, data string) {
 	t.Cleanup(func() {
@@ -163,6 +163,7 @@ func removeGateVolumes(t *testing.T, api *client.Client, data string) {
 			api.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
 		}
 		api.VolumeRemove(context.Background(), "mother-gate-"+inst, true)
+		api.VolumeRemove(context.Background(), "mother-gate-"+inst+"-hosts", true)
 	})
 }
 
@@ -213,6 +214,14 @@ func (o *outside) checkProbesFailed(t *testing.T, out, listen string) {
 	}
 	if m := regexp.MustCompile(`INTERFACES ([^\n]*)`).FindStringSubmatch(out); m == nil || strings.TrimSpace(m[1]) != "lo" {
 		t.Errorf("the chick's network interfaces: %q, want only lo", m)
+	}
+	// Its networking is disabled in the engine (runc made its namespace),
+	// so its /etc/hosts is the gate volume's, and localhost resolves.
+	if m := regexp.MustCompile(`HOSTSFROM ([^\n]*)`).FindStringSubmatch(out); m == nil || !regexp.MustCompile(`/mother-gate-m-[0-9a-f]+-hosts/_data/hosts \S+$`).MatchString(m[1]) {
+		t.Errorf("the chick's /etc/hosts (mount root, type): %q, want the file of the gate's hosts volume", m)
+	}
+	if !strings.Contains(out, "LOCALHOST HELLO") {
+		t.Errorf("localhost did not reach the chick's own loopback:\n%s", out)
 	}
 	control := probes(o.onHostNetwork(t, o.probeScript(listen)))
 	for _, name := range probeNames {
@@ -507,7 +516,7 @@ func TestGatesReconciled(t *testing.T) {
 	// isolated chick configured any more, removes it.
 	k := startChickMother(t, data, chickEnv(fake))
 	deadline := time.Now().Add(2 * time.Minute)
-	for len(gates(t, api, data)) != 1 || len(gateVolumes(t, api, data)) != 1 {
+	for len(gates(t, api, data)) != 1 || len(gateVolumes(t, api, data)) != 2 { // the gate's and the hosts file's
 		if time.Now().After(deadline) {
 			t.Fatalf("no gate made at start: %v\n%s", gates(t, api, data), k.errs())
 		}

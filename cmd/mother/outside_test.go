@@ -216,7 +216,11 @@ func (o *outside) probeScript(nest string) string {
 		fmt.Sprintf("if nc -w 3 %s %s </dev/null >/dev/null 2>&1; then echo 'PROBE mother-nest ok'; else echo 'PROBE mother-nest fail'; fi\n", nh, np) +
 		fmt.Sprintf("if nslookup %s %s 2>/dev/null | grep -q 192.0.2.1; then echo 'PROBE dns ok'; else echo 'PROBE dns fail'; fi\n", outsideName, dh) +
 		"echo \"INTERFACES $(ls /sys/class/net | tr '\\n' ' ')\"\n" +
-		"echo \"INET6 $(cat /proc/net/if_inet6 2>/dev/null | wc -l)\"\n"
+		"echo \"INET6 $(cat /proc/net/if_inet6 2>/dev/null | wc -l)\"\n" +
+		// The chick's own loopback by name, and where its /etc/hosts comes
+		// from (mountinfo: the mount's root in its filesystem, and the type).
+		"(echo HELLO | nc -l -p 4321 127.0.0.1 &); sleep 0.3; echo \"LOCALHOST $(nc -w 2 localhost 4321 </dev/null)\"\n" +
+		"echo \"HOSTSFROM $(awk '$5 == \"/etc/hosts\" { for (i = 6; $i != \"-\"; i++); print $4, $(i+1) }' /proc/self/mountinfo)\"\n"
 }
 
 // probes reads the script's "PROBE name ok|fail" lines.

@@ -154,7 +154,13 @@ func TestIsolatedChicksShareOneHardenedGate(t *testing.T) {
 		{"no ports", len(hc.PortBindings) == 0, hc.PortBindings},
 		{"labels", g.Config.Labels[hatchery.LabelGate] == inst && g.Config.Labels[hatchery.LabelInstance] == inst &&
 			g.Config.Labels[hatchery.LabelGateHost] == "local" && g.Config.Labels[hatchery.LabelGateSpec] != "", g.Config.Labels},
-		{"volume mounted read-write at the gate dir", len(g.Mounts) == 1 && g.Mounts[0].Name == docker.GateName(inst) && g.Mounts[0].Destination == wire.GateDir && g.Mounts[0].RW, g.Mounts},
+		{"volumes mounted read-write: the gate's at the gate dir, the hosts file's at its dir", len(g.Mounts) == 2 &&
+			slices.ContainsFunc(g.Mounts, func(m container.MountPoint) bool {
+				return m.Name == docker.GateName(inst) && m.Destination == wire.GateDir && m.RW
+			}) &&
+			slices.ContainsFunc(g.Mounts, func(m container.MountPoint) bool {
+				return m.Name == docker.HostsVolume(inst) && m.Destination == wire.GateHostsDir && m.RW
+			}), g.Mounts},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -180,8 +186,10 @@ func TestIsolatedChicksShareOneHardenedGate(t *testing.T) {
 		}
 	}
 	vols := gateVolumes(t, e.api, inst)
-	if len(vols) != 1 || vols[0].Name != docker.GateName(inst) || vols[0].Options["type"] != "tmpfs" || !strings.Contains(vols[0].Options["o"], "uid=65534") {
-		t.Errorf("gate volumes %+v, want one tmpfs owned by the chick user", vols)
+	slices.SortFunc(vols, func(a, b *volume.Volume) int { return strings.Compare(a.Name, b.Name) })
+	if len(vols) != 2 || vols[0].Name != docker.GateName(inst) || vols[0].Options["type"] != "tmpfs" || !strings.Contains(vols[0].Options["o"], "uid=65534") ||
+		vols[1].Name != docker.HostsVolume(inst) || len(vols[1].Options) != 0 {
+		t.Errorf("gate volumes %+v, want a tmpfs owned by the chick user and a plain one for the hosts file", vols)
 	}
 
 	// Each isolated chick: no network, the gate volume read-only, pointed
@@ -201,6 +209,14 @@ func TestIsolatedChicksShareOneHardenedGate(t *testing.T) {
 		}
 		if !gateMount {
 			t.Errorf("chick mounts %+v: want the gate volume read-only at %s", insp.Mounts, wire.GateDir)
+		}
+		// Its networking disabled in the engine, the hosts volume's file
+		// read-only at /etc/hosts.
+		hosts := slices.ContainsFunc(insp.Mounts, func(m container.MountPoint) bool {
+			return m.Type == "bind" && m.Destination == "/etc/hosts" && !m.RW && strings.HasSuffix(m.Source, "/"+docker.HostsVolume(inst)+"/_data/hosts")
+		})
+		if !insp.Config.NetworkDisabled || !hosts {
+			t.Errorf("chick NetworkDisabled %v, mounts %+v: want networking disabled and the hosts volume's file read-only at /etc/hosts", insp.Config.NetworkDisabled, insp.Mounts)
 		}
 		env := map[string]string{}
 		for _, kv := range insp.Config.Env {
@@ -372,8 +388,8 @@ func TestGateOutlivesAMotherRestart(t *testing.T) {
 	if g3.ID == g1.ID || !g3.State.Running || !slices.Contains(g3.Config.Cmd, "v2") {
 		t.Errorf("gate after a spec change: %s running %v cmd %v; want a new one with the new command", g3.ID, g3.State.Running, g3.Config.Cmd)
 	}
-	if v := gateVolumes(t, e3.api, e3.h.Instance()); len(v) != 1 {
-		t.Errorf("%d gate volumes, want 1", len(v))
+	if v := gateVolumes(t, e3.api, e3.h.Instance()); len(v) != 2 {
+		t.Errorf("%d gate volumes, want 2 (the gate's, the hosts file's)", len(v))
 	}
 	_, _ = e3.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
 	e3.rec.wait(t, in.ID, time.Minute)
@@ -405,15 +421,15 @@ func TestGateRemovedWhenNoLongerNeeded(t *testing.T) {
 	}
 
 	// gpu1 is no longer configured; gpu2 (the same engine) is: gpu1's gate
-	// goes, gpu2 gets its own, and there is still one gate and one volume.
+	// goes, gpu2 gets its own, and there is still one gate and its two volumes.
 	e2 := newGateEnv(t, gateOpts{dir: dir, host: "gpu2"})
 	must(t, e2.h.Reconcile(t.Context()))
 	g := e2.oneGate(t)
 	if g.Config.Labels[hatchery.LabelGateHost] != "gpu2" || !g.State.Running {
 		t.Errorf("gate of %q (running %v), want gpu2's", g.Config.Labels[hatchery.LabelGateHost], g.State.Running)
 	}
-	if v := gateVolumes(t, e2.api, inst); len(v) != 1 {
-		t.Errorf("%d gate volumes, want 1", len(v))
+	if v := gateVolumes(t, e2.api, inst); len(v) != 2 {
+		t.Errorf("%d gate volumes, want 2 (the gate's, the hosts file's)", len(v))
 	}
 	must(t, e2.h.Close())
 

@@ -11,6 +11,15 @@ const (
 	// GateProxySocket, in GateDir, is the HTTP/HTTPS proxy. Each connection
 	// starts with the line GatePreface + " <chick id> <gate key>\n".
 	GateProxySocket = "proxy.sock"
+	// GateHostsDir is where the gate mounts the volume of the isolated
+	// chicks' hosts file, GateHostsFile (ChickHosts), put there by Mother:
+	// a chick whose networking the engine disables gets no hosts file from
+	// the engine. Chicks mount the file alone, at /etc/hosts.
+	GateHostsDir  = "/run/mother-hosts"
+	GateHostsFile = "hosts"
+	// ChickHosts is what GateHostsFile holds: localhost, as the engine
+	// writes it for a container of its own.
+	ChickHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 	// GatePreface opens the first line of a proxy connection.
 	GatePreface = "MOTHER-GATE/1"
 	// ChickProxyAddr is where an isolated chick's own forwarder listens,

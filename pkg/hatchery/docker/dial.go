@@ -42,6 +42,7 @@ type API interface {
 	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error)
+	CopyToContainer(ctx context.Context, id, dstPath string, content io.Reader, opts container.CopyToContainerOptions) error
 	ServerVersion(ctx context.Context) (types.Version, error)
 	ImageInspect(ctx context.Context, ref string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
 	VolumeCreate(ctx context.Context, opts volume.CreateOptions) (volume.Volume, error)

@@ -1,12 +1,15 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	pathpkg "path"
 	"strconv"
 	"strings"
 
@@ -29,6 +32,12 @@ var _ hatchery.Gater = (*Runtime)(nil)
 // GateName is the name of the gate's container and of its volume for
 // instance.
 func GateName(instance string) string { return "mother-gate-" + instance }
+
+// HostsVolume is the volume of instance's gate that holds the isolated
+// chicks' hosts file: a plain directory on the engine's disk, so the file
+// outlives the gate's restarts (the gate volume is a tmpfs, emptied when
+// nothing mounts it).
+func HostsVolume(instance string) string { return GateName(instance) + "-hosts" }
 
 // gateSpecVersion changes when the way a gate is built changes, so gates
 // made by an older Mother are replaced.
@@ -55,7 +64,7 @@ func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 	}
 	vopts := gateVolumeOptions(s.Hardening.User)
 	volHash := hashOf(gateSpecVersion, vopts)
-	hash := hashOf(gateSpecVersion, s, img.ID, volHash)
+	hash := hashOf(gateSpecVersion, s, img.ID, volHash, HostsVolume(s.Instance))
 	cc.Labels = gateLabels(s.Instance, s.HostName, hash)
 
 	found, err := r.gates(ctx, s.Instance)
@@ -122,16 +131,48 @@ func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 		st.ID, st.Created = resp.ID, true
 	} else {
 		st.ID = keep.ID
-		if keep.State == hatchery.ContainerRunning || keep.State == "restarting" {
-			// Running, or the engine's restart policy is on it.
-			return st, nil
+	}
+	// Not running, and the engine's restart policy not on it: started.
+	if keep == nil || (keep.State != hatchery.ContainerRunning && keep.State != "restarting") {
+		if err := r.api.ContainerStart(ctx, st.ID, container.StartOptions{}); err != nil {
+			return st, fmt.Errorf("gate: start container %s: %w", name, classify(err))
+		}
+		st.Started = true
+	}
+	r.placeHosts(ctx, s.Instance, st.ID)
+	return st, nil
+}
+
+// placeHosts writes the isolated chicks' hosts file (wire.ChickHosts) into
+// instance's HostsVolume through its gate (id), which mounts it (made with
+// the gate's container), on every ensure. Chicks then mount the file at
+// /etc/hosts from the volume's mountpoint on the engine, and run with the
+// engine's networking disabled (containerConfig). Where it cannot be
+// written they run in the engine's network mode "none", which is slower
+// to start but the same to them.
+func (r *Runtime) placeHosts(ctx context.Context, instance, id string) {
+	path := ""
+	if v, err := r.api.VolumeInspect(ctx, HostsVolume(instance)); err == nil && v.Mountpoint != "" {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		tw.WriteHeader(&tar.Header{Name: wire.GateHostsFile, Mode: 0o644, Size: int64(len(wire.ChickHosts)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(wire.ChickHosts))
+		tw.Close()
+		if r.api.CopyToContainer(ctx, id, wire.GateHostsDir, &b, container.CopyToContainerOptions{}) == nil {
+			path = pathpkg.Join(v.Mountpoint, wire.GateHostsFile)
 		}
 	}
-	if err := r.api.ContainerStart(ctx, st.ID, container.StartOptions{}); err != nil {
-		return st, fmt.Errorf("gate: start container %s: %w", name, classify(err))
+	vol := GateName(instance) // what an isolated chick's spec names
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if path == "" {
+		delete(r.hosts, vol)
+		return
 	}
-	st.Started = true
-	return st, nil
+	if r.hosts == nil {
+		r.hosts = map[string]string{}
+	}
+	r.hosts[vol] = path
 }
 
 // RemoveGate implements hatchery.Gater.
@@ -145,9 +186,10 @@ func (r *Runtime) RemoveGate(ctx context.Context, instance string) error {
 			return err
 		}
 	}
-	name := GateName(instance)
-	if err := r.api.VolumeRemove(ctx, name, false); err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("gate: remove volume %s: %w", name, classify(err))
+	for _, name := range []string{GateName(instance), HostsVolume(instance)} {
+		if err := r.api.VolumeRemove(ctx, name, false); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("gate: remove volume %s: %w", name, classify(err))
+		}
 	}
 	return nil
 }
@@ -243,7 +285,13 @@ func gateConfig(s hatchery.GateSpec, volumeName string) (*container.Config, *con
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode("host"),
 		ReadonlyRootfs: on(s.Hardening.ReadOnlyRoot),
-		Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volumeName, Target: wire.GateDir}},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeVolume, Source: volumeName, Target: wire.GateDir},
+			// Made by the engine with the container, if need be.
+			{Type: mount.TypeVolume, Source: HostsVolume(s.Instance), Target: wire.GateHostsDir, VolumeOptions: &mount.VolumeOptions{
+				Labels: map[string]string{hatchery.LabelGate: s.Instance, hatchery.LabelInstance: s.Instance},
+			}},
+		},
 		Resources: container.Resources{
 			Memory:     mem,
 			MemorySwap: mem,

@@ -1,13 +1,17 @@
 package docker
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
 	"github.com/mother-chat/mother/pkg/config"
@@ -44,8 +48,10 @@ func TestGateConfig(t *testing.T) {
 	if hc.NetworkMode != "host" || hc.RestartPolicy.Name != "unless-stopped" || hc.Memory != 64<<20 || *hc.PidsLimit != 128 || hc.NanoCPUs != 0 {
 		t.Errorf("network %q restart %q memory %d pids %d cpus %d", hc.NetworkMode, hc.RestartPolicy.Name, hc.Memory, *hc.PidsLimit, hc.NanoCPUs)
 	}
-	if len(hc.Mounts) != 1 || hc.Mounts[0].Source != "mother-gate-m-1" || hc.Mounts[0].Target != wire.GateDir || hc.Mounts[0].ReadOnly {
-		t.Errorf("mounts %+v, want the gate volume read-write at %s", hc.Mounts, wire.GateDir)
+	if len(hc.Mounts) != 2 || hc.Mounts[0].Source != "mother-gate-m-1" || hc.Mounts[0].Target != wire.GateDir || hc.Mounts[0].ReadOnly ||
+		hc.Mounts[1].Source != "mother-gate-m-1-hosts" || hc.Mounts[1].Target != wire.GateHostsDir || hc.Mounts[1].ReadOnly ||
+		hc.Mounts[1].VolumeOptions == nil || hc.Mounts[1].VolumeOptions.Labels[hatchery.LabelInstance] != "m-1" {
+		t.Errorf("mounts %+v, want the gate volume read-write at %s and the hosts volume (labelled) read-write at %s", hc.Mounts, wire.GateDir, wire.GateHostsDir)
 	}
 	s := gateSpec()
 	s.Command = []string{"/bin/standin", "serve"}
@@ -78,12 +84,38 @@ func TestIsolatedChickSpec(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{}
 	cfg.SetDefaults("")
-	_, hc, err := containerConfig(hatchery.ContainerSpec{Image: "img", Network: "none", GateVolume: "mother-gate-m-1", Resources: cfg.Chicks.Resources, Hardening: cfg.Chicks.Hardening})
+	iso := hatchery.ContainerSpec{Image: "img", Network: "none", GateVolume: "mother-gate-m-1", Resources: cfg.Chicks.Resources, Hardening: cfg.Chicks.Hardening}
+	gateVol := mount.Mount{Type: mount.TypeVolume, Source: "mother-gate-m-1", Target: wire.GateDir, ReadOnly: true}
+	hosts := mount.Mount{Type: mount.TypeBind, Source: "/var/lib/docker/volumes/mother-gate-m-1/_data/hosts", Target: "/etc/hosts", ReadOnly: true}
+	// With the gate volume's hosts file: the engine's networking
+	// disabled (runc's namespace with only loopback), the file at
+	// /etc/hosts.
+	cc, hc, err := containerConfig(iso, hosts.Source)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hc.NetworkMode != "none" || len(hc.Mounts) != 1 || hc.Mounts[0].Source != "mother-gate-m-1" || hc.Mounts[0].Target != wire.GateDir || !hc.Mounts[0].ReadOnly {
-		t.Errorf("network %q mounts %+v, want none and the gate volume read-only", hc.NetworkMode, hc.Mounts)
+	if !cc.NetworkDisabled || hc.NetworkMode != "none" || !slices.Equal(hc.Mounts, []mount.Mount{gateVol, hosts}) {
+		t.Errorf("with a hosts file: NetworkDisabled %v, network %q, mounts %+v; want true, none, the gate volume and the hosts file read-only", cc.NetworkDisabled, hc.NetworkMode, hc.Mounts)
+	}
+	// Without one: the engine's mode "none".
+	cc, hc, err = containerConfig(iso, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.NetworkDisabled || hc.NetworkMode != "none" || !slices.Equal(hc.Mounts, []mount.Mount{gateVol}) {
+		t.Errorf("without a hosts file: NetworkDisabled %v, network %q, mounts %+v; want false, none, the gate volume read-only", cc.NetworkDisabled, hc.NetworkMode, hc.Mounts)
+	}
+	// Any other network is the engine's, hosts file or not.
+	for _, network := range []string{config.NetworkHost, config.NetworkBridge} {
+		s := iso
+		s.Network, s.GateVolume = network, ""
+		cc, hc, err := containerConfig(s, hosts.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cc.NetworkDisabled || string(hc.NetworkMode) != network || len(hc.Mounts) != 0 {
+			t.Errorf("network %q: NetworkDisabled %v, mode %q, mounts %+v", network, cc.NetworkDisabled, hc.NetworkMode, hc.Mounts)
+		}
 	}
 }
 
@@ -103,7 +135,7 @@ func fakeGateRuntime(t *testing.T) (*enginetest.Engine, *Runtime) {
 // id "sha256:img".
 func keptHash() string {
 	s := gateSpec()
-	return hashOf(gateSpecVersion, s, "sha256:img", hashOf(gateSpecVersion, gateVolumeOptions(s.Hardening.User)))
+	return hashOf(gateSpecVersion, s, "sha256:img", hashOf(gateSpecVersion, gateVolumeOptions(s.Hardening.User)), HostsVolume(s.Instance))
 }
 
 func TestFakeEngineEnsureGate(t *testing.T) {
@@ -139,7 +171,7 @@ func TestFakeEngineEnsureGate(t *testing.T) {
 				"GET /images/{}/json": img, "GET /containers/json": gate("gpu1", keptHash(), "running"), "GET /volumes/{}": vol,
 			},
 			want:      hatchery.GateStatus{ID: "g1", Volume: "mother-gate-m-1"},
-			wantCalls: []string{"GET /images/mother-chick:test/json", "GET /containers/json", "GET /volumes/mother-gate-m-1"},
+			wantCalls: []string{"GET /images/mother-chick:test/json", "GET /containers/json", "GET /volumes/mother-gate-m-1", "GET /volumes/mother-gate-m-1-hosts"},
 		},
 		{
 			name: "the same gate stopped: started",
@@ -227,5 +259,99 @@ func TestFakeEngineRemoveGate(t *testing.T) {
 	e.On(http.MethodDelete, "/volumes/{}", enginetest.Error(404, "no such volume"))
 	if err := rt.RemoveGate(context.Background(), "m-1"); err != nil {
 		t.Errorf("RemoveGate with nothing left = %v", err)
+	}
+}
+
+// TestFakeEngineIsolatedChickHostsFile: EnsureGate writes the chicks'
+// hosts file into the gate's hosts volume through the gate, and an
+// isolated chick is then created with the engine's networking disabled
+// and that file, from the volume's mountpoint, at /etc/hosts. Where the file could
+// not be written, or the engine refuses the mount (the file is gone), the
+// chick is created in the engine's mode "none".
+func TestFakeEngineIsolatedChickHostsFile(t *testing.T) {
+	t.Parallel()
+	const mp = "/var/lib/docker/volumes/mother-gate-m-1-hosts/_data"
+	cfg := &config.Config{}
+	cfg.SetDefaults("")
+	iso := hatchery.ContainerSpec{Name: "c1", Image: "mother-chick:test", Network: "none", GateVolume: "mother-gate-m-1", Resources: cfg.Chicks.Resources, Hardening: cfg.Chicks.Hardening}
+	type created struct {
+		NetworkDisabled bool
+		HostConfig      struct {
+			NetworkMode string
+			Mounts      []mount.Mount
+		}
+	}
+	creates := func(e *enginetest.Engine) (got []created) {
+		bodies := e.Bodies()
+		for i, c := range e.Calls() {
+			if c == "POST /containers/create" {
+				var cr created
+				if err := json.Unmarshal([]byte(bodies[i]), &cr); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, cr)
+			}
+		}
+		return got
+	}
+	hostsMount := mount.Mount{Type: mount.TypeBind, Source: mp + "/hosts", Target: "/etc/hosts", ReadOnly: true}
+	for _, tc := range []struct {
+		name       string
+		copyAnswer enginetest.Answer
+		refuse     bool // the first create is refused as a bad mount
+		want       []bool
+	}{
+		{name: "written", copyAnswer: enginetest.Answer{Status: 200}, want: []bool{true}},
+		{name: "not written", copyAnswer: enginetest.Error(500, "no space left on device"), want: []bool{false}},
+		{name: "gone from the volume", copyAnswer: enginetest.Answer{Status: 200}, refuse: true, want: []bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, rt := fakeGateRuntime(t)
+			e.On("GET", "/images/{}/json", enginetest.JSON(200, map[string]any{"Id": "sha256:img"}))
+			e.On("GET", "/containers/json", enginetest.JSON(200, []map[string]any{{"Id": "g1", "State": "running", "Labels": gateLabels("m-1", "gpu1", keptHash())}}))
+			e.On("GET", "/volumes/{}", enginetest.JSON(200, map[string]any{"Name": "mother-gate-m-1", "Driver": "local", "Labels": map[string]string{hatchery.LabelGateSpec: hashOf(gateSpecVersion, gateVolumeOptions("65534:65534"))}}))
+			e.On("GET", "/volumes/mother-gate-m-1-hosts", enginetest.JSON(200, map[string]any{"Name": "mother-gate-m-1-hosts", "Driver": "local", "Mountpoint": mp}))
+			e.On("PUT", "/containers/{}/archive", tc.copyAnswer)
+			e.On("POST", "/containers/create", enginetest.JSON(201, map[string]any{"Id": "c1"}))
+			if tc.refuse {
+				e.OnOnce("POST", "/containers/create", enginetest.Error(400, `invalid mount config for type "bind": bind source path does not exist: `+mp+"/hosts"))
+			}
+			if _, err := rt.EnsureGate(context.Background(), gateSpec()); err != nil {
+				t.Fatal(err)
+			}
+			// The file went to the gate's volume as a tar of one entry.
+			if n := slices.Index(e.Calls(), "PUT /containers/g1/archive"); n < 0 {
+				t.Fatalf("no copy into the gate; calls %q", e.Calls())
+			}
+			for i, c := range e.Calls() {
+				if c != "PUT /containers/g1/archive" {
+					continue
+				}
+				tr := tar.NewReader(strings.NewReader(e.Bodies()[i]))
+				h, err := tr.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(tr)
+				if h.Name != wire.GateHostsFile || h.Mode != 0o644 || string(body) != wire.ChickHosts {
+					t.Errorf("copied %s (mode %o): %q; want hosts (644): %q", h.Name, h.Mode, body, wire.ChickHosts)
+				}
+			}
+			if id, err := rt.Create(context.Background(), iso); err != nil || id != "c1" {
+				t.Fatalf("Create = %q, %v", id, err)
+			}
+			got := creates(e)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d creates, want %d", len(got), len(tc.want))
+			}
+			for i, disabled := range tc.want {
+				c := got[i]
+				hasHosts := slices.Contains(c.HostConfig.Mounts, hostsMount)
+				if c.NetworkDisabled != disabled || hasHosts != disabled || c.HostConfig.NetworkMode != "none" {
+					t.Errorf("create %d: NetworkDisabled %v, hosts mounted %v, mode %q; want %v, %v, none (mounts %+v)", i, c.NetworkDisabled, hasHosts, c.HostConfig.NetworkMode, disabled, disabled, c.HostConfig.Mounts)
+				}
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -18,6 +19,11 @@ import (
 // Runtime runs chicks on one Docker engine.
 type Runtime struct {
 	api API
+
+	mu sync.Mutex
+	// hosts maps a gate volume to the engine's path of the hosts file in
+	// it (placeHosts), for the isolated chicks that mount it.
+	hosts map[string]string
 }
 
 var _ hatchery.Runtime = (*Runtime)(nil)
@@ -62,15 +68,34 @@ func classify(err error) error {
 
 // Create implements hatchery.Runtime.
 func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string, error) {
-	cc, hc, err := containerConfig(s)
+	hosts := r.hostsFile(s.GateVolume)
+	cc, hc, err := containerConfig(s, hosts)
 	if err != nil {
 		return "", err
 	}
 	resp, err := r.api.ContainerCreate(ctx, cc, hc, nil, nil, s.Name)
+	if err != nil && hosts != "" && cerrdefs.IsInvalidArgument(err) {
+		// The hosts file is gone from the gate's volume (the engine
+		// restarted the gate while no chick mounted it, and Mother has
+		// not ensured it since): the engine's own network mode "none".
+		cc, hc, _ = containerConfig(s, "")
+		resp, err = r.api.ContainerCreate(ctx, cc, hc, nil, nil, s.Name)
+	}
 	if err != nil {
 		return "", classify(err)
 	}
 	return resp.ID, nil
+}
+
+// hostsFile is the engine's path of the hosts file in gate volume vol,
+// or "" when there is none.
+func (r *Runtime) hostsFile(vol string) string {
+	if vol == "" {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hosts[vol]
 }
 
 // Start implements hatchery.Runtime.

@@ -12,7 +12,7 @@ func TestHardeningSwitches(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{}
 	cfg.SetDefaults("")
-	dc, hc, err := containerConfig(spec(cfg.Chicks, nil))
+	dc, hc, err := containerConfig(spec(cfg.Chicks, nil), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestHardeningSwitches(t *testing.T) {
 	}
 	off := false
 	cfg.Chicks.Hardening = config.Hardening{DropCapabilities: &off, NoNewPrivileges: &off, ReadOnlyRoot: &off, User: "1000:1000"}
-	cc, hc, err := containerConfig(spec(cfg.Chicks, []string{"sleep", "1"}))
+	cc, hc, err := containerConfig(spec(cfg.Chicks, []string{"sleep", "1"}), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestHardeningSwitches(t *testing.T) {
 		t.Errorf("command override: entrypoint %v cmd %v", cc.Entrypoint, cc.Cmd)
 	}
 	cfg.Chicks.Resources.Memory = "lots"
-	if _, _, err := containerConfig(spec(cfg.Chicks, nil)); err == nil {
+	if _, _, err := containerConfig(spec(cfg.Chicks, nil), ""); err == nil {
 		t.Error("bad memory size accepted")
 	}
 }

@@ -7,11 +7,13 @@ package enginetest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +57,7 @@ type rule struct {
 	method string
 	path   *regexp.Regexp
 	answer Answer
+	once   bool // dropped once it answered
 }
 
 // Engine is a fake engine listening on a unix socket.
@@ -66,9 +69,10 @@ type Engine struct {
 	closed chan struct{}
 	once   sync.Once
 
-	mu    sync.Mutex
-	rules []rule
-	calls []string
+	mu     sync.Mutex
+	rules  []rule
+	calls  []string
+	bodies []string
 }
 
 // New starts a fake engine that answers _ping and /version; every other
@@ -107,11 +111,17 @@ func (e *Engine) Close() {
 // On makes the engine answer calls of method to path with a. path is the
 // Engine API path without the version prefix; "{}" stands for one path
 // segment ("/containers/{}/start"). A later rule for the same call wins.
-func (e *Engine) On(method, path string, a Answer) {
+func (e *Engine) On(method, path string, a Answer) { e.on(method, path, a, false) }
+
+// OnOnce is On for the next such call only; the rules before it answer
+// the calls after.
+func (e *Engine) OnOnce(method, path string, a Answer) { e.on(method, path, a, true) }
+
+func (e *Engine) on(method, path string, a Answer, once bool) {
 	re := regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(path), `\{\}`, `[^/]+`) + "$")
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.rules = append([]rule{{method: method, path: re, answer: a}}, e.rules...)
+	e.rules = append([]rule{{method: method, path: re, answer: a, once: once}}, e.rules...)
 }
 
 // Calls lists the calls received, "METHOD /path" without the version
@@ -122,16 +132,28 @@ func (e *Engine) Calls() []string {
 	return append([]string(nil), e.calls...)
 }
 
+// Bodies lists the calls' request bodies, in the order of Calls.
+func (e *Engine) Bodies() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.bodies...)
+}
+
 var versionPrefix = regexp.MustCompile(`^/v[0-9.]+`)
 
 func (e *Engine) serve(w http.ResponseWriter, r *http.Request) {
 	path := versionPrefix.ReplaceAllString(r.URL.Path, "")
+	body, _ := io.ReadAll(r.Body)
 	e.mu.Lock()
 	e.calls = append(e.calls, r.Method+" "+path)
+	e.bodies = append(e.bodies, string(body))
 	a, found := Answer{}, false
-	for _, ru := range e.rules {
+	for i, ru := range e.rules {
 		if ru.method == r.Method && ru.path.MatchString(path) {
 			a, found = ru.answer, true
+			if ru.once {
+				e.rules = slices.Delete(e.rules, i, i+1)
+			}
 			break
 		}
 	}
