@@ -271,7 +271,7 @@ func chicks(bin, tmp string, quick bool) {
 	sortD(runExit)
 	fmt.Printf("## Chick spawn (real Docker engine, offline image, %d spawns one at a time)\n\n", spawns)
 	fmt.Printf("| | p50 | p95 |\n|---|---|---|\n")
-	fmt.Printf("| `spawn_chick` to the chick's first event rendered (isolated: network none, through the gate) | %s | %s |\n", pct(spawn, 50), pct(spawn, 95))
+	fmt.Printf("| `spawn_chick` to the chick's first event rendered (isolated: no network but loopback, through the gate) | %s | %s |\n", pct(spawn, 50), pct(spawn, 95))
 	fmt.Printf("| the same with `chicks.network: host` | %s | %s |\n", pct(hostSpawn, 50), pct(hostSpawn, 95))
 	fmt.Printf("| `docker run --rm %s --version`: to its first output | %s | %s |\n", benchImage, pct(runFirst, 50), pct(runFirst, 95))
 	fmt.Printf("| `docker run --rm %s --version`: to exit | %s | %s |\n\n", benchImage, pct(runExit, 50), pct(runExit, 95))
