@@ -21,8 +21,9 @@ type Runtime struct {
 	api API
 
 	mu sync.Mutex
-	// hosts maps a gate volume to the engine's path of the hosts file in
-	// it (placeHosts), for the isolated chicks that mount it.
+	// hosts maps a gate volume (what an isolated chick's spec names) to
+	// the engine's path of the file in its gate's hosts volume
+	// (placeHosts), for the chicks to mount.
 	hosts map[string]string
 }
 
@@ -75,9 +76,9 @@ func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string,
 	}
 	resp, err := r.api.ContainerCreate(ctx, cc, hc, nil, nil, s.Name)
 	if err != nil && hosts != "" && cerrdefs.IsInvalidArgument(err) {
-		// The hosts file is gone from the gate's volume (the engine
-		// restarted the gate while no chick mounted it, and Mother has
-		// not ensured it since): the engine's own network mode "none".
+		// The engine refuses the hosts file's mount (someone removed the
+		// gate's hosts volume since Mother ensured the gate): the
+		// engine's own network mode "none".
 		cc, hc, _ = containerConfig(s, "")
 		resp, err = r.api.ContainerCreate(ctx, cc, hc, nil, nil, s.Name)
 	}
@@ -87,8 +88,8 @@ func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string,
 	return resp.ID, nil
 }
 
-// hostsFile is the engine's path of the hosts file in gate volume vol,
-// or "" when there is none.
+// hostsFile is the engine's path of the hosts file of the gate whose
+// volume is vol, or "" when there is none.
 func (r *Runtime) hostsFile(vol string) string {
 	if vol == "" {
 		return ""

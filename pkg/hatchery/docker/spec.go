@@ -17,7 +17,7 @@ func on(b *bool) bool { return b == nil || *b }
 // containerConfig builds the container's configuration from a chick's
 // spec: hardened by default (decision 4), each switch configurable.
 // hostsFile, for an isolated chick, is the engine's path of the hosts file
-// in its gate volume ("" if there is none).
+// in its gate's hosts volume ("" if there is none).
 func containerConfig(s hatchery.ContainerSpec, hostsFile string) (*container.Config, *container.HostConfig, error) {
 	mem, err := config.ParseBytes(s.Resources.Memory)
 	if err != nil {
@@ -66,8 +66,8 @@ func containerConfig(s hatchery.ContainerSpec, hostsFile string) (*container.Con
 		// no network sandbox for the chick and runs no prestart hook that
 		// re-executes dockerd (libnetwork-setkey) for it: that was about
 		// 40% of the engine's CPU for each isolated spawn. Nor does it
-		// mount an /etc/hosts: the gate volume's file, read-only, keeps
-		// localhost resolving for the chick's tools.
+		// mount an /etc/hosts: the file of the gate's hosts volume,
+		// read-only, keeps localhost resolving for the chick's tools.
 		cc.NetworkDisabled = true
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: hostsFile, Target: "/etc/hosts", ReadOnly: true})
 	}
