@@ -132,6 +132,9 @@ func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 	} else {
 		st.ID = keep.ID
 	}
+	// Before the start, so the start is the ensure's last call: the
+	// hatchery gives the chicks their reconnect grace when it returns.
+	r.placeHosts(ctx, s.Instance, st.ID)
 	// Not running, and the engine's restart policy not on it: started.
 	if keep == nil || (keep.State != hatchery.ContainerRunning && keep.State != "restarting") {
 		if err := r.api.ContainerStart(ctx, st.ID, container.StartOptions{}); err != nil {
@@ -139,13 +142,13 @@ func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 		}
 		st.Started = true
 	}
-	r.placeHosts(ctx, s.Instance, st.ID)
 	return st, nil
 }
 
 // placeHosts writes the isolated chicks' hosts file (wire.ChickHosts) into
-// instance's HostsVolume through its gate (id), which mounts it (made with
-// the gate's container), on every ensure. Chicks then mount the file at
+// instance's HostsVolume through its gate (id, running or not: the volume
+// is a directory on the engine's disk), which mounts it (made with the
+// gate's container), on every ensure. Chicks then mount the file at
 // /etc/hosts from the volume's mountpoint on the engine, and run with the
 // engine's networking disabled (containerConfig). Where it cannot be
 // written they run in the engine's network mode "none", which is slower
