@@ -1,0 +1,225 @@
+package config
+
+// Chicks configures the workers.
+type Chicks struct {
+	// Image is the chick container image.
+	Image string `json:"image"`
+	// DefaultTier is the tier used when spawn_chick names none.
+	DefaultTier string `json:"defaultTier"`
+	// Tiers maps a tier name to the model that serves it.
+	Tiers map[string]Tier `json:"tiers"`
+	// MaxConcurrent caps running chicks across all channels.
+	MaxConcurrent int `json:"maxConcurrent"`
+	// MaxPerChannel caps running chicks per channel.
+	MaxPerChannel int `json:"maxPerChannel"`
+	// MaxPerUser caps the chicks one requester has running or queued,
+	// across channels (0: no cap). A requester is an adapter's user;
+	// chicks spawned by events have none and count against no one.
+	MaxPerUser int `json:"maxPerUser"`
+	// QueueSize caps chicks waiting for a free slot.
+	QueueSize int `json:"queueSize"`
+	// Timeout is a chick's wall-clock limit.
+	Timeout Duration `json:"timeout"`
+	// MaxTurns caps a chick's model turns.
+	MaxTurns int `json:"maxTurns"`
+	// KeepFor keeps an ended chick's container for inspection this long.
+	KeepFor Duration `json:"keepFor"`
+	// HeartbeatInterval is how often a chick reports; three missed means
+	// hung.
+	HeartbeatInterval Duration `json:"heartbeatInterval"`
+	// KillGrace is the time between cancel and kill.
+	KillGrace Duration `json:"killGrace"`
+	// Hosts are the engines chicks run on: Docker hosts and Kubernetes
+	// clusters.
+	Hosts []DockerHost `json:"hosts"`
+	// Resources are per-container limits.
+	Resources Resources `json:"resources"`
+	// Hardening switches; all on by default.
+	Hardening Hardening `json:"hardening"`
+	// Network is how chicks are networked: "isolated" (default: a chick has
+	// no network interface but its own loopback and reaches Mother and the
+	// allowed destinations only through the gate of its Docker host),
+	// "host" (unsafe: the host's whole network; logged at start), "bridge"
+	// or "none" (Docker's own modes; with "none" a chick cannot reach
+	// Mother).
+	Network string `json:"network"`
+	// Egress is what isolated chicks may reach through the gate.
+	Egress Egress `json:"egress"`
+	// HostTools lists the MCP tools chicks may ask Mother to run
+	// ("server.tool" or "server.*"). Default: none.
+	HostTools []string `json:"hostTools"`
+	// Results is what Mother does with a chick's result when it ends:
+	// "answer" (default: she reads it in a run of her own and answers the
+	// channel in her own words) or "relay" (the result is posted as is).
+	Results string `json:"results"`
+}
+
+// Tier is one model a chick can use.
+type Tier struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// Description tells Mother's model when to pick this tier.
+	Description string `json:"description"`
+	// Price, if set, is what the model costs; the metrics then count the
+	// tier's cost (mother_chick_model_cost_usd_total).
+	Price *Price `json:"price"`
+	// Egress adds destinations the chicks of this tier may reach.
+	Egress TierEgress `json:"egress"`
+}
+
+// TierEgress is a tier's addition to chicks.egress.
+type TierEgress struct {
+	// Allow adds to chicks.egress.allow for chicks of this tier.
+	Allow []string `json:"allow"`
+}
+
+// Egress is what isolated chicks may reach through their host's gate
+// (HTTP and HTTPS through its proxy). Nothing by default: a chick reaches
+// Mother and nothing else.
+type Egress struct {
+	// Allow lists destinations every chick may reach: a host name
+	// ("pypi.org"), a wildcard for its subdomains ("*.githubusercontent.com"),
+	// or an exact address ("192.0.2.7"), each with an optional ":port"
+	// (any port without). A name that resolves to a private, loopback or
+	// link-local address is refused unless that exact address is listed
+	// too.
+	Allow []string `json:"allow"`
+	// Channels adds destinations per qualified channel id
+	// ("slack-acme/C123").
+	Channels map[string][]string `json:"channels"`
+	// Hosts resolves names for the gate without DNS, like /etc/hosts
+	// ("mirror.lan": "192.0.2.7"): for a mirror on the LAN. Listing a name
+	// here does not allow it.
+	Hosts map[string]string `json:"hosts"`
+	// MaxBytes caps the bytes a chick sends out through the gate ("100m");
+	// 0 or empty: the default. "unlimited": no cap.
+	MaxBytes string `json:"maxBytes"`
+	// RequestTimeout is how long a chick's request_access waits for an
+	// admin's answer.
+	RequestTimeout Duration `json:"requestTimeout"`
+}
+
+// Price is a model's price in US dollars per million tokens.
+type Price struct {
+	InputPerMTok  float64 `json:"inputPerMTok"`
+	OutputPerMTok float64 `json:"outputPerMTok"`
+}
+
+// DockerHost is one Docker engine.
+type DockerHost struct {
+	// Name identifies the host in logs and momctl.
+	Name string `json:"name"`
+	// Address is "unix:///var/run/docker.sock", "tcp://host:2376" (TLS
+	// required) or "ssh://user@host". Empty: DOCKER_HOST or the local socket.
+	Address string `json:"address"`
+	// TLS client certificate files for tcp:// hosts.
+	TLSCA   string `json:"tlsCA"`
+	TLSCert string `json:"tlsCert"`
+	TLSKey  string `json:"tlsKey"`
+	// Capacity is how many chicks the host runs at once.
+	Capacity int `json:"capacity"`
+	// Tiers the host can serve; empty: all.
+	Tiers []string `json:"tiers"`
+	// MotherAddress is the gRPC address chicks on this host dial; empty:
+	// grpc.advertise.
+	MotherAddress string `json:"motherAddress"`
+	// SSHIdentityFile and SSHKnownHostsFile, for ssh:// hosts: the private
+	// key to log in with and the known_hosts file that must hold the host's
+	// key (checked strictly). Empty: ssh's defaults for Mother's user.
+	SSHIdentityFile   string `json:"sshIdentityFile"`
+	SSHKnownHostsFile string `json:"sshKnownHostsFile"`
+
+	// Kind is the host's engine: "docker" (default) or "kubernetes" (a
+	// cluster: chicks are Pods its scheduler places; docs/kubernetes.md).
+	// The fields below are for kind "kubernetes" only.
+	Kind string `json:"kind"`
+	// Kubeconfig is the path of the kubeconfig file to reach the cluster
+	// with (its current context); empty: the in-cluster configuration
+	// (Mother runs in the cluster, with a service account).
+	Kubeconfig string `json:"kubeconfig"`
+	// Namespace is where chick Pods go; empty: the kubeconfig context's
+	// namespace (in the cluster: Mother's own), else "default".
+	Namespace string `json:"namespace"`
+	// ImagePullPolicy is the chick Pods' "IfNotPresent" (default),
+	// "Always" or "Never".
+	ImagePullPolicy string `json:"imagePullPolicy"`
+	// WorkspaceSize caps a chick's /workspace (an emptyDir), such as "1g".
+	WorkspaceSize string `json:"workspaceSize"`
+	// Requests are what the scheduler reserves for each chick Pod; empty:
+	// the limits (chicks.resources).
+	Requests Requests `json:"requests"`
+	// Placement says where the chicks of a tier go on the cluster, by
+	// tier name; "*" applies to the tiers not listed.
+	Placement map[string]Placement `json:"placement"`
+}
+
+// Requests are a chick Pod's resource requests on a Kubernetes host.
+type Requests struct {
+	// Memory is a byte size such as "512m".
+	Memory string `json:"memory"`
+	// CPUs is a fraction of CPUs, such as 0.5.
+	CPUs float64 `json:"cpus"`
+}
+
+// Host kinds (chicks.hosts[].kind).
+const (
+	HostDocker     = "docker"
+	HostKubernetes = "kubernetes"
+)
+
+// IsKubernetes reports whether h is a Kubernetes cluster.
+func (h DockerHost) IsKubernetes() bool { return h.Kind == HostKubernetes }
+
+// PlacementFor is the placement of tier's chicks on h: its own entry, or
+// the "*" one.
+func (h DockerHost) PlacementFor(tier string) Placement {
+	if p, ok := h.Placement[tier]; ok {
+		return p
+	}
+	return h.Placement["*"]
+}
+
+// Placement puts a tier's chick Pods on the right nodes of a Kubernetes
+// host: GPU chicks on GPU nodes.
+type Placement struct {
+	// NodeSelector are node labels the Pod's node must have.
+	NodeSelector map[string]string `json:"nodeSelector"`
+	// Tolerations let the Pod onto nodes with these taints.
+	Tolerations []Toleration `json:"tolerations"`
+	// ExtendedResources are requested (and limited) per Pod, such as
+	// {"nvidia.com/gpu": 1}.
+	ExtendedResources map[string]int64 `json:"extendedResources"`
+}
+
+// Toleration is a Kubernetes toleration (core/v1 Toleration).
+type Toleration struct {
+	Key string `json:"key"`
+	// Operator is "Equal" (default) or "Exists".
+	Operator string `json:"operator"`
+	Value    string `json:"value"`
+	// Effect is "NoSchedule", "PreferNoSchedule", "NoExecute" or empty
+	// (all).
+	Effect string `json:"effect"`
+	// TolerationSeconds bounds a NoExecute toleration; 0: for ever.
+	TolerationSeconds int64 `json:"tolerationSeconds"`
+}
+
+// Resources are container limits.
+type Resources struct {
+	// Memory is a byte size such as "2g" or "512m".
+	Memory string `json:"memory"`
+	// CPUs is a fraction of CPUs, such as 2 or 0.5.
+	CPUs float64 `json:"cpus"`
+	// Pids caps processes in the container.
+	Pids int64 `json:"pids"`
+	// Tmpfs is the size of /tmp.
+	Tmpfs string `json:"tmpfs"`
+}
+
+// Hardening switches for chick containers. Nil means on.
+type Hardening struct {
+	DropCapabilities *bool  `json:"dropCapabilities"`
+	NoNewPrivileges  *bool  `json:"noNewPrivileges"`
+	ReadOnlyRoot     *bool  `json:"readOnlyRoot"`
+	User             string `json:"user"`
+}
