@@ -1,0 +1,847 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+)
+
+// The hostile suite (issue 31, docs/isolation.md "How it is proved"): a
+// program the chick's own bash runs, as a prompt-injected model could
+// write one, tries each door of the threat model from inside a real
+// chick. The program is internal/hostile/attack, built from the project's
+// wire packages, statically, and put in the channel's scratch/ before the
+// chick starts, so it reaches /workspace/scratch/attack the way any
+// channel file does (FetchFiles). The chick's model is a script: its first
+// call prints the chick's id; the test then reads the chick's credentials
+// from its container (what a leak would give the program) and hands them
+// to the program in the next call. Every row has a positive control: the
+// same probe where it must succeed.
+//
+// The rows run at once, each with its own Mother (and gate), so the suite
+// takes the time of its slowest row.
+
+// Settings of the closed doors, as the suite configures them.
+const (
+	// hostileChickTokens is budgets.chickTokens of the budget row.
+	hostileChickTokens = 1000
+	// hostileCallTokens is what the fake model reports per attack call
+	// (prompt 100 + output 24).
+	hostileCallTokens = 124
+	// hostileWorkspace is chicks.resources.workspaceBytes of the disk row.
+	hostileWorkspace = 64 << 20
+)
+
+var (
+	attackOnce sync.Once
+	attackBin  string
+	attackErr  error
+)
+
+// buildAttack builds the attack program for the engine's machine: static,
+// linux, this machine's architecture (the chick image's).
+func buildAttack(t *testing.T) string {
+	t.Helper()
+	attackOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mother-attack-")
+		if err != nil {
+			attackErr = err
+			return
+		}
+		attackBin = filepath.Join(dir, "attack")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", attackBin, "../../internal/hostile/attack")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			attackErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if attackErr != nil {
+		t.Fatalf("build the attack program: %v", attackErr)
+	}
+	return attackBin
+}
+
+// leaked is what the test read from a chick's container: the credentials
+// the attack program assumes it has.
+type leaked struct {
+	ID, Container, Token, Key, CA string
+}
+
+// args are the program's credential flags.
+func (l leaked) args() string {
+	return fmt.Sprintf("-id %s -token %s -key %s -ca %s", l.ID, l.Token, l.Key, base64.StdEncoding.EncodeToString([]byte(l.CA)))
+}
+
+// chickCreds reads chick id's credentials from its container's
+// environment (container inspect).
+func chickCreds(api *client.Client, id string) (leaked, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "mother.chick.id="+id))})
+	if err != nil || len(cs) != 1 {
+		return leaked{}, fmt.Errorf("the container of chick %s: %v (%d found)", id, err, len(cs))
+	}
+	ci, err := api.ContainerInspect(ctx, cs[0].ID)
+	if err != nil {
+		return leaked{}, err
+	}
+	l := leaked{ID: id, Container: cs[0].ID}
+	for _, kv := range ci.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "MOTHER_TOKEN":
+			l.Token = v
+		case "MOTHER_GATE_KEY":
+			l.Key = v
+		case "MOTHER_CA_PEM":
+			l.CA = v
+		}
+	}
+	if l.Token == "" || l.Key == "" || l.CA == "" {
+		return l, fmt.Errorf("chick %s's container has no MOTHER_TOKEN, MOTHER_GATE_KEY or MOTHER_CA_PEM", id)
+	}
+	return l, nil
+}
+
+// step is one tool call of a row's chick, made from what leaked.
+type step func(l leaked) ollamatest.Call
+
+// hostileModel is the model of every hostile Mother: Mother delegates
+// each message; a chick runs its row's steps (by the goal's first word)
+// after printing its id; a call whose system prompt starts with HOSTILE
+// is the attack program's own, answered with hostileCallTokens and
+// recorded (with the num_predict it asked for).
+type hostileModel struct {
+	api *client.Client
+
+	mu       sync.Mutex
+	rows     map[string][]step
+	leaks    map[string]leaked // by row
+	attacks  map[string][]float64
+	onTurn   map[string]func(l leaked, done int) // called before a row's step done+1
+	attacksN int
+}
+
+func newHostileModel(api *client.Client) *hostileModel {
+	return &hostileModel{api: api, rows: map[string][]step{}, leaks: map[string]leaked{}, attacks: map[string][]float64{}, onTurn: map[string]func(leaked, int){}}
+}
+
+func (h *hostileModel) row(word string, steps ...step) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rows[word] = steps
+}
+
+// numPredict lists the num_predict of the attack calls with system
+// prompt sys (-1: none sent).
+func (h *hostileModel) numPredict(sys string) []float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]float64(nil), h.attacks[sys]...)
+}
+
+func (h *hostileModel) leak(word string) leaked {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leaks[word]
+}
+
+var chickIDLine = regexp.MustCompile(`CHICK=(c-[0-9a-zA-Z-]+)`)
+
+func (h *hostileModel) turn(r ollamatest.Request) ollamatest.Turn {
+	if sys := r.System(); strings.HasPrefix(sys, "HOSTILE") {
+		np := -1.0
+		if v, ok := r.Options["num_predict"].(float64); ok {
+			np = v
+		}
+		h.mu.Lock()
+		h.attacks[sys] = append(h.attacks[sys], np)
+		h.attacksN++
+		h.mu.Unlock()
+		return ollamatest.Turn{Text: "ok", PromptTokens: 100, OutputTokens: hostileCallTokens - 100, Delay: 300 * time.Millisecond}
+	}
+	switch r.Model {
+	case motherModel:
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "tool" {
+			return ollamatest.Turn{Text: "Delegated."}
+		}
+		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"label": "delegating", "goal": r.LastUser()}}}}
+	case chickModel:
+	default:
+		return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
+	}
+	goal := ""
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			goal = m.Content
+			break
+		}
+	}
+	word, _, _ := strings.Cut(strings.TrimSpace(goal), " ")
+	h.mu.Lock()
+	steps, ok := h.rows[word]
+	onTurn := h.onTurn[word]
+	h.mu.Unlock()
+	if !ok {
+		return ollamatest.Turn{Text: "Done: no such row " + word}
+	}
+	res := toolResults(r)
+	if len(res) == 0 {
+		return ollamatest.Turn{Calls: []ollamatest.Call{bashCall("whoami", "echo CHICK=$MOTHER_CHICK_ID; ls -l scratch/attack")}}
+	}
+	m := chickIDLine.FindStringSubmatch(res[0])
+	if m == nil {
+		return ollamatest.Turn{Text: "Done: no chick id in " + res[0]}
+	}
+	h.mu.Lock()
+	l, known := h.leaks[word]
+	h.mu.Unlock()
+	if !known {
+		var err error
+		if l, err = chickCreds(h.api, m[1]); err != nil {
+			return ollamatest.Turn{Text: "Done: " + err.Error()}
+		}
+		h.mu.Lock()
+		h.leaks[word] = l
+		h.mu.Unlock()
+	}
+	done := len(res) - 1
+	if onTurn != nil {
+		onTurn(l, done)
+	}
+	if done < len(steps) {
+		return ollamatest.Turn{Calls: []ollamatest.Call{steps[done](l)}}
+	}
+	return ollamatest.Turn{Text: "Done: " + strings.Join(res[1:], " || ")}
+}
+
+// attackCall is a bash call running the attack program with the leaked
+// credentials.
+func attackCall(label, sub, flags string) step {
+	return func(l leaked) ollamatest.Call {
+		return bashCall(label, fmt.Sprintf("./scratch/attack %s %s %s 2>&1 | grep -v -e '^PROC ' -e '^DENIED '", sub, l.args(), flags))
+	}
+}
+
+// plainCall is a bash call that needs no credentials.
+func plainCall(label, command string) step {
+	return func(leaked) ollamatest.Call { return bashCall(label, command) }
+}
+
+// hostileMother starts a Mother for one row: the test image, the attack
+// program in the channel's scratch/, chicks settings over chickData's,
+// and extra top-level config.
+func hostileMother(t *testing.T, api *client.Client, h *hostileModel, fake *ollamatest.Server, extra map[string]any, chicks map[string]any) (*chickProc, string) {
+	t.Helper()
+	data, _ := chickData(t, api, extra)
+	removeGateVolumes(t, api, data)
+	if len(chicks) > 0 {
+		setChicks(t, data, chicks)
+	}
+	scratch := filepath.Join(data, "workspace", "channels", "cli", "local", "scratch")
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(buildAttack(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "attack"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return startChickMother(t, data, chickEnv(fake)), data
+}
+
+// doneOf is the output of the chick whose result holds marker.
+func doneOf(out, marker string) string {
+	for _, part := range strings.Split(out, "Done: ") {
+		if strings.Contains(part, marker) {
+			return part
+		}
+	}
+	return ""
+}
+
+// intField reads "KEY=<n>" from s (-1: absent).
+func intField(s, key string) int {
+	m := regexp.MustCompile(regexp.QuoteMeta(key) + `=(-?\d+)`).FindStringSubmatch(s)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// vmRSS is a process's resident set in bytes.
+func vmRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+// treeBytes is the bytes of the regular files under dir (0 if none).
+func treeBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// hostBytes is what a chick's container holds on the engine's disk: its
+// writable layer and every volume or bind it has (a tmpfs is memory).
+func hostBytes(api *client.Client, id string) (int64, string, error) {
+	ci, err := api.ContainerInspect(context.Background(), id)
+	if err != nil {
+		return 0, "", err
+	}
+	var n int64
+	var where []string
+	if up := ci.GraphDriver.Data["UpperDir"]; up != "" {
+		b := treeBytes(up)
+		n += b
+		where = append(where, fmt.Sprintf("layer %d", b))
+	}
+	for _, m := range ci.Mounts {
+		if m.Source != "" && (m.Type == "volume" || m.Type == "bind") {
+			b := treeBytes(m.Source)
+			n += b
+			where = append(where, fmt.Sprintf("%s %s %d", m.Type, m.Destination, b))
+		}
+	}
+	for dst := range ci.HostConfig.Tmpfs {
+		where = append(where, "tmpfs "+dst)
+	}
+	for _, m := range ci.HostConfig.Mounts {
+		if m.Type == "tmpfs" {
+			where = append(where, "tmpfs "+m.Target)
+		}
+	}
+	return n, strings.Join(where, ", "), nil
+}
+
+// TestHostile runs every row of the threat model from inside real chicks
+// (docs/isolation.md, "How it is proved").
+func TestHostile(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	buildAttack(t)
+	rows := []struct {
+		name string
+		run  func(t *testing.T, api *client.Client)
+	}{
+		{"Memory", hostileMemory},
+		{"Budget", hostileBudget},
+		{"Flood", hostileFlood},
+		{"GateStorm", hostileGateStorm},
+		{"Egress", hostileEgress},
+		{"Approvals", hostileApprovals},
+		{"Disk", hostileDisk},
+	}
+	// The rows run at once whatever -parallel is: each is a Mother
+	// waiting on her chicks most of the time.
+	var wg sync.WaitGroup
+	for _, r := range rows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(r.name, func(t *testing.T) { r.run(t, api) })
+		}()
+	}
+	wg.Wait()
+}
+
+// hostileMemory: the program searches every process it can see for the
+// chick's nest token and gate key and finds neither; the control: the
+// same search finds a marker in a child of its own, and the chick still
+// joined and answered with its token.
+func hostileMemory(t *testing.T, api *client.Client) {
+	h := newHostileModel(api)
+	h.row("memory", func(l leaked) ollamatest.Call {
+		return bashCall("scan", fmt.Sprintf("./scratch/attack memscan -find %s,%s 2>&1 | grep -v -e '^DENIED '", l.Token, l.Key))
+	})
+	fake := ollamatest.NewFunc(h.turn)
+	defer fake.Close()
+	p, _ := hostileMother(t, api, h, fake, nil, nil)
+	io.WriteString(p.stdin, "memory scan\n")
+	p.waitOut(t, "Done: ", 2*time.Minute)
+	out := doneOf(p.out(), "SCANNED")
+	if out == "" {
+		t.Fatalf("the scan did not run:\n%s\n%s", p.out(), p.errs())
+	}
+	if !strings.Contains(out, "CONTROL found") {
+		t.Errorf("the control: the scan did not find the marker in its own child, so it proves nothing:\n%s", out)
+	}
+	if n := intField(out, "SCANNED processes"); n < 2 {
+		t.Errorf("the scan saw %d processes besides itself, want the agent and its own child at least:\n%s", n, out)
+	}
+	if m := regexp.MustCompile(`FOUND secret\d pid=\d+ src=\S+`).FindAllString(out, -1); len(m) > 0 {
+		t.Errorf("a tool's program found the chick's credentials (secret0 the nest token, secret1 the gate key): %v", m)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit %d\n%s", code, p.errs())
+	}
+}
+
+// ledgerTokens adds up the tokens the broker's ledger recorded for chick
+// id (every *.jsonl under the data dir whose lines are ledger entries).
+func ledgerTokens(t *testing.T, data, id string) int64 {
+	t.Helper()
+	var total int64
+	filepath.WalkDir(filepath.Join(data, "chicks"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "usage" || !strings.HasSuffix(path, ".jsonl") {
+			return nil
+		}
+		b, _ := os.ReadFile(path)
+		for _, line := range strings.Split(string(b), "\n") {
+			var e struct {
+				Chick   string `json:"chick"`
+				In, Out int64
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Chick == id {
+				total += e.In + e.Out
+			}
+		}
+		return nil
+	})
+	return total
+}
+
+// hostileBudget: with the chick's token, 30 concurrent Generate calls
+// against budgets.chickTokens 1000 (124 tokens each); the ledger records
+// at most the budget and calls were refused with a budget error; the
+// control: a call on its own is answered. In another chick, a
+// max_output_tokens of 2^30 reaches the model server as a num_predict no
+// higher than the tier's maximum, and a smaller one passes lowered.
+func hostileBudget(t *testing.T, api *client.Client) {
+	h := newHostileModel(api)
+	h.row("race", attackCall("race", "race", "-n 30 -max 24 -system HOSTILE-RACE"))
+	h.row("clamp", attackCall("huge", "generate", "-max 1073741824 -system HOSTILE-HUGE"), attackCall("small", "generate", "-max 100 -system HOSTILE-SMALL"))
+	fake := ollamatest.NewFunc(h.turn)
+	defer fake.Close()
+	chicks := map[string]any{}
+	for k, v := range hostileBudgetChicks {
+		chicks[k] = v
+	}
+	p, data := hostileMother(t, api, h, fake, map[string]any{"budgets": map[string]any{"chickTokens": hostileChickTokens}}, chicks)
+	io.WriteString(p.stdin, "race the budget\n")
+	io.WriteString(p.stdin, "clamp the output\n")
+	p.waitCount(t, "Done: ", 2, 2*time.Minute)
+	race := doneOf(p.out(), "RACE ")
+	if !strings.Contains(race, "CONTROL answered") {
+		t.Errorf("the control: a single call within the budget was not answered:\n%s", race)
+	}
+	used := ledgerTokens(t, data, h.leak("race").ID)
+	refusedBudget := regexp.MustCompile(`RACEERR (\d+) [^\n]*budget`).FindStringSubmatch(race)
+	t.Logf("race: %s; ledger %d tokens for %s", strings.TrimSpace(regexp.MustCompile(`RACE [^\n]*`).FindString(race)), used, h.leak("race").ID)
+	if used > hostileChickTokens {
+		t.Errorf("30 concurrent calls: the ledger holds %d tokens of chick %s, over its budget of %d:\n%s", used, h.leak("race").ID, hostileChickTokens, race)
+	}
+	if refusedBudget == nil {
+		t.Errorf("no call was refused with a budget error:\n%s", race)
+	}
+	huge, small := h.numPredict("HOSTILE-HUGE"), h.numPredict("HOSTILE-SMALL")
+	t.Logf("num_predict received: for 2^30 %v, for 100 %v (tier maximum %d)", huge, small, hostileTierMaxOutput)
+	if len(huge) != 1 || huge[0] < 1 || huge[0] > float64(hostileTierMaxOutput) {
+		t.Errorf("max_output_tokens 2^30 reached the model server as num_predict %v, want one call of at most the tier's %d", huge, hostileTierMaxOutput)
+	}
+	if len(small) != 1 || small[0] != 100 {
+		t.Errorf("max_output_tokens 100 reached the model server as num_predict %v, want 100 (a chick may lower its limit)", small)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit %d\n%s", code, p.errs())
+	}
+}
+
+// eventsBytes is the size of chick id's events.jsonl, and whether every
+// line of it parses.
+func eventsFile(data, id string) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join(data, "chicks", id, "events.jsonl"))
+	if err != nil {
+		return -1, false
+	}
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if line != "" && !json.Valid([]byte(line)) {
+			return int64(len(b)), false
+		}
+	}
+	return int64(len(b)), true
+}
+
+// hostileFlood: with a chick's token, a Session of 16 MiB ToolEnd events
+// (one chick) and a fast stream of small ones (another): each chick is
+// stopped with a reason starting "flooding:" that the channel shows, its
+// events.jsonl grows by at most the cap and still parses, and Mother's
+// RSS stays within 20 MB of its level before. The control: the chick's
+// own events before the flood were stored and shown.
+func hostileFlood(t *testing.T, api *client.Client) {
+	h := newHostileModel(api)
+	h.row("bigflood", plainCall("before-big", "echo BEFORE-FLOOD-BIG"), attackCall("flood", "flood", "-size 16777216 -count 40 -for 25s"))
+	h.row("fastflood", plainCall("before-fast", "echo BEFORE-FLOOD-FAST"), attackCall("flood", "flood", "-size 64 -count 2000000 -for 25s"))
+	var mu sync.Mutex
+	sizes := map[string]int64{}
+	var p *chickProc
+	var data string
+	var baseline, peak int64
+	h.onTurn["bigflood"] = func(l leaked, done int) {
+		if done == 1 { // the control ran; the flood is next
+			mu.Lock()
+			sizes["bigflood"], _ = eventsFile(data, l.ID)
+			mu.Unlock()
+		}
+	}
+	h.onTurn["fastflood"] = func(l leaked, done int) {
+		if done == 1 {
+			mu.Lock()
+			sizes["fastflood"], _ = eventsFile(data, l.ID)
+			mu.Unlock()
+		}
+	}
+	fake := ollamatest.NewFunc(h.turn)
+	defer fake.Close()
+	p, data = hostileMother(t, api, h, fake, nil, hostileFloodChicks)
+	io.WriteString(p.stdin, "bigflood events\n")
+	io.WriteString(p.stdin, "fastflood events\n")
+	p.waitOut(t, "BEFORE-FLOOD-BIG", time.Minute)
+	p.waitOut(t, "BEFORE-FLOOD-FAST", time.Minute)
+	// Mother's RSS before the floods, then its highest while they run.
+	baseline = vmRSS(p.cmd.Process.Pid)
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if r := vmRSS(p.cmd.Process.Pid); r > peak {
+				peak = r
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	deadline := time.Now().Add(90 * time.Second)
+	for strings.Count(p.out(), "FLOOD sent=") < 2 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	<-sampled
+	out := p.out()
+	t.Logf("Mother's RSS: %d MB before the floods, %d MB at most during", baseline>>20, peak>>20)
+	if peak-baseline > 20<<20 {
+		t.Errorf("Mother's RSS went from %d MB to %d MB under the floods, want within 20 MB", baseline>>20, peak>>20)
+	}
+	for _, row := range []string{"bigflood", "fastflood"} {
+		l := h.leak(row)
+		after, parses := eventsFile(data, l.ID)
+		mu.Lock()
+		before := sizes[row]
+		mu.Unlock()
+		t.Logf("%s (%s): events.jsonl %d bytes before the flood, %d after; %s", row, l.ID, before, after, regexp.MustCompile(`FLOOD [^\n]*`).FindString(doneOf(out, "BEFORE-FLOOD-"+strings.ToUpper(strings.TrimSuffix(row, "flood")))))
+		if before <= 0 {
+			t.Errorf("%s: the control: the chick's own events before the flood were not stored", row)
+		}
+		if after-before > hostileEventsCap {
+			t.Errorf("%s: events.jsonl grew by %d bytes under the flood, want at most the cap %d", row, after-before, hostileEventsCap)
+		}
+		if !parses {
+			t.Errorf("%s: events.jsonl does not parse after the flood", row)
+		}
+	}
+	if n := strings.Count(out, "flooding:"); n < 2 {
+		t.Errorf("the channel shows %d reasons starting \"flooding:\", want one per flooding chick:\n%s", n, tail(out, 3000))
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit %d\n%s", code, tail(p.errs(), 3000))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// hostileGateStorm: chick A opens 2,000 connections to the gate's
+// nest.sock while chick B works through ten model turns; the gate is not
+// OOM-killed or restarted, B finishes every turn, and the refusal is
+// reported. The control: A's own first connections were served (a TLS
+// handshake with Mother through the gate).
+func hostileGateStorm(t *testing.T, api *client.Client) {
+	h := newHostileModel(api)
+	h.row("storm", attackCall("storm", "storm", "-n 2000 -for 20s"))
+	var ticks []step
+	for i := 1; i <= 10; i++ {
+		ticks = append(ticks, plainCall(fmt.Sprintf("tick %d", i), fmt.Sprintf("sleep 1.5; echo TICK-%d", i)))
+	}
+	h.row("steady", ticks...)
+	var started sync.Once
+	stormGo := make(chan struct{})
+	h.onTurn["steady"] = func(_ leaked, done int) {
+		if done == 2 {
+			started.Do(func() { close(stormGo) })
+		}
+	}
+	fake := ollamatest.NewFunc(h.turn)
+	defer fake.Close()
+	p, data := hostileMother(t, api, h, fake, nil, hostileGateChicks)
+	io.WriteString(p.stdin, "steady work\n")
+	select {
+	case <-stormGo:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("chick B never got going:\n%s\n%s", p.out(), p.errs())
+	}
+	gs := gates(t, api, data)
+	if len(gs) != 1 {
+		t.Fatalf("%d gates, want 1", len(gs))
+	}
+	before, err := api.ContainerInspect(context.Background(), gs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p.stdin, "storm the gate\n")
+	p.waitCount(t, "Done: ", 2, 3*time.Minute)
+	out := p.out()
+	storm, steady := doneOf(out, "STORM "), doneOf(out, "TICK-1")
+	t.Logf("storm: %s", strings.Join(regexp.MustCompile(`(?m)^(CONTROL|STORM|AFTER) [^\n]*`).FindAllString(storm, -1), "; "))
+	if !strings.Contains(storm, "CONTROL handshake=ok") {
+		t.Errorf("the control: chick A's own first connection was not served:\n%s", storm)
+	}
+	for i := 1; i <= 10; i++ {
+		if !strings.Contains(steady, fmt.Sprintf("TICK-%d", i)) {
+			t.Errorf("chick B did not finish its turn %d during the storm:\n%s", i, steady)
+		}
+	}
+	after, err := api.ContainerInspect(context.Background(), gs[0].ID)
+	if err != nil {
+		t.Fatalf("the gate is gone after the storm: %v", err)
+	}
+	if after.State.OOMKilled || after.RestartCount != before.RestartCount || after.State.StartedAt != before.State.StartedAt || !after.State.Running {
+		t.Errorf("the gate under the storm: OOM-killed %v, restarts %d then %d, started %s then %s, running %v",
+			after.State.OOMKilled, before.RestartCount, after.RestartCount, before.State.StartedAt, after.State.StartedAt, after.State.Running)
+	}
+	if strings.Contains(p.errs(), "gate exited; starting it again") {
+		t.Errorf("Mother restarted the gate during the storm")
+	}
+	refused := intField(storm, "closed-by-gate") > 0 || intField(storm, "failed") > 0
+	if !refused {
+		t.Errorf("the gate refused none of 2,000 connections from one chick:\n%s", storm)
+	}
+	if !hostileStormReported(p.out(), p.errs(), gateLogs(api, gs[0].ID)) {
+		t.Errorf("the refusal was not reported (channel, Mother's log or the gate's):\n%s", tail(p.errs(), 2000))
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit %d\n%s", code, tail(p.errs(), 3000))
+	}
+}
+
+// gateLogs is what the gate container logged.
+func gateLogs(api *client.Client, id string) string {
+	rc, err := api.ContainerLogs(context.Background(), id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 4<<20))
+	return string(b)
+}
+
+// hostileEgress: a name the operator listed resolves to a private
+// address listed with a port (the test's web container, which also
+// listens on 9090): that port is reachable through the proxy (the
+// control), the other port is refused; a listed name that resolves to an
+// IPv4-mapped IPv6 form of that private address is refused; a chick's
+// request_access for a wildcard is refused without being posted.
+func hostileEgress(t *testing.T, api *client.Client) {
+	o := makeOutside(t, api)
+	ip := o.run(t, "twoports", `(while true; do echo HELLO-OTHER-PORT | nc -l -p 9090; done) & mkdir -p /tmp/www && echo HELLO-WEB > /tmp/www/hello.txt && exec httpd -f -p 8080 -h /tmp/www`)
+	crlf := `\r\n`
+	h := newHostileModel(api)
+	h.row("egress",
+		plainCall("ports",
+			proxyRequest("listed-port", "GET http://port.test:8080/hello.txt HTTP/1.0"+crlf+crlf)+
+				proxyRequest("other-port", "CONNECT port.test:9090 HTTP/1.1"+crlf+crlf)+
+				proxyRequest("mapped", "GET http://mapped.test:8080/hello.txt HTTP/1.0"+crlf+crlf)+
+				proxyRequest("mapped-literal", "CONNECT [::ffff:"+ip+"]:8080 HTTP/1.1"+crlf+crlf)),
+		attackCall("wildcard", "access", "-dest '*.example.com'"),
+	)
+	fake := ollamatest.NewFunc(h.turn)
+	defer fake.Close()
+	p, _ := hostileMother(t, api, h, fake, nil, map[string]any{"egress": map[string]any{
+		"allow":          []string{ip + ":8080", "port.test", "mapped.test", "[::ffff:" + ip + "]"},
+		"hosts":          map[string]any{"port.test": ip, "mapped.test": "::ffff:" + ip},
+		"requestTimeout": "8s",
+	}})
+	io.WriteString(p.stdin, "egress ports\n")
+	p.waitOut(t, "Done: ", 2*time.Minute)
+	out := doneOf(p.out(), "listed-port")
+	if a := answerOf(out, "listed-port"); !strings.Contains(a, "HELLO-WEB") {
+		t.Errorf("the control: the listed address's listed port was not reached: %q", a)
+	}
+	if a := answerOf(out, "other-port"); strings.Contains(a, "HELLO-OTHER-PORT") || !strings.Contains(a, "403") {
+		t.Errorf("another port of the listed address %s: the proxy answered %q, want a 403", ip, a)
+	}
+	for _, name := range []string{"mapped", "mapped-literal"} {
+		if a := answerOf(out, name); strings.Contains(a, "HELLO") || !strings.Contains(a, "403") {
+			t.Errorf("%s: an IPv4-mapped IPv6 form of the private %s: the proxy answered %q, want a 403", name, ip, a)
+		}
+	}
+	wild := regexp.MustCompile(`ACCESS \*\.example\.com [^\n]*`).FindString(out)
+	if wild == "" || strings.Contains(wild, "granted=true") {
+		t.Errorf("a wildcard request_access: %q, want refused", wild)
+	}
+	if strings.Contains(p.out(), "asks to reach") {
+		t.Errorf("a chick's wildcard request was put to the admins:\n%s", p.out())
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit %d\n%s", code, tail(p.errs(), 3000))
+	}
+}
+
+// hostileApprovals: a chick asks for one destination and the admin types
+// the bare `allow <id>` its post shows: approved (the control). Then it
+// asks for two at once and the admin types the same: neither is
+// approved and the reply lists both; `allow <id> <destination>` then
+// approves exactly that one.
+func hostileApprovals(t *testing.T, api *client.Client) {
+	h := newHostileModel(api)
+	h.row("approvals",
+		attackCall("one", "access", "-dest one.test:443"),
+		attackCall("two", "access", "-dest two.test:443 -dest three.test:443"),
+	)
+	fake := ollamatest.NewFunc(h.turn)
+	defer fake.Close()
+	p, _ := hostileMother(t, api, h, fake, nil, map[string]any{"egress": map[string]any{"requestTimeout": "25s"}})
+	io.WriteString(p.stdin, "approvals please\n")
+	id := accessID(t, p, 1)
+	io.WriteString(p.stdin, "allow "+id+"\n")
+	accessID(t, p, 3)
+	mark := len(p.out())
+	io.WriteString(p.stdin, "allow "+id+"\n")
+	// Mother's answer to the bare allow, then the precise one.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.out()[mark:], "three.test") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	reply := p.out()[mark:]
+	io.WriteString(p.stdin, "allow "+id+" three.test:443\n")
+	p.waitOut(t, "Done: ", 2*time.Minute)
+	out := doneOf(p.out(), "ACCESS one.test")
+	if !regexp.MustCompile(`ACCESS one\.test:443 granted=true`).MatchString(out) {
+		t.Errorf("the control: with one request pending, a bare allow did not approve it:\n%s", out)
+	}
+	if !strings.Contains(reply, "two.test:443") || !strings.Contains(reply, "three.test:443") {
+		t.Errorf("the reply to a bare allow with two pending does not list both:\n%s", reply)
+	}
+	if regexp.MustCompile(`ACCESS two\.test:443 granted=true`).MatchString(out) {
+		t.Errorf("with two pending, the bare allow (or the one naming three.test) approved two.test:\n%s", out)
+	}
+	if !regexp.MustCompile(`ACCESS three\.test:443 granted=true`).MatchString(out) {
+		t.Errorf("allow %s three.test:443 did not approve three.test:\n%s", id, out)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit %d\n%s", code, tail(p.errs(), 3000))
+	}
+}
+
+// hostileDisk: with chicks.resources.workspaceBytes 64 MiB, a chick
+// writes 1 GiB into /workspace: the write fails (ENOSPC) or the chick is
+// stopped, and what its container holds on the engine's disk is at most
+// the limit and some slack. The control: 16 MiB, under the limit, is
+// written.
+func hostileDisk(t *testing.T, api *client.Client) {
+	h := newHostileModel(api)
+	h.row("disk",
+		plainCall("write", "dd if=/dev/zero of=/workspace/small bs=1M count=16 2>/dev/null && echo SMALL-OK; "+
+			"dd if=/dev/zero of=/workspace/big bs=1M count=1024 2>/tmp/dd.err; echo \"BIG-EXIT $? $(tail -n 1 /tmp/dd.err)\"; ls -l /workspace/big | awk '{print \"BIG-SIZE\", $5}'"),
+		plainCall("measured", "echo measured"),
+	)
+	var mu sync.Mutex
+	var onDisk int64 = -1
+	var where string
+	var measureErr error
+	h.onTurn["disk"] = func(l leaked, done int) {
+		if done == 1 {
+			n, w, err := hostBytes(api, l.Container)
+			mu.Lock()
+			onDisk, where, measureErr = n, w, err
+			mu.Unlock()
+		}
+	}
+	fake := ollamatest.NewFunc(h.turn)
+	defer fake.Close()
+	res := map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "32m"}
+	for k, v := range hostileDiskResources {
+		res[k] = v
+	}
+	p, _ := hostileMother(t, api, h, fake, nil, map[string]any{"resources": res})
+	io.WriteString(p.stdin, "disk fill\n")
+	p.waitOut(t, "Done: ", 2*time.Minute)
+	out := p.out()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("disk: %s; %s; on the engine's disk %d bytes (%s)", regexp.MustCompile(`BIG-EXIT [^\n]*`).FindString(out), regexp.MustCompile(`BIG-SIZE [^\n]*`).FindString(out), onDisk, where)
+	if !strings.Contains(out, "SMALL-OK") {
+		t.Errorf("the control: 16 MiB under the limit was not written:\n%s", tail(out, 2000))
+	}
+	stopped := strings.Contains(out, "stopped") && strings.Contains(out, "workspace")
+	if strings.Contains(out, "BIG-EXIT 0 ") && !stopped {
+		t.Errorf("1 GiB was written into /workspace with a limit of %d bytes:\n%s", hostileWorkspace, tail(out, 2000))
+	}
+	if measureErr != nil {
+		t.Errorf("measure the chick's disk: %v", measureErr)
+	}
+	if onDisk > hostileWorkspace+16<<20 {
+		t.Errorf("the chick's container holds %d bytes on the engine's disk (%s), want at most the limit %d and 16 MiB", onDisk, where, hostileWorkspace)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit %d\n%s", code, tail(p.errs(), 3000))
+	}
+}
