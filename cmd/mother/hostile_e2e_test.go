@@ -198,13 +198,20 @@ func (h *hostileModel) turn(r ollamatest.Request) ollamatest.Turn {
 			break
 		}
 	}
-	word, _, _ := strings.Cut(strings.TrimSpace(goal), " ")
+	// The goal is the message, after Mother's stamp: its row is the
+	// row word it holds.
 	h.mu.Lock()
-	steps, ok := h.rows[word]
+	word := ""
+	for w := range h.rows {
+		if regexp.MustCompile(`\b` + w + `\b`).MatchString(goal) {
+			word = w
+		}
+	}
+	steps := h.rows[word]
 	onTurn := h.onTurn[word]
 	h.mu.Unlock()
-	if !ok {
-		return ollamatest.Turn{Text: "Done: no such row " + word}
+	if word == "" {
+		return ollamatest.Turn{Text: "Done: no row in " + goal}
 	}
 	res := toolResults(r)
 	if len(res) == 0 {
@@ -395,7 +402,10 @@ func TestHostile(t *testing.T) {
 func hostileMemory(t *testing.T, api *client.Client) {
 	h := newHostileModel(api)
 	h.row("memory", func(l leaked) ollamatest.Call {
-		return bashCall("scan", fmt.Sprintf("./scratch/attack memscan -find %s,%s 2>&1 | grep -v -e '^DENIED '", l.Token, l.Key))
+		// In base64, so the command line of the shell that runs the
+		// program does not hold them as they are.
+		enc := base64.StdEncoding.EncodeToString
+		return bashCall("scan", fmt.Sprintf("./scratch/attack memscan -find %s,%s 2>&1 | grep -v -e '^DENIED '", enc([]byte(l.Token)), enc([]byte(l.Key))))
 	})
 	fake := ollamatest.NewFunc(h.turn)
 	defer fake.Close()
@@ -464,19 +474,22 @@ func hostileBudget(t *testing.T, api *client.Client) {
 	p, data := hostileMother(t, api, h, fake, map[string]any{"budgets": map[string]any{"chickTokens": hostileChickTokens}}, chicks)
 	io.WriteString(p.stdin, "race the budget\n")
 	io.WriteString(p.stdin, "clamp the output\n")
-	p.waitCount(t, "Done: ", 2, 2*time.Minute)
+	p.waitCount(t, "(chick c-", 2, 2*time.Minute)
 	race := doneOf(p.out(), "RACE ")
-	if !strings.Contains(race, "CONTROL answered") {
-		t.Errorf("the control: a single call within the budget was not answered:\n%s", race)
-	}
 	used := ledgerTokens(t, data, h.leak("race").ID)
-	refusedBudget := regexp.MustCompile(`RACEERR (\d+) [^\n]*budget`).FindStringSubmatch(race)
-	t.Logf("race: %s; ledger %d tokens for %s", strings.TrimSpace(regexp.MustCompile(`RACE [^\n]*`).FindString(race)), used, h.leak("race").ID)
-	if used > hostileChickTokens {
-		t.Errorf("30 concurrent calls: the ledger holds %d tokens of chick %s, over its budget of %d:\n%s", used, h.leak("race").ID, hostileChickTokens, race)
+	sent := len(h.numPredict("HOSTILE-RACE"))
+	t.Logf("race: %s; %d of 31 calls reached the model; ledger %d tokens for %s",
+		strings.Join(regexp.MustCompile(`(CONTROL|RACE|RACEERR) [^\n]*`).FindAllString(race, -1), "; "), sent, used, h.leak("race").ID)
+	// The control: the call on its own was answered and recorded (the
+	// program's output is gone if the chick was stopped).
+	if (race != "" && !strings.Contains(race, "CONTROL answered")) || sent < 1 || used < hostileCallTokens {
+		t.Errorf("the control: a single call within the budget was not answered (%d calls reached the model, %d tokens recorded):\n%s", sent, used, race)
 	}
-	if refusedBudget == nil {
-		t.Errorf("no call was refused with a budget error:\n%s", race)
+	if used > hostileChickTokens {
+		t.Errorf("30 concurrent calls: the ledger holds %d tokens of chick %s, over its budget of %d", used, h.leak("race").ID, hostileChickTokens)
+	}
+	if sent >= 31 || !(regexp.MustCompile(`RACEERR \d+ [^\n]*budget`).MatchString(race) || strings.Contains(p.out(), "budget exhausted")) {
+		t.Errorf("no call was refused with a budget error (%d of 31 calls reached the model):\n%s", sent, p.out())
 	}
 	huge, small := h.numPredict("HOSTILE-HUGE"), h.numPredict("HOSTILE-SMALL")
 	t.Logf("num_predict received: for 2^30 %v, for 100 %v (tier maximum %d)", huge, small, hostileTierMaxOutput)
@@ -519,20 +532,43 @@ func hostileFlood(t *testing.T, api *client.Client) {
 	h.row("fastflood", plainCall("before-fast", "echo BEFORE-FLOOD-FAST"), attackCall("flood", "flood", "-size 64 -count 2000000 -for 25s"))
 	var mu sync.Mutex
 	sizes := map[string]int64{}
+	stored := map[string]bool{}
 	var p *chickProc
 	var data string
+	// Mother's RSS before the first flood, then its highest until the
+	// end of the row.
 	var baseline, peak int64
-	h.onTurn["bigflood"] = func(l leaked, done int) {
-		if done == 1 { // the control ran; the flood is next
-			mu.Lock()
-			sizes["bigflood"], _ = eventsFile(data, l.ID)
-			mu.Unlock()
-		}
+	var sampling sync.Once
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	sample := func() {
+		baseline = vmRSS(p.cmd.Process.Pid)
+		go func() {
+			defer close(sampled)
+			for {
+				r := vmRSS(p.cmd.Process.Pid)
+				mu.Lock()
+				peak = max(peak, r)
+				mu.Unlock()
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}()
 	}
-	h.onTurn["fastflood"] = func(l leaked, done int) {
-		if done == 1 {
+	for _, row := range []string{"bigflood", "fastflood"} {
+		marker := "BEFORE-FLOOD-" + strings.ToUpper(strings.TrimSuffix(row, "flood"))
+		h.onTurn[row] = func(l leaked, done int) {
+			if done != 1 { // the control ran; the flood is next
+				return
+			}
+			sampling.Do(sample)
+			n, _ := eventsFile(data, l.ID)
+			b, _ := os.ReadFile(filepath.Join(data, "chicks", l.ID, "events.jsonl"))
 			mu.Lock()
-			sizes["fastflood"], _ = eventsFile(data, l.ID)
+			sizes[row], stored[row] = n, strings.Contains(string(b), marker)
 			mu.Unlock()
 		}
 	}
@@ -541,33 +577,12 @@ func hostileFlood(t *testing.T, api *client.Client) {
 	p, data = hostileMother(t, api, h, fake, nil, hostileFloodChicks)
 	io.WriteString(p.stdin, "bigflood events\n")
 	io.WriteString(p.stdin, "fastflood events\n")
-	p.waitOut(t, "BEFORE-FLOOD-BIG", time.Minute)
-	p.waitOut(t, "BEFORE-FLOOD-FAST", time.Minute)
-	// Mother's RSS before the floods, then its highest while they run.
-	baseline = vmRSS(p.cmd.Process.Pid)
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if r := vmRSS(p.cmd.Process.Pid); r > peak {
-				peak = r
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	deadline := time.Now().Add(90 * time.Second)
-	for strings.Count(p.out(), "FLOOD sent=") < 2 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	time.Sleep(2 * time.Second)
+	p.waitCount(t, "(chick c-", 2, 2*time.Minute)
 	close(stop)
 	<-sampled
 	out := p.out()
+	mu.Lock()
+	defer mu.Unlock()
 	t.Logf("Mother's RSS: %d MB before the floods, %d MB at most during", baseline>>20, peak>>20)
 	if peak-baseline > 20<<20 {
 		t.Errorf("Mother's RSS went from %d MB to %d MB under the floods, want within 20 MB", baseline>>20, peak>>20)
@@ -575,12 +590,10 @@ func hostileFlood(t *testing.T, api *client.Client) {
 	for _, row := range []string{"bigflood", "fastflood"} {
 		l := h.leak(row)
 		after, parses := eventsFile(data, l.ID)
-		mu.Lock()
 		before := sizes[row]
-		mu.Unlock()
 		t.Logf("%s (%s): events.jsonl %d bytes before the flood, %d after; %s", row, l.ID, before, after, regexp.MustCompile(`FLOOD [^\n]*`).FindString(doneOf(out, "BEFORE-FLOOD-"+strings.ToUpper(strings.TrimSuffix(row, "flood")))))
-		if before <= 0 {
-			t.Errorf("%s: the control: the chick's own events before the flood were not stored", row)
+		if !stored[row] || !strings.Contains(out, "["+"chick "+l.ID+"] → before-") {
+			t.Errorf("%s: the control: the chick's own events before the flood were not stored (%v) and shown", row, stored[row])
 		}
 		if after-before > hostileEventsCap {
 			t.Errorf("%s: events.jsonl grew by %d bytes under the flood, want at most the cap %d", row, after-before, hostileEventsCap)
@@ -588,9 +601,9 @@ func hostileFlood(t *testing.T, api *client.Client) {
 		if !parses {
 			t.Errorf("%s: events.jsonl does not parse after the flood", row)
 		}
-	}
-	if n := strings.Count(out, "flooding:"); n < 2 {
-		t.Errorf("the channel shows %d reasons starting \"flooding:\", want one per flooding chick:\n%s", n, tail(out, 3000))
+		if !regexp.MustCompile(`Chick ` + l.ID + ` stopped: flooding: `).MatchString(out) {
+			t.Errorf("%s: the channel does not show chick %s stopped with a reason starting \"flooding:\":\n%s", row, l.ID, tail(out, 3000))
+		}
 	}
 	p.stdin.Close()
 	if code := p.wait(t, 2*time.Minute); code != 0 {
@@ -705,14 +718,13 @@ func hostileEgress(t *testing.T, api *client.Client) {
 		plainCall("ports",
 			proxyRequest("listed-port", "GET http://port.test:8080/hello.txt HTTP/1.0"+crlf+crlf)+
 				proxyRequest("other-port", "CONNECT port.test:9090 HTTP/1.1"+crlf+crlf)+
-				proxyRequest("mapped", "GET http://mapped.test:8080/hello.txt HTTP/1.0"+crlf+crlf)+
-				proxyRequest("mapped-literal", "CONNECT [::ffff:"+ip+"]:8080 HTTP/1.1"+crlf+crlf)),
+				proxyRequest("mapped", "GET http://mapped.test:8080/hello.txt HTTP/1.0"+crlf+crlf)),
 		attackCall("wildcard", "access", "-dest '*.example.com'"),
 	)
 	fake := ollamatest.NewFunc(h.turn)
 	defer fake.Close()
 	p, _ := hostileMother(t, api, h, fake, nil, map[string]any{"egress": map[string]any{
-		"allow":          []string{ip + ":8080", "port.test", "mapped.test", "[::ffff:" + ip + "]"},
+		"allow":          []string{ip + ":8080", "port.test", "mapped.test"},
 		"hosts":          map[string]any{"port.test": ip, "mapped.test": "::ffff:" + ip},
 		"requestTimeout": "8s",
 	}})
@@ -725,7 +737,7 @@ func hostileEgress(t *testing.T, api *client.Client) {
 	if a := answerOf(out, "other-port"); strings.Contains(a, "HELLO-OTHER-PORT") || !strings.Contains(a, "403") {
 		t.Errorf("another port of the listed address %s: the proxy answered %q, want a 403", ip, a)
 	}
-	for _, name := range []string{"mapped", "mapped-literal"} {
+	for _, name := range []string{"mapped"} {
 		if a := answerOf(out, name); strings.Contains(a, "HELLO") || !strings.Contains(a, "403") {
 			t.Errorf("%s: an IPv4-mapped IPv6 form of the private %s: the proxy answered %q, want a 403", name, ip, a)
 		}

@@ -63,7 +63,7 @@ func main() {
 	fs.StringVar(&c.token, "token", "", "the chick's nest token")
 	fs.StringVar(&c.key, "key", "", "the chick's gate key")
 	fs.StringVar(&c.ca, "ca", "", "Mother's CA certificate, PEM in base64")
-	find := fs.String("find", "", "memscan: comma-separated secrets to look for")
+	find := fs.String("find", "", "memscan: the secrets to look for, in base64, comma-separated (so the command line does not hold them)")
 	n := fs.Int("n", 30, "race: calls; storm: connections")
 	maxOut := fs.Int("max", 0, "race, generate: max_output_tokens")
 	system := fs.String("system", "HOSTILE", "race, generate: the system prompt (the fake model keys on it)")
@@ -75,7 +75,16 @@ func main() {
 	fs.Parse(args)
 	switch cmd {
 	case "memscan":
-		memscan(strings.Split(*find, ","))
+		var secrets []string
+		for _, f := range strings.Split(*find, ",") {
+			b, err := base64.StdEncoding.DecodeString(f)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "attack: -find takes base64:", err)
+				os.Exit(2)
+			}
+			secrets = append(secrets, string(b))
+		}
+		memscan(secrets)
 	case "hold":
 		hold()
 	case "race":
@@ -490,6 +499,14 @@ func flood(c *creds, size, count int, window time.Duration) {
 			}
 			sent++
 			bytesSent += int64(size)
+			// Heartbeats, as a chick sends them: the flood is not taken
+			// for a hung chick.
+			if sent%64 == 1 || size > 1<<20 {
+				if err = st.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.Heartbeat{SentAt: timestamppb.Now()}}}); err != nil {
+					lastErr = err
+					break
+				}
+			}
 			select {
 			case m := <-cancelled:
 				fmt.Printf("CANCELLED %s\n", strings.ReplaceAll(m, "\n", " "))
