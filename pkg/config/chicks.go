@@ -45,6 +45,9 @@ type Chicks struct {
 	Network string `json:"network"`
 	// Egress is what isolated chicks may reach through the gate.
 	Egress Egress `json:"egress"`
+	// Events bounds the events one chick streams to Mother: past a bound
+	// the chick is stopped ("flooding: ...").
+	Events ChickEvents `json:"events"`
 	// HostTools lists the MCP tools chicks may ask Mother to run
 	// ("server.tool" or "server.*"). Default: none.
 	HostTools []string `json:"hostTools"`
@@ -97,6 +100,25 @@ type Egress struct {
 	// RequestTimeout is how long a chick's request_access waits for an
 	// admin's answer.
 	RequestTimeout Duration `json:"requestTimeout"`
+}
+
+// ChickEvents bounds what one chick may stream to Mother over its
+// session: the size of one event, their rate and the bytes stored for
+// them (its events.jsonl). A chick past any of them is stopped with a
+// reason that starts "flooding: ", its stored events kept.
+type ChickEvents struct {
+	// MaxEventBytes caps one event as the chick sends it ("1m"); empty:
+	// the default.
+	MaxEventBytes string `json:"maxEventBytes"`
+	// PerSecond is how many events a second a chick may send, sustained;
+	// 0: the default.
+	PerSecond int `json:"perSecond"`
+	// Burst is how many events a chick may send at once above PerSecond
+	// (a token bucket of this size); 0: the default.
+	Burst int `json:"burst"`
+	// MaxBytes caps the bytes stored for one chick's events ("64m");
+	// empty: the default.
+	MaxBytes string `json:"maxBytes"`
 }
 
 // Price is a model's price in US dollars per million tokens.

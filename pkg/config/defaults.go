@@ -46,6 +46,15 @@ const (
 	DefaultChannelDailyTokens = 0
 	// DefaultEgressMaxBytes caps what one chick sends out through its gate.
 	DefaultEgressMaxBytes = "256m"
+	// DefaultEventMaxBytes caps one chick event (chicks.events.maxEventBytes).
+	DefaultEventMaxBytes = "1m"
+	// DefaultEventsPerSecond and DefaultEventBurst bound a chick's event
+	// rate (chicks.events.perSecond, chicks.events.burst).
+	DefaultEventsPerSecond = 100
+	DefaultEventBurst      = 1000
+	// DefaultEventsMaxBytes caps the bytes stored for one chick's events
+	// (chicks.events.maxBytes).
+	DefaultEventsMaxBytes = "64m"
 	// DefaultAccessRequestTimeout is how long request_access waits.
 	DefaultAccessRequestTimeout = 10 * time.Minute
 )
@@ -243,6 +252,18 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Egress.MaxBytes == "" {
 		ch.Egress.MaxBytes = DefaultEgressMaxBytes
+	}
+	if ch.Events.MaxEventBytes == "" {
+		ch.Events.MaxEventBytes = DefaultEventMaxBytes
+	}
+	if ch.Events.PerSecond == 0 {
+		ch.Events.PerSecond = DefaultEventsPerSecond
+	}
+	if ch.Events.Burst == 0 {
+		ch.Events.Burst = DefaultEventBurst
+	}
+	if ch.Events.MaxBytes == "" {
+		ch.Events.MaxBytes = DefaultEventsMaxBytes
 	}
 	if ch.Egress.RequestTimeout.Duration == 0 && ch.Egress.RequestTimeout.invalid == "" {
 		ch.Egress.RequestTimeout = Dur(DefaultAccessRequestTimeout)

@@ -119,6 +119,7 @@ func (c *Config) validateChicks(p *problems) {
 		p.bad("chicks.results", "must be \"answer\" or \"relay\", got %q", ch.Results)
 	}
 	c.validateEgress(p)
+	c.validateChickEvents(p)
 	c.validateHosts(p)
 	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
 		p.bad("chicks.resources.memory", "%v", err)
@@ -448,6 +449,42 @@ func (c *Config) validateEgress(p *problems) {
 	if e.RequestTimeout.invalid != "" || e.RequestTimeout.Duration < 0 {
 		p.bad("chicks.egress.requestTimeout", "must be a positive duration such as \"10m\"")
 	}
+}
+
+func (c *Config) validateChickEvents(p *problems) {
+	e := c.Chicks.Events
+	if _, err := e.MaxEventBytesValue(); err != nil {
+		p.bad("chicks.events.maxEventBytes", "%v", err)
+	}
+	if e.PerSecond < 0 {
+		p.bad("chicks.events.perSecond", "must be a positive number of events a second, got %d", e.PerSecond)
+	}
+	if e.Burst < 0 {
+		p.bad("chicks.events.burst", "must be a positive number of events, got %d", e.Burst)
+	}
+	maxBytes, err := e.MaxBytesValue()
+	if err != nil {
+		p.bad("chicks.events.maxBytes", "%v", err)
+	}
+	if one, err1 := e.MaxEventBytesValue(); err == nil && err1 == nil && maxBytes < one {
+		p.bad("chicks.events.maxBytes", "must be at least chicks.events.maxEventBytes (%d bytes), got %d bytes", one, maxBytes)
+	}
+}
+
+// MaxEventBytesValue is MaxEventBytes in bytes (empty: the default).
+func (e ChickEvents) MaxEventBytesValue() (int64, error) {
+	if e.MaxEventBytes == "" {
+		return ParseBytes(DefaultEventMaxBytes)
+	}
+	return ParseBytes(e.MaxEventBytes)
+}
+
+// MaxBytesValue is MaxBytes in bytes (empty: the default).
+func (e ChickEvents) MaxBytesValue() (int64, error) {
+	if e.MaxBytes == "" {
+		return ParseBytes(DefaultEventsMaxBytes)
+	}
+	return ParseBytes(e.MaxBytes)
 }
 
 // MaxBytesValue is MaxBytes in bytes; 0 means no cap ("unlimited").

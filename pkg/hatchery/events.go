@@ -89,6 +89,13 @@ type SeqEvent struct {
 // acknowledgement.
 func (h *Hatchery) RecordEvents(id string, evs []SeqEvent) (uint64, error) {
 	w, gap, err := h.WriteEvents(id, evs)
+	if errors.Is(err, ErrFlooding) {
+		// The events before the one refused are kept.
+		if ack, cerr := h.CommitEvents(id, w); cerr == nil {
+			return ack, err
+		}
+		return w.Acked, err
+	}
 	if err != nil {
 		return w.Acked, err
 	}
@@ -114,7 +121,10 @@ type Written struct {
 // runs: an event is shown without waiting for the fsync of the events
 // before it. Duplicates of events already written (not only those already
 // durable) are dropped; a gap is returned as gap, after the events before
-// it are written.
+// it are written. An event that would take the chick's stored events past
+// chicks.events.maxBytes is not written, nor any after it: the chick is
+// stopped for flooding and err matches ErrFlooding, with w covering the
+// events written before it (commit them).
 func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err error) {
 	h.mu.Lock()
 	c, ok := h.chicks[id]
@@ -143,6 +153,11 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err e
 	}
 	c.evBuf.Reset()
 	fresh := make([]SeqEvent, 0, len(evs))
+	// The events stored for a chick never pass chicks.events.maxBytes:
+	// the one that would is not written (nor any after it), and the
+	// chick is stopped for flooding.
+	room := h.evLimits.MaxBytes - j.Size()
+	var flooded string
 	for _, e := range evs {
 		if e.Seq <= last {
 			continue
@@ -155,6 +170,12 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err e
 		if err := c.evEnc.Encode(storedEvent(e)); err != nil {
 			c.evBuf.Truncate(mark)
 			gap = fmt.Errorf("encode chick event %d: %w", e.Seq, err)
+			break
+		}
+		if int64(c.evBuf.Len()) > room {
+			c.evBuf.Truncate(mark)
+			gap = nil
+			flooded = fmt.Sprintf("its events passed the %s stored for a chick (chicks.events.maxBytes)", formatBytes(h.evLimits.MaxBytes))
 			break
 		}
 		fresh = append(fresh, e)
@@ -180,7 +201,16 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err e
 	}
 	// The file's end covers every event written so far, this session's
 	// or an earlier one's whose fsync has not returned yet.
-	return Written{End: j.Size(), Seq: c.written, Acked: c.lastSeq}, gap, nil
+	w = Written{End: j.Size(), Seq: c.written, Acked: c.lastSeq}
+	if flooded != "" {
+		// What was written is still for the caller to commit. The chick
+		// is stopped without evMu held: Stop may call its engine.
+		c.evMu.Unlock()
+		err = h.flood(c, flooded)
+		c.evMu.Lock()
+		return w, nil, err
+	}
+	return w, gap, nil
 }
 
 // CommitEvents is RecordEvents' second half: it waits for an fsync that

@@ -108,6 +108,8 @@ type Hatchery struct {
 
 	probeEvery time.Duration
 	probeTO    time.Duration
+	// evLimits bound each chick's events (chicks.events).
+	evLimits EventLimits
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -175,6 +177,11 @@ type chick struct {
 	detached bool
 	// joined: it has dialled Mother (spawn latency is measured once).
 	joined bool
+	// evBucket is its token bucket of events (AdmitEvent); flooded is the
+	// outcome it was stopped with for passing a bound of chicks.events
+	// (empty: it has not). Both guarded by h.mu.
+	evBucket bucket
+	flooded  string
 }
 
 // New opens the hatchery's state under opts.Dir. Call Reconcile next, then
@@ -221,6 +228,7 @@ func New(opts Options) (*Hatchery, error) {
 	if h.keys == nil {
 		h.keys = newProcessKeys()
 	}
+	h.evLimits = eventLimits(cfg.Chicks.Events)
 	if cfg.Chicks.Network == config.NetworkHost {
 		h.logger.Warn("chicks.network is \"host\" (unsafe): chicks can reach everything the Docker host can, its loopback services, the LAN and the internet; \"isolated\" lets them reach only Mother and what chicks.egress allows")
 	}

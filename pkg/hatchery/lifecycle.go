@@ -260,7 +260,7 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 	switch reason {
 	case ReasonDone:
 		c.rec.State = StateDone
-	case ReasonKilled, ReasonBudget, ReasonShutdown:
+	case ReasonKilled, ReasonBudget, ReasonShutdown, ReasonFlooding:
 		c.rec.State = StateKilled
 	default:
 		c.rec.State = StateFailed

@@ -39,6 +39,7 @@ const (
 	ReasonHung     Reason = "hung"     // it missed its heartbeats
 	ReasonTimeout  Reason = "timeout"  // it ran past its wall-clock limit
 	ReasonBudget   Reason = "budget"   // the broker refused a call on a budget
+	ReasonFlooding Reason = "flooding" // it passed a bound of chicks.events (see AdmitEvent)
 	ReasonCrashed  Reason = "crashed"  // its container exited without a result
 	ReasonLost     Reason = "lost"     // Mother restarted and could not resume it
 	ReasonNoStart  Reason = "no_start" // its container could not be started
@@ -54,6 +55,9 @@ var (
 	ErrUnknownTier  = errors.New("unknown tier")
 	ErrClosed       = errors.New("hatchery closed")
 	ErrSeqGap       = errors.New("event sequence gap")
+	// ErrFlooding: the chick passed a bound of chicks.events and is being
+	// stopped; the error's text is its outcome ("flooding: ...").
+	ErrFlooding = errors.New("flooding")
 	// ErrHostsUnreachable: Reconcile could not list the chicks of one or
 	// more Docker hosts; their chicks were left as they are.
 	ErrHostsUnreachable = errors.New("did not answer")

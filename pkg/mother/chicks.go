@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
@@ -47,6 +49,63 @@ type chickView struct {
 	// egressSeen are the connection lines shown (only the view's
 	// goroutine touches it).
 	egressSeen map[string]bool
+	// queuedMu guards queued, the bytes of the events waiting in calls;
+	// dequeued is signalled when some are taken (see reserve).
+	queuedMu sync.Mutex
+	queued   int64
+	dequeued chan struct{}
+}
+
+// maxViewQueueBytes bounds the bytes of a chick's events waiting for its
+// view (a platform slower than the chick): past it the hatchery waits, and
+// with it the chick's session (chicks.events bounds each event).
+const maxViewQueueBytes = 2 << 20
+
+// maxViewLabelBytes clips an event's label before it reaches a view: it is
+// a one-line status, and a view keeps the labels of the tools running.
+const maxViewLabelBytes = 512
+
+// reserve waits until n more bytes of events may wait for the view (one
+// event alone always may); false once the view is done.
+func (v *chickView) reserve(n int64) bool {
+	for {
+		v.queuedMu.Lock()
+		if v.queued == 0 || v.queued+n <= maxViewQueueBytes {
+			v.queued += n
+			v.queuedMu.Unlock()
+			return true
+		}
+		v.queuedMu.Unlock()
+		select {
+		case <-v.dequeued:
+		case <-v.done:
+			return false
+		}
+	}
+}
+
+// unreserve gives back what reserve took, once the event was rendered.
+func (v *chickView) unreserve(n int64) {
+	v.queuedMu.Lock()
+	v.queued -= n
+	v.queuedMu.Unlock()
+	select {
+	case v.dequeued <- struct{}{}:
+	default:
+	}
+}
+
+// viewEvent is ev as a view needs it: its label clipped, and its size
+// (what it holds while it waits).
+func viewEvent(ev agent.Event) (agent.Event, int64) {
+	if len(ev.Label) > maxViewLabelBytes {
+		cut := maxViewLabelBytes
+		for cut > 0 && !utf8.RuneStart(ev.Label[cut]) {
+			cut--
+		}
+		ev.Label = ev.Label[:cut] + "…"
+	}
+	return ev, int64(len(ev.Text) + len(ev.Label) + len(ev.Args) + len(ev.Result) + len(ev.Err) + len(ev.ToolName) + len(ev.ToolCallID) + 64)
 }
 
 // do queues f for the view's goroutine; after the end it is dropped.
@@ -87,7 +146,7 @@ func (m *Mother) viewLocked(in hatchery.Info) *chickView {
 	if !ok {
 		return nil
 	}
-	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{})}
+	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{}), dequeued: make(chan struct{}, 1)}
 	m.chickViews[in.ID] = v
 	go func() {
 		for {
@@ -115,7 +174,14 @@ func (o chickObserver) ChickEvent(in hatchery.Info, ev agent.Event) {
 	if v == nil {
 		return
 	}
-	v.do(func() { v.replyFor(m, m.ctx).Event(context.WithoutCancel(m.ctx), ev) })
+	ev, n := viewEvent(ev)
+	if !v.reserve(n) {
+		return
+	}
+	v.do(func() {
+		v.unreserve(n)
+		v.replyFor(m, m.ctx).Event(context.WithoutCancel(m.ctx), ev)
+	})
 }
 
 func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {

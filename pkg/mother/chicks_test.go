@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/config"
@@ -113,5 +114,35 @@ func TestEndedChicksBounded(t *testing.T) {
 	h.m.mu.Unlock()
 	if n != maxEndedViews || views != 0 || !newest {
 		t.Errorf("remembered %d ended chicks (newest %v) and %d views, want %d and none", n, newest, views, maxEndedViews)
+	}
+}
+
+// TestFloodingChickStoppedInItsChannel: a chick the hatchery stopped for
+// flooding (chicks.events) ends in its channel saying so, and what its
+// view holds of its events is bounded: a label of a megabyte is rendered
+// clipped, and a thousand large events pass through the view's bounded
+// queue (its bytes, not only its count).
+func TestFloodingChickStoppedInItsChannel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withChickResults(config.ResultsRelay))
+	obs := h.m.ChickObserver()
+	in := hatchery.Info{Record: hatchery.Record{ID: "c-9", Adapter: "rec", ChannelID: "C1", Tier: "local", Goal: "flood"}, Channel: "rec/C1"}
+	obs.ChickEvent(in, agent.Event{Type: agent.EventToolStart, ToolName: "bash", ToolCallID: "a", Label: strings.Repeat("é", 1<<19)})
+	big := strings.Repeat("x", 256<<10)
+	for i := range 1000 {
+		obs.ChickEvent(in, agent.Event{Type: agent.EventToolEnd, ToolName: "bash", ToolCallID: fmt.Sprint(i), Result: big})
+	}
+	end := in
+	end.State, end.Reason, end.Outcome = hatchery.StateKilled, hatchery.ReasonFlooding, "flooding: an event of 16 MiB (limit 1 MiB)"
+	obs.ChickEnded(end)
+	h.idle()
+	clipped, n := viewEvent(agent.Event{Type: agent.EventToolStart, Label: strings.Repeat("é", 1<<19), Result: big})
+	if len(clipped.Label) > maxViewLabelBytes+len("…") || !utf8.ValidString(clipped.Label) || n < int64(len(big)) {
+		t.Errorf("a label of 1 MiB reaches the view as %d bytes (valid UTF-8: %v), counted %d bytes; want it clipped to %d, whole runes, the result counted",
+			len(clipped.Label), utf8.ValidString(clipped.Label), n, maxViewLabelBytes)
+	}
+	fins := h.ad.of("finish")
+	if len(fins) != 1 || !strings.Contains(fins[0].Text, "Chick c-9 stopped: flooding: an event of 16 MiB (limit 1 MiB).") {
+		t.Fatalf("finishes %+v; want the chick's end saying it was stopped for flooding", fins)
 	}
 }

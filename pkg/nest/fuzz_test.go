@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -52,7 +53,11 @@ func FuzzChickMessages(f *testing.F) {
 	add(2, &pb.UploadFileHeader{Path: ".", Attach: true, Title: "\x00"}, nil)
 	add(2, &pb.UploadFileHeader{Path: "a/./b/../../../c"}, []byte("c"))
 
-	fx := newFixture(f, 0)
+	// The fuzzer sends far faster, and in all far more, than a chick may:
+	// chicks.events' bounds are lifted here (flood_test.go tests them).
+	fx := newFixtureConfig(f, 0, func(cfg *config.Config) {
+		cfg.Chicks.Events.PerSecond, cfg.Chicks.Events.Burst, cfg.Chicks.Events.MaxBytes = 1<<30, 1<<30, "1024g"
+	})
 	id, tok := fx.spawn(f)
 	parent := filepath.Dir(fx.chDir)
 	own := filepath.Join("scratch", "chicks", id) + string(filepath.Separator)

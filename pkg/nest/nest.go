@@ -44,6 +44,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -75,6 +76,12 @@ type ChickSessions interface {
 	ChickFiles(id string) (hatchery.Files, error)
 	Get(id string) (hatchery.Info, error)
 	Stop(id string, reason hatchery.Reason, outcome string, grace time.Duration) (hatchery.State, error)
+	// EventLimits, AdmitEvent and Flooded bound a chick's events
+	// (chicks.events): the nest asks for each event as it arrives,
+	// before it is decoded further or queued.
+	EventLimits() hatchery.EventLimits
+	AdmitEvent(id string, size int64) error
+	Flooded(id string) error
 }
 
 // ChickAdmin is what AdminService needs from the hatchery, for momctl:
@@ -295,8 +302,13 @@ func (s *Server) ServeChicks(lis net.Listener) error {
 		grpc.UnaryInterceptor(s.authUnary),
 		grpc.StreamInterceptor(s.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(64<<20),
+		// The largest message a chick sends is a Generate request: its
+		// whole history, images included (up to 5 MiB each). A Session
+		// message is held to chicks.events.maxEventBytes by the codec,
+		// before it is decoded (see sessionMsg).
+		grpc.MaxRecvMsgSize(maxRecvMsgBytes),
 		grpc.MaxSendMsgSize(64<<20),
+		grpc.ForceServerCodecV2(limitCodec{encoding.GetCodecV2(protoCodecName)}),
 	)
 	pb.RegisterChickServiceServer(g, &chickService{s: s})
 	pb.RegisterGateServiceServer(g, &gateService{s: s})
@@ -501,11 +513,20 @@ func (s *Server) detach(id string, slot *sessionSlot) {
 func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	id := chickOf(stream.Context())
 	lg := c.s.logger.With("chick", id)
-	first, err := stream.Recv()
+	// A chick stopped for flooding is not heard again: not a byte of a
+	// new session is read.
+	if err := c.s.chicks.Flooded(id); err != nil {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
+	limits := c.s.chicks.EventLimits()
+	first, err := recvSession(stream, limits.MaxEventBytes)
 	if err != nil {
 		return err
 	}
-	if first.GetHello() == nil {
+	if first.size > limits.MaxEventBytes {
+		return status.Error(codes.ResourceExhausted, c.s.chicks.AdmitEvent(id, first.size).Error())
+	}
+	if first.req.GetHello() == nil {
 		return status.Error(codes.InvalidArgument, "a session starts with hello")
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
@@ -517,7 +538,7 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	lg.Debug("session opened", "chick_sent", first.GetHello().GetLastSentSeq(), "stored", last)
+	lg.Debug("session opened", "chick_sent", first.req.GetHello().GetLastSentSeq(), "stored", last)
 	if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Ack{Ack: &pb.Ack{Seq: last}}}); err != nil {
 		return err
 	}
@@ -529,14 +550,29 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	// while a batch is being written queue here and are written together.
 	// The stream's end comes through the same channel, after the
 	// messages before it.
+	//
+	// Every event is admitted (its size, the chick's rate) before it is
+	// queued, and what waits is bounded in bytes as well as in count:
+	// past maxQueuedBytes the receiver stops reading, and the transport's
+	// flow control holds the chick back. A refused event ends the
+	// session: the chick is being stopped for flooding.
 	type received struct {
-		m   *pb.SessionRequest
-		err error
+		m    *pb.SessionRequest
+		size int64 // its bytes on the wire, held in queued until stored
+		err  error
 	}
 	msgs := make(chan received, maxEventBatch)
+	queued := newByteQueue(maxQueuedBytes)
 	go func() {
 		for {
-			m, err := stream.Recv()
+			sm, err := recvSession(stream, limits.MaxEventBytes)
+			var m *pb.SessionRequest
+			if err == nil {
+				m = sm.req
+				if sm.size > limits.MaxEventBytes || m.GetEvent() != nil {
+					err = c.s.chicks.AdmitEvent(id, sm.size)
+				}
+			}
 			// A heartbeat is heard when it arrives, not when the loop
 			// below gets to it: behind a batch whose fsync a busy disk
 			// (an SD card under other writes) holds for seconds, a
@@ -544,8 +580,15 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 			if m.GetHeartbeat() != nil {
 				c.s.chicks.Touch(id)
 			}
+			r := received{m: m, err: err}
+			if err == nil && m.GetEvent() != nil {
+				r.size = sm.size
+				if queued.acquire(ctx, r.size) != nil {
+					return
+				}
+			}
 			select {
-			case msgs <- received{m, err}:
+			case msgs <- r:
 			case <-ctx.Done():
 				return
 			}
@@ -647,6 +690,9 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 				// durable and acknowledged before the session ends.
 				return commitAll(true)
 			}
+			if errors.Is(r.err, hatchery.ErrFlooding) {
+				return c.flooded(stream, lg, r.err, commitAll)
+			}
 			return r.err
 		}
 		switch k := r.m.GetKind().(type) {
@@ -656,6 +702,7 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 			c.s.chicks.Touch(id)
 		case *pb.SessionRequest_Event:
 			batch = append(batch[:0], hatchery.SeqEvent{Seq: k.Event.GetSeq(), Event: wire.EventFromProto(k.Event)})
+			batchBytes := r.size
 		drain:
 			for len(batch) < maxEventBatch {
 				select {
@@ -666,11 +713,20 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 						break drain
 					}
 					batch = append(batch, hatchery.SeqEvent{Seq: ev.GetSeq(), Event: wire.EventFromProto(ev)})
+					batchBytes += more.size
 				default:
 					break drain
 				}
 			}
 			w, gap, err := c.s.chicks.WriteEvents(id, batch)
+			clear(batch) // drop the events' references until the next batch
+			queued.release(batchBytes)
+			if errors.Is(err, hatchery.ErrFlooding) {
+				// Past chicks.events.maxBytes: the events before the one
+				// refused were written and are made durable.
+				commit(w)
+				return c.flooded(stream, lg, err, commitAll)
+			}
 			if err != nil {
 				if errors.Is(err, hatchery.ErrChickEnded) {
 					return status.Error(codes.FailedPrecondition, "the chick has ended")
@@ -678,7 +734,6 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 				lg.Warn("events not stored", "seq", batch[0].Seq, "events", len(batch), "stored_up_to", w.Acked, "err", err)
 				return status.Error(codes.DataLoss, err.Error())
 			}
-			clear(batch) // drop the events' references until the next batch
 			commit(w)
 			if gap != nil {
 				// The events before the gap are made durable; the
@@ -709,6 +764,32 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 // maxEventBatch caps how many of a chick's events are written together (and
 // how many received messages wait while a batch is written).
 const maxEventBatch = 256
+
+// maxQueuedBytes caps the bytes (on the wire) of a chick's events received
+// and not yet written; one event bigger than that (up to
+// chicks.events.maxEventBytes) still passes alone. With the event being
+// read and the batch's encoding, a session holds a few MiB at most however
+// fast its chick sends.
+const maxQueuedBytes = 1 << 20
+
+// maxRecvMsgBytes is the largest message the nest reads from a chick or a
+// gate: what a Generate request with images may need.
+const maxRecvMsgBytes = 64 << 20
+
+// flooded ends a session whose chick passed a bound of chicks.events:
+// what it stored is made durable and acknowledged, it is told why it is
+// being cancelled (the hatchery stops it: cancel, then kill), and the
+// stream ends with ResourceExhausted.
+func (c *chickService) flooded(stream pb.ChickService_SessionServer, lg *slog.Logger, why error, commitAll func(bool) error) error {
+	if err := commitAll(true); err != nil {
+		return err
+	}
+	lg.Warn("session ended: the chick is flooding Mother", "why", why)
+	if err := stream.Send(&pb.SessionResponse{Kind: &pb.SessionResponse_Cancel{Cancel: &pb.Cancel{Message: why.Error()}}}); err != nil {
+		return err
+	}
+	return status.Error(codes.ResourceExhausted, why.Error())
+}
 
 func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_GenerateServer) error {
 	id := chickOf(stream.Context())

@@ -54,6 +54,13 @@ type fixture struct {
 // nest is built (the hatchery is already running).
 func newFixture(t testing.TB, budget int64, opts ...func(cfg *config.Config, h *hatchery.Hatchery, o *nest.Options)) *fixture {
 	t.Helper()
+	return newFixtureConfig(t, budget, nil, opts...)
+}
+
+// newFixtureConfig is newFixture with conf changing the configuration
+// before the hatchery is built.
+func newFixtureConfig(t testing.TB, budget int64, conf func(cfg *config.Config), opts ...func(cfg *config.Config, h *hatchery.Hatchery, o *nest.Options)) *fixture {
+	t.Helper()
 	api := hatcherytest.Docker(t)
 	image := hatcherytest.BuildImage(t)
 	cfg := &config.Config{}
@@ -63,6 +70,9 @@ func newFixture(t testing.TB, budget int64, opts ...func(cfg *config.Config, h *
 	cfg.Chicks.Tiers["local"] = config.Tier{Provider: "ollama", Model: "chick-m"}
 	cfg.Chicks.KillGrace = config.Dur(time.Second)
 	cfg.Chicks.Resources.Memory = "128m"
+	if conf != nil {
+		conf(cfg)
+	}
 	dir := t.TempDir()
 	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
