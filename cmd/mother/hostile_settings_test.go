@@ -11,11 +11,13 @@ const hostileTierMaxOutput = 4096
 // hostileBudgetChicks are the chicks settings of the budget row.
 var hostileBudgetChicks = map[string]any{}
 
-// hostileEventsCap is the total bytes of events stored per chick.
+// hostileEventsCap is the total bytes of events stored per chick
+// (chicks.events.maxBytes; maxEventBytes and perSecond keep their
+// defaults, 1m and 100 with a burst of 1000).
 const hostileEventsCap = 8 << 20
 
 // hostileFloodChicks are the chicks settings of the flood row.
-var hostileFloodChicks = map[string]any{}
+var hostileFloodChicks = map[string]any{"events": map[string]any{"maxBytes": "8m"}}
 
 // hostileGateChicks are the chicks settings of the gate storm row.
 var hostileGateChicks = map[string]any{}
