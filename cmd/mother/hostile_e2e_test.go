@@ -54,6 +54,32 @@ const (
 )
 
 var (
+	plainOnce sync.Once
+	plainBin  string
+	plainErr  error
+)
+
+// plainMother is the mother binary as it ships, without the race
+// detector, whose shadow memory would be counted in her RSS: the flood
+// row measures that. Without MOTHER_TEST_RACE it is motherBin.
+func plainMother(t *testing.T) string {
+	t.Helper()
+	if len(raceFlags()) == 0 {
+		return motherBin
+	}
+	plainOnce.Do(func() {
+		plainBin = motherBin + "-plain"
+		if out, err := exec.Command("go", "build", "-o", plainBin, ".").CombinedOutput(); err != nil {
+			plainErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if plainErr != nil {
+		t.Fatalf("build mother without the race detector: %v", plainErr)
+	}
+	return plainBin
+}
+
+var (
 	attackOnce sync.Once
 	attackBin  string
 	attackErr  error
@@ -261,6 +287,12 @@ func plainCall(label, command string) step {
 // and extra top-level config.
 func hostileMother(t *testing.T, api *client.Client, h *hostileModel, fake *ollamatest.Server, extra map[string]any, chicks map[string]any) (*chickProc, string) {
 	t.Helper()
+	return hostileMotherBin(t, motherBin, api, h, fake, extra, chicks)
+}
+
+// hostileMotherBin is hostileMother with the mother binary bin.
+func hostileMotherBin(t *testing.T, bin string, api *client.Client, h *hostileModel, fake *ollamatest.Server, extra map[string]any, chicks map[string]any) (*chickProc, string) {
+	t.Helper()
 	data, _ := chickData(t, api, extra)
 	removeGateVolumes(t, api, data)
 	if len(chicks) > 0 {
@@ -277,7 +309,7 @@ func hostileMother(t *testing.T, api *client.Client, h *hostileModel, fake *olla
 	if err := os.WriteFile(filepath.Join(scratch, "attack"), b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return startChickMother(t, data, chickEnv(fake)), data
+	return startMotherBinary(t, bin, data, chickEnv(fake)), data
 }
 
 // doneOf is the output of the chick whose result holds marker.
@@ -370,6 +402,7 @@ func TestHostile(t *testing.T) {
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
 	buildAttack(t)
+	plainMother(t)
 	rows := []struct {
 		name string
 		run  func(t *testing.T, api *client.Client)
@@ -574,7 +607,15 @@ func hostileFlood(t *testing.T, api *client.Client) {
 	}
 	fake := ollamatest.NewFunc(h.turn)
 	defer fake.Close()
-	p, data = hostileMother(t, api, h, fake, nil, hostileFloodChicks)
+	// The chick's heartbeat at its default pace: chickData's 500ms takes
+	// a chick for hung after 1.5 s, less than a 16 MiB event may take to
+	// cross the gate on a loaded machine, which would stop it as hung
+	// before the flooding could be seen.
+	chicks := map[string]any{"heartbeatInterval": "5s"}
+	for k, v := range hostileFloodChicks {
+		chicks[k] = v
+	}
+	p, data = hostileMotherBin(t, plainMother(t), api, h, fake, nil, chicks)
 	io.WriteString(p.stdin, "bigflood events\n")
 	io.WriteString(p.stdin, "fastflood events\n")
 	p.waitCount(t, "(chick c-", 2, 2*time.Minute)
