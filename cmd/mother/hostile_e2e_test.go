@@ -44,11 +44,17 @@ import (
 
 // Settings of the closed doors, as the suite configures them.
 const (
-	// hostileChickTokens is budgets.chickTokens of the budget row.
-	hostileChickTokens = 1000
+	// hostileChickTokens is budgets.chickTokens of the budget row. The
+	// issue measured against 1,000; a call now reserves a token per byte
+	// of its prompt, and a chick's own first call (its system prompt and
+	// tools' schemas) reserves about 8,000, so the row's chick gets room
+	// for its own calls and the attack scales with it: each attack call
+	// sends a 4,000-byte prompt and costs 1,024 tokens, and 30 of them
+	// are 2.5 times the budget.
+	hostileChickTokens = 12000
 	// hostileCallTokens is what the fake model reports per attack call
-	// (prompt 100 + output 24).
-	hostileCallTokens = 124
+	// (prompt 1,000, about 4 bytes a token, + output 24).
+	hostileCallTokens = 1024
 	// hostileWorkspace is chicks.resources.workspaceBytes of the disk row.
 	hostileWorkspace = 64 << 20
 )
@@ -205,7 +211,7 @@ func (h *hostileModel) turn(r ollamatest.Request) ollamatest.Turn {
 		h.attacks[sys] = append(h.attacks[sys], np)
 		h.attacksN++
 		h.mu.Unlock()
-		return ollamatest.Turn{Text: "ok", PromptTokens: 100, OutputTokens: hostileCallTokens - 100, Delay: 300 * time.Millisecond}
+		return ollamatest.Turn{Text: "ok", PromptTokens: 1000, OutputTokens: hostileCallTokens - 1000, Delay: 300 * time.Millisecond}
 	}
 	switch r.Model {
 	case motherModel:
@@ -489,9 +495,9 @@ func ledgerTokens(t *testing.T, data, id string) int64 {
 }
 
 // hostileBudget: with the chick's token, 30 concurrent Generate calls
-// against budgets.chickTokens 1000 (124 tokens each); the ledger records
-// at most the budget and calls were refused with a budget error; the
-// control: a call on its own is answered. In another chick, a
+// against budgets.chickTokens (hostileChickTokens, hostileCallTokens
+// each); the ledger records at most the budget and calls were refused
+// with a budget error; the control: a call on its own is answered. In another chick, a
 // max_output_tokens of 2^30 reaches the model server as a num_predict no
 // higher than the tier's maximum, and a smaller one passes lowered.
 func hostileBudget(t *testing.T, api *client.Client) {
@@ -508,6 +514,7 @@ func hostileBudget(t *testing.T, api *client.Client) {
 	io.WriteString(p.stdin, "race the budget\n")
 	io.WriteString(p.stdin, "clamp the output\n")
 	p.waitCount(t, "(chick c-", 2, 2*time.Minute)
+	t.Logf("the channel:\n%s", tail(p.out(), 3000))
 	race := doneOf(p.out(), "RACE ")
 	used := ledgerTokens(t, data, h.leak("race").ID)
 	sent := len(h.numPredict("HOSTILE-RACE"))

@@ -67,6 +67,7 @@ func main() {
 	n := fs.Int("n", 30, "race: calls; storm: connections")
 	maxOut := fs.Int("max", 0, "race, generate: max_output_tokens")
 	system := fs.String("system", "HOSTILE", "race, generate: the system prompt (the fake model keys on it)")
+	promptBytes := fs.Int("prompt-bytes", 4000, "race, generate: bytes of the user message")
 	size := fs.Int("size", 16<<20, "flood: bytes of each event's result")
 	count := fs.Int("count", 40, "flood: events to send")
 	window := fs.Duration("for", 20*time.Second, "flood, storm: how long to keep at it")
@@ -89,10 +90,10 @@ func main() {
 		hold()
 	case "race":
 		c.mustDial()
-		race(c, *n, *maxOut, *system)
+		race(c, *n, *maxOut, *system, *promptBytes)
 	case "generate":
 		c.mustDial()
-		one(c, "GENERATE", *maxOut, *system)
+		one(c, "GENERATE", *maxOut, *system, *promptBytes)
 	case "flood":
 		c.mustDial()
 		flood(c, *size, *count, *window)
@@ -369,12 +370,12 @@ func oneLine(err error) string {
 }
 
 // generate makes one call and returns its usage or error.
-func (c *creds) generate(maxOut int, system string) (*pb.Usage, error) {
+func (c *creds) generate(maxOut int, system string, promptBytes int) (*pb.Usage, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	st, err := c.client.Generate(c.ctx(ctx), &pb.GenerateRequest{
 		System:          system,
-		Messages:        []*pb.ModelMessage{{Role: pb.Role_ROLE_USER, Content: "say ok"}},
+		Messages:        []*pb.ModelMessage{{Role: pb.Role_ROLE_USER, Content: "say ok " + strings.Repeat("words ", promptBytes/6)}},
 		MaxOutputTokens: int32(maxOut),
 	})
 	if err != nil {
@@ -391,8 +392,8 @@ func (c *creds) generate(maxOut int, system string) (*pb.Usage, error) {
 	}
 }
 
-func one(c *creds, what string, maxOut int, system string) {
-	u, err := c.generate(maxOut, system)
+func one(c *creds, what string, maxOut int, system string, promptBytes int) {
+	u, err := c.generate(maxOut, system, promptBytes)
 	if err != nil {
 		fmt.Printf("%s refused %s\n", what, oneLine(err))
 		return
@@ -402,8 +403,8 @@ func one(c *creds, what string, maxOut int, system string) {
 
 // race: one call on its own (the control), then n at once, each tried
 // again while it is refused for anything but the budget.
-func race(c *creds, n, maxOut int, system string) {
-	one(c, "CONTROL", maxOut, system)
+func race(c *creds, n, maxOut int, system string, promptBytes int) {
+	one(c, "CONTROL", maxOut, system, promptBytes)
 	var mu sync.Mutex
 	answered, tokens := 0, int64(0)
 	errs := map[string]int{}
@@ -419,7 +420,7 @@ func race(c *creds, n, maxOut int, system string) {
 			var u *pb.Usage
 			var err error
 			for try := 0; ; try++ {
-				u, err = c.generate(maxOut, system)
+				u, err = c.generate(maxOut, system, promptBytes)
 				if err == nil || strings.Contains(err.Error(), "budget") || try >= 400 {
 					break
 				}
