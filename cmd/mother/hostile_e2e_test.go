@@ -754,8 +754,9 @@ func gateLogs(api *client.Client, id string) string {
 // hostileEgress: a name the operator listed resolves to a private
 // address listed with a port (the test's web container, which also
 // listens on 9090): that port is reachable through the proxy (the
-// control), the other port is refused; a listed name that resolves to an
-// IPv4-mapped IPv6 form of that private address is refused; a chick's
+// control), the other port is refused; listed names that resolve to
+// IPv4-mapped IPv6 forms of that private address (at the port not
+// listed) and of loopback are refused; a chick's
 // request_access for a wildcard is refused without being posted.
 func hostileEgress(t *testing.T, api *client.Client) {
 	o := makeOutside(t, api)
@@ -766,14 +767,15 @@ func hostileEgress(t *testing.T, api *client.Client) {
 		plainCall("ports",
 			proxyRequest("listed-port", "GET http://port.test:8080/hello.txt HTTP/1.0"+crlf+crlf)+
 				proxyRequest("other-port", "CONNECT port.test:9090 HTTP/1.1"+crlf+crlf)+
-				proxyRequest("mapped", "GET http://mapped.test:8080/hello.txt HTTP/1.0"+crlf+crlf)),
+				proxyRequest("mapped", "CONNECT mapped.test:9090 HTTP/1.1"+crlf+crlf)+
+				proxyRequest("mapped-loopback", "CONNECT loopmapped.test:8080 HTTP/1.1"+crlf+crlf)),
 		attackCall("wildcard", "access", "-dest '*.example.com'"),
 	)
 	fake := ollamatest.NewFunc(h.turn)
 	defer fake.Close()
 	p, _ := hostileMother(t, api, h, fake, nil, map[string]any{"egress": map[string]any{
-		"allow":          []string{ip + ":8080", "port.test", "mapped.test"},
-		"hosts":          map[string]any{"port.test": ip, "mapped.test": "::ffff:" + ip},
+		"allow":          []string{ip + ":8080", "port.test", "mapped.test", "loopmapped.test"},
+		"hosts":          map[string]any{"port.test": ip, "mapped.test": "::ffff:" + ip, "loopmapped.test": "::ffff:127.0.0.1"},
 		"requestTimeout": "8s",
 	}})
 	io.WriteString(p.stdin, "egress ports\n")
@@ -785,9 +787,11 @@ func hostileEgress(t *testing.T, api *client.Client) {
 	if a := answerOf(out, "other-port"); strings.Contains(a, "HELLO-OTHER-PORT") || !strings.Contains(a, "403") {
 		t.Errorf("another port of the listed address %s: the proxy answered %q, want a 403", ip, a)
 	}
-	for _, name := range []string{"mapped"} {
+	// The mapped forms: of the listed address at a port not listed, and
+	// of loopback.
+	for name, addr := range map[string]string{"mapped": "[::ffff:" + ip + "]:9090", "mapped-loopback": "[::ffff:127.0.0.1]:8080"} {
 		if a := answerOf(out, name); strings.Contains(a, "HELLO") || !strings.Contains(a, "403") {
-			t.Errorf("%s: an IPv4-mapped IPv6 form of the private %s: the proxy answered %q, want a 403", name, ip, a)
+			t.Errorf("%s: a listed name resolving to %s: the proxy answered %q, want a 403", name, addr, a)
 		}
 	}
 	wild := regexp.MustCompile(`ACCESS \*\.example\.com [^\n]*`).FindString(out)
