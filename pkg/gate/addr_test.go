@@ -74,3 +74,34 @@ func TestBlockedKind(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustSet: an address Mother trusts with a port is trusted at that
+// port only; without one (an operator's entry without a port), at every
+// port; mapped forms are the address, other embeddings are not.
+func TestTrustSet(t *testing.T) {
+	t.Parallel()
+	ts := newTrustSet([]string{"10.0.0.5:8080", "[fd00::7]:443", "192.168.1.1", "[::ffff:172.16.0.9]:22", "junk", "10.0.0.6:99999"})
+	for _, c := range []struct {
+		addr string
+		port uint16
+		want bool
+	}{
+		{"10.0.0.5", 8080, true},
+		{"10.0.0.5", 22, false},
+		{"10.0.0.5", 80, false},
+		{"fd00::7", 443, true},
+		{"fd00::7", 8443, false},
+		{"192.168.1.1", 22, true},
+		{"192.168.1.1", 65535, true},
+		{"172.16.0.9", 22, true},
+		{"172.16.0.9", 23, false},
+		{"::10.0.0.5", 8080, false},     // IPv4-compatible: another address
+		{"64:ff9b::a00:5", 8080, false}, // NAT64 form: another address
+		{"10.0.0.6", 9999, false},       // its entry was no address and port
+		{"10.0.0.7", 8080, false},
+	} {
+		if got := ts.has(netip.MustParseAddr(c.addr), c.port); got != c.want {
+			t.Errorf("trusted %s port %d = %v, want %v", c.addr, c.port, got, c.want)
+		}
+	}
+}
