@@ -391,3 +391,22 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestOlderApprovalsStillHold: a wildcard or port-less approval kept in
+// the state file from before chicks could no longer ask for one still
+// holds (an admin approved it); new ones cannot be made.
+func TestOlderApprovalsStillHold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, StateFile), []byte(`{"channels":{"a/C1":["*.golang.org","docs.rs"]}}`), 0o600))
+	p := newPolicy(t, dir, chicksConfig(t, func(*config.Chicks) {}))
+	c := ChickInfo{ID: "c-1", Channel: "a/C1", Tier: "local"}
+	for _, host := range []string{"proxy.golang.org", "docs.rs"} {
+		if ok, _ := p.Allowed(c, host, 8443); !ok {
+			t.Errorf("the kept approval of %s does not hold", host)
+		}
+	}
+	if err := p.Approve(c, ScopeChannel, "*.golang.org"); !errors.Is(err, ErrNotRequestable) {
+		t.Errorf("Approve(*.golang.org) = %v, want ErrNotRequestable", err)
+	}
+}
