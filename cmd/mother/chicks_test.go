@@ -352,7 +352,8 @@ func TestChickWholePath(t *testing.T) {
 	var lines int
 	for _, e := range entries {
 		b, _ := os.ReadFile(e)
-		lines += strings.Count(string(b), "\n")
+		// Settlements: a call's reservation line is not a call.
+		lines += strings.Count(string(b), "\n") - strings.Count(string(b), `"kind":"reserve"`)
 	}
 	if lines != 3 {
 		t.Errorf("ledger has %d calls, want 3", lines)
@@ -650,12 +651,16 @@ func TestChickSurvivesMotherSIGKILL(t *testing.T) {
 }
 
 // TestChickBudgetExhausted: the broker refuses the call past the chick's
-// token budget; the chick ends with a clear message and its usage.
+// token budget before it is sent; the chick ends with a clear message and
+// its usage. The first call reserves its prompt's estimate (a few
+// thousand tokens: the system prompt and tools) plus the tier's 8192 and
+// fits in 200,000; it reports 199,970 prompt tokens, so the second's
+// reservation does not fit in what is left.
 func TestChickBudgetExhausted(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
-	data, _ := chickData(t, api, map[string]any{"budgets": map[string]any{"chickTokens": 50}})
+	data, _ := chickData(t, api, map[string]any{"budgets": map[string]any{"chickTokens": 200000}})
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		if r.Model == motherModel {
 			if !hasToolResult(r) {
@@ -664,7 +669,7 @@ func TestChickBudgetExhausted(t *testing.T) {
 			return ollamatest.Turn{Text: "Spending."}
 		}
 		// Every turn asks for a tool, so the loop calls the model again.
-		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "more", "command": "true"}}}, PromptTokens: 40, OutputTokens: 30}
+		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "more", "command": "true"}}}, PromptTokens: 199970, OutputTokens: 30}
 	})
 	defer fake.Close()
 	p := startChickMother(t, data, chickEnv(fake))
@@ -674,7 +679,7 @@ func TestChickBudgetExhausted(t *testing.T) {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"budget exhausted", "used 70 of its 50 tokens", "70 tokens: 40 in, 30 out"} {
+	for _, want := range []string{"budget exhausted", "used 200000 of its 200000 tokens", "200000 tokens: 199970 in, 30 out"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
 		}

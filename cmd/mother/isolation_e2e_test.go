@@ -286,20 +286,37 @@ func answerOf(out, name string) string {
 // listed with the message the channel sees, and refuses listed names that
 // resolve to loopback or link-local addresses; the refusal shows in the
 // chick's progress.
+//
+// A listed address keeps its port: the operator lists the host's
+// loopback at one port of a second listener of the test's (paired), and
+// names at any port that resolve to it (by chicks.egress.hosts, the
+// mapped form among them) reach that port and no other; a name resolving
+// to the IPv4-compatible form of loopback is refused as loopback.
 func TestIsolatedChickEgressAllowlist(t *testing.T) {
 	t.Parallel()
 	_, o, data, _ := isolationWorld(t)
 	_, loopPort, _ := net.SplitHostPort(o.Loopback)
+	_, pairPort, _ := net.SplitHostPort(hello(t, "127.0.0.1:0"))
 	setChicks(t, data, map[string]any{"egress": map[string]any{
-		"allow": []string{o.Web, "loop.test", "meta.test"},
-		"hosts": map[string]string{"loop.test": "127.0.0.1", "meta.test": "169.254.169.254", "web.test": o.WebIP},
+		"allow": []string{o.Web, "loop.test", "meta.test", "127.0.0.1:" + pairPort, "pair.test:" + pairPort, "any.test", "mapped.test", "compat.test"},
+		"hosts": map[string]string{"loop.test": "127.0.0.1", "meta.test": "169.254.169.254", "web.test": o.WebIP,
+			"pair.test": "127.0.0.1", "any.test": "127.0.0.1", "mapped.test": "::ffff:127.0.0.1", "compat.test": "::127.0.0.1"},
 	}})
 	crlf := `\r\n`
+	connect := func(name, dest string) string {
+		return proxyRequest(name, "CONNECT "+dest+" HTTP/1.1"+crlf+crlf)
+	}
 	script := proxyRequest("listed", "GET http://"+o.Web+"/hello.txt HTTP/1.0"+crlf+"Host: "+o.Web+crlf+crlf) +
 		proxyRequest("unlisted", "CONNECT other.test:443 HTTP/1.1"+crlf+"Host: other.test:443"+crlf+crlf) +
 		proxyRequest("unlisted-name", "GET http://web.test:8080/hello.txt HTTP/1.0"+crlf+crlf) +
 		proxyRequest("loopback", "CONNECT loop.test:"+loopPort+" HTTP/1.1"+crlf+crlf) +
-		proxyRequest("link-local", "CONNECT meta.test:80 HTTP/1.1"+crlf+crlf)
+		proxyRequest("link-local", "CONNECT meta.test:80 HTTP/1.1"+crlf+crlf) +
+		connect("pair-listed", "pair.test:"+pairPort) +
+		connect("pair-any-name", "any.test:"+pairPort) +
+		connect("pair-mapped", "mapped.test:"+pairPort) +
+		connect("pair-other-port", "any.test:"+loopPort) +
+		connect("pair-mapped-other-port", "mapped.test:"+loopPort) +
+		connect("pair-compat", "compat.test:"+pairPort)
 	var s scriptedChick
 	s.set("fetch", bashCall("fetch", script))
 	fake := s.fake()
@@ -311,11 +328,20 @@ func TestIsolatedChickEgressAllowlist(t *testing.T) {
 	if a := answerOf(out, "listed"); !strings.Contains(a, "HELLO-WEB") {
 		t.Errorf("the listed web server was not reached: %q", a)
 	}
+	// The listed address at its port, under each name that resolves to it.
+	for _, name := range []string{"pair-listed", "pair-any-name", "pair-mapped"} {
+		if a := answerOf(out, name); !strings.Contains(a, "200 Connection established") || !strings.Contains(a, "HELLO") {
+			t.Errorf("%s: the listed address at its port was not reached: %q", name, a)
+		}
+	}
 	for name, want := range map[string]string{
-		"unlisted":      "blocked: other.test:443 (not allowed for this chick)",
-		"unlisted-name": "blocked: web.test:8080 (not allowed for this chick)",
-		"loopback":      "blocked: loop.test:" + loopPort + " (resolves to",
-		"link-local":    "blocked: meta.test:80 (resolves to",
+		"unlisted":               "blocked: other.test:443 (not allowed for this chick)",
+		"unlisted-name":          "blocked: web.test:8080 (not allowed for this chick)",
+		"loopback":               "blocked: loop.test:" + loopPort + " (resolves to",
+		"link-local":             "blocked: meta.test:80 (resolves to",
+		"pair-other-port":        "blocked: any.test:" + loopPort + " (resolves to a loopback address 127.0.0.1)",
+		"pair-mapped-other-port": "blocked: mapped.test:" + loopPort + " (resolves to a loopback address 127.0.0.1)",
+		"pair-compat":            "blocked: compat.test:" + pairPort + " (resolves to a loopback address 127.0.0.1 in ::7f00:1)",
 	} {
 		a := answerOf(out, name)
 		if !strings.Contains(a, "403") || !strings.Contains(a, want) {
@@ -337,8 +363,8 @@ func TestIsolatedChickEgressAllowlist(t *testing.T) {
 		b, _ := os.ReadFile(r)
 		lines += strings.Count(string(b), "\n")
 	}
-	if lines < 5 {
-		t.Errorf("%d connections recorded in egress.jsonl, want 5", lines)
+	if lines < 11 {
+		t.Errorf("%d connections recorded in egress.jsonl, want 11", lines)
 	}
 }
 

@@ -437,7 +437,7 @@ func (kc *kubeChicks) patchConfig(t *testing.T, change func(cfg map[string]any))
 func TestKubernetesChickBudgetExhausted(t *testing.T) {
 	t.Parallel()
 	kc := kubeChickData(t, nil)
-	kc.patchConfig(t, func(cfg map[string]any) { cfg["budgets"] = map[string]any{"chickTokens": 50} })
+	kc.patchConfig(t, func(cfg map[string]any) { cfg["budgets"] = map[string]any{"chickTokens": 200000} })
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		if r.Model == motherModel {
 			if !hasToolResult(r) {
@@ -445,7 +445,7 @@ func TestKubernetesChickBudgetExhausted(t *testing.T) {
 			}
 			return ollamatest.Turn{Text: "Spending."}
 		}
-		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "more", "command": "true"}}}, PromptTokens: 40, OutputTokens: 30}
+		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": "more", "command": "true"}}}, PromptTokens: 199970, OutputTokens: 30}
 	})
 	defer fake.Close()
 	p := startChickMother(t, kc.data, chickEnv(fake))
@@ -455,7 +455,7 @@ func TestKubernetesChickBudgetExhausted(t *testing.T) {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"budget exhausted", "used 70 of its 50 tokens", "70 tokens: 40 in, 30 out"} {
+	for _, want := range []string{"budget exhausted", "used 200000 of its 200000 tokens", "200000 tokens: 199970 in, 30 out"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
 		}

@@ -55,15 +55,15 @@ func toolResultOfThisRun(r ollamatest.Request) string {
 // TestChickLimitsPerUser: through the real binary, the person at the CLI
 // (cli/local-user) may have one chick at a time (chicks.maxPerUser 1): a
 // second spawn while the first works is refused with a message naming the
-// limit and when it frees up. The first chick spends 70 tokens of the
-// person's 50 a day (budgets.userDailyTokens; the call that crosses a
-// budget completes). Mother restarts; the next spawn is refused by the
+// limit and when it frees up. The first chick spends all of the person's
+// 200,000 a day (budgets.userDailyTokens; its one call reserved less and
+// reports 199,970 prompt tokens). Mother restarts; the next spawn is refused by the
 // daily budget, read back from the ledger, with when it resets.
 func TestChickLimitsPerUser(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
-	data, _ := chickData(t, api, map[string]any{"budgets": map[string]any{"userDailyTokens": 50}})
+	data, _ := chickData(t, api, map[string]any{"budgets": map[string]any{"userDailyTokens": 200000}})
 	// chickData's "chicks" section, with the per-person cap.
 	setChicksField(t, data, "maxPerUser", 1)
 
@@ -86,7 +86,7 @@ func TestChickLimitsPerUser(t *testing.T) {
 		mu.Unlock()
 		calling <- struct{}{}
 		<-release
-		return ollamatest.Turn{Text: "First job done.", PromptTokens: 40, OutputTokens: 30}
+		return ollamatest.Turn{Text: "First job done.", PromptTokens: 199970, OutputTokens: 30}
 	})
 	defer fake.Close()
 
@@ -111,20 +111,20 @@ func TestChickLimitsPerUser(t *testing.T) {
 	if code := a.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("first Mother exit %d\nstdout:\n%s\nstderr:\n%s", code, a.out(), a.errs())
 	}
-	if out := a.out(); !strings.Contains(out, "First job done.") || !strings.Contains(out, "70 tokens: 40 in, 30 out") {
+	if out := a.out(); !strings.Contains(out, "First job done.") || !strings.Contains(out, "200000 tokens: 199970 in, 30 out") {
 		t.Fatalf("the first chick's result was not posted:\n%s\nstderr:\n%s", out, a.errs())
 	}
 
 	b := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(b.stdin, "third job\n")
 	b.waitOut(t, "budgets.userDailyTokens", time.Minute)
-	for _, want := range []string{"Not started, a per-person limit: budget exhausted: user cli/local-user used 70 of their 50 chick tokens today", "it resets at 00:00 "} {
+	for _, want := range []string{"Not started, a per-person limit: budget exhausted: user cli/local-user used 200000 of their 200000 chick tokens today", "it resets at 00:00 "} {
 		if !strings.Contains(b.out(), want) {
 			t.Errorf("second Mother's stdout lacks %q:\n%s", want, b.out())
 		}
 	}
 	st, code := momctl(t, data, "status")
-	if code != 0 || !strings.Contains(st, "user cli/local-user today: 70 tokens (of 50, 0 left)") {
+	if code != 0 || !strings.Contains(st, "user cli/local-user today: 200000 tokens (of 200000, 0 left)") {
 		t.Errorf("momctl status (exit %d) does not show the person's budget:\n%s", code, st)
 	}
 	b.stdin.Close()

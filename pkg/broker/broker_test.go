@@ -19,12 +19,33 @@ import (
 	"github.com/mother-chat/mother/pkg/model/providers"
 )
 
-func setup(t *testing.T, budgets config.Budgets, dir string, clk *clock.Fake, fake *ollamatest.Server) *broker.Broker {
+// testOut is the output limit of the test tier "big"; goReq is the request
+// call sends, testIn its prompt estimate and perCall what it reserves.
+// The fakes that answer it report testIn prompt tokens and testOut output
+// tokens, so a call costs exactly what it reserved: a budget of n*perCall
+// is reached exactly, never passed.
+const testOut = 40
+
+var (
+	goReq   = model.Request{Model: "chick-chose-this", Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}
+	testIn  = broker.EstimateInput(goReq)
+	perCall = testIn + testOut
+)
+
+// exact answers goReq with exactly what it reserved.
+func exact(ollamatest.Request) ollamatest.Turn {
+	return ollamatest.Turn{Text: "ok", PromptTokens: int(testIn), OutputTokens: testOut}
+}
+
+func setup(t *testing.T, budgets config.Budgets, dir string, clk *clock.Fake, fake *ollamatest.Server, edit ...func(*config.Config)) *broker.Broker {
 	t.Helper()
 	cfg := &config.Config{Budgets: budgets}
 	cfg.SetDefaults("")
 	cfg.Budgets.ChickTokens = budgets.ChickTokens
-	cfg.Chicks.Tiers["big"] = config.Tier{Provider: "ollama", Model: "big-model"}
+	cfg.Chicks.Tiers["big"] = config.Tier{Provider: "ollama", Model: "big-model", MaxOutputTokens: testOut}
+	for _, e := range edit {
+		e(cfg)
+	}
 	b, err := broker.New(broker.Options{Config: cfg, Dir: dir, Clock: clk, Providers: func(name string) (model.Provider, error) {
 		if name != "ollama" {
 			return nil, errors.New("no such provider")
@@ -40,7 +61,7 @@ func setup(t *testing.T, budgets config.Budgets, dir string, clk *clock.Fake, fa
 
 func call(t *testing.T, b *broker.Broker, c broker.Caller) error {
 	t.Helper()
-	_, err := b.Generate(t.Context(), c, model.Request{Model: "chick-chose-this", Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}, nil)
+	_, err := b.Generate(t.Context(), c, goReq, nil)
 	return err
 }
 
@@ -56,30 +77,30 @@ func TestBudgetsRefuse(t *testing.T) {
 	}{
 		{
 			name:    "per chick",
-			budgets: config.Budgets{ChickTokens: 250},
+			budgets: config.Budgets{ChickTokens: 3 * perCall},
 			callers: rep(broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, 4),
-			want:    "chick c-1 used 300 of its 250 tokens",
+			want:    fmt.Sprintf("chick c-1 used %d of its %d tokens (budgets.chickTokens); this call may cost up to %d", 3*perCall, 3*perCall, perCall),
 			other:   broker.Caller{ChickID: "c-2", Channel: "cli/a", Tier: "big"},
 		},
 		{
 			name:    "per channel per day",
-			budgets: config.Budgets{ChannelDailyTokens: 250},
+			budgets: config.Budgets{ChannelDailyTokens: 3 * perCall},
 			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, {ChickID: "c-2", Channel: "cli/a", Tier: "big"}, {ChickID: "c-3", Channel: "cli/a", Tier: "big"}, {ChickID: "c-4", Channel: "cli/a", Tier: "big"}},
-			want:    "channel cli/a used 300 of its 250 chick tokens today",
+			want:    fmt.Sprintf("channel cli/a used %d of its %d chick tokens today", 3*perCall, 3*perCall),
 			other:   broker.Caller{ChickID: "c-5", Channel: "cli/b", Tier: "big"},
 		},
 		{
 			name:    "per tier per day",
-			budgets: config.Budgets{TierDailyTokens: map[string]int64{"big": 250}},
+			budgets: config.Budgets{TierDailyTokens: map[string]int64{"big": 3 * perCall}},
 			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, {ChickID: "c-2", Channel: "cli/b", Tier: "big"}, {ChickID: "c-3", Channel: "cli/c", Tier: "big"}, {ChickID: "c-4", Channel: "cli/d", Tier: "big"}},
-			want:    "tier big used 300 of its 250 tokens today",
+			want:    fmt.Sprintf("tier big used %d of its %d tokens today", 3*perCall, 3*perCall),
 			other:   broker.Caller{ChickID: "c-5", Channel: "cli/e", Tier: "local"},
 		},
 		{
 			name:    "per user per day, across channels",
-			budgets: config.Budgets{UserDailyTokens: 250},
+			budgets: config.Budgets{UserDailyTokens: 3 * perCall},
 			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big", User: "slack/alice"}, {ChickID: "c-2", Channel: "slack/C1", Tier: "big", User: "slack/alice"}, {ChickID: "c-3", Channel: "slack/C2", Tier: "big", User: "slack/alice"}, {ChickID: "c-4", Channel: "slack/C3", Tier: "big", User: "slack/alice"}},
-			want:    "user slack/alice used 300 of their 250 chick tokens today",
+			want:    fmt.Sprintf("user slack/alice used %d of their %d chick tokens today", 3*perCall, 3*perCall),
 			// The same user id on another adapter is another person.
 			other: broker.Caller{ChickID: "c-5", Channel: "slack/C1", Tier: "big", User: "discord/alice"},
 		},
@@ -87,9 +108,7 @@ func TestBudgetsRefuse(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
-				return ollamatest.Turn{Text: "ok", PromptTokens: 60, OutputTokens: 40}
-			})
+			fake := ollamatest.NewFunc(exact)
 			defer fake.Close()
 			dir := t.TempDir()
 			clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local))
@@ -257,12 +276,10 @@ func TestAnthropicTier(t *testing.T) {
 // local midnight.
 func TestUserDailyBudget(t *testing.T) {
 	t.Parallel()
-	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
-		return ollamatest.Turn{Text: "ok", PromptTokens: 60, OutputTokens: 40}
-	})
+	fake := ollamatest.NewFunc(exact)
 	defer fake.Close()
 	dir := t.TempDir()
-	budgets := config.Budgets{UserDailyTokens: 250}
+	budgets := config.Budgets{UserDailyTokens: 3 * perCall}
 	clk := clock.NewFake(time.Date(2026, 3, 1, 23, 30, 0, 0, time.Local))
 	b := setup(t, budgets, dir, clk, fake)
 	alice := "discord/alice"
@@ -279,7 +296,7 @@ func TestUserDailyBudget(t *testing.T) {
 	checkRefused := func(when string) {
 		t.Helper()
 		err := b.CheckUser(alice)
-		want := []string{"user discord/alice used 300 of their 250 chick tokens today", "budgets.userDailyTokens", "resets at 00:00 ", "(2026-03-02)"}
+		want := []string{fmt.Sprintf("user discord/alice used %d of their %d chick tokens today", 3*perCall, 3*perCall), "budgets.userDailyTokens", "resets at 00:00 ", "(2026-03-02)"}
 		if !errors.Is(err, model.ErrBudgetExhausted) {
 			t.Fatalf("%s: CheckUser(%q) = %v, want a budget error", when, alice, err)
 		}
@@ -304,7 +321,7 @@ func TestUserDailyBudget(t *testing.T) {
 	must(t, call(t, b, event))
 	found := false
 	for _, bs := range b.Budgets() {
-		if bs.Kind == "user" && bs.Name == alice && bs.Used == 300 && bs.Limit == 250 && bs.Scope == "user discord/alice today" {
+		if bs.Kind == "user" && bs.Name == alice && bs.Used == 3*perCall && bs.Limit == 3*perCall && bs.Reserved == 0 && bs.Scope == "user discord/alice today" {
 			found = true
 		}
 		if bs.Kind == "user" && bs.Name != alice {
@@ -312,7 +329,7 @@ func TestUserDailyBudget(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("Budgets() = %+v, want discord/alice at 300 of 250", b.Budgets())
+		t.Errorf("Budgets() = %+v, want discord/alice at %d of %d", b.Budgets(), 3*perCall, 3*perCall)
 	}
 
 	// Restart: the ledger is read back.
@@ -327,8 +344,8 @@ func TestUserDailyBudget(t *testing.T) {
 	must(t, b.Close())
 	b = setup(t, budgets, dir, clk, fake)
 	for _, bs := range b.Budgets() {
-		if bs.Kind == "user" && bs.Name == alice && bs.Used != 100 {
-			t.Errorf("the next day after a restart: %+v, want 100 (only today's call)", bs)
+		if bs.Kind == "user" && bs.Name == alice && bs.Used != perCall {
+			t.Errorf("the next day after a restart: %+v, want %d (only today's call)", bs, perCall)
 		}
 	}
 }

@@ -31,10 +31,10 @@ func (t *accessTool) Spec() model.ToolSpec {
 			"This asks the admins of your channel in the chat, with your reason, and waits for their answer (it may take minutes); " +
 			"it returns whether it was granted. Once granted, the destination is reachable through the HTTP(S) proxy already " +
 			"configured in your environment (HTTP_PROXY/HTTPS_PROXY: curl, pip, git and most tools use it by themselves); " +
-			"retry what was blocked. Ask only for what the goal needs, one destination per call, and say why.",
+			"retry what was blocked. Ask only for what the goal needs, one host and port per call, and say why.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{
 "label":{"type":"string","description":"A few words shown to the user while this runs"},
-"destination":{"type":"string","description":"host or host:port, e.g. \"pypi.org:443\" or \"files.pythonhosted.org\" (without a port: any port)"},
+"destination":{"type":"string","description":"one host and port, e.g. \"pypi.org:443\" (an https:// or http:// URL is taken as its host and port); wildcards such as \"*.example.com\" and destinations without a port are refused: only the operator can allow those"},
 "reason":{"type":"string","description":"why the goal needs it, in one sentence, for the admins"}},
 "required":["destination","reason"]}`),
 	}

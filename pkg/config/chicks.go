@@ -22,6 +22,10 @@ type Chicks struct {
 	Timeout Duration `json:"timeout"`
 	// MaxTurns caps a chick's model turns.
 	MaxTurns int `json:"maxTurns"`
+	// MaxModelCallsPerChick caps the model calls one chick has in flight
+	// at once; a further call is refused at once (the chick retries it),
+	// before anything is reserved or sent.
+	MaxModelCallsPerChick int `json:"maxModelCallsPerChick"`
 	// KeepFor keeps an ended chick's container for inspection this long.
 	KeepFor Duration `json:"keepFor"`
 	// HeartbeatInterval is how often a chick reports; three missed means
@@ -68,6 +72,11 @@ type Tier struct {
 	Price *Price `json:"price"`
 	// Egress adds destinations the chicks of this tier may reach.
 	Egress TierEgress `json:"egress"`
+	// MaxOutputTokens caps one answer of this tier's model: it is the
+	// output limit sent to the provider (Ollama's num_predict, Anthropic's
+	// max_tokens) and what the broker reserves for the answer. A chick's
+	// own max_output_tokens can only lower it.
+	MaxOutputTokens int `json:"maxOutputTokens"`
 }
 
 // TierEgress is a tier's addition to chicks.egress.

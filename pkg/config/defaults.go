@@ -59,6 +59,16 @@ const (
 	DefaultAccessRequestTimeout = 10 * time.Minute
 )
 
+// Defaults of the broker's limits on chicks' model calls.
+const (
+	// DefaultTierMaxOutputTokens caps one answer of a chick's model
+	// (chicks.tiers.<name>.maxOutputTokens); Anthropic's provider uses the
+	// same when a request sets no limit.
+	DefaultTierMaxOutputTokens = 8192
+	// DefaultMaxModelCallsPerChick caps a chick's model calls in flight.
+	DefaultMaxModelCallsPerChick = 2
+)
+
 // Chick network modes (chicks.network).
 const (
 	NetworkIsolated = "isolated"
@@ -184,6 +194,10 @@ func (c *Config) SetDefaults(dataDir string) {
 			t.Provider = "ollama"
 			ch.Tiers[name] = t
 		}
+		if t.MaxOutputTokens == 0 {
+			t.MaxOutputTokens = DefaultTierMaxOutputTokens
+			ch.Tiers[name] = t
+		}
 	}
 	if ch.MaxConcurrent == 0 {
 		ch.MaxConcurrent = DefaultMaxConcurrent
@@ -199,6 +213,9 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.MaxTurns == 0 {
 		ch.MaxTurns = DefaultChickMaxTurns
+	}
+	if ch.MaxModelCallsPerChick == 0 {
+		ch.MaxModelCallsPerChick = DefaultMaxModelCallsPerChick
 	}
 	if ch.HeartbeatInterval.Duration == 0 && ch.HeartbeatInterval.invalid == "" {
 		ch.HeartbeatInterval = Dur(DefaultHeartbeat)

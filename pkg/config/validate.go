@@ -88,6 +88,9 @@ func (c *Config) validateChicks(p *problems) {
 		if pr := t.Price; pr != nil && (pr.InputPerMTok < 0 || pr.OutputPerMTok < 0) {
 			p.bad(f+".price", "must not be negative")
 		}
+		if t.MaxOutputTokens < 0 {
+			p.bad(f+".maxOutputTokens", "must be positive")
+		}
 		c.checkProvider(p, f+".provider", t.Provider)
 	}
 	if _, ok := ch.Tiers[ch.DefaultTier]; !ok {
@@ -107,6 +110,9 @@ func (c *Config) validateChicks(p *problems) {
 	}
 	if ch.MaxTurns < 0 {
 		p.bad("chicks.maxTurns", "must be positive")
+	}
+	if ch.MaxModelCallsPerChick < 0 {
+		p.bad("chicks.maxModelCallsPerChick", "must be positive")
 	}
 	switch ch.Network {
 	case NetworkIsolated, NetworkHost, NetworkBridge, NetworkNone:

@@ -266,17 +266,27 @@ func (p *Policy) covered(c ChickInfo, r entry) bool {
 }
 
 // Trusted are the exact addresses the operator listed for chick c (in
-// chicks.egress.allow, its tier's and its channel's lists): the only
-// loopback, private or link-local addresses its gate may connect to. Chat
-// approvals never add to them.
-func (p *Policy) Trusted(c ChickInfo) []string {
+// chicks.egress.allow, its tier's and its channel's lists) that admit
+// port, each written with that port ("10.0.0.5:8080", "[fd00::7]:443"):
+// the only loopback, private or link-local addresses its gate may connect
+// to for a connection to port. An entry with a port trusts its address at
+// that port only ("10.0.0.5:8080" trusts nothing at port 22, whatever
+// name the chick connected to); one without trusts it at every port, as
+// the operator wrote. Chat approvals never add to them.
+func (p *Policy) Trusted(c ChickInfo, port int) []string {
+	if port < 1 || port > 65535 {
+		return nil
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	var out []string
 	for _, list := range [][]entry{p.cfg.base, p.cfg.tiers[c.Tier], p.cfg.channels[c.Channel]} {
 		for _, e := range list {
-			if e.addr.IsValid() && !slices.Contains(out, e.addr.String()) {
-				out = append(out, e.addr.String())
+			if !e.addr.IsValid() || (e.port != 0 && e.port != port) {
+				continue
+			}
+			if s := netJoin(e.addr.String(), port); !slices.Contains(out, s) {
+				out = append(out, s)
 			}
 		}
 	}
@@ -306,17 +316,17 @@ func (p *Policy) MaxBytes() int64 {
 	return p.cfg.maxBytes
 }
 
-// Approve adds destination ("host[:port]", a name, "*.domain" or an
-// address) to chick c's allowlist (ScopeChick) or its channel's
+// Approve adds destination (one host and port, as a chick may ask for
+// it: see ParseRequest; never a wildcard or a destination without a
+// port) to chick c's allowlist (ScopeChick) or its channel's
 // (ScopeChannel), and saves the approvals before it returns; on an error
 // nothing changed. A chat approval never makes a private address
 // reachable (see Trusted).
 func (p *Policy) Approve(c ChickInfo, scope Scope, destination string) error {
-	e, err := parseEntry(destination)
+	d, err := ParseRequest(destination)
 	if err != nil {
-		return fmt.Errorf("approve %q: %w", destination, err)
+		return fmt.Errorf("approve: %w", err)
 	}
-	d := e.String()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	next := p.st.clone()

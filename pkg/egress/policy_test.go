@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,31 +120,107 @@ func TestTrustedIsOperatorAddressesOnly(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := newPolicy(t, dir, chicksConfig(t, func(c *config.Chicks) {
-		c.Egress.Allow = []string{"10.0.0.5:8080", "pypi.org", "192.168.1.1"}
+		c.Egress.Allow = []string{"10.0.0.5:8080", "pypi.org", "192.168.1.1", "[::ffff:10.0.0.8]:22"}
 		c.Tiers["lan"] = config.Tier{Provider: "ollama", Model: "m", Egress: config.TierEgress{Allow: []string{"172.16.0.9"}}}
 		c.Egress.Channels = map[string][]string{"a/C1": {"[fd00::7]:443"}}
 		c.Egress.Hosts = map[string]string{"Mirror.LAN": "192.0.2.9"}
 	}))
 	c := ChickInfo{ID: "c-1", Channel: "a/C1", Tier: "lan"}
 	// Approvals name addresses too, but never make them trusted.
-	if err := p.Approve(c, ScopeChick, "10.9.9.9"); err != nil {
+	if err := p.Approve(c, ScopeChick, "10.9.9.9:443"); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Approve(c, ScopeChannel, "127.0.0.1:22"); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := p.Trusted(c), []string{"10.0.0.5", "172.16.0.9", "192.168.1.1", "fd00::7"}; !slices.Equal(got, want) {
-		t.Errorf("Trusted = %v, want %v", got, want)
-	}
 	other := ChickInfo{ID: "c-2", Channel: "a/C2", Tier: "local"}
-	if got, want := p.Trusted(other), []string{"10.0.0.5", "192.168.1.1"}; !slices.Equal(got, want) {
-		t.Errorf("Trusted(other chick) = %v, want %v", got, want)
+	// Each address is trusted at the ports its entry admits, written with
+	// the port asked for: an entry with a port trusts nothing at another.
+	for _, tc := range []struct {
+		chick ChickInfo
+		port  int
+		want  []string
+	}{
+		{c, 443, []string{"172.16.0.9:443", "192.168.1.1:443", "[fd00::7]:443"}},
+		{c, 8080, []string{"10.0.0.5:8080", "172.16.0.9:8080", "192.168.1.1:8080"}},
+		{c, 22, []string{"10.0.0.8:22", "172.16.0.9:22", "192.168.1.1:22"}},
+		{other, 443, []string{"192.168.1.1:443"}},
+		{other, 8080, []string{"10.0.0.5:8080", "192.168.1.1:8080"}},
+		{other, 0, nil},
+		{other, 65536, nil},
+	} {
+		if got := p.Trusted(tc.chick, tc.port); !slices.Equal(got, tc.want) {
+			t.Errorf("Trusted(%s, %d) = %q, want %q", tc.chick.ID, tc.port, got, tc.want)
+		}
 	}
 	if got := p.Addresses("mirror.lan."); !slices.Equal(got, []string{"192.0.2.9"}) {
 		t.Errorf("Addresses(mirror.lan.) = %v", got)
 	}
 	if got := p.Addresses("pypi.org"); got != nil {
 		t.Errorf("Addresses(pypi.org) = %v, want none", got)
+	}
+}
+
+// TestParseRequest: what a chick may ask for is one host and one port;
+// patterns and port-less destinations are the operator's.
+func TestParseRequest(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want, err string }{
+		{"pypi.org:443", "pypi.org:443", ""},
+		{" PyPI.Org.:443 ", "pypi.org:443", ""},
+		{"192.0.2.7:8080", "192.0.2.7:8080", ""},
+		{"[::ffff:192.0.2.7]:8080", "192.0.2.7:8080", ""},
+		{"[2001:DB8::1]:443", "[2001:db8::1]:443", ""},
+		{"[::10.0.0.1]:22", "[::a00:1]:22", ""}, // another address; the gate judges it as 10.0.0.1
+		{"*.example.com", "", "is a wildcard"},
+		{"*.example.com:443", "", "is a wildcard"},
+		{"*", "", "is a wildcard"},
+		{"*:443", "", "is a wildcard"},
+		{"a.*.com:443", "", "is a wildcard"},
+		{"10.0.0.0/8", "", "not a host and port"},
+		{"[2001:db8::/32]:443", "", "not a host and port"},
+		{"pypi.org", "", `names no port; ask for one host and port, such as "pypi.org:443"`},
+		{"192.0.2.7", "", `such as "192.0.2.7:443"`},
+		{"2001:db8::1", "", `such as "[2001:db8::1]:443"`},
+		{"pypi.org:0", "", "port must be 1-65535"},
+		{"pypi.org:https", "", "port must be 1-65535"},
+		{"bad host!:443", "", "bad host name"},
+		{"[fe80::1%eth0]:443", "", "ask for one host and port"},
+		{"", "", "empty destination"},
+		{strings.Repeat("a", 301) + ":443", "", "longer than 300"},
+	} {
+		got, err := ParseRequest(c.in)
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("ParseRequest(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, ErrNotRequestable)):
+			t.Errorf("ParseRequest(%q) = %q, %v; want an error saying %q", c.in, got, err, c.err)
+		}
+	}
+}
+
+// TestApproveTakesOneHostAndPort: an approval is what a chick may ask for
+// (ParseRequest): a pattern or a port-less destination is refused and
+// nothing changes.
+func TestApproveTakesOneHostAndPort(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := newPolicy(t, dir, chicksConfig(t, func(*config.Chicks) {}))
+	c := ChickInfo{ID: "c-1", Channel: "a/C1", Tier: "local"}
+	for _, d := range []string{"*.golang.org", "*", "*:443", "pypi.org", "10.0.0.0/8"} {
+		for _, scope := range []Scope{ScopeChick, ScopeChannel} {
+			if err := p.Approve(c, scope, d); !errors.Is(err, ErrNotRequestable) {
+				t.Errorf("Approve(%s, %q) = %v, want ErrNotRequestable", scope, d, err)
+			}
+		}
+	}
+	for _, host := range []string{"proxy.golang.org", "pypi.org", "10.0.0.1"} {
+		if ok, _ := p.Allowed(c, host, 443); ok {
+			t.Errorf("%s:443 allowed after refused approvals", host)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, StateFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("refused approvals were saved: %v", err)
 	}
 }
 
@@ -159,8 +236,8 @@ func TestApprovalsPersistAcrossReload(t *testing.T) {
 		t.Fatal("allowed before any approval")
 	}
 	must(t, p.Approve(a, ScopeChick, "PyPI.org.:443"))
-	must(t, p.Approve(a, ScopeChannel, "*.golang.org"))
-	must(t, p.Approve(a, ScopeChannel, "*.golang.org")) // twice: kept once
+	must(t, p.Approve(a, ScopeChannel, "proxy.golang.org:443"))
+	must(t, p.Approve(a, ScopeChannel, "Proxy.golang.org:443")) // twice: kept once
 	check := func(p *Policy, when string) {
 		t.Helper()
 		for _, c := range []struct {
@@ -184,7 +261,7 @@ func TestApprovalsPersistAcrossReload(t *testing.T) {
 	p2 := newPolicy(t, dir, cc)
 	check(p2, "after reload")
 	b2, _ := os.ReadFile(filepath.Join(dir, StateFile))
-	if strings.Count(string(b2), "*.golang.org") != 1 || !strings.Contains(string(b2), `"pypi.org:443"`) {
+	if strings.Count(string(b2), "proxy.golang.org:443") != 1 || !strings.Contains(string(b2), `"pypi.org:443"`) {
 		t.Errorf("state file:\n%s", b2)
 	}
 	// Chick a ends: its own approval goes, the channel's stays, on disk too.
@@ -194,12 +271,12 @@ func TestApprovalsPersistAcrossReload(t *testing.T) {
 		if ok, _ := pp.Allowed(a, "pypi.org", 443); ok {
 			t.Error("a once-approval outlived its chick")
 		}
-		if ok, _ := pp.Allowed(b, "go.dev.golang.org", 443); !ok {
+		if ok, _ := pp.Allowed(b, "proxy.golang.org", 443); !ok {
 			t.Error("the channel's approval went with the chick")
 		}
 	}
 	// Approvals of chicks that ended while Mother was down are dropped at start.
-	must(t, p3.Approve(b, ScopeChick, "docs.rs"))
+	must(t, p3.Approve(b, ScopeChick, "docs.rs:443"))
 	p4 := newPolicy(t, dir, cc)
 	must(t, p4.DropChicks(func(id string) bool { return id == "c-b" }))
 	if ok, _ := p4.Allowed(b, "docs.rs", 443); ok {
@@ -235,7 +312,7 @@ func TestSaveFailureChangesNothing(t *testing.T) {
 	// A file where the state directory should be: the save fails.
 	must(t, os.WriteFile(dir, []byte("x"), 0o600))
 	c := ChickInfo{ID: "c-1", Channel: "a/b"}
-	if err := p.Approve(c, ScopeChannel, "pypi.org"); err == nil {
+	if err := p.Approve(c, ScopeChannel, "pypi.org:443"); err == nil {
 		t.Fatal("Approve succeeded without saving")
 	}
 	if ok, _ := p.Allowed(c, "pypi.org", 443); ok {
@@ -312,5 +389,24 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOlderApprovalsStillHold: a wildcard or port-less approval kept in
+// the state file from before chicks could no longer ask for one still
+// holds (an admin approved it); new ones cannot be made.
+func TestOlderApprovalsStillHold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, StateFile), []byte(`{"channels":{"a/C1":["*.golang.org","docs.rs"]}}`), 0o600))
+	p := newPolicy(t, dir, chicksConfig(t, func(*config.Chicks) {}))
+	c := ChickInfo{ID: "c-1", Channel: "a/C1", Tier: "local"}
+	for _, host := range []string{"proxy.golang.org", "docs.rs"} {
+		if ok, _ := p.Allowed(c, host, 8443); !ok {
+			t.Errorf("the kept approval of %s does not hold", host)
+		}
+	}
+	if err := p.Approve(c, ScopeChannel, "*.golang.org"); !errors.Is(err, ErrNotRequestable) {
+		t.Errorf("Approve(*.golang.org) = %v, want ErrNotRequestable", err)
 	}
 }

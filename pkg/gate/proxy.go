@@ -252,9 +252,13 @@ func (p *proxyConn) resolve(ctx context.Context, auth *pb.AuthorizeResponse) ([]
 			continue
 		}
 		if first == "" {
-			if literal {
+			switch {
+			case literal && strings.HasSuffix(kind, " in"):
+				// "carries a loopback address 127.0.0.1"
+				first = "carries " + strings.TrimSuffix(kind, " in")
+			case literal:
 				first = "is " + kind
-			} else {
+			default:
 				first = "resolves to " + kind + " " + a.String()
 			}
 		}

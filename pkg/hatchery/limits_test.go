@@ -2,6 +2,7 @@ package hatchery_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -119,12 +120,19 @@ func TestMaxPerUserZeroIsNoCap(t *testing.T) {
 // refusal says when the budget resets. Others still can.
 func TestUserDailyBudgetRefusesSpawn(t *testing.T) {
 	t.Parallel()
+	// The call reserves its prompt's estimate plus the tier's 30 output
+	// tokens, and costs exactly that: the budget holds it and no more.
+	goReq := model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}
+	in := broker.EstimateInput(goReq)
 	fake := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn {
-		return ollamatest.Turn{Text: "ok", PromptTokens: 40, OutputTokens: 30}
+		return ollamatest.Turn{Text: "ok", PromptTokens: int(in), OutputTokens: 30}
 	})
 	defer fake.Close()
 	cfg := testConfig("mother-chick:fake")
-	cfg.Budgets.UserDailyTokens = 50
+	tier := cfg.Chicks.Tiers[cfg.Chicks.DefaultTier]
+	tier.MaxOutputTokens = 30
+	cfg.Chicks.Tiers[cfg.Chicks.DefaultTier] = tier
+	cfg.Budgets.UserDailyTokens = in + 30
 	clk := clock.NewFake(time.Date(2026, 3, 1, 18, 0, 0, 0, time.Local))
 	br, err := broker.New(broker.Options{Config: cfg, Dir: t.TempDir(), Clock: clk, Providers: func(string) (model.Provider, error) {
 		return ollama.New(fake.URL, nil)
@@ -137,15 +145,14 @@ func TestUserDailyBudgetRefusesSpawn(t *testing.T) {
 		return err
 	}
 	must(t, spawn("7"))
-	_, err = br.Generate(t.Context(), broker.Caller{ChickID: "c-old", Channel: "telegram/42", Tier: cfg.Chicks.DefaultTier, User: "telegram/7"},
-		model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}, nil)
+	_, err = br.Generate(t.Context(), broker.Caller{ChickID: "c-old", Channel: "telegram/42", Tier: cfg.Chicks.DefaultTier, User: "telegram/7"}, goReq, nil)
 	must(t, err)
 	err = spawn("7")
 	var refused *hatchery.RefusedError
 	if !errors.Is(err, model.ErrBudgetExhausted) || !errors.As(err, &refused) {
 		t.Fatalf("spawn after the budget is spent: %v, want a RefusedError matching ErrBudgetExhausted", err)
 	}
-	for _, w := range []string{"user telegram/7 used 70 of their 50 chick tokens today", "budgets.userDailyTokens", "resets at 00:00 ", "in 6h0m0s"} {
+	for _, w := range []string{fmt.Sprintf("user telegram/7 used %d of their %d chick tokens today", in+30, in+30), "budgets.userDailyTokens", "resets at 00:00 ", "in 6h0m0s"} {
 		if !strings.Contains(refused.Reason, w) {
 			t.Errorf("refusal %q lacks %q", refused.Reason, w)
 		}

@@ -117,6 +117,11 @@ var (
 	ErrContextOverflow = errors.New("context window exceeded")
 	// ErrBudgetExhausted means the broker refused the call on a budget.
 	ErrBudgetExhausted = errors.New("budget exhausted")
+	// ErrBusy means the broker refused the call for now: the chick has
+	// as many calls in flight as it may, or a budget's rest is reserved by
+	// calls in flight. The broker wraps it in a TransientError: the call
+	// may succeed once those end.
+	ErrBusy = errors.New("busy")
 	// ErrModelNotFound means the provider does not know the model.
 	ErrModelNotFound = errors.New("model not found")
 	// ErrUnreachable means the provider could not be reached.

@@ -42,9 +42,9 @@ const (
 
 // ParseAccessAnswer recognises an admin's answer to a chick's access
 // request: "allow <chick id>", "always <chick id>" or "deny <chick id>",
-// optionally followed by the destination (when the chick asked for more
-// than one), in any case, after leading mentions, with the id in
-// backticks or not.
+// optionally followed by the destination (needed when more than one
+// request is pending for the id), in any case, after leading mentions,
+// with the id in backticks or not.
 func ParseAccessAnswer(text string) (verb, chickID, destination string, ok bool) {
 	fields := strings.Fields(text)
 	for len(fields) > 0 && (strings.HasPrefix(fields[0], "@") || strings.HasPrefix(fields[0], "<@")) {
@@ -63,6 +63,9 @@ func ParseAccessAnswer(text string) (verb, chickID, destination string, ok bool)
 	}
 	if len(fields) == 3 {
 		destination = strings.ToLower(strings.TrimRight(strings.Trim(fields[2], "`"), ".,!;"))
+		if d, err := egress.ParseRequest(destination); err == nil {
+			destination = d // as requests are kept ("PyPI.org.:443" is "pypi.org:443")
+		}
 	}
 	return verb, chickID, destination, true
 }
@@ -77,12 +80,18 @@ func (m *Mother) RequestAccess(ctx context.Context, in hatchery.Info, destinatio
 	if m.egress == nil {
 		return egress.Grant{Message: "this Mother takes no access requests; ask the operator to add the destination to chicks.egress.allow"}, nil
 	}
+	// One host and one port, never a pattern, whatever the chick checked:
+	// only the operator writes wildcards (chicks.egress.allow).
+	dest, err := egress.ParseRequest(destination)
+	if err != nil {
+		m.logger.Info("access request refused: not requestable", "chick", in.ID, "destination", oneLine(destination, 100), "err", err)
+		return egress.Grant{Message: "refused: " + err.Error()}, nil
+	}
 	ci := egress.ChickInfo{ID: in.ID, Channel: in.Channel, Tier: in.Tier}
-	covered, err := m.egress.Covered(ci, destination)
+	covered, err := m.egress.Covered(ci, dest)
 	if err != nil {
 		return egress.Grant{}, err
 	}
-	dest := destination
 	if covered {
 		return egress.Grant{Granted: true, Message: dest + " is already allowed for this chick"}, nil
 	}
@@ -356,7 +365,15 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 		if dest != "" {
 			what += " for `" + dest + "`"
 		}
-		tell("There is no pending access request of chick " + what + " here.")
+		text := "There is no pending access request of chick " + what + " here."
+		if dest != "" {
+			// The admin named a destination the chick did not ask for (or
+			// not in that form): show what it did ask for.
+			if others, _ := m.pendingIn(qid, idPrefix, ""); len(others) > 0 && m.mayApprove(a.Name(), msg.Sender.ID) {
+				text += " Pending:" + accessCommands(verb, others)
+			}
+		}
+		tell(text)
 		return true
 	}
 	if !m.mayApprove(a.Name(), msg.Sender.ID) {
@@ -366,49 +383,73 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 		}
 		return true
 	}
-	ids := map[string]bool{}
-	for _, r := range match {
-		ids[r.chick.ID] = true
-	}
-	if len(ids) > 1 {
-		tell(fmt.Sprintf("`%s` names more than one chick; answer with the full id.", idPrefix))
+	if len(match) > 1 {
+		// An answer answers exactly the request it names. With more than
+		// one pending for the id (the chick asked twice, or the prefix
+		// names two chicks), a bare "allow <id>" may have been typed for
+		// the request the admin read while another arrived: it answers
+		// none, allow and always as well as deny (a refusal the admin did
+		// not give would be logged as theirs), and lists the commands
+		// that name each.
+		said := verb + " " + idPrefix
+		if dest != "" {
+			said += " " + dest
+		}
+		lg.Info("access answer names more than one request; none answered", "chick", idPrefix, "answer", verb, "pending", len(match))
+		tell(fmt.Sprintf("`%s` names %d pending access requests, so it answered none of them. Name the one you mean:%s", said, len(match), accessCommands(verb, match)))
 		return true
 	}
+	r := match[0]
 	who := "@" + msg.Sender.Username
 	if msg.Sender.Username == "" {
 		who = "@" + msg.Sender.ID
 	}
-	for _, r := range match {
-		<-r.posted
-		ci := egress.ChickInfo{ID: r.chick.ID, Channel: r.chick.Channel, Tier: r.chick.Tier}
-		var g egress.Grant
-		var notice string
-		switch verb {
-		case AnswerAllow, AnswerAlways:
-			scope, scopeText := egress.ScopeChick, "for this chick"
-			notice = fmt.Sprintf("✅ %s allowed chick `%s` to reach `%s` (this chick, until it ends).", who, r.chick.ID, r.dest)
-			if verb == AnswerAlways {
-				scope, scopeText = egress.ScopeChannel, "for this channel"
-				notice = fmt.Sprintf("✅ %s allowed chick `%s`, and every chick of this channel from now on, to reach `%s` (kept).", who, r.chick.ID, r.dest)
-			}
-			if err := m.egress.Approve(ci, scope, r.dest); err != nil {
-				lg.Error("cannot keep an approval", "chick", r.chick.ID, "destination", r.dest, "err", err)
-				reply(fmt.Sprintf("I could not save the approval of `%s` for chick `%s` (%s); the request is still open.", r.dest, r.chick.ID, firstLine(err.Error())))
-				continue
-			}
-			g = egress.Grant{Granted: true, Scope: scope, Message: "approved by " + who + " " + scopeText}
-		case AnswerDeny:
-			g = egress.Grant{Message: "refused by " + who}
-			notice = fmt.Sprintf("⛔ %s refused chick `%s` access to `%s`.", who, r.chick.ID, r.dest)
+	<-r.posted
+	ci := egress.ChickInfo{ID: r.chick.ID, Channel: r.chick.Channel, Tier: r.chick.Tier}
+	var g egress.Grant
+	var notice string
+	switch verb {
+	case AnswerAllow, AnswerAlways:
+		scope, scopeText := egress.ScopeChick, "for this chick"
+		notice = fmt.Sprintf("✅ %s allowed chick `%s` to reach `%s` (this chick, until it ends).", who, r.chick.ID, r.dest)
+		if verb == AnswerAlways {
+			scope, scopeText = egress.ScopeChannel, "for this channel"
+			notice = fmt.Sprintf("✅ %s allowed chick `%s`, and every chick of this channel from now on, to reach `%s` (kept).", who, r.chick.ID, r.dest)
 		}
-		if !m.resolveAccess(r, g) {
-			continue // answered (or timed out) meanwhile
+		if err := m.egress.Approve(ci, scope, r.dest); err != nil {
+			lg.Error("cannot keep an approval", "chick", r.chick.ID, "destination", r.dest, "err", err)
+			reply(fmt.Sprintf("I could not save the approval of `%s` for chick `%s` (%s); the request is still open.", r.dest, r.chick.ID, firstLine(err.Error())))
+			return true
 		}
-		lg.Info("access request answered", "chick", r.chick.ID, "destination", r.dest, "answer", verb, "click", msg.Choice)
-		reply(notice)
-		m.endChoices(r, notice)
+		g = egress.Grant{Granted: true, Scope: scope, Message: "approved by " + who + " " + scopeText}
+	case AnswerDeny:
+		g = egress.Grant{Message: "refused by " + who}
+		notice = fmt.Sprintf("⛔ %s refused chick `%s` access to `%s`.", who, r.chick.ID, r.dest)
 	}
+	if !m.resolveAccess(r, g) {
+		return true // answered (or timed out) meanwhile
+	}
+	lg.Info("access request answered", "chick", r.chick.ID, "destination", r.dest, "answer", verb, "click", msg.Choice)
+	reply(notice)
+	m.endChoices(r, notice)
 	return true
+}
+
+// maxListedRequests bounds the commands accessCommands lists.
+const maxListedRequests = 10
+
+// accessCommands lists, one a line, the exact answer (verb, full chick id
+// and destination) that names each of rs.
+func accessCommands(verb string, rs []*accessRequest) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i == maxListedRequests {
+			fmt.Fprintf(&b, "\n… and %d more", len(rs)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n• `%s %s %s`", verb, r.chick.ID, r.dest)
+	}
+	return b.String()
 }
 
 // choose handles a click on one of Mother's buttons (msg.Choice). Clicks

@@ -150,8 +150,8 @@ func TestAccessApprovedAlwaysSurvivesAReload(t *testing.T) {
 	t.Parallel()
 	a := newAccessHarness(t)
 	in := chickIn("c-11112222", "C1")
-	res := a.ask(t.Context(), in, "*.pythonhosted.org", "")
-	if req := a.posted(1, "asks to reach")[0]; !strings.HasPrefix(req, "🔐 chick `c-11112222` asks to reach `*.pythonhosted.org`.\n") {
+	res := a.ask(t.Context(), in, "files.pythonhosted.org:443", "")
+	if req := a.posted(1, "asks to reach")[0]; !strings.HasPrefix(req, "🔐 chick `c-11112222` asks to reach `files.pythonhosted.org:443`.\n") {
 		t.Errorf("request without a reason: %q", req)
 	}
 	a.say("C1", "always c-11112222", false, from("UADMIN", "ana"))
@@ -159,7 +159,7 @@ func TestAccessApprovedAlwaysSurvivesAReload(t *testing.T) {
 	if !r.g.Granted || r.g.Scope != egress.ScopeChannel || r.g.Message != "approved by @ana for this channel" {
 		t.Fatalf("RequestAccess = %+v, %v", r.g, r.err)
 	}
-	a.posted(1, "every chick of this channel from now on, to reach `*.pythonhosted.org` (kept)")
+	a.posted(1, "every chick of this channel from now on, to reach `files.pythonhosted.org:443` (kept)")
 	// Mother restarts: the policy is read again from disk.
 	p2, err := egress.NewPolicy(egress.Options{Config: a.cc, StateDir: a.dir})
 	must(t, err)

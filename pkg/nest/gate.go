@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/skills"
@@ -160,7 +159,7 @@ func (g *gateService) Authorize(ctx context.Context, req *pb.AuthorizeRequest) (
 	}
 	if resp.Allow {
 		resp.Addresses = p.Addresses(req.GetHost())
-		resp.Trusted = p.Trusted(ci)
+		resp.Trusted = p.Trusted(ci, int(req.GetPort()))
 	}
 	g.s.logger.Debug("gate authorize", "chick", in.ID, "destination", egress.Destination(req.GetHost(), int(req.GetPort())), "allow", resp.Allow, "reason", resp.Reason)
 	return resp, nil
@@ -234,8 +233,10 @@ func (c *chickService) RequestAccess(ctx context.Context, req *pb.RequestAccessR
 	if desk == nil {
 		return nil, status.Error(codes.Unavailable, "Mother takes no access requests")
 	}
-	dest := strings.TrimSpace(req.GetDestination())
-	if err := config.ValidDestination(dest); err != nil {
+	// One host and one port, never a pattern: checked here, on Mother's
+	// side, whatever the chick checked (egress.ParseRequest).
+	dest, err := egress.ParseRequest(req.GetDestination())
+	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "destination: %v", err)
 	}
 	in, err := c.s.chicks.Get(id)

@@ -56,7 +56,7 @@ func newGateFixture(t *testing.T) *gateFixture {
 	t.Helper()
 	g := &gateFixture{secret: egress.NewSecret([]byte(strings.Repeat("k", 32))), mx: metrics.New(metrics.Options{}), heard: &egressHeard{}}
 	g.fixture = newFixture(t, 0, func(cfg *config.Config, h *hatchery.Hatchery, o *nest.Options) {
-		cfg.Chicks.Egress.Allow = []string{"pypi.org:443", "mirror.lan", "10.0.0.5"}
+		cfg.Chicks.Egress.Allow = []string{"pypi.org:443", "mirror.lan", "10.0.0.5", "10.0.0.6:8080"}
 		cfg.Chicks.Egress.Hosts = map[string]string{"mirror.lan": "192.0.2.7"}
 		cfg.Chicks.Egress.MaxBytes = "1k"
 		p, err := egress.NewPolicy(egress.Options{Config: cfg.Chicks, StateDir: t.TempDir(), LoadSent: func(id string) int64 {
@@ -122,12 +122,17 @@ func TestGateAuthorize(t *testing.T) {
 		return g.gate.Authorize(ctx, &pb.AuthorizeRequest{ChickId: id, Key: key, Host: host, Port: port})
 	}
 	resp, err := ask(a, g.secret.ChickKey(a), "PyPI.org.", 443)
-	if err != nil || !resp.GetAllow() || resp.GetBytesRemaining() != 1024 || !slices.Equal(resp.GetTrusted(), []string{"10.0.0.5"}) || len(resp.GetAddresses()) != 0 {
+	if err != nil || !resp.GetAllow() || resp.GetBytesRemaining() != 1024 || !slices.Equal(resp.GetTrusted(), []string{"10.0.0.5:443"}) || len(resp.GetAddresses()) != 0 {
 		t.Fatalf("allowed destination: %v %v", resp, err)
 	}
 	resp, err = ask(a, g.secret.ChickKey(a), "mirror.lan", 8080)
 	if err != nil || !resp.GetAllow() || !slices.Equal(resp.GetAddresses(), []string{"192.0.2.7"}) {
 		t.Errorf("a name with configured addresses: %v %v", resp, err)
+	}
+	// The trusted addresses are those listed for the port asked for, each
+	// with that port: 10.0.0.6 is listed at 8080 only.
+	if !slices.Equal(resp.GetTrusted(), []string{"10.0.0.5:8080", "10.0.0.6:8080"}) {
+		t.Errorf("trusted for port 8080: %q, want 10.0.0.5:8080 and 10.0.0.6:8080", resp.GetTrusted())
 	}
 	resp, err = ask(a, g.secret.ChickKey(a), "github.com", 443)
 	if err != nil || resp.GetAllow() || resp.GetReason() != "not allowed for this chick" || resp.GetTrusted() != nil {

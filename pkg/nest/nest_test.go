@@ -46,6 +46,9 @@ type fixture struct {
 	ca     []byte
 }
 
+// fixtureOut is the output limit of the fixture's tier.
+const fixtureOut = 32
+
 // newFixture runs a hatchery whose chicks sleep (they never dial), the
 // nest on loopback and its admin socket, and a broker on a fake Ollama.
 // The test plays the chicks with their real tokens.
@@ -67,7 +70,9 @@ func newFixtureConfig(t testing.TB, budget int64, conf func(cfg *config.Config),
 	cfg.Budgets.ChickTokens = budget
 	cfg.SetDefaults("")
 	cfg.Chicks.Image = image
-	cfg.Chicks.Tiers["local"] = config.Tier{Provider: "ollama", Model: "chick-m"}
+	// Small answers: a call reserves its prompt's estimate plus this, and
+	// the budget tests' budgets hold a few calls.
+	cfg.Chicks.Tiers["local"] = config.Tier{Provider: "ollama", Model: "chick-m", MaxOutputTokens: fixtureOut}
 	cfg.Chicks.KillGrace = config.Dur(time.Second)
 	cfg.Chicks.Resources.Memory = "128m"
 	if conf != nil {
@@ -355,7 +360,9 @@ func TestCancelReachesSessionThenResultEndsIt(t *testing.T) {
 
 func TestGenerateGoesThroughTheBrokerAndItsBudget(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 100)
+	// The call reserves broker.EstimateInput (78 for "hi") plus 32 and
+	// costs 110: the budget holds one, not two.
+	f := newFixture(t, 150)
 	id, tok := f.spawn(t)
 	f.fake.Push(ollamatest.Turn{Text: "hello from the model", PromptTokens: 80, OutputTokens: 30})
 	ctx := wire.Credentials(t.Context(), id, tok)
@@ -378,11 +385,11 @@ func TestGenerateGoesThroughTheBrokerAndItsBudget(t *testing.T) {
 	if text.String() != "hello from the model" || done.GetUsage().GetInputTokens() != 80 {
 		t.Errorf("streamed %q, done %v", text.String(), done)
 	}
-	if got := f.fake.Requests(); len(got) != 1 || got[0].Model != "chick-m" {
+	if got := f.fake.Requests(); len(got) != 1 || got[0].Model != "chick-m" || got[0].Options["num_predict"] != float64(fixtureOut) {
 		t.Errorf("the provider saw %+v, want one call for the tier's model", got)
 	}
-	// 110 of 100 tokens used: the next call is refused and the chick is
-	// being stopped.
+	// 110 of 150 tokens used, the next call may cost 110: it is refused
+	// before it is sent and the chick is being stopped.
 	st, err = f.client.Generate(ctx, req)
 	must(t, err)
 	_, err = st.Recv()

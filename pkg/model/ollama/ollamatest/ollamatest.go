@@ -115,6 +115,13 @@ func NewFunc(h func(Request) Turn) *Server {
 	return s
 }
 
+// SetFunc makes h answer every later chat request, as NewFunc does.
+func (s *Server) SetFunc(h func(Request) Turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handler = h
+}
+
 // SetModels restricts the known models; others get 404 "model not found".
 func (s *Server) SetModels(names ...string) {
 	s.mu.Lock()
