@@ -604,11 +604,19 @@ func hostileFlood(t *testing.T, api *client.Client) {
 			if done != 1 { // the control ran; the flood is next
 				return
 			}
+			// The control's events stream on their own: wait (a while)
+			// until its result is stored, then take the size the flood
+			// starts from.
+			path := filepath.Join(data, "chicks", l.ID, "events.jsonl")
+			found := false
+			for deadline := time.Now().Add(20 * time.Second); !found && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				b, _ := os.ReadFile(path)
+				found = strings.Contains(string(b), marker)
+			}
 			sampling.Do(sample)
 			n, _ := eventsFile(data, l.ID)
-			b, _ := os.ReadFile(filepath.Join(data, "chicks", l.ID, "events.jsonl"))
 			mu.Lock()
-			sizes[row], stored[row] = n, strings.Contains(string(b), marker)
+			sizes[row], stored[row] = n, found
 			mu.Unlock()
 		}
 	}

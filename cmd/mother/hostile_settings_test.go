@@ -5,11 +5,16 @@ import "strings"
 // The hostile suite's settings of the doors issue 31 closes, in the
 // config fields that close them (hostile_e2e_test.go).
 
-// hostileTierMaxOutput is the test tier's maximum output per call.
-const hostileTierMaxOutput = 4096
+// hostileTierMaxOutput is the test tier's maximum output per call
+// (chicks.tiers.<name>.maxOutputTokens).
+const hostileTierMaxOutput = 256
 
-// hostileBudgetChicks are the chicks settings of the budget row.
-var hostileBudgetChicks = map[string]any{}
+// hostileBudgetChicks are the chicks settings of the budget row: the
+// test tier with its output maximum (each call reserves its prompt and
+// that, so it must fit in the row's budget for the chick to work).
+var hostileBudgetChicks = map[string]any{
+	"tiers": map[string]any{"local": map[string]any{"provider": "ollama", "model": chickModel, "description": "the test tier", "maxOutputTokens": hostileTierMaxOutput}},
+}
 
 // hostileEventsCap is the total bytes of events stored per chick
 // (chicks.events.maxBytes; maxEventBytes and perSecond keep their
