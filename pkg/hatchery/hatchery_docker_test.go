@@ -239,8 +239,8 @@ func TestHardenedContainer(t *testing.T) {
 	}
 
 	// Writable workspace and /tmp, read-only root, as the chick user.
-	out := execIn(t, e.api, got.ContainerID, "sh", "-c", "id -u; touch /workspace/w && echo ws-ok; touch /tmp/t && echo tmp-ok; touch /etc/x 2>/dev/null || echo root-ro; stat -c 'ws-owner=%u' /workspace; grep ' /workspace ' /proc/mounts")
-	for _, w := range []string{"65534", "ws-ok", "tmp-ok", "root-ro", "ws-owner=65534", "tmpfs /workspace tmpfs rw,nosuid,nodev"} {
+	out := execIn(t, e.api, got.ContainerID, "sh", "-c", "id -u; touch /workspace/w && echo ws-ok; touch /tmp/t && echo tmp-ok; touch /etc/x 2>/dev/null || echo root-ro; stat -c 'ws-owner=%u' /workspace; grep ' /workspace ' /proc/mounts; cp /bin/busybox /workspace/true && /workspace/true && echo ws-exec")
+	for _, w := range []string{"65534", "ws-ok", "tmp-ok", "root-ro", "ws-owner=65534", "tmpfs /workspace tmpfs rw,nosuid,nodev", "ws-exec"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("inside the chick: output %q lacks %q", out, w)
 		}

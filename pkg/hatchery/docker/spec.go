@@ -92,12 +92,13 @@ func containerConfig(s hatchery.ContainerSpec, hostsFile string) (*container.Con
 
 // workspaceTmpfs is the options of the chick's /workspace tmpfs: size
 // bytes, owned by the chick user when it is numeric (the images' 1777
-// directory, open to all, otherwise). Executables may run from it (the
-// chick's tools build and run programs there).
+// directory, open to all, otherwise). Executables may run from it, as
+// from the volume it replaces (the chick's tools build and run programs
+// there): the engine mounts a tmpfs noexec unless told "exec".
 func workspaceTmpfs(size int64, user string) string {
-	o := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", size)
+	o := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=1777", size)
 	if own := parseOwner(user); own.uid >= 0 {
-		o = fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0755", size, own.uid, own.gid)
+		o = fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0755", size, own.uid, own.gid)
 	}
 	return o
 }

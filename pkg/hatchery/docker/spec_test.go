@@ -56,7 +56,7 @@ func TestWorkspaceIsASizedTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	const gib = 1 << 30
-	if got, want := hc.Tmpfs[hatchery.Workspace], "rw,nosuid,nodev,size=2147483648,uid=65534,gid=65534,mode=0755"; got != want {
+	if got, want := hc.Tmpfs[hatchery.Workspace], "rw,exec,nosuid,nodev,size=2147483648,uid=65534,gid=65534,mode=0755"; got != want {
 		t.Errorf("default /workspace tmpfs %q, want %q", got, want)
 	}
 	if len(cc.Volumes) != 0 || len(hc.Mounts) != 0 || len(hc.Binds) != 0 {
@@ -72,7 +72,7 @@ func TestWorkspaceIsASizedTmpfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := hc.Tmpfs[hatchery.Workspace], "rw,nosuid,nodev,size=67108864,mode=1777"; got != want {
+	if got, want := hc.Tmpfs[hatchery.Workspace], "rw,exec,nosuid,nodev,size=67108864,mode=1777"; got != want {
 		t.Errorf("/workspace tmpfs for a user by name %q, want %q", got, want)
 	}
 	if hc.Memory != (256+64)<<20 {
