@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +15,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/mother-chat/mother/internal/credprobe"
 	"github.com/mother-chat/mother/pkg/hatchery"
@@ -54,6 +61,7 @@ func TestToolsCannotReachCredentials(t *testing.T) {
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
 	data, _ := chickData(t, api, nil)
+	removeGateVolumes(t, api, data)
 	buildCredprobe(t, filepath.Join(data, "workspace", "channels", "cli", "local", "attachments"), "credprobe")
 	inst := func() string { return hatcherytest.InstanceFile(filepath.Join(data, "chicks")) }
 	plant := make([]byte, 16)
@@ -63,6 +71,7 @@ func TestToolsCannotReachCredentials(t *testing.T) {
 	var mu sync.Mutex
 	var secrets map[string]string // what the engine gave the chick
 	var seen, setupErr string
+	var gateBad []string
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		if r.Model == motherModel {
 			if !hasToolResult(r) {
@@ -91,8 +100,9 @@ func TestToolsCannotReachCredentials(t *testing.T) {
 				}
 			}
 		}
+		bad := gateHidesToken(t.Context(), api, data)
 		mu.Lock()
-		secrets = found
+		secrets, gateBad = found, bad
 		mu.Unlock()
 		if len(found) != 2 {
 			mu.Lock()
@@ -113,7 +123,7 @@ func TestToolsCannotReachCredentials(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
 	}
 	mu.Lock()
-	out, errS, sec := seen, setupErr, secrets
+	out, errS, sec, gateBad := seen, setupErr, secrets, gateBad
 	mu.Unlock()
 	if errS != "" {
 		t.Fatal(errS)
@@ -136,6 +146,78 @@ func TestToolsCannotReachCredentials(t *testing.T) {
 	if len(sec[hatchery.EnvToken]) < 16 || len(sec[wire.EnvGateKey]) < 16 {
 		t.Errorf("the secrets searched for are too short to mean anything: %q", sec)
 	}
+	for _, b := range gateBad {
+		t.Error(b)
+	}
+}
+
+// gateHidesToken: the gate holds its token neither in its initial
+// environment, as the host's root reads it (/proc/<pid>/environ outside
+// the container), nor where a process of its user inside its container
+// could read it: its /proc files are closed to such a process, while
+// those of a dumpable sibling are open (the control). It returns what is
+// wrong (it runs while the chick does: the gate goes when Mother stops).
+func gateHidesToken(ctx context.Context, api *client.Client, data string) []string {
+	inst := hatcherytest.InstanceFile(filepath.Join(data, "chicks"))
+	gs, err := api.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", hatchery.LabelGate+"="+inst))})
+	if err != nil || len(gs) != 1 {
+		return []string{fmt.Sprintf("gates: %d, %v; want 1", len(gs), err)}
+	}
+	insp, err := api.ContainerInspect(ctx, gs[0].ID)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var token string
+	for _, kv := range insp.Config.Env {
+		if v, ok := strings.CutPrefix(kv, wire.EnvGateToken+"="); ok {
+			token = v
+		}
+	}
+	if len(token) < 16 || !insp.State.Running {
+		return []string{fmt.Sprintf("gate: token %q, running %v", token, insp.State.Running)}
+	}
+	var bad []string
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", insp.State.Pid))
+	if err != nil {
+		bad = append(bad, fmt.Sprintf("the gate's environ, from the host: %v", err))
+	}
+	if strings.Contains(string(environ), token) || !strings.Contains(string(environ), "MOTHER_TOKEN_FD=") {
+		bad = append(bad, "the gate's initial environment holds its token, or it was not re-executed:\n"+strings.ReplaceAll(string(environ), "\x00", "\n"))
+	}
+	out, err := execOut(ctx, api, gs[0].ID, "sh", "-c", `id -u
+for f in environ maps; do cat /proc/1/$f >/dev/null 2>&1 && echo "gate-$f=open" || echo "gate-$f=closed"; done
+(exec 3</proc/1/mem) 2>/dev/null && echo gate-mem=open || echo gate-mem=closed
+ls /proc/1/fd >/dev/null 2>&1 && echo gate-fd=open || echo gate-fd=closed
+sleep 30 & s=$!
+for f in environ maps; do cat /proc/$s/$f >/dev/null 2>&1 && echo "sibling-$f=open" || echo "sibling-$f=closed"; done
+(exec 3</proc/$s/mem) 2>/dev/null && echo sibling-mem=open || echo sibling-mem=closed
+kill $s`)
+	if err != nil {
+		return append(bad, err.Error())
+	}
+	uid, _, _ := strings.Cut(insp.Config.User, ":")
+	for _, w := range []string{uid, "gate-environ=closed", "gate-maps=closed", "gate-mem=closed", "gate-fd=closed", "sibling-environ=open", "sibling-maps=open", "sibling-mem=open"} {
+		if !strings.Contains(out, w) {
+			bad = append(bad, fmt.Sprintf("inside the gate's container: %q lacks %q", out, w))
+		}
+	}
+	return bad
+}
+
+// execOut runs cmd in a container as its user and returns its output.
+func execOut(ctx context.Context, api *client.Client, id string, cmd ...string) (string, error) {
+	ex, err := api.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return "", err
+	}
+	att, err := api.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return "", err
+	}
+	defer att.Close()
+	var out bytes.Buffer
+	_, err = stdcopy.StdCopy(&out, &out, att.Reader)
+	return out.String(), err
 }
 
 // checkCredprobe asserts a credprobe report from inside a chick: neither
