@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/mother-chat/mother/pkg/gate"
@@ -32,7 +33,16 @@ func gateMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "chick gate: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	opts, err := gateOptions(os.Getenv)
+	// The gate's token leaves its environment (and /proc/1/environ) the
+	// way the chick's does; main has made the process non-dumpable.
+	hideEnv(gateHidden)
+	secret := readHidden(gateHidden)
+	opts, err := gateOptions(func(k string) string {
+		if i := slices.Index(gateHidden, k); i >= 0 {
+			return secret[i]
+		}
+		return os.Getenv(k)
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chick gate: %v; the gate is started by Mother\n", err)
 		return 2

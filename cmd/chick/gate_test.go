@@ -51,6 +51,16 @@ func TestGateCommand(t *testing.T) {
 			t.Fatalf("the gate never listened: %v\n%s", err, stderr.String())
 		}
 	}
+	// The gate re-executed itself without its token in its environment
+	// (as root, the test can read the environ of a non-dumpable process;
+	// as another user, it is closed).
+	if environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)); err == nil {
+		if bytes.Contains(environ, []byte(gatetest.Token)) || !bytes.Contains(environ, []byte(tokenFDVar+"=")) {
+			t.Errorf("the gate's initial environment holds its token, or it did not re-execute: %q", environ)
+		}
+	} else if !errors.Is(err, os.ErrPermission) {
+		t.Errorf("the gate's environ: %v", err)
+	}
 	fmt.Fprintf(c, "%s c-1 k\nCONNECT github.com:443 HTTP/1.1\r\n\r\n", wire.GatePreface)
 	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
 	if err != nil {

@@ -32,6 +32,13 @@ import (
 var version = "dev"
 
 func main() {
+	// Before anything else, and again in the re-executed image (execve
+	// makes a process dumpable again) before it reads its secrets: no
+	// tool may read them out of this process (token.go).
+	if err := nonDumpable(); err != nil {
+		fmt.Fprintf(os.Stderr, "chick: cannot make itself non-dumpable, which keeps its token from its tools: %v\n", err)
+		os.Exit(1)
+	}
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	workspace := flag.String("workspace", "/workspace", "the chick's working directory")
 	flag.Parse()

@@ -21,11 +21,16 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	if os.Getenv("CHICK_TOKEN_PROBE") == "1" {
+	if os.Getenv("CHICK_TOKEN_PROBE") == "1" { // main's steps
+		if err := nonDumpable(); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
 		hideToken()
 		tok, key := readToken()
 		environ, _ := os.ReadFile("/proc/self/environ")
-		fmt.Printf("token=%s key=%s env=%v proc=%v fdvar=%v\n", tok, key,
+		d, _ := dumpable()
+		fmt.Printf("dumpable=%v token=%s key=%s env=%v proc=%v fdvar=%v\n", d, tok, key,
 			os.Getenv("MOTHER_TOKEN") != "" || os.Getenv(wire.EnvGateKey) != "",
 			bytes.Contains(environ, []byte("sk-chick-token")) || bytes.Contains(environ, []byte("gate-key-1")), os.Getenv(tokenFDVar) != "")
 		os.Exit(0)
@@ -35,13 +40,14 @@ func TestMain(m *testing.M) {
 
 // TestTokenPassesThroughDescriptor: the chick re-executes itself with the
 // token (and an isolated chick's gate key) in a pipe; afterwards it holds
-// them, and neither its environment nor its initial environ
-// (/proc/self/environ, what tools could read) contains them.
+// them, neither its environment nor its initial environ
+// (/proc/self/environ) contains them, and it is not dumpable (the
+// re-executed image too: execve had made it dumpable again).
 func TestTokenPassesThroughDescriptor(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ env, want string }{
-		{"MOTHER_TOKEN=sk-chick-token", "token=sk-chick-token key= env=false proc=false fdvar=false"},
-		{"MOTHER_GATE_KEY=gate-key-1", "token=sk-chick-token key=gate-key-1 env=false proc=false fdvar=false"},
+		{"MOTHER_TOKEN=sk-chick-token", "dumpable=false token=sk-chick-token key= env=false proc=false fdvar=false"},
+		{"MOTHER_GATE_KEY=gate-key-1", "dumpable=false token=sk-chick-token key=gate-key-1 env=false proc=false fdvar=false"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "CHICK_TOKEN_PROBE=1", "MOTHER_TOKEN=sk-chick-token")

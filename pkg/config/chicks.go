@@ -174,7 +174,8 @@ type DockerHost struct {
 	// ImagePullPolicy is the chick Pods' "IfNotPresent" (default),
 	// "Always" or "Never".
 	ImagePullPolicy string `json:"imagePullPolicy"`
-	// WorkspaceSize caps a chick's /workspace (an emptyDir), such as "1g".
+	// WorkspaceSize caps a chick's /workspace (an emptyDir), such as "1g";
+	// empty: chicks.resources.workspaceBytes.
 	WorkspaceSize string `json:"workspaceSize"`
 	// Requests are what the scheduler reserves for each chick Pod; empty:
 	// the limits (chicks.resources).
@@ -245,6 +246,11 @@ type Resources struct {
 	Pids int64 `json:"pids"`
 	// Tmpfs is the size of /tmp.
 	Tmpfs string `json:"tmpfs"`
+	// WorkspaceBytes caps a chick's /workspace, such as "2g": on Docker a
+	// tmpfs of that size (writes past it fail with ENOSPC; the container's
+	// memory limit grows by it), on Kubernetes the emptyDir's sizeLimit
+	// unless the host sets its own workspaceSize.
+	WorkspaceBytes string `json:"workspaceBytes"`
 }
 
 // Hardening switches for chick containers. Nil means on.

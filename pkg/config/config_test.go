@@ -76,6 +76,8 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"kubernetes toleration", `{"chicks": {"hosts": [{"kind": "kubernetes", "placement": {"*": {"tolerations": [{"key": "k", "operator": "Maybe", "effect": "Never"}, {"operator": "Exists", "value": "v", "tolerationSeconds": 5}]}}}]}}`, []string{`chicks.hosts[0].placement.*.tolerations[0].operator: must be "Equal" or "Exists"`, "chicks.hosts[0].placement.*.tolerations[0].effect: must be", "chicks.hosts[0].placement.*.tolerations[1].value: must be empty", `chicks.hosts[0].placement.*.tolerations[1].tolerationSeconds: applies to effect "NoExecute" only`}},
 		{"kubernetes extended resource", `{"chicks": {"hosts": [{"kind": "kubernetes", "placement": {"*": {"extendedResources": {"gpu": 1, "nvidia.com/gpu": 0}}}}]}}`, []string{"chicks.hosts[0].placement.*.extendedResources.gpu: an extended resource is domain-qualified", "chicks.hosts[0].placement.*.extendedResources.nvidia.com/gpu: must be positive"}},
 		{"memory size", `{"chicks": {"resources": {"memory": "lots"}}}`, []string{"chicks.resources.memory: must be a size"}},
+		{"workspace size", `{"chicks": {"resources": {"workspaceBytes": "0"}}}`, []string{"chicks.resources.workspaceBytes: must be a size"}},
+		{"workspace size unit", `{"chicks": {"resources": {"workspaceBytes": "2 gigs"}}}`, []string{"chicks.resources.workspaceBytes: must be a size"}},
 		{"root user", `{"chicks": {"hardening": {"user": "0:0"}}}`, []string{"chicks.hardening.user: chicks must not run as root"}},
 		{"host tools", `{"chicks": {"hostTools": ["notes"]}}`, []string{"chicks.hostTools[0]: must be \"server.tool\""}},
 		{"grpc listen", `{"grpc": {"listen": "7777"}}`, []string{"grpc.listen: must be host:port"}},
@@ -187,7 +189,7 @@ func TestKubernetesHost(t *testing.T) {
 	if box.Kind != HostDocker || box.IsKubernetes() || box.ImagePullPolicy != "" || box.WorkspaceSize != "" {
 		t.Errorf("docker host = %+v, want kind docker and no kubernetes defaults", box)
 	}
-	if !cl.IsKubernetes() || cl.ImagePullPolicy != "IfNotPresent" || cl.WorkspaceSize != DefaultWorkspaceSize || cl.Capacity != DefaultMaxConcurrent {
+	if !cl.IsKubernetes() || cl.ImagePullPolicy != "IfNotPresent" || cl.WorkspaceSize != "" || cfg.Chicks.Resources.WorkspaceBytes != DefaultWorkspaceBytes || cl.Capacity != DefaultMaxConcurrent {
 		t.Errorf("kubernetes host = %+v, want its defaults", cl)
 	}
 	if got := cl.PlacementFor("gpu"); got.ExtendedResources["nvidia.com/gpu"] != 1 || got.NodeSelector["gpu"] != "true" || len(got.Tolerations) != 1 {

@@ -29,7 +29,7 @@ const (
 	DefaultCPUs               = 2.0
 	DefaultPids               = 512
 	DefaultTmpfs              = "256m"
-	DefaultWorkspaceSize      = "1g"
+	DefaultWorkspaceBytes     = "2g"
 	DefaultUser               = "65534:65534"
 	DefaultGRPCListen         = "127.0.0.1:7777"
 	DefaultSocket             = "mother.sock"
@@ -241,9 +241,6 @@ func (c *Config) SetDefaults(dataDir string) {
 			if h.ImagePullPolicy == "" {
 				h.ImagePullPolicy = "IfNotPresent"
 			}
-			if h.WorkspaceSize == "" {
-				h.WorkspaceSize = DefaultWorkspaceSize
-			}
 		}
 	}
 	if ch.Resources.Memory == "" {
@@ -257,6 +254,9 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Resources.Tmpfs == "" {
 		ch.Resources.Tmpfs = DefaultTmpfs
+	}
+	if ch.Resources.WorkspaceBytes == "" {
+		ch.Resources.WorkspaceBytes = DefaultWorkspaceBytes
 	}
 	if ch.Hardening.User == "" {
 		ch.Hardening.User = DefaultUser

@@ -133,6 +133,9 @@ func (c *Config) validateChicks(p *problems) {
 	if _, err := ParseBytes(ch.Resources.Tmpfs); err != nil {
 		p.bad("chicks.resources.tmpfs", "%v", err)
 	}
+	if _, err := ParseBytes(ch.Resources.WorkspaceBytes); err != nil {
+		p.bad("chicks.resources.workspaceBytes", "%v", err)
+	}
 	if ch.Resources.CPUs < 0 {
 		p.bad("chicks.resources.cpus", "must be positive")
 	}

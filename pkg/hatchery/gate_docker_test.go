@@ -325,6 +325,9 @@ func TestGateRestartIsNotAHang(t *testing.T) {
 	must(t, err)
 	waitState(t, e.h, in.ID, hatchery.StateRunning, time.Minute)
 	e.h.Touch(in.ID) // it joined and speaks: from now on 600ms of silence is a hang
+	got, _ := e.h.Get(in.ID)
+	chickInsp, err := e.api.ContainerInspect(t.Context(), got.ContainerID)
+	must(t, err)
 
 	g := e.oneGate(t)
 	if err := e.api.ContainerKill(t.Context(), g.ID, "KILL"); err != nil {
@@ -348,6 +351,26 @@ func TestGateRestartIsNotAHang(t *testing.T) {
 	fc.Advance(31 * time.Second) // the grace is over: silence is a hang again
 	if end := e.rec.wait(t, in.ID, time.Minute); end.Reason != hatchery.ReasonHung {
 		t.Errorf("ended %s (%s), want hung once the reconnect grace ran out", end.Reason, end.Outcome)
+	}
+	// Reaped like any other: the container is gone, and so is every
+	// volume it mounted but the gate's own two (a chick has none of its
+	// own: its /workspace is a tmpfs).
+	for deadline := time.Now().Add(time.Minute); len(hatcherytest.Containers(t, e.api, hatchery.LabelChickID, in.ID)) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the chick's container was not removed")
+		}
+	}
+	for _, m := range chickInsp.Mounts {
+		if m.Type != "volume" || m.Name == docker.GateName(e.h.Instance()) {
+			continue
+		}
+		t.Errorf("the chick mounted a volume of its own: %+v", m)
+		if _, err := e.api.VolumeInspect(t.Context(), m.Name); err == nil {
+			t.Errorf("the chick's volume %s outlived it", m.Name)
+		}
+	}
+	if _, ok := chickInsp.HostConfig.Tmpfs[hatchery.Workspace]; !ok {
+		t.Errorf("the chick's /workspace is not a tmpfs: %v", chickInsp.HostConfig.Tmpfs)
 	}
 }
 

@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,6 +91,7 @@ func testConfig(image string) *config.Config {
 	cfg.Chicks.Resources.CPUs = 0.5
 	cfg.Chicks.Resources.Pids = 64
 	cfg.Chicks.Resources.Tmpfs = "16m"
+	cfg.Chicks.Resources.WorkspaceBytes = "64m"
 	return cfg
 }
 
@@ -193,10 +197,12 @@ func TestHardenedContainer(t *testing.T) {
 		{"no-new-privileges", len(hc.SecurityOpt) == 1 && hc.SecurityOpt[0] == "no-new-privileges", hc.SecurityOpt},
 		{"read-only root", hc.ReadonlyRootfs, hc.ReadonlyRootfs},
 		{"user 65534", insp.Config.User == "65534:65534", insp.Config.User},
-		{"memory 256m", hc.Memory == 256<<20, hc.Memory},
+		{"memory 256m, plus the workspace's 64m", hc.Memory == (256+64)<<20 && hc.MemorySwap == hc.Memory, hc.Memory},
 		{"cpus 0.5", hc.NanoCPUs == 5e8, hc.NanoCPUs},
 		{"pids 64", hc.PidsLimit != nil && *hc.PidsLimit == 64, hc.PidsLimit},
 		{"tmpfs /tmp", strings.Contains(hc.Tmpfs["/tmp"], "size=16777216"), hc.Tmpfs},
+		{"tmpfs /workspace of 64m", strings.Contains(hc.Tmpfs["/workspace"], "size=67108864"), hc.Tmpfs},
+		{"no volume of its own (no anonymous /workspace volume)", len(insp.Config.Volumes) == 0, insp.Config.Volumes},
 		{"no network (isolated, the default)", string(hc.NetworkMode) == "none", hc.NetworkMode},
 		{"networking disabled in the engine (runc's namespace, the gate's hosts file)", insp.Config.NetworkDisabled, insp.Config.NetworkDisabled},
 		{"not privileged", !hc.Privileged, hc.Privileged},
@@ -217,6 +223,10 @@ func TestHardenedContainer(t *testing.T) {
 		if m.Type == "bind" && !hostsFile {
 			t.Errorf("bind mount from the host: %+v", m)
 		}
+		// The other: the gate's sockets, shared by the host's chicks.
+		if m.Type == "volume" && m.Name != docker.GateName(e.h.Instance()) {
+			t.Errorf("a volume of the chick's own, on the engine's disk: %+v", m)
+		}
 	}
 	for _, v := range insp.Config.Env {
 		name, _, _ := strings.Cut(v, "=")
@@ -229,8 +239,8 @@ func TestHardenedContainer(t *testing.T) {
 	}
 
 	// Writable workspace and /tmp, read-only root, as the chick user.
-	out := execIn(t, e.api, got.ContainerID, "sh", "-c", "id -u; touch /workspace/w && echo ws-ok; touch /tmp/t && echo tmp-ok; touch /etc/x 2>/dev/null || echo root-ro")
-	for _, w := range []string{"65534", "ws-ok", "tmp-ok", "root-ro"} {
+	out := execIn(t, e.api, got.ContainerID, "sh", "-c", "id -u; touch /workspace/w && echo ws-ok; touch /tmp/t && echo tmp-ok; touch /etc/x 2>/dev/null || echo root-ro; stat -c 'ws-owner=%u' /workspace; grep ' /workspace ' /proc/mounts; cp /bin/busybox /workspace/true && /workspace/true && echo ws-exec")
+	for _, w := range []string{"65534", "ws-ok", "tmp-ok", "root-ro", "ws-owner=65534", "tmpfs /workspace tmpfs rw,nosuid,nodev", "ws-exec"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("inside the chick: output %q lacks %q", out, w)
 		}
@@ -246,6 +256,65 @@ func TestHardenedContainer(t *testing.T) {
 	if n := len(hatcherytest.Chicks(t, e.api, e.h.Instance())); n != 0 {
 		t.Errorf("%d containers left after the chick ended", n)
 	}
+}
+
+// TestWorkspaceIsBounded: a chick's process that writes far past
+// chicks.resources.workspaceBytes gets ENOSPC at the limit, holds no more
+// than the limit, and stays alive (the memory limit makes room for the
+// tmpfs: the chick's own 48m would be exhausted by the 64m workspace);
+// the engine's disk does not grow by the write.
+func TestWorkspaceIsBounded(t *testing.T) {
+	t.Parallel()
+	image := hatcherytest.BuildImage(t)
+	cfg := testConfig(image)
+	cfg.Chicks.Resources.Memory = "48m"
+	cfg.Chicks.Resources.WorkspaceBytes = "64m"
+	const limit, attempt = 64 << 20, 512 << 20
+	e := newEnv(t, cfg, []string{"sleep", "120"}, "")
+	info, err := e.api.Info(t.Context())
+	must(t, err)
+	diskUsed := func() int64 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(info.DockerRootDir, &st); err != nil {
+			t.Fatalf("statfs %s: %v", info.DockerRootDir, err)
+		}
+		return int64(st.Blocks-st.Bfree) * st.Bsize
+	}
+	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
+	waitState(t, e.h, in.ID, hatchery.StateRunning, 60*time.Second)
+	got, _ := e.h.Get(in.ID)
+	before := diskUsed()
+	out := execIn(t, e.api, got.ContainerID, "sh", "-c",
+		"dd if=/dev/zero of=/workspace/fill bs=1M count=512 2>&1; echo dd-exit=$?; sync; stat -c 'size=%s' /workspace/fill; echo more > /workspace/more 2>&1 || echo second-write-refused; echo alive")
+	after := diskUsed()
+	t.Logf("inside the chick:\n%s\nengine's disk (%s) used: %d before, %d after", out, info.DockerRootDir, before, after)
+	if !strings.Contains(out, "No space left on device") || strings.Contains(out, "dd-exit=0") {
+		t.Errorf("a write of %d bytes into a %d-byte workspace did not fail with ENOSPC:\n%s", attempt, limit, out)
+	}
+	m := regexp.MustCompile(`size=(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no size of the written file:\n%s", out)
+	}
+	if n, _ := strconv.ParseInt(m[1], 10, 64); n > limit || n < limit/2 {
+		t.Errorf("%d bytes written, want up to the limit %d (and most of it: the write did happen)", n, limit)
+	}
+	if !strings.Contains(out, "second-write-refused") || !strings.Contains(out, "alive") {
+		t.Errorf("the full workspace took a second write, or the chick's shell died (OOM):\n%s", out)
+	}
+	// Other tests share this disk: the bound is loose, but a workspace on
+	// the engine's disk would have grown it by the whole attempt.
+	if grew := after - before; grew > attempt/4 {
+		t.Errorf("the engine's disk grew by %d bytes under a %d-byte workspace (a write of %d)", grew, limit, attempt)
+	}
+	insp, err := e.api.ContainerInspect(t.Context(), got.ContainerID)
+	must(t, err)
+	if !insp.State.Running || insp.State.OOMKilled {
+		t.Errorf("the chick's container after filling its workspace: %+v", insp.State)
+	}
+	if _, err := e.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0); err != nil {
+		t.Fatal(err)
+	}
+	e.rec.wait(t, in.ID, 30*time.Second)
 }
 
 type tlogWriter struct{ t *testing.T }

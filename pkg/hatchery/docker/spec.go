@@ -27,6 +27,10 @@ func containerConfig(s hatchery.ContainerSpec, hostsFile string) (*container.Con
 	if err != nil {
 		return nil, nil, fmt.Errorf("chicks.resources.tmpfs: %w", err)
 	}
+	ws, err := config.ParseBytes(s.Resources.WorkspaceBytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chicks.resources.workspaceBytes: %w", err)
+	}
 	h := s.Hardening
 	cc := &container.Config{
 		Image:      s.Image,
@@ -34,9 +38,6 @@ func containerConfig(s hatchery.ContainerSpec, hostsFile string) (*container.Con
 		Labels:     s.Labels,
 		WorkingDir: hatchery.Workspace,
 		User:       h.User,
-		// An anonymous volume: writable under a read-only root, filled
-		// by the chick (FetchFiles), removed with the container.
-		Volumes: map[string]struct{}{hatchery.Workspace: {}},
 	}
 	if cmd := s.Command; len(cmd) > 0 {
 		// A command replaces the image's entrypoint (tests, debugging).
@@ -46,10 +47,22 @@ func containerConfig(s hatchery.ContainerSpec, hostsFile string) (*container.Con
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(s.Network),
 		ReadonlyRootfs: on(h.ReadOnlyRoot),
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmpfs)},
+		Tmpfs: map[string]string{
+			"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmpfs),
+			// Writable under a read-only root, filled by the chick
+			// (FetchFiles), gone with the container. A tmpfs of
+			// chicks.resources.workspaceBytes: a write past it fails
+			// with ENOSPC, and none of it reaches the engine's disk (an
+			// anonymous volume there had no limit; docs/isolation.md).
+			hatchery.Workspace: workspaceTmpfs(ws, h.User),
+		},
 		Resources: container.Resources{
-			Memory:     mem,
-			MemorySwap: mem, // no swap beyond the memory limit
+			// A tmpfs's pages are charged to the container's memory:
+			// the workspace gets its own share on top of the memory the
+			// chick's processes are given, so a full workspace ends in
+			// ENOSPC, not in an OOM kill of the agent.
+			Memory:     mem + ws,
+			MemorySwap: mem + ws, // no swap beyond the memory limit
 			NanoCPUs:   int64(s.Resources.CPUs * 1e9),
 			PidsLimit:  &pids,
 		},
@@ -75,6 +88,19 @@ func containerConfig(s hatchery.ContainerSpec, hostsFile string) (*container.Con
 		return nil, nil, err
 	}
 	return cc, hc, nil
+}
+
+// workspaceTmpfs is the options of the chick's /workspace tmpfs: size
+// bytes, owned by the chick user when it is numeric (the images' 1777
+// directory, open to all, otherwise). Executables may run from it, as
+// from the volume it replaces (the chick's tools build and run programs
+// there): the engine mounts a tmpfs noexec unless told "exec".
+func workspaceTmpfs(size int64, user string) string {
+	o := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=1777", size)
+	if own := parseOwner(user); own.uid >= 0 {
+		o = fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0755", size, own.uid, own.gid)
+	}
+	return o
 }
 
 // harden applies the hardening switches shared by chicks and gates

@@ -147,9 +147,18 @@ func buildPod(s hatchery.ContainerSpec, h config.DockerHost, namespace string) (
 	if err != nil {
 		return nil, fmt.Errorf("chicks.resources.tmpfs: %w", err)
 	}
-	ws, err := config.ParseBytes(h.WorkspaceSize)
-	if err != nil || ws <= 0 {
-		ws, _ = config.ParseBytes(config.DefaultWorkspaceSize)
+	// The host's own workspaceSize, else chicks.resources.workspaceBytes
+	// (the Docker driver's tmpfs size too).
+	wsField, wsSize := "chicks.hosts.workspaceSize", h.WorkspaceSize
+	if wsSize == "" {
+		wsField, wsSize = "chicks.resources.workspaceBytes", s.Resources.WorkspaceBytes
+	}
+	if wsSize == "" {
+		wsSize = config.DefaultWorkspaceBytes
+	}
+	ws, err := config.ParseBytes(wsSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", wsField, err)
 	}
 	isolated := s.Network == config.NetworkIsolated || s.Network == config.NetworkNone
 	switch s.Network {
