@@ -27,8 +27,9 @@ var hostileFloodChicks = map[string]any{"events": map[string]any{"maxBytes": "8m
 // hostileGateChicks are the chicks settings of the gate storm row.
 var hostileGateChicks = map[string]any{}
 
-// hostileDiskResources are added to chicks.resources in the disk row.
-var hostileDiskResources = map[string]any{}
+// hostileDiskResources are added to chicks.resources in the disk row:
+// a 64 MiB /workspace (chicks.resources.workspaceBytes).
+var hostileDiskResources = map[string]any{"workspaceBytes": "64m"}
 
 // hostileStormReported reports whether the gate's refusal of a chick's
 // connections shows in the channel, Mother's log or the gate's.
