@@ -35,7 +35,10 @@ var hostileDiskResources = map[string]any{"workspaceBytes": "64m"}
 // connections shows in the channel, Mother's log or the gate's.
 func hostileStormReported(channel, mother, gate string) bool {
 	for _, s := range []string{channel, mother, gate} {
-		if strings.Contains(s, "too many connections") {
+		// The gate reports a chick's refused connection to Mother as an
+		// egress refusal of "nest.sock" (the channel's ✗ egress line)
+		// and logs it.
+		if strings.Contains(s, "connection limit") || strings.Contains(s, "the gate is full") {
 			return true
 		}
 	}
