@@ -46,6 +46,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -108,6 +109,11 @@ func main() {
 	}
 }
 
+// clk is the project's one clock (pkg/clock), real here.
+var clk clock.Clock = clock.Real{}
+
+func sleep(d time.Duration) { clock.Sleep(context.Background(), clk, d) }
+
 type multi []string
 
 func (m *multi) String() string     { return strings.Join(*m, ",") }
@@ -123,7 +129,7 @@ func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 // and a control: a child it starts itself (dumpable, its own) holds a
 // marker only in its memory; the same search must find it there.
 func memscan(secrets []string) {
-	marker := fmt.Sprintf("HOSTILE-MARKER-%d-%d", os.Getpid(), time.Now().UnixNano())
+	marker := fmt.Sprintf("HOSTILE-MARKER-%d-%d", os.Getpid(), clk.Now().UnixNano())
 	child := exec.Command("/proc/self/exe", "hold")
 	in, _ := child.StdinPipe()
 	out, _ := child.StdoutPipe()
@@ -198,7 +204,7 @@ func hold() {
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 	kept := []byte(strings.TrimSpace(line))
 	fmt.Println("ready")
-	time.Sleep(5 * time.Minute)
+	sleep(5 * time.Minute)
 	fmt.Println(len(kept))
 }
 
@@ -424,7 +430,7 @@ func race(c *creds, n, maxOut int, system string, promptBytes int) {
 				if err == nil || strings.Contains(err.Error(), "budget") || try >= 400 {
 					break
 				}
-				time.Sleep(50 * time.Millisecond)
+				sleep(50 * time.Millisecond)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -456,16 +462,16 @@ func race(c *creds, n, maxOut int, system string, promptBytes int) {
 // Mother's ack. It prints what it sent and any cancellation Mother sent.
 func flood(c *creds, size, count int, window time.Duration) {
 	result := strings.Repeat("F", size)
-	deadline := time.Now().Add(window)
+	deadline := clk.Now().Add(window)
 	sent, bytesSent := 0, int64(0)
 	var lastErr error
-	for sent < count && time.Now().Before(deadline) {
+	for sent < count && clk.Now().Before(deadline) {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		st, err := c.client.Session(c.ctx(ctx))
 		if err != nil {
 			lastErr = err
 			cancel()
-			time.Sleep(200 * time.Millisecond)
+			sleep(200 * time.Millisecond)
 			continue
 		}
 		if err := st.Send(&pb.SessionRequest{Kind: &pb.SessionRequest_Hello{Hello: &pb.SessionHello{}}}); err != nil {
@@ -480,7 +486,7 @@ func flood(c *creds, size, count int, window time.Duration) {
 			if strings.Contains(oneLine(err), "Unauthenticated") || strings.Contains(oneLine(err), "ended") {
 				break
 			}
-			time.Sleep(200 * time.Millisecond)
+			sleep(200 * time.Millisecond)
 			continue
 		}
 		seq := first.GetAck().GetSeq()
@@ -499,7 +505,7 @@ func flood(c *creds, size, count int, window time.Duration) {
 				}
 			}
 		}()
-		for sent < count && time.Now().Before(deadline) {
+		for sent < count && clk.Now().Before(deadline) {
 			seq++
 			ev := &pb.AgentEvent{Seq: seq, Time: timestamppb.Now(), Kind: &pb.AgentEvent_ToolEnd{ToolEnd: &pb.ToolEnd{
 				Call:   &pb.ToolCall{Id: "flood-" + strconv.FormatUint(seq, 10), Name: "bash", Label: "flood"},
@@ -560,7 +566,7 @@ func storm(c *creds, n int, window time.Duration) {
 			return err
 		}
 		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		conn.SetDeadline(clk.Now().Add(10 * time.Second))
 		if preface {
 			fmt.Fprintf(conn, "%s %s %s\n", wire.GatePreface, c.id, c.key)
 		}
@@ -575,11 +581,11 @@ func storm(c *creds, n int, window time.Duration) {
 		}
 	}
 	fmt.Printf("CONTROL handshake=%s preface=%v\n", oneLine(err), preface)
-	deadline := time.Now().Add(window)
+	deadline := clk.Now().Add(window)
 	var conns []net.Conn
 	dialed, failed := 0, 0
 	var firstErr error
-	for i := 0; i < n && time.Now().Before(deadline); i++ {
+	for i := 0; i < n && clk.Now().Before(deadline); i++ {
 		conn, err := net.DialTimeout("unix", c.sock, 2*time.Second)
 		if err != nil {
 			failed++
@@ -590,17 +596,17 @@ func storm(c *creds, n int, window time.Duration) {
 		}
 		dialed++
 		if preface {
-			conn.SetWriteDeadline(time.Now().Add(time.Second))
+			conn.SetWriteDeadline(clk.Now().Add(time.Second))
 			fmt.Fprintf(conn, "%s %s %s\n", wire.GatePreface, c.id, c.key)
 		}
 		conns = append(conns, conn)
 	}
 	fmt.Printf("STORM opened=%d failed=%d first-error=%s\n", dialed, failed, oneLine(firstErr))
 	// Which of them did the gate close (EOF or reset within a moment)?
-	time.Sleep(2 * time.Second)
+	sleep(2 * time.Second)
 	closed := 0
 	for _, conn := range conns {
-		conn.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+		conn.SetReadDeadline(clk.Now().Add(5 * time.Millisecond))
 		_, err := conn.Read(make([]byte, 1))
 		var ne net.Error
 		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
@@ -608,8 +614,8 @@ func storm(c *creds, n int, window time.Duration) {
 		}
 	}
 	fmt.Printf("STORM closed-by-gate=%d of %d\n", closed, len(conns))
-	if left := time.Until(deadline); left > 0 {
-		time.Sleep(left)
+	if left := deadline.Sub(clk.Now()); left > 0 {
+		sleep(left)
 	}
 	for _, conn := range conns {
 		conn.Close()
@@ -639,7 +645,7 @@ func access(c *creds, dests []string) {
 			}
 			fmt.Printf("ACCESS %s granted=%v message=%s\n", d, r.GetGranted(), strings.ReplaceAll(r.GetMessage(), "\n", " "))
 		}()
-		time.Sleep(300 * time.Millisecond) // in order, so the first post is the first destination's
+		sleep(300 * time.Millisecond) // in order, so the first post is the first destination's
 	}
 	wg.Wait()
 }
