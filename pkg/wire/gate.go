@@ -1,5 +1,11 @@
 package wire
 
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // The isolated chick's way out (docs/isolation.md): the gate's unix sockets
 // in a volume both see, and the proxy preface that names the chick.
 const (
@@ -40,3 +46,47 @@ const (
 	// EnvGateDir (gate): where it makes its sockets (GateDir).
 	EnvGateDir = "MOTHER_GATE_DIR"
 )
+
+// Chick gate keys. A chick names itself to its gate with the preface
+// GatePreface + " <chick id> <key>\n" on both sockets; the gate checks the
+// key itself, without asking Mother, so a connection that does not carry
+// one costs it almost nothing. The keys derive from the gate's own token
+// (EnvGateToken), which Mother derives from her gate secret for the host:
+// so Mother can compute them, the gate can check them, and a key is worth
+// nothing at another host's gate.
+const (
+	// keyScopeChick: the key of an isolated chick, good on both sockets.
+	keyScopeChick = "chick"
+	// keyScopeNest: the key of a chick under chicks.network "none", good
+	// on nest.sock only (Mother's GateService refuses it for the proxy).
+	keyScopeNest = "nest"
+)
+
+// ChickGateKey is the gate key of an isolated chick: hex(HMAC-SHA256(gate
+// token, "chick\x00" + id)). It opens both of the gate's sockets.
+func ChickGateKey(gateToken, id string) string { return gateKey(gateToken, keyScopeChick, id) }
+
+// ChickNestKey is the gate key of a chick of network "none":
+// hex(HMAC-SHA256(gate token, "nest\x00" + id)). It opens nest.sock only.
+func ChickNestKey(gateToken, id string) string { return gateKey(gateToken, keyScopeNest, id) }
+
+func gateKey(token, scope, id string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte(scope))
+	m.Write([]byte{0})
+	m.Write([]byte(id))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// CheckChickKey reports whether key is chick id's key under gateToken,
+// and whether it also opens the proxy (an isolated chick's key) or only
+// nest.sock. It compares in constant time.
+func CheckChickKey(gateToken, id, key string) (ok, proxy bool) {
+	if id == "" || len(key) != sha256.Size*2 {
+		return false, false
+	}
+	if hmac.Equal([]byte(key), []byte(ChickGateKey(gateToken, id))) {
+		return true, true
+	}
+	return hmac.Equal([]byte(key), []byte(ChickNestKey(gateToken, id))), false
+}
