@@ -48,6 +48,14 @@ const (
 	DefaultEgressMaxBytes = "256m"
 	// DefaultAccessRequestTimeout is how long request_access waits.
 	DefaultAccessRequestTimeout = 10 * time.Minute
+	// Gate limits (chicks.gate): per chick on nest.sock and on the proxy,
+	// connections still naming their chick, all connections, and the time
+	// a connection has to name its chick.
+	DefaultGateNestConnsPerChick  = 4
+	DefaultGateProxyConnsPerChick = 32
+	DefaultGatePending            = 64
+	DefaultGateConns              = 512
+	DefaultGatePrefaceTimeout     = 5 * time.Second
 )
 
 // Chick network modes (chicks.network).
@@ -246,6 +254,21 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Egress.RequestTimeout.Duration == 0 && ch.Egress.RequestTimeout.invalid == "" {
 		ch.Egress.RequestTimeout = Dur(DefaultAccessRequestTimeout)
+	}
+	if ch.Gate.MaxNestConnsPerChick == 0 {
+		ch.Gate.MaxNestConnsPerChick = DefaultGateNestConnsPerChick
+	}
+	if ch.Gate.MaxProxyConnsPerChick == 0 {
+		ch.Gate.MaxProxyConnsPerChick = DefaultGateProxyConnsPerChick
+	}
+	if ch.Gate.MaxPending == 0 {
+		ch.Gate.MaxPending = DefaultGatePending
+	}
+	if ch.Gate.MaxConns == 0 {
+		ch.Gate.MaxConns = DefaultGateConns
+	}
+	if ch.Gate.PrefaceTimeout.Duration == 0 && ch.Gate.PrefaceTimeout.invalid == "" {
+		ch.Gate.PrefaceTimeout = Dur(DefaultGatePrefaceTimeout)
 	}
 	if c.GRPC.Listen == "" {
 		c.GRPC.Listen = DefaultGRPCListen

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // problems collects the field errors one Validate run finds.
@@ -119,6 +120,7 @@ func (c *Config) validateChicks(p *problems) {
 		p.bad("chicks.results", "must be \"answer\" or \"relay\", got %q", ch.Results)
 	}
 	c.validateEgress(p)
+	c.validateGate(p)
 	c.validateHosts(p)
 	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
 		p.bad("chicks.resources.memory", "%v", err)
@@ -447,6 +449,27 @@ func (c *Config) validateEgress(p *problems) {
 	}
 	if e.RequestTimeout.invalid != "" || e.RequestTimeout.Duration < 0 {
 		p.bad("chicks.egress.requestTimeout", "must be a positive duration such as \"10m\"")
+	}
+}
+
+func (c *Config) validateGate(p *problems) {
+	g := c.Chicks.Gate
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"maxNestConnsPerChick", g.MaxNestConnsPerChick}, {"maxProxyConnsPerChick", g.MaxProxyConnsPerChick},
+		{"maxPending", g.MaxPending}, {"maxConns", g.MaxConns},
+	} {
+		if f.v < 1 || f.v > 65536 {
+			p.bad("chicks.gate."+f.name, "must be between 1 and 65536, got %d", f.v)
+		}
+	}
+	if g.MaxConns < g.MaxNestConnsPerChick+g.MaxProxyConnsPerChick {
+		p.bad("chicks.gate.maxConns", "%d is less than one chick's maxNestConnsPerChick + maxProxyConnsPerChick (%d)", g.MaxConns, g.MaxNestConnsPerChick+g.MaxProxyConnsPerChick)
+	}
+	if g.PrefaceTimeout.invalid != "" || g.PrefaceTimeout.Duration < 0 || g.PrefaceTimeout.Duration > time.Minute {
+		p.bad("chicks.gate.prefaceTimeout", "must be a positive duration up to 1m such as \"5s\"")
 	}
 }
 

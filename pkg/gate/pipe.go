@@ -7,6 +7,11 @@ import (
 	"sync"
 )
 
+// copyBuffer is the size of each direction's buffer of a connection: with
+// the connection limits, what bounds the gate's memory (docs/isolation.md).
+// TLS records are at most 16 KiB.
+const copyBuffer = 16 << 10
+
 // takeFunc charges n bytes about to be sent out and returns how many of
 // them may go (fewer once the cap is reached).
 type takeFunc func(n int64) int64
@@ -30,7 +35,7 @@ func splice(chickR io.Reader, chick, dest net.Conn, take takeFunc) (out, in int6
 		}
 		closeWrite(dest)
 	}()
-	in, err := io.CopyBuffer(countWriter{chick, nil}, dest, make([]byte, 32<<10))
+	in, err := io.CopyBuffer(countWriter{chick, nil}, dest, make([]byte, copyBuffer))
 	if err != nil {
 		chick.Close()
 		dest.Close()
@@ -46,7 +51,7 @@ func splice(chickR io.Reader, chick, dest net.Conn, take takeFunc) (out, in int6
 // copyOut copies src to dst, asking take before each write. It returns
 // the bytes written and whether take cut it short.
 func copyOut(dst io.Writer, src io.Reader, take takeFunc) (n int64, capped bool, err error) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, copyBuffer)
 	for {
 		nr, rerr := src.Read(buf)
 		if nr > 0 {
