@@ -278,6 +278,13 @@ func (s *Server) eventList() []events.Info {
 	return e.List("")
 }
 
+// MaxStreamsPerConn bounds the calls in flight on one connection to the
+// nest; a client's further calls wait for one to end. A chick keeps one
+// connection (behind a gate: at most chicks.gate.maxNestConnsPerChick) and
+// needs a few calls at once (its session, model calls, request_access),
+// a gate one call per proxy connection it is deciding.
+const MaxStreamsPerConn = 64
+
 // ErrNoTLS: ChickService is served over TLS only (Options.TLS).
 var ErrNoTLS = errors.New("nest: ChickService needs TLS credentials (see LoadTLS)")
 
@@ -295,6 +302,7 @@ func (s *Server) ServeChicks(lis net.Listener) error {
 		grpc.UnaryInterceptor(s.authUnary),
 		grpc.StreamInterceptor(s.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
 		grpc.MaxRecvMsgSize(64<<20),
 		grpc.MaxSendMsgSize(64<<20),
 	)
