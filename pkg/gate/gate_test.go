@@ -33,7 +33,7 @@ import (
 
 // socketDir is a short temporary directory: a unix socket's path must fit
 // in 108 bytes, which t.TempDir under a long test name may not.
-func socketDir(t *testing.T) string {
+func socketDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gate")
 	if err != nil {
@@ -71,7 +71,7 @@ func start(t *testing.T, mod func(*gate.Options)) *env {
 	return e
 }
 
-func (e *env) run(t *testing.T, opts gate.Options) func() {
+func (e *env) run(t testing.TB, opts gate.Options) func() {
 	t.Helper()
 	g, err := gate.New(opts)
 	if err != nil {
