@@ -374,7 +374,7 @@ func (g *Gate) serveNest(ctx context.Context, c net.Conn, p *pendingConn) {
 		return
 	}
 	defer g.untrack(up)
-	splice(br, c, up, nil)
+	pipeNest(br, c, up)
 }
 
 // interfaceAddrs is the default LocalAddrs: every interface's addresses.

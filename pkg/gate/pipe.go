@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -147,4 +148,38 @@ func closeWrite(c net.Conn) {
 		return
 	}
 	c.Close()
+}
+
+// pipeNest carries a nest.sock connection: what came with the preface
+// (buffered in br) first, then both directions with io.Copy between the
+// unix and TCP sockets, which Linux does with splice(2): no buffer of the
+// gate's per connection, and no copy through it (the relay of every
+// chick's events passes here). It returns when both directions end.
+func pipeNest(br *bufio.Reader, chick, up net.Conn) {
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		if _, err := up.Write(b); err != nil {
+			return
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := io.Copy(up, chick); err != nil {
+			chick.Close()
+			up.Close()
+			return
+		}
+		closeWrite(up)
+	}()
+	if _, err := io.Copy(chick, up); err != nil {
+		chick.Close()
+		up.Close()
+	} else {
+		closeWrite(chick)
+	}
+	wg.Wait()
+	chick.Close()
+	up.Close()
 }
