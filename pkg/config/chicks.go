@@ -117,8 +117,9 @@ type GateLimits struct {
 	// not yet named their chick; past it the oldest of them is closed.
 	MaxPending int `json:"maxPending"`
 	// MaxConns caps the gate's open connections of all chicks together.
-	// Each costs the gate about 60 KiB (BenchmarkConnMemory in pkg/gate);
-	// its memory limit is 64 MiB.
+	// A proxy connection costs the gate about 60 KiB, a nest.sock one
+	// about 10 KiB (BenchmarkConnMemory in pkg/gate); its memory limit is
+	// 64 MiB.
 	MaxConns int `json:"maxConns"`
 	// PrefaceTimeout is how long a connection may take to name its chick
 	// (and, on the proxy, to send its request head).

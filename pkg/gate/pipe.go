@@ -8,9 +8,10 @@ import (
 	"sync"
 )
 
-// copyBuffer is the size of each direction's buffer of a connection: with
-// the connection limits, what bounds the gate's memory (docs/isolation.md).
-// TLS records are at most 16 KiB.
+// copyBuffer is the size of each direction's buffer of a proxy connection
+// (nest.sock connections have none: pipeNest): with the connection
+// limits, what bounds the gate's memory (docs/isolation.md). TLS records
+// are at most 16 KiB.
 const copyBuffer = 16 << 10
 
 // takeFunc charges n bytes about to be sent out and returns how many of
