@@ -24,7 +24,9 @@ func gateMain(args []string) int {
 			"  MOTHER_CA_PEM      Mother's nest CA certificate (PEM)\n"+
 			"  %s   this Docker host's name in Mother's config\n"+
 			"  %s  the gate's token\n"+
-			"  %s    where to make the sockets (default %s)\n", wire.EnvGateHost, wire.EnvGateToken, wire.EnvGateDir, wire.GateDir)
+			"  %s    where to make the sockets (default %s)\n"+
+			"  %s the connection limits (\"nest=4 proxy=32 pending=64 conns=512 preface=5s\"; unset: those)\n",
+			wire.EnvGateHost, wire.EnvGateToken, wire.EnvGateDir, wire.GateDir, wire.EnvGateLimits)
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -74,6 +76,14 @@ func gateOptions(getenv func(string) string) (gate.Options, error) {
 	}
 	if opts.Dir == "" {
 		opts.Dir = wire.GateDir
+	}
+	if v := getenv(wire.EnvGateLimits); v != "" {
+		l, err := wire.ParseGateLimits(v)
+		if err != nil {
+			return opts, fmt.Errorf("%s: %w", wire.EnvGateLimits, err)
+		}
+		opts.MaxNestConnsPerChick, opts.MaxProxyConnsPerChick = l.NestConnsPerChick, l.ProxyConnsPerChick
+		opts.MaxPending, opts.MaxConns, opts.PrefaceTimeout = l.Pending, l.Conns, l.PrefaceTimeout
 	}
 	return opts, nil
 }

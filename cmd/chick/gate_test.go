@@ -61,7 +61,7 @@ func TestGateCommand(t *testing.T) {
 	} else if !errors.Is(err, os.ErrPermission) {
 		t.Errorf("the gate's environ: %v", err)
 	}
-	fmt.Fprintf(c, "%s c-1 k\nCONNECT github.com:443 HTTP/1.1\r\n\r\n", wire.GatePreface)
+	fmt.Fprintf(c, "%sCONNECT github.com:443 HTTP/1.1\r\n\r\n", wire.GatePrefaceLine("c-1", wire.ChickGateKey(gatetest.Token, "c-1")))
 	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +103,16 @@ func TestGateCommandNamesMissingSettings(t *testing.T) {
 	opts, err := gateOptions(func(k string) string { return full[k] })
 	if err != nil || opts.Dir != wire.GateDir || opts.Upstream != "127.0.0.1:1" {
 		t.Errorf("defaults: %+v %v", opts, err)
+	}
+	// The limits Mother passes (chicks.gate), and a bad one named.
+	full[wire.EnvGateLimits] = wire.GateLimits{NestConnsPerChick: 2, ProxyConnsPerChick: 9, Pending: 7, Conns: 100, PrefaceTimeout: 3 * time.Second}.String()
+	opts, err = gateOptions(func(k string) string { return full[k] })
+	if err != nil || opts.MaxNestConnsPerChick != 2 || opts.MaxProxyConnsPerChick != 9 || opts.MaxPending != 7 || opts.MaxConns != 100 || opts.PrefaceTimeout != 3*time.Second {
+		t.Errorf("limits %q: %+v %v", full[wire.EnvGateLimits], opts, err)
+	}
+	full[wire.EnvGateLimits] = "nest=4 bogus=1"
+	if _, err := gateOptions(func(k string) string { return full[k] }); err == nil || !strings.Contains(err.Error(), `MOTHER_GATE_LIMITS: gate limits: unknown limit "bogus"`) {
+		t.Errorf("a bad limit: %v", err)
 	}
 	for args, want := range map[string]string{
 		"gate":  "chick gate: MOTHER_ADDR is not set; the gate is started by Mother",

@@ -87,7 +87,9 @@ type Options struct {
 	// by forwarding to this socket, and offers the request_access tool.
 	// Addr is then the gate's nest socket (unix:///run/mother-gate/nest.sock).
 	GateProxy string
-	// GateKey names the chick to the gate (MOTHER_GATE_KEY).
+	// GateKey names the chick to the gate (MOTHER_GATE_KEY), on its
+	// nest socket (when Addr is one) and its proxy socket. Set, Addr is the
+	// gate's unix:// nest socket (a TCP Addr is dialled as it is: tests).
 	GateKey string
 	// ProxyListener, if set, is where the proxy listens instead of
 	// wire.ChickProxyAddr (tests).
@@ -141,6 +143,11 @@ func Run(ctx context.Context, opts Options) error {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 	}, opts.DialOptions...)
+	if sock, ok := strings.CutPrefix(opts.Addr, "unix://"); ok && opts.GateKey != "" {
+		// Behind a gate (isolated or none): each connection to its
+		// nest.sock names the chick first, or the gate closes it.
+		dial = append(dial, grpc.WithContextDialer(wire.GateDialer(sock, opts.ChickID, opts.GateKey)))
+	}
 	conn, err := grpc.NewClient(opts.Addr, dial...)
 	if err != nil {
 		return fmt.Errorf("chick: dial %s: %w", opts.Addr, err)

@@ -32,8 +32,10 @@ import (
 const (
 	chickID    = "c-7f3a"
 	chickToken = "tok-c-7f3a"
-	chickKey   = "gatekey-c-7f3a"
 )
+
+// chickKey is the chick's gate key at gatetest's gate.
+var chickKey = wire.ChickGateKey(gatetest.Token, chickID)
 
 // fakeNest is Mother's ChickService at the wire: it answers Join, acks
 // the session, runs a scripted model and answers RequestAccess.

@@ -52,6 +52,9 @@ type Chicks struct {
 	// Events bounds the events one chick streams to Mother: past a bound
 	// the chick is stopped ("flooding: ...").
 	Events ChickEvents `json:"events"`
+	// Gate bounds what one chick may hold of its host's gate (isolated
+	// and none), so that no chick can knock it over for the others.
+	Gate GateLimits `json:"gate"`
 	// HostTools lists the MCP tools chicks may ask Mother to run
 	// ("server.tool" or "server.*"). Default: none.
 	HostTools []string `json:"hostTools"`
@@ -128,6 +131,30 @@ type ChickEvents struct {
 	// MaxBytes caps the bytes stored for one chick's events ("64m");
 	// empty: the default.
 	MaxBytes string `json:"maxBytes"`
+}
+
+// GateLimits bound the connections of a Docker host's gate
+// (docs/isolation.md). A chick over a limit has its connection closed,
+// and Mother is told (at most once a minute per chick and socket).
+type GateLimits struct {
+	// MaxNestConnsPerChick caps one chick's open connections to Mother
+	// through the gate's nest.sock (gRPC keeps one; a reconnect may
+	// briefly hold two).
+	MaxNestConnsPerChick int `json:"maxNestConnsPerChick"`
+	// MaxProxyConnsPerChick caps one chick's open connections through the
+	// gate's HTTP proxy (pip and git open several at once).
+	MaxProxyConnsPerChick int `json:"maxProxyConnsPerChick"`
+	// MaxPending caps the connections, of all chicks together, that have
+	// not yet named their chick; past it the oldest of them is closed.
+	MaxPending int `json:"maxPending"`
+	// MaxConns caps the gate's open connections of all chicks together.
+	// A proxy connection costs the gate about 60 KiB, a nest.sock one
+	// about 10 KiB (BenchmarkConnMemory in pkg/gate); its memory limit is
+	// 64 MiB.
+	MaxConns int `json:"maxConns"`
+	// PrefaceTimeout is how long a connection may take to name its chick
+	// (and, on the proxy, to send its request head).
+	PrefaceTimeout Duration `json:"prefaceTimeout"`
 }
 
 // Price is a model's price in US dollars per million tokens.

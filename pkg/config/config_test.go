@@ -85,6 +85,8 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"negative budget", `{"budgets": {"chickTokens": -5}}`, []string{"budgets.chickTokens: must not be negative"}},
 		{"negative user budget", `{"budgets": {"userDailyTokens": -1}}`, []string{"budgets.userDailyTokens: must not be negative"}},
 		{"negative per-user cap", `{"chicks": {"maxPerUser": -1}}`, []string{"chicks.maxPerUser: must not be negative"}},
+		{"gate limits", `{"chicks": {"gate": {"maxNestConnsPerChick": -1, "maxPending": 100000, "prefaceTimeout": "1h"}}}`, []string{"chicks.gate.maxNestConnsPerChick: must be between 1 and 65536, got -1", "chicks.gate.maxPending: must be between 1 and 65536, got 100000", "chicks.gate.prefaceTimeout: must be a positive duration up to 1m"}},
+		{"gate total under one chick's", `{"chicks": {"gate": {"maxConns": 10}}}`, []string{"chicks.gate.maxConns: 10 is less than one chick's maxNestConnsPerChick + maxProxyConnsPerChick (36)"}},
 		{"mcp neither", `{"mcpServers": {"notes": {}}}`, []string{"mcpServers.notes: needs \"command\""}},
 		{"mcp both", `{"mcpServers": {"notes": {"command": "x", "url": "http://127.0.0.1:1"}}}`, []string{"mcpServers.notes: has both"}},
 		{"log format", `{"log": {"format": "xml"}}`, []string{"log.format: must be"}},

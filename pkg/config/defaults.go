@@ -57,6 +57,14 @@ const (
 	DefaultEventsMaxBytes = "64m"
 	// DefaultAccessRequestTimeout is how long request_access waits.
 	DefaultAccessRequestTimeout = 10 * time.Minute
+	// Gate limits (chicks.gate): per chick on nest.sock and on the proxy,
+	// connections still naming their chick, all connections, and the time
+	// a connection has to name its chick.
+	DefaultGateNestConnsPerChick  = 4
+	DefaultGateProxyConnsPerChick = 32
+	DefaultGatePending            = 64
+	DefaultGateConns              = 512
+	DefaultGatePrefaceTimeout     = 5 * time.Second
 )
 
 // Defaults of the broker's limits on chicks' model calls.
@@ -284,6 +292,21 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Egress.RequestTimeout.Duration == 0 && ch.Egress.RequestTimeout.invalid == "" {
 		ch.Egress.RequestTimeout = Dur(DefaultAccessRequestTimeout)
+	}
+	if ch.Gate.MaxNestConnsPerChick == 0 {
+		ch.Gate.MaxNestConnsPerChick = DefaultGateNestConnsPerChick
+	}
+	if ch.Gate.MaxProxyConnsPerChick == 0 {
+		ch.Gate.MaxProxyConnsPerChick = DefaultGateProxyConnsPerChick
+	}
+	if ch.Gate.MaxPending == 0 {
+		ch.Gate.MaxPending = DefaultGatePending
+	}
+	if ch.Gate.MaxConns == 0 {
+		ch.Gate.MaxConns = DefaultGateConns
+	}
+	if ch.Gate.PrefaceTimeout.Duration == 0 && ch.Gate.PrefaceTimeout.invalid == "" {
+		ch.Gate.PrefaceTimeout = Dur(DefaultGatePrefaceTimeout)
 	}
 	if c.GRPC.Listen == "" {
 		c.GRPC.Listen = DefaultGRPCListen

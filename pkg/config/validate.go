@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // problems collects the field errors one Validate run finds.
@@ -126,6 +127,7 @@ func (c *Config) validateChicks(p *problems) {
 	}
 	c.validateEgress(p)
 	c.validateChickEvents(p)
+	c.validateGate(p)
 	c.validateHosts(p)
 	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
 		p.bad("chicks.resources.memory", "%v", err)
@@ -494,6 +496,27 @@ func (e ChickEvents) MaxBytesValue() (int64, error) {
 		return ParseBytes(DefaultEventsMaxBytes)
 	}
 	return ParseBytes(e.MaxBytes)
+}
+
+func (c *Config) validateGate(p *problems) {
+	g := c.Chicks.Gate
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"maxNestConnsPerChick", g.MaxNestConnsPerChick}, {"maxProxyConnsPerChick", g.MaxProxyConnsPerChick},
+		{"maxPending", g.MaxPending}, {"maxConns", g.MaxConns},
+	} {
+		if f.v < 1 || f.v > 65536 {
+			p.bad("chicks.gate."+f.name, "must be between 1 and 65536, got %d", f.v)
+		}
+	}
+	if g.MaxConns < g.MaxNestConnsPerChick+g.MaxProxyConnsPerChick {
+		p.bad("chicks.gate.maxConns", "%d is less than one chick's maxNestConnsPerChick + maxProxyConnsPerChick (%d)", g.MaxConns, g.MaxNestConnsPerChick+g.MaxProxyConnsPerChick)
+	}
+	if g.PrefaceTimeout.invalid != "" || g.PrefaceTimeout.Duration < 0 || g.PrefaceTimeout.Duration > time.Minute {
+		p.bad("chicks.gate.prefaceTimeout", "must be a positive duration up to 1m such as \"5s\"")
+	}
 }
 
 // MaxBytesValue is MaxBytes in bytes; 0 means no cap ("unlimited").

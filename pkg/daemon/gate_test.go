@@ -85,8 +85,8 @@ func TestGateServiceWired(t *testing.T) {
 	}
 	defer conn.Close()
 	gate := pb.NewGateServiceClient(conn)
-	req := &pb.AuthorizeRequest{ChickId: "c-00000000", Key: secret.ChickKey("c-00000000"), Host: "pypi.org", Port: 443}
 	instance := strings.TrimSpace(string(inst))
+	req := &pb.AuthorizeRequest{ChickId: "c-00000000", Key: secret.ChickKey(instance, "gone", "c-00000000"), Host: "pypi.org", Port: 443}
 	var got error
 	// The nest opens once the (unreachable) host has been reconciled.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {

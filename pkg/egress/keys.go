@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // SecretFile is the gate secret's file name (in the nest's TLS directory).
@@ -67,8 +68,18 @@ func (s Secret) mac(parts ...string) string {
 // GateToken is the GateService token of the gate of host for instance.
 func (s Secret) GateToken(instance, host string) string { return s.mac("gate", instance, host) }
 
-// ChickKey is the gate key of chick id: it names that chick to the gate.
-func (s Secret) ChickKey(id string) string { return s.mac("chick", id) }
+// ChickKey is the gate key of isolated chick id on host's gate for
+// instance (wire.ChickGateKey of that gate's token): it names that chick
+// to that gate, on both of its sockets.
+func (s Secret) ChickKey(instance, host, id string) string {
+	return wire.ChickGateKey(s.GateToken(instance, host), id)
+}
+
+// NestKey is the gate key of chick id of network "none" on host's gate
+// (wire.ChickNestKey): it opens that gate's nest.sock only.
+func (s Secret) NestKey(instance, host, id string) string {
+	return wire.ChickNestKey(s.GateToken(instance, host), id)
+}
 
 // Equal compares two tokens or keys in constant time.
 func Equal(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }

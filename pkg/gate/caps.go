@@ -32,9 +32,9 @@ const idleFor = time.Hour
 func newCaps(c clock.Clock) *caps { return &caps{clock: c, m: map[string]*chickCap{}} }
 
 // open registers a connection of chick id with Mother's latest figure
-// (0: no cap; negative: nothing left). It returns false, registering
-// nothing, when the chick already has max connections open.
-func (c *caps) open(id string, fromMother int64, max int) (*chickCap, bool) {
+// (0: no cap; negative: nothing left). (How many a chick may open is the
+// limiter's.)
+func (c *caps) open(id string, fromMother int64) *chickCap {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
@@ -51,9 +51,6 @@ func (c *caps) open(id string, fromMother int64, max int) (*chickCap, bool) {
 		cc = &chickCap{}
 		c.m[id] = cc
 	}
-	if cc.active >= max {
-		return nil, false
-	}
 	cc.active++
 	cc.last = now
 	switch {
@@ -64,7 +61,7 @@ func (c *caps) open(id string, fromMother int64, max int) (*chickCap, bool) {
 	case !cc.limited || fromMother < cc.remaining:
 		cc.limited, cc.remaining = true, fromMother
 	}
-	return cc, true
+	return cc
 }
 
 // close ends a connection opened with open.

@@ -4,14 +4,25 @@
 // sockets in its directory (wire.GateDir, a volume the chicks mount
 // read-only), and on no TCP port at all:
 //
-//   - nest.sock: every connection is piped, byte for byte, to Mother's nest
-//     address. The chick's TLS runs end to end through it: the gate never
-//     parses it and holds no key that could.
-//   - proxy.sock: an HTTP proxy for one chick per connection. The chick's
-//     own forwarder writes the line "MOTHER-GATE/1 <chick id> <gate key>"
-//     first, then one proxy request: CONNECT host:port (a tunnel) or a
+//   - nest.sock: after its preface, every connection is piped, byte for
+//     byte, to Mother's nest address. The chick's TLS runs end to end
+//     through it: the gate never parses it and holds no key that could.
+//   - proxy.sock: an HTTP proxy for one chick per connection: after its
+//     preface, one proxy request: CONNECT host:port (a tunnel) or a
 //     plain-HTTP request with an absolute URL (forwarded once, with
 //     Connection: close).
+//
+// Every connection, on either socket, starts with the line
+// "MOTHER-GATE/1 <chick id> <gate key>\n" (wire.GatePrefaceLine), which
+// the gate checks itself against its token (wire.CheckChickKey): the key
+// of a chick of network "none" opens nest.sock only. What one chick may
+// hold is bounded (limits.go, docs/isolation.md "Limits"): connections
+// not yet named share a small pool whose oldest is closed when it is
+// full, and must name their chick within PrefaceTimeout; named ones count
+// against their chick's limit on that socket and the gate's total. A
+// connection over a limit is closed, logged and reported to Mother as
+// REFUSED (host nest.sock or proxy.sock), at most once a minute per chick
+// and socket.
 //
 // Running it: Mother starts it (one container per Docker host and Mother
 // instance) with MOTHER_ADDR (her nest address, host:port),
@@ -22,8 +33,10 @@
 //
 // What it refuses, for every proxy request, in this order:
 //
-//   - a connection without a well-formed preface (closed, not answered),
-//     or whose preface and request head do not arrive in time;
+//   - a connection without a well-formed preface and a good key (closed,
+//     not answered), or whose preface and request head do not arrive in
+//     time;
+//   - a chick over its proxy connection limit, or a full gate (429);
 //   - a request that is neither CONNECT host:port nor an absolute http://
 //     URL (400);
 //   - a destination Mother's GateService.Authorize does not allow for that

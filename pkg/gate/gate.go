@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -44,8 +45,8 @@ type Options struct {
 	// LocalAddrs lists the gate host's own addresses, which no chick may
 	// reach (default: the addresses of every interface).
 	LocalAddrs func() ([]netip.Addr, error)
-	// PrefaceTimeout bounds the wait for a proxy connection's preface and
-	// request head (default 10s).
+	// PrefaceTimeout bounds the wait for a connection's preface, and a
+	// proxy connection's request head after it (default 5s).
 	PrefaceTimeout time.Duration
 	// DialTimeout bounds each TCP dial, to Mother or to a destination
 	// (default 10s).
@@ -53,9 +54,16 @@ type Options struct {
 	// CallTimeout bounds each GateService call and each DNS lookup
 	// (default 15s).
 	CallTimeout time.Duration
-	// MaxConnsPerChick bounds one chick's open proxy connections, so that
-	// one chick cannot starve the others of the gate (default 256).
-	MaxConnsPerChick int
+	// MaxNestConnsPerChick and MaxProxyConnsPerChick bound one chick's
+	// open connections on nest.sock and proxy.sock, so that one chick
+	// cannot starve the others of the gate (defaults 4 and 32).
+	MaxNestConnsPerChick, MaxProxyConnsPerChick int
+	// MaxPending bounds the connections that have not yet named their
+	// chick; past it the oldest is closed (default 64).
+	MaxPending int
+	// MaxConns bounds the named connections in all (default 512): with
+	// MaxPending, what bounds the gate's memory.
+	MaxConns int
 	// DialOptions are extra gRPC options (tests).
 	DialOptions []grpc.DialOption
 }
@@ -71,6 +79,8 @@ type Gate struct {
 	conn      *grpc.ClientConn
 	client    pb.GateServiceClient
 	caps      *caps
+	lim       *limiter
+	refusals  *refusals
 	reports   chan *pb.ReportRequest
 	reportsWG sync.WaitGroup
 	reportCtx context.Context
@@ -122,7 +132,7 @@ func New(opts Options) (*Gate, error) {
 		opts.LocalAddrs = interfaceAddrs
 	}
 	if opts.PrefaceTimeout <= 0 {
-		opts.PrefaceTimeout = 10 * time.Second
+		opts.PrefaceTimeout = DefaultPrefaceTimeout
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 10 * time.Second
@@ -130,22 +140,32 @@ func New(opts Options) (*Gate, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 15 * time.Second
 	}
-	if opts.MaxConnsPerChick <= 0 {
-		opts.MaxConnsPerChick = 256
+	for _, l := range []struct {
+		v   *int
+		def int
+	}{
+		{&opts.MaxNestConnsPerChick, DefaultNestConnsPerChick}, {&opts.MaxProxyConnsPerChick, DefaultProxyConnsPerChick},
+		{&opts.MaxPending, DefaultPending}, {&opts.MaxConns, DefaultConns},
+	} {
+		if *l.v <= 0 {
+			*l.v = l.def
+		}
 	}
 	conn, err := grpc.NewClient(opts.Upstream, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("gate: GateService at %s: %w", opts.Upstream, err)
 	}
 	g := &Gate{
-		opts:    opts,
-		log:     opts.Logger.With("component", "gate"),
-		clock:   opts.Clock,
-		conn:    conn,
-		client:  pb.NewGateServiceClient(conn),
-		caps:    newCaps(opts.Clock),
-		reports: make(chan *pb.ReportRequest, 1024),
-		conns:   map[io.Closer]struct{}{},
+		opts:     opts,
+		log:      opts.Logger.With("component", "gate"),
+		clock:    opts.Clock,
+		conn:     conn,
+		client:   pb.NewGateServiceClient(conn),
+		caps:     newCaps(opts.Clock),
+		lim:      newLimiter(opts),
+		refusals: newRefusals(opts.Clock),
+		reports:  make(chan *pb.ReportRequest, 1024),
+		conns:    map[io.Closer]struct{}{},
 	}
 	g.reportCtx, g.endReport = context.WithCancel(context.Background())
 	fail := func(err error) (*Gate, error) {
@@ -195,7 +215,9 @@ func (g *Gate) ProxySocket() string { return filepath.Join(g.opts.Dir, wire.Gate
 // the files) and every connection, sends the reports still queued (for a
 // few seconds at most) and returns nil.
 func (g *Gate) Serve(ctx context.Context) error {
-	g.log.Info("gate listening", "dir", g.opts.Dir, "upstream", g.opts.Upstream, "host", g.opts.HostName)
+	g.log.Info("gate listening", "dir", g.opts.Dir, "upstream", g.opts.Upstream, "host", g.opts.HostName,
+		"nest_conns_per_chick", g.opts.MaxNestConnsPerChick, "proxy_conns_per_chick", g.opts.MaxProxyConnsPerChick,
+		"pending", g.opts.MaxPending, "conns", g.opts.MaxConns, "preface_timeout", g.opts.PrefaceTimeout)
 	g.reportsWG.Add(1)
 	go g.sendReports()
 	var accepting sync.WaitGroup
@@ -223,7 +245,10 @@ func (g *Gate) Serve(ctx context.Context) error {
 	return nil
 }
 
-func (g *Gate) accept(ctx context.Context, lis net.Listener, serve func(context.Context, net.Conn)) {
+// accept serves lis's connections, each in its own goroutine, entering
+// each in the pending pool first (which closes the oldest pending one
+// when full), so the goroutines waiting for a preface stay bounded.
+func (g *Gate) accept(ctx context.Context, lis net.Listener, serve func(context.Context, net.Conn, *pendingConn)) {
 	for {
 		c, err := lis.Accept()
 		if err != nil {
@@ -241,17 +266,19 @@ func (g *Gate) accept(ctx context.Context, lis net.Listener, serve func(context.
 			c.Close()
 			return
 		}
+		p := g.lim.enter(c)
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
 			defer g.untrack(c)
 			defer c.Close()
+			defer g.lim.leave(p)
 			defer func() {
 				if p := recover(); p != nil {
 					g.log.Error("connection handler panicked", "panic", p)
 				}
 			}()
-			serve(ctx, c)
+			serve(ctx, c, p)
 		}()
 	}
 }
@@ -273,8 +300,69 @@ func (g *Gate) untrack(c io.Closer) {
 	g.mu.Unlock()
 }
 
-// serveNest pipes one nest.sock connection to Mother.
-func (g *Gate) serveNest(ctx context.Context, c net.Conn) {
+// armPreface starts the preface deadline of c: when it passes before
+// stop, c's pending reads fail. stop says whether it had passed.
+func (g *Gate) armPreface(c net.Conn) (stop func() (expired bool)) {
+	var mu sync.Mutex
+	done, expired := false, false
+	timer := g.clock.AfterFunc(g.opts.PrefaceTimeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			expired = true
+			c.SetReadDeadline(longAgo)
+		}
+	})
+	return func() bool {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+		timer.Stop()
+		return expired
+	}
+}
+
+// named reads the preface of a pending connection on sock and checks its
+// key (itself: no call to Mother), taking the connection out of the
+// pending pool. ok false: the connection is to be closed, and was logged
+// (once in a while).
+func (g *Gate) named(br *bufio.Reader, p *pendingConn, sock socket) (id, key string, ok bool) {
+	id, key, err := readPreface(br)
+	if !g.lim.leave(p) {
+		g.dropped(sock, "pushed out of the pending pool by newer connections")
+		return "", "", false
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("no preface within %s", g.opts.PrefaceTimeout)
+		}
+		g.dropped(sock, err.Error())
+		return "", "", false
+	}
+	good, proxy := wire.CheckChickKey(g.opts.Token, id, key)
+	if !good || (sock == sockProxy && !proxy) {
+		g.dropped(sock, fmt.Sprintf("not a gate key for chick %.40q here", id))
+		return "", "", false
+	}
+	return id, key, true
+}
+
+// serveNest pipes one nest.sock connection to Mother, once it has named
+// its chick with a good key and the chick is within its limit.
+func (g *Gate) serveNest(ctx context.Context, c net.Conn, p *pendingConn) {
+	stop := g.armPreface(c)
+	// Small: it holds the preface line, then what came with it.
+	br := bufio.NewReaderSize(c, maxPreface)
+	id, key, ok := g.named(br, p, sockNest)
+	if stop() || !ok {
+		return
+	}
+	release, why := g.lim.acquire(id, sockNest)
+	if why != "" {
+		g.refused(id, key, sockNest, why)
+		return
+	}
+	defer release()
 	d := net.Dialer{Timeout: g.opts.DialTimeout, KeepAlive: 30 * time.Second}
 	up, err := d.DialContext(ctx, "tcp", g.opts.Upstream)
 	if err != nil {
@@ -286,7 +374,7 @@ func (g *Gate) serveNest(ctx context.Context, c net.Conn) {
 		return
 	}
 	defer g.untrack(up)
-	splice(c, c, up, nil)
+	pipeNest(br, c, up)
 }
 
 // interfaceAddrs is the default LocalAddrs: every interface's addresses.

@@ -33,7 +33,7 @@ import (
 
 // socketDir is a short temporary directory: a unix socket's path must fit
 // in 108 bytes, which t.TempDir under a long test name may not.
-func socketDir(t *testing.T) string {
+func socketDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gate")
 	if err != nil {
@@ -71,7 +71,7 @@ func start(t *testing.T, mod func(*gate.Options)) *env {
 	return e
 }
 
-func (e *env) run(t *testing.T, opts gate.Options) func() {
+func (e *env) run(t testing.TB, opts gate.Options) func() {
 	t.Helper()
 	g, err := gate.New(opts)
 	if err != nil {
@@ -125,6 +125,9 @@ func (e *env) allow(resp *pb.AuthorizeResponse) {
 	})
 }
 
+// keyOf is chick id's gate key at the gatetest gate.
+func keyOf(id string) string { return wire.ChickGateKey(gatetest.Token, id) }
+
 // proxy opens proxy.sock as chick c-1 and writes the preface.
 func (e *env) proxy(t *testing.T) net.Conn {
 	t.Helper()
@@ -133,7 +136,7 @@ func (e *env) proxy(t *testing.T) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if _, err := fmt.Fprintf(c, "%s c-1 key-of-c-1\n", wire.GatePreface); err != nil {
+	if _, err := io.WriteString(c, wire.GatePrefaceLine("c-1", keyOf("c-1"))); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -218,11 +221,11 @@ func TestConnectTunnel(t *testing.T) {
 	}
 	r := e.m.NextReport(t)
 	if r.GetOutcome() != pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED || r.GetBytesOut() != 22 || r.GetBytesIn() != 22 ||
-		r.GetAddress() != "127.0.0.1" || r.GetChickId() != "c-1" || r.GetKey() != "key-of-c-1" || r.GetHost() != "127.0.0.1" || r.GetPort() != mustPort(srv.port) {
+		r.GetAddress() != "127.0.0.1" || r.GetChickId() != "c-1" || r.GetKey() != keyOf("c-1") || r.GetHost() != "127.0.0.1" || r.GetPort() != mustPort(srv.port) {
 		t.Errorf("report %v", r)
 	}
 	a := e.m.Authorizes()
-	if len(a) != 1 || a[0].GetChickId() != "c-1" || a[0].GetKey() != "key-of-c-1" || a[0].GetHost() != "127.0.0.1" || a[0].GetPort() != mustPort(srv.port) {
+	if len(a) != 1 || a[0].GetChickId() != "c-1" || a[0].GetKey() != keyOf("c-1") || a[0].GetHost() != "127.0.0.1" || a[0].GetPort() != mustPort(srv.port) {
 		t.Errorf("authorize calls %v", a)
 	}
 }
@@ -529,6 +532,11 @@ func TestBadPreface(t *testing.T) {
 		{"too long", "MOTHER-GATE/1 c-1 " + strings.Repeat("k", 5000) + "\n"},
 		{"binary", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n"},
 		{"closed early", "MOTHER-GATE/1 c-1"},
+		{"made-up key", "MOTHER-GATE/1 c-1 " + strings.Repeat("0", 64) + "\nCONNECT a:1 HTTP/1.1\r\n\r\n"},
+		{"another chick's key", wire.GatePrefaceLine("c-1", keyOf("c-2")) + "CONNECT a:1 HTTP/1.1\r\n\r\n"},
+		{"another gate's key", wire.GatePrefaceLine("c-1", wire.ChickGateKey("other-gate-token", "c-1")) + "CONNECT a:1 HTTP/1.1\r\n\r\n"},
+		// A chick of network "none" has a key for nest.sock only.
+		{"nest-only key", wire.GatePrefaceLine("c-1", wire.ChickNestKey(gatetest.Token, "c-1")) + "CONNECT a:1 HTTP/1.1\r\n\r\n"},
 	} {
 		c, err := net.Dial("unix", filepath.Join(e.dir, wire.GateProxySocket))
 		if err != nil {
@@ -607,7 +615,8 @@ func TestNestPipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient("unix://"+filepath.Join(e.dir, wire.GateNestSocket), grpc.WithTransportCredentials(creds))
+	sock := filepath.Join(e.dir, wire.GateNestSocket)
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(creds), grpc.WithContextDialer(wire.GateDialer(sock, "c-9", keyOf("c-9"))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,18 @@
 package gate
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
 	"sync"
 )
+
+// copyBuffer is the size of each direction's buffer of a proxy connection
+// (nest.sock connections have none: pipeNest): with the connection
+// limits, what bounds the gate's memory (docs/isolation.md). TLS records
+// are at most 16 KiB.
+const copyBuffer = 16 << 10
 
 // takeFunc charges n bytes about to be sent out and returns how many of
 // them may go (fewer once the cap is reached).
@@ -30,7 +37,7 @@ func splice(chickR io.Reader, chick, dest net.Conn, take takeFunc) (out, in int6
 		}
 		closeWrite(dest)
 	}()
-	in, err := io.CopyBuffer(countWriter{chick, nil}, dest, make([]byte, 32<<10))
+	in, err := io.CopyBuffer(countWriter{chick, nil}, dest, make([]byte, copyBuffer))
 	if err != nil {
 		chick.Close()
 		dest.Close()
@@ -46,7 +53,7 @@ func splice(chickR io.Reader, chick, dest net.Conn, take takeFunc) (out, in int6
 // copyOut copies src to dst, asking take before each write. It returns
 // the bytes written and whether take cut it short.
 func copyOut(dst io.Writer, src io.Reader, take takeFunc) (n int64, capped bool, err error) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, copyBuffer)
 	for {
 		nr, rerr := src.Read(buf)
 		if nr > 0 {
@@ -142,4 +149,38 @@ func closeWrite(c net.Conn) {
 		return
 	}
 	c.Close()
+}
+
+// pipeNest carries a nest.sock connection: what came with the preface
+// (buffered in br) first, then both directions with io.Copy between the
+// unix and TCP sockets, which Linux does with splice(2): no buffer of the
+// gate's per connection, and no copy through it (the relay of every
+// chick's events passes here). It returns when both directions end.
+func pipeNest(br *bufio.Reader, chick, up net.Conn) {
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		if _, err := up.Write(b); err != nil {
+			return
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := io.Copy(up, chick); err != nil {
+			chick.Close()
+			up.Close()
+			return
+		}
+		closeWrite(up)
+	}()
+	if _, err := io.Copy(chick, up); err != nil {
+		chick.Close()
+		up.Close()
+	} else {
+		closeWrite(chick)
+	}
+	wg.Wait()
+	chick.Close()
+	up.Close()
 }

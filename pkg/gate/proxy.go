@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -46,37 +45,28 @@ type proxyConn struct {
 // dest is host:port as the chick asked for it.
 func (p *proxyConn) dest() string { return net.JoinHostPort(p.host, strconv.Itoa(int(p.port))) }
 
-func (g *Gate) serveProxy(ctx context.Context, c net.Conn) {
+func (g *Gate) serveProxy(ctx context.Context, c net.Conn, pc *pendingConn) {
 	head := &headLimit{r: c, n: maxHead}
 	br := bufio.NewReaderSize(head, 4096)
 
 	// The preface and the request head must arrive in time.
-	var mu sync.Mutex
-	read, expired := false, false
-	timer := g.clock.AfterFunc(g.opts.PrefaceTimeout, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !read {
-			expired = true
-			c.SetReadDeadline(longAgo)
-		}
-	})
-	id, key, perr := readPreface(br)
-	var req *http.Request
-	var rerr error
-	if perr == nil {
-		req, rerr = http.ReadRequest(br)
-	}
-	mu.Lock()
-	read = true
-	mu.Unlock()
-	timer.Stop()
-	if expired {
-		g.log.Info("proxy connection closed: no preface and request in time", "timeout", g.opts.PrefaceTimeout)
+	stop := g.armPreface(c)
+	id, key, ok := g.named(br, pc, sockProxy)
+	if !ok {
+		stop()
 		return
 	}
-	if perr != nil {
-		g.log.Info("proxy connection closed: bad preface", "err", perr)
+	release, why := g.lim.acquire(id, sockProxy)
+	if why != "" {
+		stop()
+		g.refused(id, key, sockProxy, why)
+		answer(c, http.StatusTooManyRequests, fmt.Sprintf("blocked: %s (%s)", sockProxy, why))
+		return
+	}
+	defer release()
+	req, rerr := http.ReadRequest(br)
+	if stop() {
+		g.log.Info("proxy connection closed: no request in time", "chick", id, "timeout", g.opts.PrefaceTimeout)
 		return
 	}
 	head.n = -1
@@ -120,13 +110,7 @@ func (p *proxyConn) serve(ctx context.Context, req *http.Request) {
 		p.refuse(http.StatusForbidden, pb.EgressOutcome_EGRESS_OUTCOME_REFUSED, reason)
 		return
 	}
-	cc, ok := g.caps.open(p.chickID, auth.GetBytesRemaining(), g.opts.MaxConnsPerChick)
-	if !ok {
-		reason := fmt.Sprintf("too many open connections for this chick (%d)", g.opts.MaxConnsPerChick)
-		p.log.Info("refused", "reason", reason)
-		p.answer(http.StatusTooManyRequests, fmt.Sprintf("blocked: %s (%s)", p.dest(), reason))
-		return
-	}
+	cc := g.caps.open(p.chickID, auth.GetBytesRemaining())
 	defer g.caps.close(cc)
 	if g.caps.spent(cc) {
 		p.refuse(http.StatusForbidden, pb.EgressOutcome_EGRESS_OUTCOME_CAPPED, "byte cap reached")
@@ -192,9 +176,12 @@ func (p *proxyConn) report(r *pb.ReportRequest) {
 
 // answer writes a whole response with a one-line text body and closes
 // nothing: the caller's return does.
-func (p *proxyConn) answer(code int, text string) {
+func (p *proxyConn) answer(code int, text string) { answer(p.c, code, text) }
+
+// answer writes a whole response with a one-line text body to c.
+func answer(c io.Writer, code int, text string) {
 	body := text + "\n"
-	fmt.Fprintf(p.c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		code, http.StatusText(code), len(body), body)
 }
 

@@ -43,11 +43,11 @@ var (
 	chickNoProxy  = "localhost,127.0.0.1"
 )
 
-// GateKeys derive the gate's GateService token and the chicks' gate keys
-// from the gate secret (egress.Secret implements it).
+// GateKeys derive the gate's GateService token from the gate secret
+// (egress.Secret implements it). The chicks' gate keys derive from their
+// gate's token (wire.ChickGateKey), so the gate can check them itself.
 type GateKeys interface {
 	GateToken(instance, host string) string
-	ChickKey(id string) string
 }
 
 // processKeys derive keys from a random secret of this process: for a
@@ -71,7 +71,6 @@ func (k processKeys) mac(parts ...string) string {
 }
 
 func (k processKeys) GateToken(instance, host string) string { return k.mac("gate", instance, host) }
-func (k processKeys) ChickKey(id string) string              { return k.mac("chick", id) }
 
 // gateState is what the hatchery knows of a host's gate. Guarded by
 // Hatchery.mu; the ensures that change it are serialized by host.gateMu.
@@ -91,18 +90,20 @@ type gateState struct {
 }
 
 // isolatedEnv is the part of an isolated chick's environment that points
-// it at its gate. Under chicks.network "none" it gets the way to Mother
-// only: no proxy, no gate key (so the gate's proxy refuses it), no
-// request_access.
-func (h *Hatchery) isolatedEnv(id string) []string {
+// it at its host's gate, with its gate key, which names it on the gate's
+// sockets. Under chicks.network "none" it gets the way to Mother only: no
+// proxy, no request_access, and a key good on nest.sock only
+// (wire.ChickNestKey), which Mother refuses for the proxy.
+func (h *Hatchery) isolatedEnv(hs *host, id string) []string {
 	nest := EnvAddr + "=unix://" + wire.GateDir + "/" + wire.GateNestSocket
+	token := h.keys.GateToken(h.instance, hs.Name)
 	if !h.proxy {
-		return []string{nest}
+		return []string{nest, wire.EnvGateKey + "=" + wire.ChickNestKey(token, id)}
 	}
 	return []string{
 		nest,
 		wire.EnvGateProxy + "=" + wire.GateDir + "/" + wire.GateProxySocket,
-		wire.EnvGateKey + "=" + h.keys.ChickKey(id),
+		wire.EnvGateKey + "=" + wire.ChickGateKey(token, id),
 		"HTTP_PROXY=" + chickProxyURL, "HTTPS_PROXY=" + chickProxyURL,
 		"http_proxy=" + chickProxyURL, "https_proxy=" + chickProxyURL,
 		"NO_PROXY=" + chickNoProxy, "no_proxy=" + chickNoProxy,
@@ -114,6 +115,10 @@ func (h *Hatchery) gateSpec(hs *host) GateSpec {
 		Instance: h.instance, HostName: hs.Name, Image: h.cfg.Image, Command: h.gateCmd,
 		MotherAddress: hs.MotherAddress, CAPEM: h.caPEM, Token: h.keys.GateToken(h.instance, hs.Name),
 		Resources: GateResources, Hardening: h.cfg.Hardening,
+		Limits: wire.GateLimits{
+			NestConnsPerChick: h.cfg.Gate.MaxNestConnsPerChick, ProxyConnsPerChick: h.cfg.Gate.MaxProxyConnsPerChick,
+			Pending: h.cfg.Gate.MaxPending, Conns: h.cfg.Gate.MaxConns, PrefaceTimeout: h.cfg.Gate.PrefaceTimeout.Duration,
+		},
 	}
 }
 

@@ -2,6 +2,7 @@ package hatchery_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -173,11 +174,15 @@ func TestIsolatedChicksShareOneHardenedGate(t *testing.T) {
 		env[k] = v
 	}
 	for k, want := range map[string]string{
-		hatchery.EnvAddr:    "127.0.0.1:1",
-		hatchery.EnvCA:      "test CA",
-		wire.EnvGateHost:    "local",
-		wire.EnvGateToken:   e.keys.GateToken(inst, "local"),
-		wire.EnvGateDir:     wire.GateDir,
+		hatchery.EnvAddr:  "127.0.0.1:1",
+		hatchery.EnvCA:    "test CA",
+		wire.EnvGateHost:  "local",
+		wire.EnvGateToken: e.keys.GateToken(inst, "local"),
+		wire.EnvGateDir:   wire.GateDir,
+		// chicks.gate's defaults, and the Go runtime's limit 3/4 of the
+		// container's 64 MiB.
+		wire.EnvGateLimits:  "nest=4 proxy=32 pending=64 conns=512 preface=5s",
+		"GOMEMLIMIT":        strconv.Itoa(48 << 20),
 		hatchery.EnvToken:   "",
 		hatchery.EnvChickID: "",
 	} {
@@ -226,7 +231,7 @@ func TestIsolatedChicksShareOneHardenedGate(t *testing.T) {
 		for k, want := range map[string]string{
 			hatchery.EnvAddr:  "unix:///run/mother-gate/nest.sock",
 			wire.EnvGateProxy: "/run/mother-gate/proxy.sock",
-			wire.EnvGateKey:   e.keys.ChickKey(id),
+			wire.EnvGateKey:   e.keys.ChickKey(inst, "local", id),
 			"HTTP_PROXY":      "http://127.0.0.1:3128", "HTTPS_PROXY": "http://127.0.0.1:3128",
 			"http_proxy": "http://127.0.0.1:3128", "https_proxy": "http://127.0.0.1:3128",
 			"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1",

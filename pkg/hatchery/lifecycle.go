@@ -49,7 +49,7 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		}
 		spec.Network = config.NetworkNone
 		spec.GateVolume = vol
-		spec.Env = append(env, h.isolatedEnv(id)...) // MOTHER_ADDR: the gate's nest socket
+		spec.Env = append(env, h.isolatedEnv(hs, id)...) // MOTHER_ADDR: the gate's nest socket
 	}
 	ctx, cancel := h.dctx()
 	cid, err := hs.Runtime.Create(ctx, spec)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/wire"
 )
 
 // Runtime is what the hatchery needs of the engine on one host to run
@@ -111,6 +112,9 @@ type GateSpec struct {
 	// chicks' (the gate runs as the chick user, hardened like a chick).
 	Resources config.Resources
 	Hardening config.Hardening
+	// Limits are the gate's connection limits (chicks.gate,
+	// MOTHER_GATE_LIMITS).
+	Limits wire.GateLimits
 }
 
 // GateStatus is what EnsureGate found or did.

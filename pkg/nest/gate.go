@@ -109,11 +109,16 @@ func (s *Server) authenticateGate(ctx context.Context) (context.Context, error) 
 	return context.WithValue(ctx, gateCtxKey{}, host), nil
 }
 
-// gateChick checks that key is chick id's gate key and that the chick runs
-// on the calling gate's host. With alive it must not have ended.
-func (g *gateService) gateChick(ctx context.Context, id, key string, alive bool) (hatchery.Info, error) {
+// gateChick checks that key is chick id's gate key at the calling gate
+// (derived from that gate's token, so a key is good at its own host's
+// gate only) and that the chick runs on that host. With alive it must not
+// have ended. With proxy the key must be an isolated chick's (the proxy's
+// key); otherwise the nest-only key of a chick of network "none" will do
+// too (the gate reports refused nest.sock connections with it).
+func (g *gateService) gateChick(ctx context.Context, id, key string, alive, proxy bool) (hatchery.Info, error) {
 	s := g.s
-	if id == "" || key == "" || !egress.Equal(key, s.gate.Secret.ChickKey(id)) {
+	ok, forProxy := wire.CheckChickKey(s.gate.Secret.GateToken(s.gate.Instance, gateOf(ctx)), id, key)
+	if !ok || (proxy && !forProxy) {
 		s.logger.Warn("gate named a chick with a bad key", "host", gateOf(ctx), "chick", id)
 		return hatchery.Info{}, status.Error(codes.PermissionDenied, "key not valid for this chick")
 	}
@@ -139,7 +144,7 @@ func chickInfo(in hatchery.Info) egress.ChickInfo {
 // allowlist, then its byte cap; with a yes, the operator's addresses for
 // the name and the addresses the gate may trust.
 func (g *gateService) Authorize(ctx context.Context, req *pb.AuthorizeRequest) (*pb.AuthorizeResponse, error) {
-	in, err := g.gateChick(ctx, req.GetChickId(), req.GetKey(), true)
+	in, err := g.gateChick(ctx, req.GetChickId(), req.GetKey(), true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +182,7 @@ var outcomes = map[pb.EgressOutcome]hatchery.EgressOutcome{
 // ledger) and records it with the chick, whose channel sees it. A report
 // that comes after its chick ended is counted in the metrics only.
 func (g *gateService) Report(ctx context.Context, req *pb.ReportRequest) (*pb.ReportResponse, error) {
-	in, err := g.gateChick(ctx, req.GetChickId(), req.GetKey(), false)
+	in, err := g.gateChick(ctx, req.GetChickId(), req.GetKey(), false, false)
 	if err != nil {
 		return nil, err
 	}

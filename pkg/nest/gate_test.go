@@ -73,6 +73,9 @@ func newGateFixture(t *testing.T) *gateFixture {
 	return g
 }
 
+// key is chick id's gate key at the gate of host "local".
+func (g *gateFixture) key(id string) string { return g.secret.ChickKey(g.h.Instance(), "local", id) }
+
 // as is a call from the gate of host "local".
 func (g *gateFixture) as(ctx context.Context) context.Context {
 	return wire.Credentials(ctx, "local", g.secret.GateToken(g.h.Instance(), "local"))
@@ -83,7 +86,7 @@ func TestGateAuthentication(t *testing.T) {
 	g := newGateFixture(t)
 	id, tok := g.spawn(t)
 	ctx := t.Context()
-	req := &pb.AuthorizeRequest{ChickId: id, Key: g.secret.ChickKey(id), Host: "pypi.org", Port: 443}
+	req := &pb.AuthorizeRequest{ChickId: id, Key: g.key(id), Host: "pypi.org", Port: 443}
 	if resp, err := g.gate.Authorize(g.as(ctx), req); err != nil || !resp.GetAllow() {
 		t.Fatalf("the local gate, asking for an allowed destination: %v %v", resp, err)
 	}
@@ -97,7 +100,7 @@ func TestGateAuthentication(t *testing.T) {
 		{"another instance's token", wire.Credentials(ctx, "local", g.secret.GateToken("m-other", "local"))},
 		{"unknown host with its own token", wire.Credentials(ctx, "p40", g.secret.GateToken(g.h.Instance(), "p40"))},
 		{"a chick's nest token", wire.Credentials(ctx, id, tok)},
-		{"a chick's gate key", wire.Credentials(ctx, "local", g.secret.ChickKey(id))},
+		{"a chick's gate key", wire.Credentials(ctx, "local", g.key(id))},
 	} {
 		if _, err := g.gate.Authorize(c.ctx, req); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("%s: %v, want Unauthenticated", c.name, err)
@@ -121,11 +124,11 @@ func TestGateAuthorize(t *testing.T) {
 	ask := func(id, key, host string, port uint32) (*pb.AuthorizeResponse, error) {
 		return g.gate.Authorize(ctx, &pb.AuthorizeRequest{ChickId: id, Key: key, Host: host, Port: port})
 	}
-	resp, err := ask(a, g.secret.ChickKey(a), "PyPI.org.", 443)
+	resp, err := ask(a, g.key(a), "PyPI.org.", 443)
 	if err != nil || !resp.GetAllow() || resp.GetBytesRemaining() != 1024 || !slices.Equal(resp.GetTrusted(), []string{"10.0.0.5:443"}) || len(resp.GetAddresses()) != 0 {
 		t.Fatalf("allowed destination: %v %v", resp, err)
 	}
-	resp, err = ask(a, g.secret.ChickKey(a), "mirror.lan", 8080)
+	resp, err = ask(a, g.key(a), "mirror.lan", 8080)
 	if err != nil || !resp.GetAllow() || !slices.Equal(resp.GetAddresses(), []string{"192.0.2.7"}) {
 		t.Errorf("a name with configured addresses: %v %v", resp, err)
 	}
@@ -134,44 +137,47 @@ func TestGateAuthorize(t *testing.T) {
 	if !slices.Equal(resp.GetTrusted(), []string{"10.0.0.5:8080", "10.0.0.6:8080"}) {
 		t.Errorf("trusted for port 8080: %q, want 10.0.0.5:8080 and 10.0.0.6:8080", resp.GetTrusted())
 	}
-	resp, err = ask(a, g.secret.ChickKey(a), "github.com", 443)
+	resp, err = ask(a, g.key(a), "github.com", 443)
 	if err != nil || resp.GetAllow() || resp.GetReason() != "not allowed for this chick" || resp.GetTrusted() != nil {
 		t.Errorf("a destination not listed: %v %v", resp, err)
 	}
 	for _, c := range []struct{ name, id, key string }{
-		{"B's key for A", a, g.secret.ChickKey(b)},
+		{"B's key for A", a, g.key(b)},
 		{"no key", a, ""},
 		{"made-up key", a, strings.Repeat("0", 64)},
-		{"unknown chick with its key", "c-00000000", g.secret.ChickKey("c-00000000")},
+		{"unknown chick with its key", "c-00000000", g.key("c-00000000")},
+		{"its key at another host's gate", a, g.secret.ChickKey(g.h.Instance(), "p40", a)},
+		{"its key made for another instance", a, g.secret.ChickKey("m-other", "local", a)},
+		{"its nest-only key (network none)", a, g.secret.NestKey(g.h.Instance(), "local", a)},
 	} {
 		if _, err := ask(c.id, c.key, "pypi.org", 443); status.Code(err) != codes.PermissionDenied {
 			t.Errorf("%s: %v, want PermissionDenied", c.name, err)
 		}
 	}
-	if _, err := ask(a, g.secret.ChickKey(a), "pypi.org", 0); status.Code(err) != codes.InvalidArgument {
+	if _, err := ask(a, g.key(a), "pypi.org", 0); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("port 0: %v, want InvalidArgument", err)
 	}
 	// An approval for the channel reaches every chick of it.
 	must(t, g.policy.Approve(egress.ChickInfo{ID: a, Channel: "cli/local"}, egress.ScopeChannel, "github.com:443"))
-	if resp, err := ask(b, g.secret.ChickKey(b), "github.com", 443); err != nil || !resp.GetAllow() {
+	if resp, err := ask(b, g.key(b), "github.com", 443); err != nil || !resp.GetAllow() {
 		t.Errorf("after the channel's approval: %v %v", resp, err)
 	}
 	// Reports count against the cap: 1000 of 1024 sent, then 100 more.
 	report := func(id string, out int64) {
 		t.Helper()
-		_, err := g.gate.Report(ctx, &pb.ReportRequest{ChickId: id, Key: g.secret.ChickKey(id), Host: "pypi.org", Port: 443,
+		_, err := g.gate.Report(ctx, &pb.ReportRequest{ChickId: id, Key: g.key(id), Host: "pypi.org", Port: 443,
 			Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED, BytesOut: out})
 		must(t, err)
 	}
 	report(a, 1000)
-	if resp, _ := ask(a, g.secret.ChickKey(a), "pypi.org", 443); !resp.GetAllow() || resp.GetBytesRemaining() != 24 {
+	if resp, _ := ask(a, g.key(a), "pypi.org", 443); !resp.GetAllow() || resp.GetBytesRemaining() != 24 {
 		t.Errorf("after 1000 bytes: %v", resp)
 	}
 	report(a, 100)
-	if resp, _ := ask(a, g.secret.ChickKey(a), "pypi.org", 443); resp.GetAllow() || resp.GetReason() != "byte cap reached" {
+	if resp, _ := ask(a, g.key(a), "pypi.org", 443); resp.GetAllow() || resp.GetReason() != "byte cap reached" {
 		t.Errorf("over the cap: %v", resp)
 	}
-	if resp, _ := ask(b, g.secret.ChickKey(b), "pypi.org", 443); !resp.GetAllow() || resp.GetBytesRemaining() != 1024 {
+	if resp, _ := ask(b, g.key(b), "pypi.org", 443); !resp.GetAllow() || resp.GetBytesRemaining() != 1024 {
 		t.Errorf("the other chick's cap: %v", resp)
 	}
 	// A new policy (Mother restarted) reads what the chick sent from its
@@ -188,7 +194,7 @@ func TestGateAuthorize(t *testing.T) {
 	}
 	ended, _ := g.h.Ended(a)
 	<-ended
-	if _, err := ask(a, g.secret.ChickKey(a), "pypi.org", 443); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "ended") {
+	if _, err := ask(a, g.key(a), "pypi.org", 443); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "ended") {
 		t.Errorf("ended chick: %v, want PermissionDenied (ended)", err)
 	}
 }
@@ -198,28 +204,31 @@ func TestGateReport(t *testing.T) {
 	g := newGateFixture(t)
 	id, _ := g.spawn(t)
 	ctx := g.as(t.Context())
-	key := g.secret.ChickKey(id)
+	key := g.key(id)
 	for _, r := range []*pb.ReportRequest{
 		{ChickId: id, Key: key, Host: "pypi.org", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED, Address: "151.101.0.223", BytesOut: 700, BytesIn: 5000, Duration: durationpb.New(2 * time.Second)},
 		{ChickId: id, Key: key, Host: "github.com", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_REFUSED},
 		{ChickId: id, Key: key, Host: "evil.example", Port: 80, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_BLOCKED_ADDRESS, Reason: "resolves to 127.0.0.1 (loopback)"},
+		// A refusal of the gate's own (a connection limit), with the
+		// nest-only key a chick of network "none" has.
+		{ChickId: id, Key: g.secret.NestKey(g.h.Instance(), "local", id), Host: "nest.sock", Outcome: pb.EgressOutcome_EGRESS_OUTCOME_REFUSED, Reason: "refused: connection limit"},
 	} {
 		if _, err := g.gate.Report(ctx, r); err != nil {
 			t.Fatalf("report %v: %v", r, err)
 		}
 	}
 	for _, bad := range []*pb.ReportRequest{
-		{ChickId: id, Key: key, Host: "pypi.org", Port: 443},                                                                        // no outcome
-		{ChickId: id, Key: key, Host: "pypi.org", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED, BytesOut: -1},        // negative
-		{ChickId: id, Key: key, Host: "", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED},                              // no host
-		{ChickId: id, Key: g.secret.ChickKey("c-x"), Host: "pypi.org", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED}, // other key
+		{ChickId: id, Key: key, Host: "pypi.org", Port: 443},                                                                 // no outcome
+		{ChickId: id, Key: key, Host: "pypi.org", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED, BytesOut: -1}, // negative
+		{ChickId: id, Key: key, Host: "", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED},                       // no host
+		{ChickId: id, Key: g.key("c-x"), Host: "pypi.org", Port: 443, Outcome: pb.EgressOutcome_EGRESS_OUTCOME_ALLOWED},      // other key
 	} {
 		if _, err := g.gate.Report(ctx, bad); status.Code(err) == codes.OK {
 			t.Errorf("bad report %v accepted", bad)
 		}
 	}
 	got := g.heard.all()
-	if len(got) != 3 || got[0].Outcome != hatchery.EgressAllowed || got[0].BytesOut != 700 || got[0].Duration != 2*time.Second ||
+	if len(got) != 4 || got[3].Host != "nest.sock" || got[3].Reason != "refused: connection limit" || got[0].Outcome != hatchery.EgressAllowed || got[0].BytesOut != 700 || got[0].Duration != 2*time.Second ||
 		got[1].Outcome != hatchery.EgressRefused || got[1].Reason != "not allowed for this chick" ||
 		got[2].Outcome != hatchery.EgressBlockedAddress || !strings.Contains(got[2].Reason, "loopback") {
 		t.Errorf("the subscriber heard %+v", got)
@@ -254,7 +263,7 @@ func TestGateReport(t *testing.T) {
 	if v, _ := s.Value("mother_chick_egress_bytes_total", "direction", "out"); v != 705 {
 		t.Errorf("bytes out = %v, want 705", v)
 	}
-	if len(g.heard.all()) != 3 {
+	if len(g.heard.all()) != 4 {
 		t.Error("a report after the chick ended reached the channel")
 	}
 }

@@ -285,6 +285,13 @@ func (s *Server) eventList() []events.Info {
 	return e.List("")
 }
 
+// MaxStreamsPerConn bounds the calls in flight on one connection to the
+// nest; a client's further calls wait for one to end. A chick keeps one
+// connection (behind a gate: at most chicks.gate.maxNestConnsPerChick) and
+// needs a few calls at once (its session, model calls, request_access),
+// a gate one call per proxy connection it is deciding.
+const MaxStreamsPerConn = 64
+
 // ErrNoTLS: ChickService is served over TLS only (Options.TLS).
 var ErrNoTLS = errors.New("nest: ChickService needs TLS credentials (see LoadTLS)")
 
@@ -307,6 +314,7 @@ func (s *Server) ServeChicks(lis net.Listener) error {
 		// message is held to chicks.events.maxEventBytes by the codec,
 		// before it is decoded (see sessionMsg).
 		grpc.MaxRecvMsgSize(maxRecvMsgBytes),
+		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
 		grpc.MaxSendMsgSize(64<<20),
 		grpc.ForceServerCodecV2(limitCodec{encoding.GetCodecV2(protoCodecName)}),
 	)

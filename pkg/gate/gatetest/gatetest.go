@@ -10,6 +10,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,8 +38,9 @@ type Mother struct {
 	Addr  string
 	CAPEM []byte
 
-	srv     *grpc.Server
-	reports chan *pb.ReportRequest
+	srv      *grpc.Server
+	reports  chan *pb.ReportRequest
+	accepted atomic.Int64
 
 	mu         sync.Mutex
 	decide     Decide
@@ -68,9 +70,26 @@ func Start(t testing.TB, chick pb.ChickServiceServer) *Mother {
 	if chick != nil {
 		pb.RegisterChickServiceServer(m.srv, chick)
 	}
-	go m.srv.Serve(lis)
+	go m.srv.Serve(countingListener{lis, &m.accepted})
 	t.Cleanup(m.srv.Stop)
 	return m
+}
+
+// Accepted is how many connections the server has accepted: the gate's
+// own GateService connection and what it piped from nest.sock.
+func (m *Mother) Accepted() int64 { return m.accepted.Load() }
+
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 // SetDecide sets how Authorize answers (by default: not allowed).

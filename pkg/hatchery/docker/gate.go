@@ -276,6 +276,12 @@ func gateConfig(s hatchery.GateSpec, volumeName string) (*container.Config, *con
 		wire.EnvGateHost + "=" + s.HostName,
 		wire.EnvGateToken + "=" + s.Token,
 		wire.EnvGateDir + "=" + wire.GateDir,
+		wire.EnvGateLimits + "=" + s.Limits.String(),
+	}
+	if mem > 0 {
+		// The Go runtime collects harder as the heap nears this, well
+		// below the container's limit, instead of being killed at it.
+		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(mem/4*3, 10))
 	}
 	if s.CAPEM != "" {
 		env = append(env, hatchery.EnvCA+"="+s.CAPEM)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
@@ -26,6 +27,7 @@ func gateSpec() hatchery.GateSpec {
 	return hatchery.GateSpec{
 		Instance: "m-1", HostName: "gpu1", Image: "mother-chick:test", MotherAddress: "192.0.2.1:7777",
 		CAPEM: "CA", Token: "tok", Resources: hatchery.GateResources, Hardening: cfg.Chicks.Hardening,
+		Limits: wire.GateLimits{NestConnsPerChick: 4, ProxyConnsPerChick: 32, Pending: 64, Conns: 512, PrefaceTimeout: 5 * time.Second},
 	}
 }
 
@@ -38,7 +40,10 @@ func TestGateConfig(t *testing.T) {
 	if len(cc.Entrypoint) != 0 || !slices.Equal(cc.Cmd, []string{"gate"}) {
 		t.Errorf("entrypoint %v cmd %v, want the image's entrypoint with gate", cc.Entrypoint, cc.Cmd)
 	}
-	wantEnv := []string{"MOTHER_ADDR=192.0.2.1:7777", wire.EnvGateHost + "=gpu1", wire.EnvGateToken + "=tok", wire.EnvGateDir + "=" + wire.GateDir, "MOTHER_CA_PEM=CA"}
+	wantEnv := []string{"MOTHER_ADDR=192.0.2.1:7777", wire.EnvGateHost + "=gpu1", wire.EnvGateToken + "=tok", wire.EnvGateDir + "=" + wire.GateDir,
+		wire.EnvGateLimits + "=nest=4 proxy=32 pending=64 conns=512 preface=5s",
+		"GOMEMLIMIT=50331648", // 48 MiB: 3/4 of the gate's 64
+		"MOTHER_CA_PEM=CA"}
 	if !slices.Equal(cc.Env, wantEnv) {
 		t.Errorf("env %q, want %q", cc.Env, wantEnv)
 	}
