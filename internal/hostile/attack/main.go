@@ -21,7 +21,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -30,15 +29,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,6 +46,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mother-chat/mother/internal/credprobe"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
@@ -121,13 +122,13 @@ func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 
 // ---- memory -------------------------------------------------------------
 
-// memscan searches every process it can see for the secrets, in every
-// place a process keeps things: environ, cmdline, its memory (through
-// maps and mem), its file descriptors' targets and what they hold, and
-// through ptrace. It prints "FOUND <secret#> pid=<pid> src=<where>" for
-// each hit, "DENIED pid=<pid> src=<where>" for what it could not read,
-// and a control: a child it starts itself (dumpable, its own) holds a
-// marker only in its memory; the same search must find it there.
+// memscan searches every process it can see for the secrets with
+// internal/credprobe (environ, cmdline, memory through maps and mem, file
+// descriptors, threads, root, ptrace). It prints "FOUND <secret#> pid=<pid>
+// src=<where>" for each hit, "DENIED pid=<pid> src=<where> (<error>)" for
+// what it could not read, "PTRACE attached pid=<pid>" where an attach
+// worked, and a control: a child it starts itself (dumpable, its own)
+// holds a marker only in its memory; the same search must find it there.
 func memscan(secrets []string) {
 	marker := fmt.Sprintf("HOSTILE-MARKER-%d-%d", os.Getpid(), clk.Now().UnixNano())
 	child := exec.Command("/proc/self/exe", "hold")
@@ -147,52 +148,25 @@ func memscan(secrets []string) {
 			needles["secret"+strconv.Itoa(i)] = []byte(s)
 		}
 	}
-	self := os.Getpid()
-	pids, _ := filepath.Glob("/proc/[0-9]*")
-	seen := 0
-	found := map[string]bool{}
-	report := func(name string, pid int, src string) {
-		k := fmt.Sprintf("%s %d %s", name, pid, src)
-		if !found[k] {
-			found[k] = true
-			fmt.Printf("FOUND %s pid=%d src=%s\n", name, pid, src)
-		}
-	}
-	for _, p := range pids {
-		pid, _ := strconv.Atoi(filepath.Base(p))
-		if pid == self {
-			continue // its own memory holds the secrets it was given
-		}
-		seen++
-		comm, _ := os.ReadFile(p + "/comm")
-		fmt.Printf("PROC pid=%d comm=%s\n", pid, strings.TrimSpace(string(comm)))
-		look := func(src string, b []byte) {
-			for name, nd := range needles {
-				if bytes.Contains(b, nd) {
-					report(name, pid, src)
-				}
+	rep := credprobe.Search(needles)
+	control := false
+	for _, p := range rep.Procs {
+		fmt.Printf("PROC pid=%d comm=%s\n", p.PID, p.Comm)
+		for _, src := range slices.Sorted(maps.Keys(p.Access)) {
+			if st := p.Access[src]; st != "ok" {
+				fmt.Printf("DENIED pid=%d src=%s (%s)\n", p.PID, src, st)
+			} else if src == "ptrace" {
+				fmt.Printf("PTRACE attached pid=%d\n", p.PID)
 			}
 		}
-		for _, f := range []string{"environ", "cmdline"} {
-			b, err := os.ReadFile(p + "/" + f)
-			if err != nil {
-				fmt.Printf("DENIED pid=%d src=%s\n", pid, f)
-				continue
-			}
-			look(f, b)
-		}
-		scanMem(pid, look)
-		scanFDs(pid, look)
-		scanPtrace(pid, look)
-	}
-	fmt.Printf("SCANNED processes=%d\n", seen)
-	ok := false
-	for k := range found {
-		if strings.HasPrefix(k, "marker ") {
-			ok = true
+		for _, f := range p.Found {
+			name, where, _ := strings.Cut(f, " in ")
+			fmt.Printf("FOUND %s pid=%d src=%s\n", name, p.PID, strings.ReplaceAll(where, " ", "_"))
+			control = control || name == "marker"
 		}
 	}
-	if ok {
+	fmt.Printf("SCANNED processes=%d\n", len(rep.Procs))
+	if control {
 		fmt.Println("CONTROL found")
 	} else {
 		fmt.Println("CONTROL missing")
@@ -206,91 +180,6 @@ func hold() {
 	fmt.Println("ready")
 	sleep(5 * time.Minute)
 	fmt.Println(len(kept))
-}
-
-// scanMem reads every readable mapping of pid through /proc/<pid>/mem.
-func scanMem(pid int, look func(string, []byte)) {
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		fmt.Printf("DENIED pid=%d src=maps\n", pid)
-		return
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		fmt.Printf("DENIED pid=%d src=mem (%v)\n", pid, errors.Unwrap(err))
-		return
-	}
-	defer mem.Close()
-	readAny := false
-	for _, line := range strings.Split(string(maps), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || !strings.HasPrefix(f[1], "r") {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		a, _ := strconv.ParseUint(lo, 16, 64)
-		b, _ := strconv.ParseUint(hi, 16, 64)
-		if b-a > 1<<30 || (len(f) >= 6 && f[5] == "[vvar]") {
-			continue
-		}
-		buf := make([]byte, 1<<20)
-		for off := a; off < b; off += uint64(len(buf)) {
-			n := min(uint64(len(buf)), b-off)
-			got, _ := mem.ReadAt(buf[:n], int64(off))
-			if got > 0 {
-				readAny = true
-				look("mem", buf[:got])
-			}
-		}
-	}
-	if !readAny {
-		fmt.Printf("DENIED pid=%d src=mem (nothing readable)\n", pid)
-	}
-}
-
-// scanFDs reads pid's fd targets and, where it can open them without
-// blocking, what they hold.
-func scanFDs(pid int, look func(string, []byte)) {
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		fmt.Printf("DENIED pid=%d src=fd\n", pid)
-		return
-	}
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		target, err := os.Readlink(p)
-		if err == nil {
-			look("fd-target", []byte(target))
-		}
-		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		buf := make([]byte, 1<<20)
-		n, _ := syscall.Read(fd, buf)
-		if n > 0 {
-			look("fd-content", buf[:n])
-		}
-		syscall.Close(fd)
-	}
-}
-
-// scanPtrace attaches to pid and, if that works, reads its memory again
-// as its tracer.
-func scanPtrace(pid int, look func(string, []byte)) {
-	if err := syscall.PtraceAttach(pid); err != nil {
-		fmt.Printf("DENIED pid=%d src=ptrace (%v)\n", pid, err)
-		return
-	}
-	var ws syscall.WaitStatus
-	syscall.Wait4(pid, &ws, syscall.WALL, nil)
-	fmt.Printf("PTRACE attached pid=%d\n", pid)
-	scanMem(pid, func(_ string, b []byte) { look("ptrace", b) })
-	syscall.PtraceDetach(pid)
 }
 
 // ---- the nest, with leaked credentials ----------------------------------
