@@ -76,7 +76,10 @@ func TestOperateDaemonMetricsStatusAndLogs(t *testing.T) {
 			"resources": map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "32m"},
 			"results":   "relay", // the runs and posts counted below are the message's and the chick's
 		},
-		"budgets": map[string]any{"tierDailyTokens": map[string]any{"local": 1000}},
+		// A call reserves its prompt's bytes plus the output limit
+		// (about 16,000 tokens here) before it is sent: the cap leaves
+		// room for that, and the status shows the settled 140.
+		"budgets": map[string]any{"tierDailyTokens": map[string]any{"local": 20000}},
 		"log":     map[string]any{"format": "json", "level": "info"},
 		"metrics": map[string]any{"listen": metricsAddr},
 	}
@@ -171,18 +174,18 @@ func TestOperateDaemonMetricsStatusAndLogs(t *testing.T) {
 	}
 	budgetOK := false
 	for _, b := range st.Budgets {
-		if b.Scope == "tier local today" && b.Used == 140 && b.Limit == 1000 {
+		if b.Scope == "tier local today" && b.Used == 140 && b.Limit == 20000 {
 			budgetOK = true
 		}
 	}
 	if !budgetOK {
-		t.Errorf("status budgets %+v, want tier local today: 140 of 1000", st.Budgets)
+		t.Errorf("status budgets %+v, want tier local today: 140 of 20000", st.Budgets)
 	}
 	if len(st.NextEvents) != 1 || st.NextEvents[0].File != "newyear.json" {
 		t.Errorf("status next events %+v, want newyear.json", st.NextEvents)
 	}
 	text, code := momctl(t, data, "status")
-	for _, re := range []string{`(?m)^Mother dev, up \S+ \(momctl dev, chick image ` + regexp.QuoteMeta(hatcherytest.Image) + `\)$`, `(?m)^  discord\s+discord\s+connected for \S+\s+1 reconnects$`, `(?m)^  local\s+up for \S+\s+0/6 chicks`, `tier local today: 140 tokens \(of 1000, 860 left\)`, `newyear\.json \(periodic, discord/` + dGeneral} {
+	for _, re := range []string{`(?m)^Mother dev, up \S+ \(momctl dev, chick image ` + regexp.QuoteMeta(hatcherytest.Image) + `\)$`, `(?m)^  discord\s+discord\s+connected for \S+\s+1 reconnects$`, `(?m)^  local\s+up for \S+\s+0/6 chicks`, `tier local today: 140 tokens \(of 20000, 19860 left\)`, `newyear\.json \(periodic, discord/` + dGeneral} {
 		if code != 0 || !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("momctl status does not match %s:\n%s", re, text)
 		}
@@ -230,7 +233,7 @@ func TestOperateDaemonMetricsStatusAndLogs(t *testing.T) {
 		{"mother_chick_model_tokens_total", []string{"tier", "local", "direction", "input"}, 80},
 		{"mother_chick_model_tokens_total", []string{"tier", "local", "direction", "output"}, 60},
 		{"mother_budget_used_tokens", []string{"kind", "tier", "name", "local"}, 140},
-		{"mother_budget_remaining_tokens", []string{"kind", "tier", "name", "local"}, 860},
+		{"mother_budget_remaining_tokens", []string{"kind", "tier", "name", "local"}, 19860},
 		{"mother_events_fired_total", []string{"type", "immediate"}, 1},
 		{"mother_adapter_connected", []string{"adapter", "discord"}, 1},
 		{"mother_adapter_reconnects_total", []string{"adapter", "discord"}, 1},
