@@ -221,6 +221,11 @@ func chicks(bin, tmp string, quick bool) {
 				"tiers":     map[string]any{"local": map[string]any{"provider": "ollama", "model": chickModel, "description": "bench"}},
 				"resources": map[string]any{"memory": "256m", "cpus": 1, "pids": 128, "tmpfs": "16m"},
 				"network":   network,
+				// The relay's fake model answers at once, so its chicks send
+				// events far faster than chicks.events' default rate (100 a
+				// second, a burst of 1,000), which a real model never nears:
+				// the bench measures the relay, not that bound.
+				"events": map[string]any{"perSecond": 1000000, "burst": 1000000},
 				// Results posted as they come: the bench model spawns a chick for
 				// every goal a message names and would take a chick's report
 				// (it names the goal) for a new request under "answer".
