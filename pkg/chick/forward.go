@@ -106,7 +106,7 @@ func (f *Forwarder) Serve(ctx context.Context, lis net.Listener) error {
 				return
 			}
 			defer untrack(g)
-			if _, err := fmt.Fprintf(g, "%s %s %s\n", wire.GatePreface, f.ChickID, f.Key); err != nil {
+			if _, err := io.WriteString(g, wire.GatePrefaceLine(f.ChickID, f.Key)); err != nil {
 				g.Close()
 				f.unavailable(c)
 				return

@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
@@ -49,11 +50,12 @@ type chickView struct {
 	// egressSeen are the connection lines shown (only the view's
 	// goroutine touches it).
 	egressSeen map[string]bool
-	// queuedMu guards queued, the bytes of the events waiting in calls;
-	// dequeued is signalled when some are taken (see reserve).
-	queuedMu sync.Mutex
-	queued   int64
-	dequeued chan struct{}
+	// queued bounds the bytes of the events waiting in calls
+	// (maxViewQueueBytes); queueEnd releases its waiters once the view is
+	// done.
+	queued   *semaphore.Weighted
+	queueCtx context.Context
+	queueEnd context.CancelFunc
 }
 
 // maxViewQueueBytes bounds the bytes of a chick's events waiting for its
@@ -65,35 +67,15 @@ const maxViewQueueBytes = 2 << 20
 // a one-line status, and a view keeps the labels of the tools running.
 const maxViewLabelBytes = 512
 
-// reserve waits until n more bytes of events may wait for the view (one
-// event alone always may); false once the view is done.
+// reserve waits until an event of n bytes may wait for the view (one
+// bigger than maxViewQueueBytes takes the whole of it, so it waits alone);
+// false once the view is done.
 func (v *chickView) reserve(n int64) bool {
-	for {
-		v.queuedMu.Lock()
-		if v.queued == 0 || v.queued+n <= maxViewQueueBytes {
-			v.queued += n
-			v.queuedMu.Unlock()
-			return true
-		}
-		v.queuedMu.Unlock()
-		select {
-		case <-v.dequeued:
-		case <-v.done:
-			return false
-		}
-	}
+	return v.queued.Acquire(v.queueCtx, min(n, maxViewQueueBytes)) == nil
 }
 
 // unreserve gives back what reserve took, once the event was rendered.
-func (v *chickView) unreserve(n int64) {
-	v.queuedMu.Lock()
-	v.queued -= n
-	v.queuedMu.Unlock()
-	select {
-	case v.dequeued <- struct{}{}:
-	default:
-	}
-}
+func (v *chickView) unreserve(n int64) { v.queued.Release(min(n, maxViewQueueBytes)) }
 
 // viewEvent is ev as a view needs it: its label clipped, and its size
 // (what it holds while it waits).
@@ -146,7 +128,8 @@ func (m *Mother) viewLocked(in hatchery.Info) *chickView {
 	if !ok {
 		return nil
 	}
-	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{}), dequeued: make(chan struct{}, 1)}
+	v := &chickView{id: in.ID, adapter: a, channel: in.ChannelID, calls: make(chan func(), 256), done: make(chan struct{}), queued: semaphore.NewWeighted(maxViewQueueBytes)}
+	v.queueCtx, v.queueEnd = context.WithCancel(context.Background())
 	m.chickViews[in.ID] = v
 	go func() {
 		for {
@@ -257,6 +240,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			m.settled.Broadcast()
 			m.mu.Unlock()
 			close(v.done)
+			v.queueEnd()
 		}()
 		ctx := context.WithoutCancel(m.ctx)
 		if m.cfg.Chicks.Results != config.ResultsRelay {

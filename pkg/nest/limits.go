@@ -1,10 +1,6 @@
 package nest
 
 import (
-	"context"
-	"fmt"
-	"sync"
-
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 
@@ -55,54 +51,4 @@ func recvSession(stream pb.ChickService_SessionServer, limit int64) (*sessionMsg
 		return nil, err
 	}
 	return m, nil
-}
-
-// byteQueue bounds the bytes waiting between a session's receiver and its
-// writer. Its one acquirer waits while the bytes held and those it asks
-// for would pass max; a message bigger than max alone still passes when
-// nothing is held.
-type byteQueue struct {
-	mu    sync.Mutex
-	used  int64
-	max   int64
-	freed chan struct{}
-}
-
-func newByteQueue(max int64) *byteQueue {
-	return &byteQueue{max: max, freed: make(chan struct{}, 1)}
-}
-
-// acquire takes n bytes, waiting for room; an error if ctx ends first.
-func (q *byteQueue) acquire(ctx context.Context, n int64) error {
-	if n < 0 {
-		return fmt.Errorf("byteQueue: acquire %d", n)
-	}
-	for {
-		q.mu.Lock()
-		if q.used == 0 || q.used+n <= q.max {
-			q.used += n
-			q.mu.Unlock()
-			return nil
-		}
-		q.mu.Unlock()
-		select {
-		case <-q.freed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// release gives back n bytes.
-func (q *byteQueue) release(n int64) {
-	if n == 0 {
-		return
-	}
-	q.mu.Lock()
-	q.used -= n
-	q.mu.Unlock()
-	select {
-	case q.freed <- struct{}{}:
-	default:
-	}
 }

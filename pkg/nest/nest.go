@@ -41,6 +41,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -566,11 +567,11 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 	// session: the chick is being stopped for flooding.
 	type received struct {
 		m    *pb.SessionRequest
-		size int64 // its bytes on the wire, held in queued until stored
+		size int64 // its bytes on the wire (at most maxQueuedBytes), held in queued until stored
 		err  error
 	}
 	msgs := make(chan received, maxEventBatch)
-	queued := newByteQueue(maxQueuedBytes)
+	queued := semaphore.NewWeighted(maxQueuedBytes)
 	go func() {
 		for {
 			sm, err := recvSession(stream, limits.MaxEventBytes)
@@ -590,8 +591,10 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 			}
 			r := received{m: m, err: err}
 			if err == nil && m.GetEvent() != nil {
-				r.size = sm.size
-				if queued.acquire(ctx, r.size) != nil {
+				// An event bigger than the queue takes all of it: it
+				// waits alone.
+				r.size = min(sm.size, maxQueuedBytes)
+				if queued.Acquire(ctx, r.size) != nil {
 					return
 				}
 			}
@@ -728,7 +731,7 @@ func (c *chickService) Session(stream pb.ChickService_SessionServer) error {
 			}
 			w, gap, err := c.s.chicks.WriteEvents(id, batch)
 			clear(batch) // drop the events' references until the next batch
-			queued.release(batchBytes)
+			queued.Release(batchBytes)
 			if errors.Is(err, hatchery.ErrFlooding) {
 				// Past chicks.events.maxBytes: the events before the one
 				// refused were written and are made durable.
