@@ -2,15 +2,23 @@
 // wire protocol (POST /api/chat answered with NDJSON, POST /api/show, GET
 // /api/tags) on a loopback socket, so the real client library is
 // exercised.
+//
+// A chat answer is either scripted (Turn's Text and Calls, which the fake
+// streams in its own shape) or a recorded reply replayed as it is (Turn's
+// Raw, usually from LoadReply: the shapes real models send through Ollama,
+// kept in pkg/model/ollama/testdata/replies).
 package ollamatest
 
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -40,6 +48,14 @@ type Turn struct {
 	Delay time.Duration
 	// Truncate ends the stream without the final done line.
 	Truncate bool
+	// Raw, when set, is the answer's NDJSON lines, written as they are
+	// (their model field included) in place of Text, Calls and the done
+	// line; DoneReason, the token counts and ChunkSize do not apply, and
+	// Truncate leaves out the last line. Each line goes out in two writes
+	// with a flush between, cut inside the line at a point that varies from
+	// line to line, so the client sees chunk boundaries inside the JSON.
+	// Status and Delay still apply.
+	Raw []string
 }
 
 // Request is a received chat request, decoded loosely.
@@ -293,6 +309,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
+	if len(turn.Raw) > 0 {
+		writeRaw(w, fl, turn.Raw, turn.Truncate)
+		return
+	}
 	enc := json.NewEncoder(w)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	line := func(v any) {
@@ -343,4 +363,159 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeRaw writes lines as NDJSON, each in two writes with a flush after
+// each, so that every line crosses a chunk boundary; with truncate the last
+// line is left out.
+func writeRaw(w io.Writer, fl http.Flusher, lines []string, truncate bool) {
+	if truncate {
+		lines = lines[:len(lines)-1]
+	}
+	for i, l := range lines {
+		cut := rawCut(l, i)
+		_, _ = io.WriteString(w, l[:cut])
+		if fl != nil {
+			fl.Flush()
+		}
+		_, _ = io.WriteString(w, l[cut:]+"\n")
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+}
+
+// rawCuts are where, as a fraction of its length, line i is cut: a third of
+// the way in, then past the middle, then near the start, and so on.
+var rawCuts = [][2]int{{1, 3}, {3, 5}, {1, 7}, {5, 6}, {1, 2}}
+
+// rawCut is the byte offset at which line i of a raw answer is cut: inside
+// the line, never at its start or its end (a line of one byte is not cut).
+func rawCut(line string, i int) int {
+	if len(line) < 2 {
+		return len(line)
+	}
+	f := rawCuts[i%len(rawCuts)]
+	return min(max(len(line)*f[0]/f[1], 1), len(line)-1)
+}
+
+// Reply is a recorded /api/chat answer, as kept in
+// pkg/model/ollama/testdata/replies (see the README there): header lines
+// "# key: value" giving its provenance, then the NDJSON lines Ollama
+// streamed.
+type Reply struct {
+	// Name is the file's name without its .ndjson extension.
+	Name string
+	// Model and Ollama are the model and the Ollama release the shape is
+	// recorded for (the release as the sources give it).
+	Model, Ollama string
+	// Sources are where the shape comes from: a URL and what it shows.
+	Sources []string
+	// Shows says in a line what the reply is.
+	Shows string
+	// Notes say what in the lines is deliberate or inferred rather than
+	// recorded (optional).
+	Notes []string
+	// Lines are the NDJSON lines, each one JSON object; the last has
+	// "done": true.
+	Lines []string
+}
+
+// LoadReply reads a recorded reply. Its errors name the file and, for a
+// malformed line, the line's number: every header line must be a known
+// "# key: value", every other line a JSON object whose model is the
+// header's, and the last, and only it, must have "done": true.
+func LoadReply(path string) (Reply, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Reply{}, err
+	}
+	r := Reply{Name: strings.TrimSuffix(filepath.Base(path), ".ndjson")}
+	fail := func(n int, format string, args ...any) (Reply, error) {
+		return Reply{}, fmt.Errorf("%s:%d: %s", path, n, fmt.Sprintf(format, args...))
+	}
+	lines := strings.Split(string(data), "\n")
+	last, done := 0, false // the last stream line: its number, whether it is the done line
+	for i, l := range lines {
+		n := i + 1
+		l = strings.TrimSuffix(l, "\r")
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if strings.HasPrefix(l, "#") {
+			if len(r.Lines) > 0 {
+				return fail(n, "header line after the stream began")
+			}
+			key, value, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(l, "#")), ":")
+			value = strings.TrimSpace(value)
+			if !ok || value == "" {
+				return fail(n, "header line is not \"# key: value\"")
+			}
+			once := func(field *string) error {
+				if *field != "" {
+					return fmt.Errorf("%q given twice", key)
+				}
+				*field = value
+				return nil
+			}
+			var err error
+			switch key {
+			case "model":
+				err = once(&r.Model)
+			case "ollama":
+				err = once(&r.Ollama)
+			case "shows":
+				err = once(&r.Shows)
+			case "source":
+				r.Sources = append(r.Sources, value)
+			case "note":
+				r.Notes = append(r.Notes, value)
+			default:
+				err = fmt.Errorf("unknown header key %q", key)
+			}
+			if err != nil {
+				return fail(n, "%v", err)
+			}
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &obj); err != nil || obj == nil {
+			return fail(n, "not a JSON object")
+		}
+		var head struct {
+			Model string `json:"model"`
+			Done  bool   `json:"done"`
+		}
+		if err := json.Unmarshal([]byte(l), &head); err != nil {
+			return fail(n, "%v", err)
+		}
+		if r.Model != "" && head.Model != r.Model {
+			return fail(n, "model %q, but the header says %q", head.Model, r.Model)
+		}
+		if done {
+			return fail(n, "a line after the done line")
+		}
+		r.Lines = append(r.Lines, l)
+		last, done = n, head.Done
+	}
+	switch {
+	case len(r.Lines) == 0:
+		return Reply{}, fmt.Errorf("%s: no stream lines", path)
+	case !done:
+		return fail(last, "the last line does not have \"done\": true")
+	case r.Model == "":
+		return Reply{}, errors.New(path + ": no \"model\" in the header")
+	case r.Ollama == "":
+		return Reply{}, errors.New(path + ": no \"ollama\" in the header")
+	case len(r.Sources) == 0:
+		return Reply{}, errors.New(path + ": no \"source\" in the header")
+	case r.Shows == "":
+		return Reply{}, errors.New(path + ": no \"shows\" in the header")
+	}
+	return r, nil
+}
+
+// Turn is the reply as a scripted turn that replays its lines.
+func (r Reply) Turn() Turn {
+	return Turn{Raw: append([]string(nil), r.Lines...)}
 }
