@@ -195,6 +195,8 @@ func (c *cli) eventLine(seq uint64, ev agent.Event, deltas bool) string {
 		what = oneLine(ev.Text, 200)
 	case agent.EventMessageStart:
 		what = "the model is answering"
+	case agent.EventThinking:
+		what = "the model is thinking"
 	case agent.EventMessageEnd:
 		what = fmt.Sprintf("%s  (%d in, %d out tokens)", oneLine(ev.Text, 200), ev.Usage.InputTokens, ev.Usage.OutputTokens)
 	case agent.EventToolStart:

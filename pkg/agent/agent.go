@@ -56,6 +56,9 @@ type Config struct {
 	Backoff time.Duration
 	// MaxOutputTokens per call (0: provider default).
 	MaxOutputTokens int
+	// Think is whether the model is asked to think before it answers
+	// (model.ThinkAuto when empty; compaction never asks).
+	Think model.Think
 
 	// ContextWindow is the model's window in tokens; 0 asks the provider
 	// (model.ContextWindower) at the start of each run. With a known window
@@ -85,9 +88,10 @@ type Config struct {
 
 // Agent is a configured loop. It is safe for concurrent runs.
 type Agent struct {
-	cfg   Config
-	tools map[string]Tool
-	specs []model.ToolSpec
+	cfg    Config
+	tools  map[string]Tool
+	specs  []model.ToolSpec
+	byName map[string]model.ToolSpec
 }
 
 // New checks cfg and returns an agent.
@@ -123,13 +127,14 @@ func New(cfg Config) (*Agent, error) {
 		clk := cfg.Clock
 		cfg.Sleep = func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clk, d) }
 	}
-	a := &Agent{cfg: cfg, tools: map[string]Tool{}}
+	a := &Agent{cfg: cfg, tools: map[string]Tool{}, byName: map[string]model.ToolSpec{}}
 	for _, t := range cfg.Tools {
 		s := t.Spec()
 		if _, dup := a.tools[s.Name]; dup {
 			return nil, fmt.Errorf("agent: tool %q twice", s.Name)
 		}
 		a.tools[s.Name] = t
+		a.byName[s.Name] = s
 		a.specs = append(a.specs, s)
 	}
 	sort.Slice(a.specs, func(i, j int) bool { return a.specs[i].Name < a.specs[j].Name })
@@ -183,6 +188,17 @@ type run struct {
 	// the history length then: the base of the next estimate.
 	lastTokens int
 	lastLen    int
+
+	// nudge, when set, follows the history in the next request only: the
+	// last reply could not be used, and the model is asked again.
+	nudge []model.Message
+	// raw, problem and cutShort describe the last reply read: its text
+	// without thinking, what was wrong with a call written in it, and
+	// whether it ended at the output limit.
+	raw, problem string
+	cutShort     bool
+	// loops watches for the same call again and again.
+	loops loopGuard
 }
 
 // Run drives the loop until a final answer, an abort, the turn limit, the
@@ -321,13 +337,7 @@ func (r *run) loop(ctx context.Context) Output {
 			req = r.request()
 		}
 		r.out.Turns++
-		r.emit(Event{Type: EventMessageStart, Time: a.cfg.Clock.Now()})
-		resp, err := a.call(ctx, req, func(d string) {
-			r.emit(Event{Type: EventMessageDelta, Time: a.cfg.Clock.Now(), Text: d})
-		}, func(attempt int, err error, wait time.Duration) {
-			r.emit(Event{Type: EventRetry, Time: a.cfg.Clock.Now(), Attempt: attempt, Err: err.Error(), Duration: wait})
-			r.emit(Event{Type: EventMessageStart, Time: a.cfg.Clock.Now()})
-		})
+		resp, err := r.callModel(ctx, req)
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -350,9 +360,18 @@ func (r *run) loop(ctx context.Context) Output {
 		}
 		compacted = false
 		r.out.Usage = r.out.Usage.Add(resp.Usage)
-		msg := resp.Message
-		msg.Role = model.RoleAssistant
+		msg, unusable := r.readReply(resp)
 		r.emit(Event{Type: EventMessageEnd, Time: a.cfg.Clock.Now(), Text: msg.Content, Usage: resp.Usage})
+		if unusable != "" {
+			if r.nudge != nil {
+				return r.giveUp(unusable) // the second unusable reply in a row
+			}
+			// Asked again once, with a note the context does not keep.
+			r.nudge = r.nudgeMessages(unusable)
+			r.emit(Event{Type: EventRetry, Time: a.cfg.Clock.Now(), Attempt: 2, Err: unusableText[unusable]})
+			continue
+		}
+		r.nudge = nil
 		if err := r.add(r.in.OnMessage, msg); err != nil {
 			return r.finish(StopError, err)
 		}
@@ -363,8 +382,18 @@ func (r *run) loop(ctx context.Context) Output {
 		if len(msg.ToolCalls) == 0 {
 			return r.finish(StopDone, nil)
 		}
-		for _, call := range msg.ToolCalls {
+		for i, call := range msg.ToolCalls {
+			if r.loops.next(call) {
+				// The fourth time: not run, and the run ends.
+				if err := r.skipCalls(msg.ToolCalls[i:], "not run: the same call again, a fourth time in a row"); err != nil {
+					return r.finish(StopError, err)
+				}
+				return r.stopRepeating()
+			}
 			res := a.runTool(ctx, call, r.emit)
+			if note := r.loops.result(call, res); note != "" {
+				res.Text += note
+			}
 			if err := r.add(r.in.OnMessage, model.Message{Role: model.RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: res.Text, Images: res.Images, IsError: res.IsError}); err != nil {
 				return r.finish(StopError, err)
 			}
@@ -383,14 +412,64 @@ func (r *run) loop(ctx context.Context) Output {
 	}
 }
 
+// callModel makes one model call (with its retries), streaming its text
+// to the run's events without the thinking, which shows as one thinking
+// event per attempt.
+func (r *run) callModel(ctx context.Context, req model.Request) (model.Response, error) {
+	a := r.a
+	var (
+		filter  thinkFilter
+		thought bool
+	)
+	start := func() {
+		filter, thought = thinkFilter{}, false
+		r.emit(Event{Type: EventMessageStart, Time: a.cfg.Clock.Now()})
+	}
+	thinking := func() {
+		if !thought {
+			thought = true
+			r.emit(Event{Type: EventThinking, Time: a.cfg.Clock.Now()})
+		}
+	}
+	text := func(s string) {
+		if s != "" {
+			r.emit(Event{Type: EventMessageDelta, Time: a.cfg.Clock.Now(), Text: s})
+		}
+	}
+	start()
+	resp, err := a.call(ctx, req, func(d model.Delta) {
+		if d.Thinking != "" {
+			thinking()
+		}
+		if d.Text == "" {
+			return
+		}
+		visible, th := filter.feed(d.Text)
+		if th {
+			thinking()
+		}
+		text(visible)
+	}, func(attempt int, err error, wait time.Duration) {
+		r.emit(Event{Type: EventRetry, Time: a.cfg.Clock.Now(), Attempt: attempt, Err: err.Error(), Duration: wait})
+		start()
+	})
+	if err == nil {
+		text(filter.flush())
+	}
+	return resp, err
+}
+
 // request builds the next model call from the current history.
 func (r *run) request() model.Request {
 	msgs := r.history
 	if !r.images {
 		msgs = withoutImages(msgs)
 	}
+	if r.nudge != nil {
+		msgs = append(msgs[:len(msgs):len(msgs)], r.nudge...)
+	}
 	return model.Request{Model: r.a.cfg.Model, System: r.in.System, Messages: msgs, Tools: r.a.specs,
-		MaxOutputTokens: r.a.cfg.MaxOutputTokens, ContextWindow: r.window}
+		MaxOutputTokens: r.a.cfg.MaxOutputTokens, ContextWindow: r.window, Think: r.a.cfg.Think}
 }
 
 // withoutImages replaces images with a note, for models that take none.
@@ -504,9 +583,11 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 	if ctx.Err() != nil {
 		res = Result{Text: "aborted before the tool ran", IsError: true}
 	} else if t, ok := a.tools[call.Name]; !ok {
-		res = Result{Text: fmt.Sprintf("unknown tool %q; available: %s", call.Name, strings.Join(a.toolNames(), ", ")), IsError: true}
+		res = Result{Text: unknownToolProblem(call.Name, a.byName) + "; your tools: " + strings.Join(a.toolNames(), ", "), IsError: true}
+	} else if args, problem := CheckArgs(a.byName[call.Name].Parameters, call.Args); problem != "" {
+		res = Result{Text: fmt.Sprintf("The arguments of this %s call are not right, so it was not run:\n%s\nCall it again with corrected arguments.", call.Name, problem), IsError: true}
 	} else {
-		res = runSafely(ctx, t, call.Args)
+		res = runSafely(ctx, t, args)
 		if ctx.Err() != nil && !res.IsError {
 			res.IsError = true
 			res.Text += "\n(aborted)"
@@ -547,7 +628,7 @@ func (a *Agent) toolNames() []string {
 
 // call runs one model call with retries on transient errors. onRetry, if
 // set, hears about each retry before its wait.
-func (a *Agent) call(ctx context.Context, req model.Request, onDelta func(string), onRetry func(attempt int, err error, wait time.Duration)) (model.Response, error) {
+func (a *Agent) call(ctx context.Context, req model.Request, onDelta func(model.Delta), onRetry func(attempt int, err error, wait time.Duration)) (model.Response, error) {
 	var err error
 	for attempt := 1; attempt <= a.cfg.Attempts; attempt++ {
 		var resp model.Response

@@ -555,8 +555,10 @@ func TestProactiveCompaction(t *testing.T) {
 
 func TestCircuitBreakerAndMaxTurns(t *testing.T) {
 	var steps []step
-	for range 6 {
-		steps = append(steps, step{calls: []call{{"bash", map[string]any{"label": "fail", "command": "exit 1"}}}})
+	for i := range 6 {
+		// Each a different command: the same one again would be a loop
+		// (TestRepetitionIsStopped), not a run of errors.
+		steps = append(steps, step{calls: []call{{"bash", map[string]any{"label": "fail", "command": fmt.Sprintf("exit %d", i+1)}}}})
 	}
 	b, _ := ollamaBackend(t, steps...)
 	defer b.close()

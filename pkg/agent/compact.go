@@ -165,12 +165,15 @@ func (a *Agent) Compact(ctx context.Context, history []model.Message) ([]model.M
 			Messages:        []model.Message{{Role: model.RoleUser, Content: b.String()}},
 			MaxOutputTokens: 1500,
 			ContextWindow:   a.cfg.ContextWindow,
+			// A summary needs no thinking, which would spend its 1500
+			// tokens before the first word of it.
+			Think: model.ThinkOff,
 		}
 		resp, err := a.call(ctx, req, nil, nil)
 		if err != nil {
 			return nil, "", fmt.Errorf("summarise part %d of %d: %w", i+1, len(chunks), err)
 		}
-		s := strings.TrimSpace(resp.Message.Content)
+		s := strings.TrimSpace(StripThinking(resp.Message.Content))
 		if s == "" {
 			return nil, "", fmt.Errorf("summarise part %d of %d: the model returned an empty summary", i+1, len(chunks))
 		}

@@ -13,6 +13,10 @@ type EventType string
 // Event types, in the order a run emits them.
 const (
 	EventMessageStart EventType = "message_start"
+	// EventThinking: the model is thinking before it answers (once per
+	// call, when its first thought arrives). Its thoughts are not in the
+	// event: they never reach a channel.
+	EventThinking     EventType = "thinking"
 	EventMessageDelta EventType = "message_delta"
 	EventMessageEnd   EventType = "message_end"
 	// EventRetry: the model call failed with a transient error and is
@@ -37,6 +41,13 @@ const (
 	StopToolErrors StopReason = "tool_errors" // circuit breaker: consecutive tool errors
 	StopBudget     StopReason = "budget"      // the broker refused a call on a budget
 	StopError      StopReason = "error"       // the provider failed
+	// StopRepeating: the model made the same call again and again; Final
+	// tells the user what was tried.
+	StopRepeating StopReason = "repeating"
+	// StopUnusable: the model's reply could not be used (empty, or a tool
+	// call written as text that could not be read), even when asked
+	// again; Final says so in plain words.
+	StopUnusable StopReason = "unusable"
 )
 
 // Event is one platform-neutral thing that happened in a run. Adapters render

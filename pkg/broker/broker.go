@@ -542,13 +542,15 @@ func OutputLimit(t config.Tier, requested int) int {
 // model.ErrBusy when the chick has as many calls in flight as it may or
 // the rest of a budget is held by calls in flight. The request's output
 // limit is clamped to the tier's.
-func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDelta func(string)) (model.Response, error) {
+func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
 	t, ok := b.tiers[c.Tier]
 	if !ok {
 		return model.Response{}, fmt.Errorf("broker: unknown tier %q", c.Tier)
 	}
 	req.Model = t.Model
 	req.MaxOutputTokens = OutputLimit(t, req.MaxOutputTokens)
+	// Whether the model thinks is the tier's to say, not the chick's.
+	req.Think = model.Think(t.Think)
 	res := model.Usage{InputTokens: EstimateInput(req), OutputTokens: int64(req.MaxOutputTokens)}
 	id, err := newCallID()
 	if err != nil {

@@ -256,7 +256,7 @@ func TestAnthropicTier(t *testing.T) {
 	defer b.Close()
 	var deltas strings.Builder
 	resp, err := b.Generate(t.Context(), broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "claude"},
-		model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}, func(d string) { deltas.WriteString(d) })
+		model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}, func(d model.Delta) { deltas.WriteString(d.Text) })
 	must(t, err)
 	if resp.Message.Content != "Claude here." || deltas.String() != "Claude here." || resp.Usage.Total() != 15 {
 		t.Errorf("answer %+v, deltas %q", resp, deltas.String())

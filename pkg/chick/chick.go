@@ -512,7 +512,7 @@ type brokerProvider struct{ r *runner }
 
 var _ model.Provider = (*brokerProvider)(nil)
 
-func (p *brokerProvider) Chat(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+func (p *brokerProvider) Chat(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
 	var resp model.Response
 	err := p.r.retry(ctx, "generate", func(ctx context.Context) error {
 		stream, err := p.r.client.Generate(ctx, wire.RequestToProto(req))
@@ -530,7 +530,13 @@ func (p *brokerProvider) Chat(ctx context.Context, req model.Request, onDelta fu
 			switch k := m.GetKind().(type) {
 			case *pb.GenerateResponse_TextDelta:
 				if onDelta != nil {
-					onDelta(k.TextDelta)
+					onDelta(model.Delta{Text: k.TextDelta})
+				}
+			case *pb.GenerateResponse_Thinking:
+				// Mother keeps the thoughts; only that there are some
+				// comes here.
+				if onDelta != nil {
+					onDelta(model.Delta{Thinking: "…"})
 				}
 			case *pb.GenerateResponse_Done:
 				resp = wire.DoneFromProto(k.Done)

@@ -80,6 +80,11 @@ type Tier struct {
 	// max_tokens) and what the broker reserves for the answer. A chick's
 	// own max_output_tokens can only lower it.
 	MaxOutputTokens int `json:"maxOutputTokens"`
+	// Think is whether this tier's model thinks before it answers:
+	// "auto" (default: the model's own default, which for a thinking
+	// model is to think), "on" or "off". Thinking tokens count in the
+	// budgets like any other output.
+	Think string `json:"think"`
 }
 
 // TierEgress is a tier's addition to chicks.egress.

@@ -59,6 +59,11 @@ type Model struct {
 	// MaxParallel caps Mother's own model calls in flight at once (across
 	// channels); further runs wait for a slot. 0 means the default.
 	MaxParallel int `json:"maxParallel"`
+	// Think is whether Mother's model thinks before it answers: "auto"
+	// (the model's own default), "on" or "off" (default: off; routing a
+	// message needs no long thought, and a small model's thinking is most
+	// of its time). docs/agent.md says more.
+	Think string `json:"think"`
 }
 
 // Providers holds provider endpoints and keys.

@@ -73,6 +73,12 @@ const (
 	// (chicks.tiers.<name>.maxOutputTokens); Anthropic's provider uses the
 	// same when a request sets no limit.
 	DefaultTierMaxOutputTokens = 8192
+	// DefaultModelThink is model.think: Mother's routing turns do not
+	// think.
+	DefaultModelThink = "off"
+	// DefaultTierThink is chicks.tiers.<name>.think: a chick's model thinks
+	// as it would by default.
+	DefaultTierThink = "auto"
 	// DefaultMaxModelCallsPerChick caps a chick's model calls in flight.
 	DefaultMaxModelCallsPerChick = 2
 )
@@ -175,6 +181,9 @@ func (c *Config) SetDefaults(dataDir string) {
 	if c.Model.ID == "" {
 		c.Model.ID = DefaultModelID
 	}
+	if c.Model.Think == "" {
+		c.Model.Think = DefaultModelThink
+	}
 	if c.Model.MaxParallel == 0 {
 		c.Model.MaxParallel = DefaultModelParallel
 	}
@@ -204,6 +213,10 @@ func (c *Config) SetDefaults(dataDir string) {
 		}
 		if t.MaxOutputTokens == 0 {
 			t.MaxOutputTokens = DefaultTierMaxOutputTokens
+			ch.Tiers[name] = t
+		}
+		if t.Think == "" {
+			t.Think = DefaultTierThink
 			ch.Tiers[name] = t
 		}
 	}

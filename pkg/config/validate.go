@@ -53,8 +53,23 @@ func (c *Config) checkProvider(p *problems, field, provider string) {
 	}
 }
 
+// checkThink reports a think setting that is not auto, on or off, or "on"
+// for a provider that does not send it.
+func checkThink(p *problems, field, value, provider string) {
+	switch value {
+	case "", "auto", "off":
+	case "on":
+		if provider == "anthropic" {
+			p.bad(field, `"on" is for models served by Ollama: the anthropic provider does not ask for extended thinking (use "auto" or "off")`)
+		}
+	default:
+		p.bad(field, `%q is not a think setting: use "auto", "on" or "off"`, value)
+	}
+}
+
 func (c *Config) validateModel(p *problems) {
 	c.checkProvider(p, "model.provider", c.Model.Provider)
+	checkThink(p, "model.think", c.Model.Think, c.Model.Provider)
 	if c.Model.MaxParallel < 0 {
 		p.bad("model.maxParallel", "must be positive")
 	}
@@ -93,6 +108,7 @@ func (c *Config) validateChicks(p *problems) {
 			p.bad(f+".maxOutputTokens", "must be positive")
 		}
 		c.checkProvider(p, f+".provider", t.Provider)
+		checkThink(p, f+".think", t.Think, t.Provider)
 	}
 	if _, ok := ch.Tiers[ch.DefaultTier]; !ok {
 		p.bad("chicks.defaultTier", "%q is not in chicks.tiers (%s)", ch.DefaultTier, strings.Join(tierNames, ", "))

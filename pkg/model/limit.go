@@ -27,7 +27,7 @@ var (
 	_ ImageSupporter  = (*limited)(nil)
 )
 
-func (l *limited) Chat(ctx context.Context, req Request, onDelta func(string)) (Response, error) {
+func (l *limited) Chat(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
 	select {
 	case l.sem <- struct{}{}:
 	case <-ctx.Done():

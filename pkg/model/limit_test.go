@@ -18,7 +18,7 @@ type held struct {
 	inside, calls int
 }
 
-func (h *held) Chat(ctx context.Context, _ Request, _ func(string)) (Response, error) {
+func (h *held) Chat(ctx context.Context, _ Request, _ func(Delta)) (Response, error) {
 	h.mu.Lock()
 	h.inside++
 	h.calls++

@@ -69,6 +69,44 @@ type Request struct {
 	// request (Ollama's num_ctx) use it, so a long context is not silently
 	// cut on the server.
 	ContextWindow int
+	// Think is whether the model is asked to think before it answers
+	// (ThinkAuto: the model's own default).
+	Think Think
+}
+
+// Think is whether a model is asked to think (reason at length) before it
+// answers. A provider asks only a model that can: what a model that
+// cannot is sent does not change.
+type Think string
+
+// Think settings.
+const (
+	// ThinkAuto leaves it to the model: a model that can think does (and
+	// its thoughts come apart from the answer), one that cannot does not.
+	ThinkAuto Think = "auto"
+	// ThinkOn asks a model that can think to think.
+	ThinkOn Think = "on"
+	// ThinkOff asks a model that can think not to.
+	ThinkOff Think = "off"
+)
+
+// ParseThink reads a config value: "auto" (or empty), "on" or "off".
+func ParseThink(s string) (Think, error) {
+	switch Think(s) {
+	case "", ThinkAuto:
+		return ThinkAuto, nil
+	case ThinkOn, ThinkOff:
+		return Think(s), nil
+	}
+	return "", fmt.Errorf("%q is not a think setting: use \"auto\", \"on\" or \"off\"", s)
+}
+
+// Delta is a piece of a streamed answer: answer text, or thinking (what
+// a reasoning model thinks before it answers, which never reaches a
+// channel). One of the two is set.
+type Delta struct {
+	Text     string
+	Thinking string
 }
 
 // Usage counts tokens of one call.
@@ -92,10 +130,14 @@ type Response struct {
 	StopReason string
 }
 
-// Provider runs model calls. Chat streams text deltas to onDelta (which may
-// be nil) as they arrive and returns the whole answer.
+// Provider runs model calls. Chat streams the answer's text and thinking
+// to onDelta (which may be nil) as they arrive and returns the whole
+// answer. A provider that gets the thinking apart from the answer (Ollama's
+// "thinking" field) streams it as Delta.Thinking and leaves it out of the
+// response; thinking written inline in the text (a "<think>" block) is
+// left to the caller (agent.Clean).
 type Provider interface {
-	Chat(ctx context.Context, req Request, onDelta func(text string)) (Response, error)
+	Chat(ctx context.Context, req Request, onDelta func(Delta)) (Response, error)
 }
 
 // ContextWindower is implemented by providers that can tell a model's

@@ -169,6 +169,7 @@ func New(opts Options) (*Mother, error) {
 	ag, err := agent.New(agent.Config{
 		Provider:         opts.Provider,
 		Model:            opts.Config.Model.ID,
+		Think:            model.Think(opts.Config.Model.Think),
 		Tools:            tools,
 		Clock:            opts.Clock,
 		ContextWindow:    opts.Config.Context.WindowTokens,

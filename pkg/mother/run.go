@@ -229,6 +229,8 @@ func composeAnswer(out agent.Output, job Job, stopped, shutdown bool) (final str
 		if stopped && final != "" && !strings.HasPrefix(final, SilentMarker) {
 			final += "\n\n(I had already finished when you said stop.)"
 		}
+	case agent.StopRepeating, agent.StopUnusable:
+		// The agent's own plain words say what happened.
 	case agent.StopAborted:
 		switch {
 		case shutdown:

@@ -133,7 +133,7 @@ type ToolServers interface {
 
 // Models is the broker.
 type Models interface {
-	Generate(ctx context.Context, c broker.Caller, req model.Request, onDelta func(string)) (model.Response, error)
+	Generate(ctx context.Context, c broker.Caller, req model.Request, onDelta func(model.Delta)) (model.Response, error)
 	Budgets() []broker.Budget
 }
 
@@ -810,10 +810,22 @@ func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_
 	}
 	c.s.chicks.Touch(id)
 	caller := broker.Caller{ChickID: id, Channel: info.Channel, Tier: info.Tier, User: info.Requester()}
-	var sendErr error
-	resp, err := c.s.models.Generate(stream.Context(), caller, wire.RequestFromProto(req), func(d string) {
-		if sendErr == nil {
-			sendErr = stream.Send(&pb.GenerateResponse{Kind: &pb.GenerateResponse_TextDelta{TextDelta: d}})
+	var (
+		sendErr error
+		thought bool
+	)
+	resp, err := c.s.models.Generate(stream.Context(), caller, wire.RequestFromProto(req), func(d model.Delta) {
+		switch {
+		case sendErr != nil:
+		case d.Thinking != "":
+			// The thoughts stay here: the chick hears only that its model
+			// is thinking, once.
+			if !thought {
+				thought = true
+				sendErr = stream.Send(&pb.GenerateResponse{Kind: &pb.GenerateResponse_Thinking{Thinking: &pb.GenerateThinking{}}})
+			}
+		case d.Text != "":
+			sendErr = stream.Send(&pb.GenerateResponse{Kind: &pb.GenerateResponse_TextDelta{TextDelta: d.Text}})
 		}
 	})
 	c.s.chicks.Touch(id)

@@ -254,6 +254,8 @@ func describe(ev agent.Event) string {
 	case agent.EventMessageDelta:
 		return "" // the message_start before it says it
 	case agent.EventMessageStart:
+		s = "waiting for its model"
+	case agent.EventThinking:
 		s = "thinking"
 	case agent.EventMessageEnd:
 		s = fmt.Sprintf("message (%d tokens)", ev.Usage.InputTokens+ev.Usage.OutputTokens)

@@ -163,7 +163,8 @@ func TestDescribe(t *testing.T) {
 		ev   agent.Event
 		want string
 	}{
-		{agent.Event{Type: agent.EventMessageStart}, "thinking"},
+		{agent.Event{Type: agent.EventMessageStart}, "waiting for its model"},
+		{agent.Event{Type: agent.EventThinking}, "thinking"},
 		{agent.Event{Type: agent.EventMessageDelta, Text: "x"}, ""},
 		{agent.Event{Type: agent.EventMessageEnd, Text: "the answer", Usage: model.Usage{InputTokens: 10, OutputTokens: 5}}, "message (15 tokens)"},
 		{agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: "run\nthe   tests", Args: json.RawMessage(`{"command":"x"}`)}, "tool bash: run the tests"},

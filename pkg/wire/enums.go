@@ -39,6 +39,8 @@ var (
 		string(agent.StopToolErrors): pb.StopReason_STOP_REASON_TOOL_ERRORS,
 		string(agent.StopBudget):     pb.StopReason_STOP_REASON_BUDGET,
 		string(agent.StopError):      pb.StopReason_STOP_REASON_ERROR,
+		string(agent.StopRepeating):  pb.StopReason_STOP_REASON_REPEATING,
+		string(agent.StopUnusable):   pb.StopReason_STOP_REASON_UNUSABLE,
 	})
 	roles = newNames(map[string]pb.Role{
 		"user":      pb.Role_ROLE_USER,

@@ -66,6 +66,8 @@ func EventToProto(seq uint64, ev agent.Event) *pb.AgentEvent {
 		out.Kind = &pb.AgentEvent_MessageStart{MessageStart: &pb.MessageStart{}}
 	case agent.EventMessageDelta:
 		out.Kind = &pb.AgentEvent_MessageDelta{MessageDelta: &pb.MessageDelta{Text: ev.Text}}
+	case agent.EventThinking:
+		out.Kind = &pb.AgentEvent_MessageThinking{MessageThinking: &pb.MessageThinking{}}
 	case agent.EventMessageEnd:
 		out.Kind = &pb.AgentEvent_MessageEnd{MessageEnd: &pb.MessageEnd{Text: ev.Text, Usage: usageToProto(ev.Usage)}}
 	case agent.EventToolStart:
@@ -111,6 +113,8 @@ func EventFromProto(p *pb.AgentEvent) agent.Event {
 		ev.Type = agent.EventMessageStart
 	case *pb.AgentEvent_MessageDelta:
 		ev.Type, ev.Text = agent.EventMessageDelta, k.MessageDelta.GetText()
+	case *pb.AgentEvent_MessageThinking:
+		ev.Type = agent.EventThinking
 	case *pb.AgentEvent_MessageEnd:
 		ev.Type, ev.Text, ev.Usage = agent.EventMessageEnd, k.MessageEnd.GetText(), usageFromProto(k.MessageEnd.GetUsage())
 	case *pb.AgentEvent_ToolStart:

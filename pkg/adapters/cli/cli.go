@@ -201,6 +201,10 @@ func (r *reply) Event(_ context.Context, ev agent.Event) {
 		}
 	case agent.EventCompactionStart:
 		r.a.printf("%s… compacting context\n", r.prefix)
+	case agent.EventThinking:
+		if !r.quiet {
+			r.a.printf("%s… thinking\n", r.prefix)
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ func New(apiKey, baseURL string, httpClient *http.Client) (*Provider, error) {
 }
 
 // Chat streams one call to POST /v1/messages.
-func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
 	params, err := p.params(req)
 	if err != nil {
 		return model.Response{}, err
@@ -85,7 +85,7 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 			return model.Response{}, &model.TransientError{Err: fmt.Errorf("anthropic: malformed stream: %w", err)}
 		}
 		if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && onDelta != nil && ev.Delta.Text != "" {
-			onDelta(ev.Delta.Text)
+			onDelta(model.Delta{Text: ev.Delta.Text})
 		}
 	}
 	if err := stream.Err(); err != nil {

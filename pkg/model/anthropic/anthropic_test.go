@@ -28,7 +28,7 @@ func TestStreamsTextWithUsage(t *testing.T) {
 	p := newProvider(t, fake)
 	var deltas []string
 	resp, err := p.Chat(t.Context(), model.Request{Model: "claude-test", System: "be brief", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}},
-		func(d string) { deltas = append(deltas, d) })
+		func(d model.Delta) { deltas = append(deltas, d.Text) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,7 @@ type showInfo struct {
 	window     int
 	fromParams bool // window is the Modelfile's num_ctx
 	vision     bool
+	thinking   bool // the model lists the "thinking" capability
 }
 
 var (
@@ -127,10 +128,11 @@ func New(baseURL string, httpClient *http.Client) (*Provider, error) {
 }
 
 // Chat streams one chat call.
-func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(string)) (model.Response, error) {
+func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
 	creq := &api.ChatRequest{
 		Model:   req.Model,
 		Options: map[string]any{},
+		Think:   p.think(ctx, req.Model, req.Think),
 	}
 	if req.MaxOutputTokens > 0 {
 		creq.Options["num_predict"] = req.MaxOutputTokens
@@ -158,10 +160,13 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(str
 		done  bool
 	)
 	onResponse := func(r api.ChatResponse) error {
+		if t := r.Message.Thinking; t != "" && onDelta != nil {
+			onDelta(model.Delta{Thinking: t})
+		}
 		if c := r.Message.Content; c != "" {
 			text.WriteString(c)
 			if onDelta != nil {
-				onDelta(c)
+				onDelta(model.Delta{Text: c})
 			}
 		}
 		for _, tc := range r.Message.ToolCalls {
@@ -230,6 +235,31 @@ func (p *Provider) ContextWindow(ctx context.Context, name string) (int, error) 
 	return info.window, nil
 }
 
+// think is the "think" value to send for a model: true or false for a
+// model whose /api/show lists the "thinking" capability (auto is the
+// model's own default, which for the thinking models is to think), and
+// nothing for one that cannot think, or when /api/show does not answer:
+// the server refuses think:true for a model that cannot, and what it does
+// without the field is what it did before the field existed. Sent
+// explicitly, true also makes the server return the thoughts in their own
+// field, apart from the answer, whatever its version's default.
+func (p *Provider) think(ctx context.Context, name string, t model.Think) *api.ThinkValue {
+	info, err := p.show(ctx, name)
+	if err != nil || !info.thinking {
+		return nil
+	}
+	return &api.ThinkValue{Value: t != model.ThinkOff}
+}
+
+// CanThink reports whether /api/show lists the "thinking" capability.
+func (p *Provider) CanThink(ctx context.Context, name string) (bool, error) {
+	info, err := p.show(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	return info.thinking, nil
+}
+
 // SupportsImages reports whether /api/show lists the "vision" capability.
 func (p *Provider) SupportsImages(ctx context.Context, name string) (bool, error) {
 	info, err := p.show(ctx, name)
@@ -270,8 +300,11 @@ func (p *Provider) show(ctx context.Context, name string) (showInfo, error) {
 		}
 	}
 	for _, c := range show.Capabilities {
-		if c == "vision" {
+		switch c {
+		case "vision":
 			info.vision = true
+		case "thinking":
+			info.thinking = true
 		}
 	}
 	p.mu.Lock()

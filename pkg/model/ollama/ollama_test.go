@@ -210,3 +210,69 @@ func TestToolWithoutASchemaIsAnInvalidRequest(t *testing.T) {
 		t.Errorf("%d requests reached the server", n)
 	}
 }
+
+// TestThinkFollowsTheModel: "think" is sent only to a model whose
+// /api/show lists the thinking capability: false for off, true for on and
+// auto; nothing at all to a model that cannot think, whatever the setting.
+func TestThinkFollowsTheModel(t *testing.T) {
+	fake := ollamatest.New()
+	defer fake.Close()
+	fake.SetModelCapabilities("thinker", "completion", "tools", "thinking")
+	fake.SetModelCapabilities("plain", "completion", "tools")
+	p, err := ollama.New(fake.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model string
+		think model.Think
+		want  string
+	}{
+		{"thinker", model.ThinkOff, "false"},
+		{"thinker", model.ThinkOn, "true"},
+		{"thinker", model.ThinkAuto, "true"},
+		{"thinker", "", "true"},
+		{"plain", model.ThinkOn, ""},
+		{"plain", model.ThinkOff, ""},
+		{"plain", model.ThinkAuto, ""},
+	} {
+		fake.Push(ollamatest.Turn{Text: "ok"})
+		if _, err := p.Chat(t.Context(), model.Request{Model: tc.model, Think: tc.think, Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		reqs := fake.Requests()
+		if got := string(reqs[len(reqs)-1].Think); got != tc.want {
+			t.Errorf("%s with think %q: sent %q, want %q", tc.model, tc.think, got, tc.want)
+		}
+	}
+}
+
+// TestThinkingFieldIsADeltaOfItsOwn: thoughts in Ollama's "thinking" field
+// reach onDelta as Thinking, never as text, and stay out of the answer;
+// eval_count, which counts them, is the usage.
+func TestThinkingFieldIsADeltaOfItsOwn(t *testing.T) {
+	r, err := ollamatest.LoadReply("testdata/replies/think-field.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := ollamatest.New(r.Turn())
+	defer fake.Close()
+	p, _ := ollama.New(fake.URL, nil)
+	var text, thinking strings.Builder
+	resp, err := p.Chat(t.Context(), model.Request{Model: r.Model, Messages: []model.Message{{Role: model.RoleUser, Content: "capital of France?"}}}, func(d model.Delta) {
+		text.WriteString(d.Text)
+		thinking.WriteString(d.Thinking)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Message.Content != "Paris is the capital of France." || text.String() != resp.Message.Content {
+		t.Errorf("answer %q, text deltas %q", resp.Message.Content, text.String())
+	}
+	if !strings.Contains(thinking.String(), "general knowledge") || strings.Contains(resp.Message.Content, "general knowledge") {
+		t.Errorf("thinking deltas %q", thinking.String())
+	}
+	if resp.Usage.OutputTokens != 40 {
+		t.Errorf("usage %+v: eval_count (thinking included) is 40", resp.Usage)
+	}
+}

@@ -97,7 +97,7 @@ func TestRepliesReplayThroughTheProvider(t *testing.T) {
 			}
 			var deltas strings.Builder
 			resp, err := p.Chat(t.Context(), model.Request{Model: r.Model, Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}},
-				func(s string) { deltas.WriteString(s) })
+				func(d model.Delta) { deltas.WriteString(d.Text) })
 			if err != nil {
 				t.Fatalf("Chat: %v", err)
 			}

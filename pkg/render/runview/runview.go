@@ -200,6 +200,13 @@ func (v *View) Event(_ context.Context, ev agent.Event) {
 			v.details = append(v.details, render.ToolDetail(d, ev, v.opts.Limit))
 		}
 		v.needMain = true
+	case agent.EventThinking:
+		// Only that the model thinks is shown, never what.
+		if len(v.order) == 0 {
+			if st := render.Italic(d, "Thinking…"); st != v.status {
+				v.status, v.dirty = st, true
+			}
+		}
 	case agent.EventCompactionStart:
 		v.status = render.Italic(d, "Compacting context…")
 		v.dirty = true

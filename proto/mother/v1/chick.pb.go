@@ -908,6 +908,7 @@ type AgentEvent struct {
 	//	*AgentEvent_CompactionEnd
 	//	*AgentEvent_RunEnd
 	//	*AgentEvent_Retry
+	//	*AgentEvent_MessageThinking
 	Kind          isAgentEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1045,6 +1046,15 @@ func (x *AgentEvent) GetRetry() *Retry {
 	return nil
 }
 
+func (x *AgentEvent) GetMessageThinking() *MessageThinking {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentEvent_MessageThinking); ok {
+			return x.MessageThinking
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Kind interface {
 	isAgentEvent_Kind()
 }
@@ -1085,6 +1095,10 @@ type AgentEvent_Retry struct {
 	Retry *Retry `protobuf:"bytes,11,opt,name=retry,proto3,oneof"`
 }
 
+type AgentEvent_MessageThinking struct {
+	MessageThinking *MessageThinking `protobuf:"bytes,12,opt,name=message_thinking,json=messageThinking,proto3,oneof"`
+}
+
 func (*AgentEvent_MessageStart) isAgentEvent_Kind() {}
 
 func (*AgentEvent_MessageDelta) isAgentEvent_Kind() {}
@@ -1102,6 +1116,8 @@ func (*AgentEvent_CompactionEnd) isAgentEvent_Kind() {}
 func (*AgentEvent_RunEnd) isAgentEvent_Kind() {}
 
 func (*AgentEvent_Retry) isAgentEvent_Kind() {}
+
+func (*AgentEvent_MessageThinking) isAgentEvent_Kind() {}
 
 // MessageStart: the model starts answering.
 type MessageStart struct {
@@ -1140,6 +1156,44 @@ func (*MessageStart) Descriptor() ([]byte, []int) {
 	return file_mother_v1_chick_proto_rawDescGZIP(), []int{10}
 }
 
+// MessageThinking: the model is thinking before it answers. Its thoughts
+// are not sent: they never reach a channel.
+type MessageThinking struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageThinking) Reset() {
+	*x = MessageThinking{}
+	mi := &file_mother_v1_chick_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageThinking) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageThinking) ProtoMessage() {}
+
+func (x *MessageThinking) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageThinking.ProtoReflect.Descriptor instead.
+func (*MessageThinking) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{11}
+}
+
 // MessageDelta is streamed answer text.
 type MessageDelta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1150,7 +1204,7 @@ type MessageDelta struct {
 
 func (x *MessageDelta) Reset() {
 	*x = MessageDelta{}
-	mi := &file_mother_v1_chick_proto_msgTypes[11]
+	mi := &file_mother_v1_chick_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1216,7 @@ func (x *MessageDelta) String() string {
 func (*MessageDelta) ProtoMessage() {}
 
 func (x *MessageDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[11]
+	mi := &file_mother_v1_chick_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1229,7 @@ func (x *MessageDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageDelta.ProtoReflect.Descriptor instead.
 func (*MessageDelta) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{11}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MessageDelta) GetText() string {
@@ -1198,7 +1252,7 @@ type MessageEnd struct {
 
 func (x *MessageEnd) Reset() {
 	*x = MessageEnd{}
-	mi := &file_mother_v1_chick_proto_msgTypes[12]
+	mi := &file_mother_v1_chick_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1264,7 @@ func (x *MessageEnd) String() string {
 func (*MessageEnd) ProtoMessage() {}
 
 func (x *MessageEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[12]
+	mi := &file_mother_v1_chick_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1277,7 @@ func (x *MessageEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEnd.ProtoReflect.Descriptor instead.
 func (*MessageEnd) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{12}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MessageEnd) GetText() string {
@@ -1255,7 +1309,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_mother_v1_chick_proto_msgTypes[13]
+	mi := &file_mother_v1_chick_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1321,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[13]
+	mi := &file_mother_v1_chick_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1334,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{13}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolCall) GetId() string {
@@ -1321,7 +1375,7 @@ type ToolStart struct {
 
 func (x *ToolStart) Reset() {
 	*x = ToolStart{}
-	mi := &file_mother_v1_chick_proto_msgTypes[14]
+	mi := &file_mother_v1_chick_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1387,7 @@ func (x *ToolStart) String() string {
 func (*ToolStart) ProtoMessage() {}
 
 func (x *ToolStart) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[14]
+	mi := &file_mother_v1_chick_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1400,7 @@ func (x *ToolStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStart.ProtoReflect.Descriptor instead.
 func (*ToolStart) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{14}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolStart) GetCall() *ToolCall {
@@ -1370,7 +1424,7 @@ type ToolEnd struct {
 
 func (x *ToolEnd) Reset() {
 	*x = ToolEnd{}
-	mi := &file_mother_v1_chick_proto_msgTypes[15]
+	mi := &file_mother_v1_chick_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1436,7 @@ func (x *ToolEnd) String() string {
 func (*ToolEnd) ProtoMessage() {}
 
 func (x *ToolEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[15]
+	mi := &file_mother_v1_chick_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1449,7 @@ func (x *ToolEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEnd.ProtoReflect.Descriptor instead.
 func (*ToolEnd) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{15}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolEnd) GetCall() *ToolCall {
@@ -1437,7 +1491,7 @@ type CompactionStart struct {
 
 func (x *CompactionStart) Reset() {
 	*x = CompactionStart{}
-	mi := &file_mother_v1_chick_proto_msgTypes[16]
+	mi := &file_mother_v1_chick_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1503,7 @@ func (x *CompactionStart) String() string {
 func (*CompactionStart) ProtoMessage() {}
 
 func (x *CompactionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[16]
+	mi := &file_mother_v1_chick_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1516,7 @@ func (x *CompactionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionStart.ProtoReflect.Descriptor instead.
 func (*CompactionStart) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{16}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CompactionStart) GetReason() string {
@@ -1486,7 +1540,7 @@ type CompactionEnd struct {
 
 func (x *CompactionEnd) Reset() {
 	*x = CompactionEnd{}
-	mi := &file_mother_v1_chick_proto_msgTypes[17]
+	mi := &file_mother_v1_chick_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1552,7 @@ func (x *CompactionEnd) String() string {
 func (*CompactionEnd) ProtoMessage() {}
 
 func (x *CompactionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[17]
+	mi := &file_mother_v1_chick_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1565,7 @@ func (x *CompactionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionEnd.ProtoReflect.Descriptor instead.
 func (*CompactionEnd) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{17}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CompactionEnd) GetSummary() string {
@@ -1555,7 +1609,7 @@ type RunEnd struct {
 
 func (x *RunEnd) Reset() {
 	*x = RunEnd{}
-	mi := &file_mother_v1_chick_proto_msgTypes[18]
+	mi := &file_mother_v1_chick_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1621,7 @@ func (x *RunEnd) String() string {
 func (*RunEnd) ProtoMessage() {}
 
 func (x *RunEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[18]
+	mi := &file_mother_v1_chick_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1634,7 @@ func (x *RunEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnd.ProtoReflect.Descriptor instead.
 func (*RunEnd) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{18}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RunEnd) GetStopReason() StopReason {
@@ -1618,7 +1672,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_mother_v1_chick_proto_msgTypes[19]
+	mi := &file_mother_v1_chick_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1684,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[19]
+	mi := &file_mother_v1_chick_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1697,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{19}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Retry) GetAttempt() int32 {
@@ -1681,7 +1735,7 @@ type ChickResult struct {
 
 func (x *ChickResult) Reset() {
 	*x = ChickResult{}
-	mi := &file_mother_v1_chick_proto_msgTypes[20]
+	mi := &file_mother_v1_chick_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1747,7 @@ func (x *ChickResult) String() string {
 func (*ChickResult) ProtoMessage() {}
 
 func (x *ChickResult) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[20]
+	mi := &file_mother_v1_chick_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1760,7 @@ func (x *ChickResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChickResult.ProtoReflect.Descriptor instead.
 func (*ChickResult) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{20}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChickResult) GetText() string {
@@ -1747,7 +1801,7 @@ type ModelImage struct {
 
 func (x *ModelImage) Reset() {
 	*x = ModelImage{}
-	mi := &file_mother_v1_chick_proto_msgTypes[21]
+	mi := &file_mother_v1_chick_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1813,7 @@ func (x *ModelImage) String() string {
 func (*ModelImage) ProtoMessage() {}
 
 func (x *ModelImage) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[21]
+	mi := &file_mother_v1_chick_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1826,7 @@ func (x *ModelImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelImage.ProtoReflect.Descriptor instead.
 func (*ModelImage) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{21}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ModelImage) GetMimeType() string {
@@ -1800,7 +1854,7 @@ type ModelToolCall struct {
 
 func (x *ModelToolCall) Reset() {
 	*x = ModelToolCall{}
-	mi := &file_mother_v1_chick_proto_msgTypes[22]
+	mi := &file_mother_v1_chick_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1866,7 @@ func (x *ModelToolCall) String() string {
 func (*ModelToolCall) ProtoMessage() {}
 
 func (x *ModelToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[22]
+	mi := &file_mother_v1_chick_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1879,7 @@ func (x *ModelToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelToolCall.ProtoReflect.Descriptor instead.
 func (*ModelToolCall) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{22}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ModelToolCall) GetId() string {
@@ -1864,7 +1918,7 @@ type ModelMessage struct {
 
 func (x *ModelMessage) Reset() {
 	*x = ModelMessage{}
-	mi := &file_mother_v1_chick_proto_msgTypes[23]
+	mi := &file_mother_v1_chick_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1930,7 @@ func (x *ModelMessage) String() string {
 func (*ModelMessage) ProtoMessage() {}
 
 func (x *ModelMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[23]
+	mi := &file_mother_v1_chick_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +1943,7 @@ func (x *ModelMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelMessage.ProtoReflect.Descriptor instead.
 func (*ModelMessage) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{23}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ModelMessage) GetRole() Role {
@@ -1953,7 +2007,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[24]
+	mi := &file_mother_v1_chick_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2019,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[24]
+	mi := &file_mother_v1_chick_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2032,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{24}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GenerateRequest) GetSystem() string {
@@ -2015,6 +2069,7 @@ type GenerateResponse struct {
 	//
 	//	*GenerateResponse_TextDelta
 	//	*GenerateResponse_Done
+	//	*GenerateResponse_Thinking
 	Kind          isGenerateResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2022,7 +2077,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[25]
+	mi := &file_mother_v1_chick_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2089,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[25]
+	mi := &file_mother_v1_chick_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2102,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{25}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -2075,6 +2130,15 @@ func (x *GenerateResponse) GetDone() *GenerateDone {
 	return nil
 }
 
+func (x *GenerateResponse) GetThinking() *GenerateThinking {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateResponse_Thinking); ok {
+			return x.Thinking
+		}
+	}
+	return nil
+}
+
 type isGenerateResponse_Kind interface {
 	isGenerateResponse_Kind()
 }
@@ -2087,9 +2151,54 @@ type GenerateResponse_Done struct {
 	Done *GenerateDone `protobuf:"bytes,2,opt,name=done,proto3,oneof"`
 }
 
+type GenerateResponse_Thinking struct {
+	// The model started thinking (sent once per call; the thoughts stay
+	// with Mother).
+	Thinking *GenerateThinking `protobuf:"bytes,3,opt,name=thinking,proto3,oneof"`
+}
+
 func (*GenerateResponse_TextDelta) isGenerateResponse_Kind() {}
 
 func (*GenerateResponse_Done) isGenerateResponse_Kind() {}
+
+func (*GenerateResponse_Thinking) isGenerateResponse_Kind() {}
+
+// GenerateThinking: the model is thinking before it answers.
+type GenerateThinking struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerateThinking) Reset() {
+	*x = GenerateThinking{}
+	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerateThinking) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerateThinking) ProtoMessage() {}
+
+func (x *GenerateThinking) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerateThinking.ProtoReflect.Descriptor instead.
+func (*GenerateThinking) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{27}
+}
 
 type GenerateDone struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -2104,7 +2213,7 @@ type GenerateDone struct {
 
 func (x *GenerateDone) Reset() {
 	*x = GenerateDone{}
-	mi := &file_mother_v1_chick_proto_msgTypes[26]
+	mi := &file_mother_v1_chick_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2225,7 @@ func (x *GenerateDone) String() string {
 func (*GenerateDone) ProtoMessage() {}
 
 func (x *GenerateDone) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[26]
+	mi := &file_mother_v1_chick_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2238,7 @@ func (x *GenerateDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateDone.ProtoReflect.Descriptor instead.
 func (*GenerateDone) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{26}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GenerateDone) GetMessage() *ModelMessage {
@@ -2161,7 +2270,7 @@ type FetchFilesRequest struct {
 
 func (x *FetchFilesRequest) Reset() {
 	*x = FetchFilesRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	mi := &file_mother_v1_chick_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2282,7 @@ func (x *FetchFilesRequest) String() string {
 func (*FetchFilesRequest) ProtoMessage() {}
 
 func (x *FetchFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[27]
+	mi := &file_mother_v1_chick_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2295,7 @@ func (x *FetchFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFilesRequest.ProtoReflect.Descriptor instead.
 func (*FetchFilesRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{27}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{29}
 }
 
 type FetchFilesResponse struct {
@@ -2203,7 +2312,7 @@ type FetchFilesResponse struct {
 
 func (x *FetchFilesResponse) Reset() {
 	*x = FetchFilesResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[28]
+	mi := &file_mother_v1_chick_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2324,7 @@ func (x *FetchFilesResponse) String() string {
 func (*FetchFilesResponse) ProtoMessage() {}
 
 func (x *FetchFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[28]
+	mi := &file_mother_v1_chick_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2337,7 @@ func (x *FetchFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFilesResponse.ProtoReflect.Descriptor instead.
 func (*FetchFilesResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{28}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FetchFilesResponse) GetKind() isFetchFilesResponse_Kind {
@@ -2307,7 +2416,7 @@ type WorkspaceEntry struct {
 
 func (x *WorkspaceEntry) Reset() {
 	*x = WorkspaceEntry{}
-	mi := &file_mother_v1_chick_proto_msgTypes[29]
+	mi := &file_mother_v1_chick_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2428,7 @@ func (x *WorkspaceEntry) String() string {
 func (*WorkspaceEntry) ProtoMessage() {}
 
 func (x *WorkspaceEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[29]
+	mi := &file_mother_v1_chick_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2441,7 @@ func (x *WorkspaceEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceEntry.ProtoReflect.Descriptor instead.
 func (*WorkspaceEntry) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{29}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkspaceEntry) GetPath() string {
@@ -2381,7 +2490,7 @@ type FetchFilesDone struct {
 
 func (x *FetchFilesDone) Reset() {
 	*x = FetchFilesDone{}
-	mi := &file_mother_v1_chick_proto_msgTypes[30]
+	mi := &file_mother_v1_chick_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2502,7 @@ func (x *FetchFilesDone) String() string {
 func (*FetchFilesDone) ProtoMessage() {}
 
 func (x *FetchFilesDone) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[30]
+	mi := &file_mother_v1_chick_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2515,7 @@ func (x *FetchFilesDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFilesDone.ProtoReflect.Descriptor instead.
 func (*FetchFilesDone) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{30}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FetchFilesDone) GetFiles() int64 {
@@ -2436,7 +2545,7 @@ type UploadFileRequest struct {
 
 func (x *UploadFileRequest) Reset() {
 	*x = UploadFileRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[31]
+	mi := &file_mother_v1_chick_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2557,7 @@ func (x *UploadFileRequest) String() string {
 func (*UploadFileRequest) ProtoMessage() {}
 
 func (x *UploadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[31]
+	mi := &file_mother_v1_chick_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2570,7 @@ func (x *UploadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileRequest.ProtoReflect.Descriptor instead.
 func (*UploadFileRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{31}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UploadFileRequest) GetKind() isUploadFileRequest_Kind {
@@ -2519,7 +2628,7 @@ type UploadFileHeader struct {
 
 func (x *UploadFileHeader) Reset() {
 	*x = UploadFileHeader{}
-	mi := &file_mother_v1_chick_proto_msgTypes[32]
+	mi := &file_mother_v1_chick_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2640,7 @@ func (x *UploadFileHeader) String() string {
 func (*UploadFileHeader) ProtoMessage() {}
 
 func (x *UploadFileHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[32]
+	mi := &file_mother_v1_chick_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2653,7 @@ func (x *UploadFileHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileHeader.ProtoReflect.Descriptor instead.
 func (*UploadFileHeader) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{32}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UploadFileHeader) GetPath() string {
@@ -2585,7 +2694,7 @@ type UploadFileResponse struct {
 
 func (x *UploadFileResponse) Reset() {
 	*x = UploadFileResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[33]
+	mi := &file_mother_v1_chick_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2706,7 @@ func (x *UploadFileResponse) String() string {
 func (*UploadFileResponse) ProtoMessage() {}
 
 func (x *UploadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[33]
+	mi := &file_mother_v1_chick_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2719,7 @@ func (x *UploadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadFileResponse.ProtoReflect.Descriptor instead.
 func (*UploadFileResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{33}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UploadFileResponse) GetStoredPath() string {
@@ -2630,7 +2739,7 @@ type InvokeHostToolRequest struct {
 
 func (x *InvokeHostToolRequest) Reset() {
 	*x = InvokeHostToolRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[34]
+	mi := &file_mother_v1_chick_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2751,7 @@ func (x *InvokeHostToolRequest) String() string {
 func (*InvokeHostToolRequest) ProtoMessage() {}
 
 func (x *InvokeHostToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[34]
+	mi := &file_mother_v1_chick_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2764,7 @@ func (x *InvokeHostToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeHostToolRequest.ProtoReflect.Descriptor instead.
 func (*InvokeHostToolRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{34}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InvokeHostToolRequest) GetTool() string {
@@ -2682,7 +2791,7 @@ type InvokeHostToolResponse struct {
 
 func (x *InvokeHostToolResponse) Reset() {
 	*x = InvokeHostToolResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[35]
+	mi := &file_mother_v1_chick_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2694,7 +2803,7 @@ func (x *InvokeHostToolResponse) String() string {
 func (*InvokeHostToolResponse) ProtoMessage() {}
 
 func (x *InvokeHostToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[35]
+	mi := &file_mother_v1_chick_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2707,7 +2816,7 @@ func (x *InvokeHostToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeHostToolResponse.ProtoReflect.Descriptor instead.
 func (*InvokeHostToolResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{35}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *InvokeHostToolResponse) GetResult() string {
@@ -2736,7 +2845,7 @@ type RequestAccessRequest struct {
 
 func (x *RequestAccessRequest) Reset() {
 	*x = RequestAccessRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[36]
+	mi := &file_mother_v1_chick_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2857,7 @@ func (x *RequestAccessRequest) String() string {
 func (*RequestAccessRequest) ProtoMessage() {}
 
 func (x *RequestAccessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[36]
+	mi := &file_mother_v1_chick_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2870,7 @@ func (x *RequestAccessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestAccessRequest.ProtoReflect.Descriptor instead.
 func (*RequestAccessRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{36}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RequestAccessRequest) GetDestination() string {
@@ -2792,7 +2901,7 @@ type RequestAccessResponse struct {
 
 func (x *RequestAccessResponse) Reset() {
 	*x = RequestAccessResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[37]
+	mi := &file_mother_v1_chick_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +2913,7 @@ func (x *RequestAccessResponse) String() string {
 func (*RequestAccessResponse) ProtoMessage() {}
 
 func (x *RequestAccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[37]
+	mi := &file_mother_v1_chick_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2926,7 @@ func (x *RequestAccessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestAccessResponse.ProtoReflect.Descriptor instead.
 func (*RequestAccessResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{37}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RequestAccessResponse) GetGranted() bool {
@@ -2859,7 +2968,7 @@ type SkillEntry struct {
 
 func (x *SkillEntry) Reset() {
 	*x = SkillEntry{}
-	mi := &file_mother_v1_chick_proto_msgTypes[38]
+	mi := &file_mother_v1_chick_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2980,7 @@ func (x *SkillEntry) String() string {
 func (*SkillEntry) ProtoMessage() {}
 
 func (x *SkillEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[38]
+	mi := &file_mother_v1_chick_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2993,7 @@ func (x *SkillEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillEntry.ProtoReflect.Descriptor instead.
 func (*SkillEntry) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{38}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SkillEntry) GetPath() string {
@@ -2933,7 +3042,7 @@ type ProposeSkillRequest struct {
 
 func (x *ProposeSkillRequest) Reset() {
 	*x = ProposeSkillRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[39]
+	mi := &file_mother_v1_chick_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3054,7 @@ func (x *ProposeSkillRequest) String() string {
 func (*ProposeSkillRequest) ProtoMessage() {}
 
 func (x *ProposeSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[39]
+	mi := &file_mother_v1_chick_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3067,7 @@ func (x *ProposeSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeSkillRequest.ProtoReflect.Descriptor instead.
 func (*ProposeSkillRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{39}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ProposeSkillRequest) GetName() string {
@@ -2987,7 +3096,7 @@ type ProposeSkillResponse struct {
 
 func (x *ProposeSkillResponse) Reset() {
 	*x = ProposeSkillResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[40]
+	mi := &file_mother_v1_chick_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3108,7 @@ func (x *ProposeSkillResponse) String() string {
 func (*ProposeSkillResponse) ProtoMessage() {}
 
 func (x *ProposeSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[40]
+	mi := &file_mother_v1_chick_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3121,7 @@ func (x *ProposeSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeSkillResponse.ProtoReflect.Descriptor instead.
 func (*ProposeSkillResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{40}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ProposeSkillResponse) GetAccepted() bool {
@@ -3039,7 +3148,7 @@ type UpdateMemoryRequest struct {
 
 func (x *UpdateMemoryRequest) Reset() {
 	*x = UpdateMemoryRequest{}
-	mi := &file_mother_v1_chick_proto_msgTypes[41]
+	mi := &file_mother_v1_chick_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3160,7 @@ func (x *UpdateMemoryRequest) String() string {
 func (*UpdateMemoryRequest) ProtoMessage() {}
 
 func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[41]
+	mi := &file_mother_v1_chick_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3173,7 @@ func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{41}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateMemoryRequest) GetMode() MemoryMode {
@@ -3092,7 +3201,7 @@ type UpdateMemoryResponse struct {
 
 func (x *UpdateMemoryResponse) Reset() {
 	*x = UpdateMemoryResponse{}
-	mi := &file_mother_v1_chick_proto_msgTypes[42]
+	mi := &file_mother_v1_chick_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3213,7 @@ func (x *UpdateMemoryResponse) String() string {
 func (*UpdateMemoryResponse) ProtoMessage() {}
 
 func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_chick_proto_msgTypes[42]
+	mi := &file_mother_v1_chick_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3226,7 @@ func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_chick_proto_rawDescGZIP(), []int{42}
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UpdateMemoryResponse) GetUpdated() bool {
@@ -3172,7 +3281,7 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\"\n" +
 	"\x06Cancel\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\xdc\x04\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\xa5\x05\n" +
 	"\n" +
 	"AgentEvent\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
@@ -3188,9 +3297,11 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x0ecompaction_end\x18\t \x01(\v2\x18.mother.v1.CompactionEndH\x00R\rcompactionEnd\x12,\n" +
 	"\arun_end\x18\n" +
 	" \x01(\v2\x11.mother.v1.RunEndH\x00R\x06runEnd\x12(\n" +
-	"\x05retry\x18\v \x01(\v2\x10.mother.v1.RetryH\x00R\x05retryB\x06\n" +
+	"\x05retry\x18\v \x01(\v2\x10.mother.v1.RetryH\x00R\x05retry\x12G\n" +
+	"\x10message_thinking\x18\f \x01(\v2\x1a.mother.v1.MessageThinkingH\x00R\x0fmessageThinkingB\x06\n" +
 	"\x04kind\"\x0e\n" +
-	"\fMessageStart\"\"\n" +
+	"\fMessageStart\"\x11\n" +
+	"\x0fMessageThinking\"\"\n" +
 	"\fMessageDelta\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"H\n" +
 	"\n" +
@@ -3253,12 +3364,14 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x06system\x18\x01 \x01(\tR\x06system\x123\n" +
 	"\bmessages\x18\x02 \x03(\v2\x17.mother.v1.ModelMessageR\bmessages\x12)\n" +
 	"\x05tools\x18\x03 \x03(\v2\x13.mother.v1.ToolSpecR\x05tools\x12*\n" +
-	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokens\"j\n" +
+	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokens\"\xa5\x01\n" +
 	"\x10GenerateResponse\x12\x1f\n" +
 	"\n" +
 	"text_delta\x18\x01 \x01(\tH\x00R\ttextDelta\x12-\n" +
-	"\x04done\x18\x02 \x01(\v2\x17.mother.v1.GenerateDoneH\x00R\x04doneB\x06\n" +
-	"\x04kind\"\x9b\x01\n" +
+	"\x04done\x18\x02 \x01(\v2\x17.mother.v1.GenerateDoneH\x00R\x04done\x129\n" +
+	"\bthinking\x18\x03 \x01(\v2\x1b.mother.v1.GenerateThinkingH\x00R\bthinkingB\x06\n" +
+	"\x04kind\"\x12\n" +
+	"\x10GenerateThinking\"\x9b\x01\n" +
 	"\fGenerateDone\x121\n" +
 	"\amessage\x18\x01 \x01(\v2\x17.mother.v1.ModelMessageR\amessage\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.mother.v1.UsageR\x05usage\x120\n" +
@@ -3376,7 +3489,7 @@ func file_mother_v1_chick_proto_rawDescGZIP() []byte {
 }
 
 var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_mother_v1_chick_proto_goTypes = []any{
 	(Role)(0),                      // 0: mother.v1.Role
 	(WorkspaceEntryKind)(0),        // 1: mother.v1.WorkspaceEntryKind
@@ -3394,114 +3507,118 @@ var file_mother_v1_chick_proto_goTypes = []any{
 	(*Cancel)(nil),                 // 13: mother.v1.Cancel
 	(*AgentEvent)(nil),             // 14: mother.v1.AgentEvent
 	(*MessageStart)(nil),           // 15: mother.v1.MessageStart
-	(*MessageDelta)(nil),           // 16: mother.v1.MessageDelta
-	(*MessageEnd)(nil),             // 17: mother.v1.MessageEnd
-	(*ToolCall)(nil),               // 18: mother.v1.ToolCall
-	(*ToolStart)(nil),              // 19: mother.v1.ToolStart
-	(*ToolEnd)(nil),                // 20: mother.v1.ToolEnd
-	(*CompactionStart)(nil),        // 21: mother.v1.CompactionStart
-	(*CompactionEnd)(nil),          // 22: mother.v1.CompactionEnd
-	(*RunEnd)(nil),                 // 23: mother.v1.RunEnd
-	(*Retry)(nil),                  // 24: mother.v1.Retry
-	(*ChickResult)(nil),            // 25: mother.v1.ChickResult
-	(*ModelImage)(nil),             // 26: mother.v1.ModelImage
-	(*ModelToolCall)(nil),          // 27: mother.v1.ModelToolCall
-	(*ModelMessage)(nil),           // 28: mother.v1.ModelMessage
-	(*GenerateRequest)(nil),        // 29: mother.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 30: mother.v1.GenerateResponse
-	(*GenerateDone)(nil),           // 31: mother.v1.GenerateDone
-	(*FetchFilesRequest)(nil),      // 32: mother.v1.FetchFilesRequest
-	(*FetchFilesResponse)(nil),     // 33: mother.v1.FetchFilesResponse
-	(*WorkspaceEntry)(nil),         // 34: mother.v1.WorkspaceEntry
-	(*FetchFilesDone)(nil),         // 35: mother.v1.FetchFilesDone
-	(*UploadFileRequest)(nil),      // 36: mother.v1.UploadFileRequest
-	(*UploadFileHeader)(nil),       // 37: mother.v1.UploadFileHeader
-	(*UploadFileResponse)(nil),     // 38: mother.v1.UploadFileResponse
-	(*InvokeHostToolRequest)(nil),  // 39: mother.v1.InvokeHostToolRequest
-	(*InvokeHostToolResponse)(nil), // 40: mother.v1.InvokeHostToolResponse
-	(*RequestAccessRequest)(nil),   // 41: mother.v1.RequestAccessRequest
-	(*RequestAccessResponse)(nil),  // 42: mother.v1.RequestAccessResponse
-	(*SkillEntry)(nil),             // 43: mother.v1.SkillEntry
-	(*ProposeSkillRequest)(nil),    // 44: mother.v1.ProposeSkillRequest
-	(*ProposeSkillResponse)(nil),   // 45: mother.v1.ProposeSkillResponse
-	(*UpdateMemoryRequest)(nil),    // 46: mother.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),   // 47: mother.v1.UpdateMemoryResponse
-	(*ToolSpec)(nil),               // 48: mother.v1.ToolSpec
-	(*durationpb.Duration)(nil),    // 49: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 50: google.protobuf.Timestamp
-	(*Usage)(nil),                  // 51: mother.v1.Usage
-	(StopReason)(0),                // 52: mother.v1.StopReason
+	(*MessageThinking)(nil),        // 16: mother.v1.MessageThinking
+	(*MessageDelta)(nil),           // 17: mother.v1.MessageDelta
+	(*MessageEnd)(nil),             // 18: mother.v1.MessageEnd
+	(*ToolCall)(nil),               // 19: mother.v1.ToolCall
+	(*ToolStart)(nil),              // 20: mother.v1.ToolStart
+	(*ToolEnd)(nil),                // 21: mother.v1.ToolEnd
+	(*CompactionStart)(nil),        // 22: mother.v1.CompactionStart
+	(*CompactionEnd)(nil),          // 23: mother.v1.CompactionEnd
+	(*RunEnd)(nil),                 // 24: mother.v1.RunEnd
+	(*Retry)(nil),                  // 25: mother.v1.Retry
+	(*ChickResult)(nil),            // 26: mother.v1.ChickResult
+	(*ModelImage)(nil),             // 27: mother.v1.ModelImage
+	(*ModelToolCall)(nil),          // 28: mother.v1.ModelToolCall
+	(*ModelMessage)(nil),           // 29: mother.v1.ModelMessage
+	(*GenerateRequest)(nil),        // 30: mother.v1.GenerateRequest
+	(*GenerateResponse)(nil),       // 31: mother.v1.GenerateResponse
+	(*GenerateThinking)(nil),       // 32: mother.v1.GenerateThinking
+	(*GenerateDone)(nil),           // 33: mother.v1.GenerateDone
+	(*FetchFilesRequest)(nil),      // 34: mother.v1.FetchFilesRequest
+	(*FetchFilesResponse)(nil),     // 35: mother.v1.FetchFilesResponse
+	(*WorkspaceEntry)(nil),         // 36: mother.v1.WorkspaceEntry
+	(*FetchFilesDone)(nil),         // 37: mother.v1.FetchFilesDone
+	(*UploadFileRequest)(nil),      // 38: mother.v1.UploadFileRequest
+	(*UploadFileHeader)(nil),       // 39: mother.v1.UploadFileHeader
+	(*UploadFileResponse)(nil),     // 40: mother.v1.UploadFileResponse
+	(*InvokeHostToolRequest)(nil),  // 41: mother.v1.InvokeHostToolRequest
+	(*InvokeHostToolResponse)(nil), // 42: mother.v1.InvokeHostToolResponse
+	(*RequestAccessRequest)(nil),   // 43: mother.v1.RequestAccessRequest
+	(*RequestAccessResponse)(nil),  // 44: mother.v1.RequestAccessResponse
+	(*SkillEntry)(nil),             // 45: mother.v1.SkillEntry
+	(*ProposeSkillRequest)(nil),    // 46: mother.v1.ProposeSkillRequest
+	(*ProposeSkillResponse)(nil),   // 47: mother.v1.ProposeSkillResponse
+	(*UpdateMemoryRequest)(nil),    // 48: mother.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),   // 49: mother.v1.UpdateMemoryResponse
+	(*ToolSpec)(nil),               // 50: mother.v1.ToolSpec
+	(*durationpb.Duration)(nil),    // 51: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 52: google.protobuf.Timestamp
+	(*Usage)(nil),                  // 53: mother.v1.Usage
+	(StopReason)(0),                // 54: mother.v1.StopReason
 }
 var file_mother_v1_chick_proto_depIdxs = []int32{
 	7,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
-	48, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
-	49, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
-	49, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	50, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
+	51, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
+	51, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	9,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
 	14, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
 	10, // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
-	25, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
-	50, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	26, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
+	52, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	12, // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
 	13, // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
-	50, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	52, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
 	15, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
-	16, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
-	17, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
-	19, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
-	20, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
-	21, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
-	22, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
-	23, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
-	24, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
-	51, // 21: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
-	18, // 22: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
-	18, // 23: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
-	49, // 24: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
-	52, // 25: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
-	51, // 26: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
-	49, // 27: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
-	52, // 28: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
-	0,  // 29: mother.v1.ModelMessage.role:type_name -> mother.v1.Role
-	26, // 30: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
-	27, // 31: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
-	28, // 32: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
-	48, // 33: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
-	31, // 34: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
-	28, // 35: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
-	51, // 36: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
-	34, // 37: mother.v1.FetchFilesResponse.entry:type_name -> mother.v1.WorkspaceEntry
-	35, // 38: mother.v1.FetchFilesResponse.done:type_name -> mother.v1.FetchFilesDone
-	1,  // 39: mother.v1.WorkspaceEntry.kind:type_name -> mother.v1.WorkspaceEntryKind
-	50, // 40: mother.v1.WorkspaceEntry.mod_time:type_name -> google.protobuf.Timestamp
-	37, // 41: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
-	2,  // 42: mother.v1.RequestAccessResponse.scope:type_name -> mother.v1.AccessScope
-	3,  // 43: mother.v1.SkillEntry.kind:type_name -> mother.v1.SkillEntryKind
-	43, // 44: mother.v1.ProposeSkillRequest.entries:type_name -> mother.v1.SkillEntry
-	4,  // 45: mother.v1.UpdateMemoryRequest.mode:type_name -> mother.v1.MemoryMode
-	5,  // 46: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
-	32, // 47: mother.v1.ChickService.FetchFiles:input_type -> mother.v1.FetchFilesRequest
-	8,  // 48: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
-	29, // 49: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
-	36, // 50: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
-	39, // 51: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
-	41, // 52: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
-	44, // 53: mother.v1.ChickService.ProposeSkill:input_type -> mother.v1.ProposeSkillRequest
-	46, // 54: mother.v1.ChickService.UpdateMemory:input_type -> mother.v1.UpdateMemoryRequest
-	6,  // 55: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
-	33, // 56: mother.v1.ChickService.FetchFiles:output_type -> mother.v1.FetchFilesResponse
-	11, // 57: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
-	30, // 58: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
-	38, // 59: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
-	40, // 60: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
-	42, // 61: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
-	45, // 62: mother.v1.ChickService.ProposeSkill:output_type -> mother.v1.ProposeSkillResponse
-	47, // 63: mother.v1.ChickService.UpdateMemory:output_type -> mother.v1.UpdateMemoryResponse
-	55, // [55:64] is the sub-list for method output_type
-	46, // [46:55] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	17, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
+	18, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
+	20, // 15: mother.v1.AgentEvent.tool_start:type_name -> mother.v1.ToolStart
+	21, // 16: mother.v1.AgentEvent.tool_end:type_name -> mother.v1.ToolEnd
+	22, // 17: mother.v1.AgentEvent.compaction_start:type_name -> mother.v1.CompactionStart
+	23, // 18: mother.v1.AgentEvent.compaction_end:type_name -> mother.v1.CompactionEnd
+	24, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
+	25, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
+	16, // 21: mother.v1.AgentEvent.message_thinking:type_name -> mother.v1.MessageThinking
+	53, // 22: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
+	19, // 23: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
+	19, // 24: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
+	51, // 25: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
+	54, // 26: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
+	53, // 27: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
+	51, // 28: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
+	54, // 29: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
+	0,  // 30: mother.v1.ModelMessage.role:type_name -> mother.v1.Role
+	27, // 31: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
+	28, // 32: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
+	29, // 33: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
+	50, // 34: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
+	33, // 35: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
+	32, // 36: mother.v1.GenerateResponse.thinking:type_name -> mother.v1.GenerateThinking
+	29, // 37: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
+	53, // 38: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
+	36, // 39: mother.v1.FetchFilesResponse.entry:type_name -> mother.v1.WorkspaceEntry
+	37, // 40: mother.v1.FetchFilesResponse.done:type_name -> mother.v1.FetchFilesDone
+	1,  // 41: mother.v1.WorkspaceEntry.kind:type_name -> mother.v1.WorkspaceEntryKind
+	52, // 42: mother.v1.WorkspaceEntry.mod_time:type_name -> google.protobuf.Timestamp
+	39, // 43: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
+	2,  // 44: mother.v1.RequestAccessResponse.scope:type_name -> mother.v1.AccessScope
+	3,  // 45: mother.v1.SkillEntry.kind:type_name -> mother.v1.SkillEntryKind
+	45, // 46: mother.v1.ProposeSkillRequest.entries:type_name -> mother.v1.SkillEntry
+	4,  // 47: mother.v1.UpdateMemoryRequest.mode:type_name -> mother.v1.MemoryMode
+	5,  // 48: mother.v1.ChickService.Join:input_type -> mother.v1.JoinRequest
+	34, // 49: mother.v1.ChickService.FetchFiles:input_type -> mother.v1.FetchFilesRequest
+	8,  // 50: mother.v1.ChickService.Session:input_type -> mother.v1.SessionRequest
+	30, // 51: mother.v1.ChickService.Generate:input_type -> mother.v1.GenerateRequest
+	38, // 52: mother.v1.ChickService.UploadFile:input_type -> mother.v1.UploadFileRequest
+	41, // 53: mother.v1.ChickService.InvokeHostTool:input_type -> mother.v1.InvokeHostToolRequest
+	43, // 54: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
+	46, // 55: mother.v1.ChickService.ProposeSkill:input_type -> mother.v1.ProposeSkillRequest
+	48, // 56: mother.v1.ChickService.UpdateMemory:input_type -> mother.v1.UpdateMemoryRequest
+	6,  // 57: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
+	35, // 58: mother.v1.ChickService.FetchFiles:output_type -> mother.v1.FetchFilesResponse
+	11, // 59: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
+	31, // 60: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
+	40, // 61: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
+	42, // 62: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
+	44, // 63: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
+	47, // 64: mother.v1.ChickService.ProposeSkill:output_type -> mother.v1.ProposeSkillResponse
+	49, // 65: mother.v1.ChickService.UpdateMemory:output_type -> mother.v1.UpdateMemoryResponse
+	57, // [57:66] is the sub-list for method output_type
+	48, // [48:57] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_chick_proto_init() }
@@ -3530,17 +3647,19 @@ func file_mother_v1_chick_proto_init() {
 		(*AgentEvent_CompactionEnd)(nil),
 		(*AgentEvent_RunEnd)(nil),
 		(*AgentEvent_Retry)(nil),
+		(*AgentEvent_MessageThinking)(nil),
 	}
-	file_mother_v1_chick_proto_msgTypes[25].OneofWrappers = []any{
+	file_mother_v1_chick_proto_msgTypes[26].OneofWrappers = []any{
 		(*GenerateResponse_TextDelta)(nil),
 		(*GenerateResponse_Done)(nil),
+		(*GenerateResponse_Thinking)(nil),
 	}
-	file_mother_v1_chick_proto_msgTypes[28].OneofWrappers = []any{
+	file_mother_v1_chick_proto_msgTypes[30].OneofWrappers = []any{
 		(*FetchFilesResponse_Entry)(nil),
 		(*FetchFilesResponse_Data)(nil),
 		(*FetchFilesResponse_Done)(nil),
 	}
-	file_mother_v1_chick_proto_msgTypes[31].OneofWrappers = []any{
+	file_mother_v1_chick_proto_msgTypes[33].OneofWrappers = []any{
 		(*UploadFileRequest_Header)(nil),
 		(*UploadFileRequest_Data)(nil),
 	}
@@ -3550,7 +3669,7 @@ func file_mother_v1_chick_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_chick_proto_rawDesc), len(file_mother_v1_chick_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

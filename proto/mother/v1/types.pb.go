@@ -39,6 +39,12 @@ const (
 	StopReason_STOP_REASON_BUDGET StopReason = 5
 	// The provider failed.
 	StopReason_STOP_REASON_ERROR StopReason = 6
+	// The model went round in circles (the same call or the same result
+	// again and again) and the run was ended.
+	StopReason_STOP_REASON_REPEATING StopReason = 7
+	// The model's replies could not be used (empty, or a tool call written
+	// as text that could not be read), even after it was asked again.
+	StopReason_STOP_REASON_UNUSABLE StopReason = 8
 )
 
 // Enum value maps for StopReason.
@@ -51,6 +57,8 @@ var (
 		4: "STOP_REASON_TOOL_ERRORS",
 		5: "STOP_REASON_BUDGET",
 		6: "STOP_REASON_ERROR",
+		7: "STOP_REASON_REPEATING",
+		8: "STOP_REASON_UNUSABLE",
 	}
 	StopReason_value = map[string]int32{
 		"STOP_REASON_UNSPECIFIED": 0,
@@ -60,6 +68,8 @@ var (
 		"STOP_REASON_TOOL_ERRORS": 4,
 		"STOP_REASON_BUDGET":      5,
 		"STOP_REASON_ERROR":       6,
+		"STOP_REASON_REPEATING":   7,
+		"STOP_REASON_UNUSABLE":    8,
 	}
 )
 
@@ -217,7 +227,7 @@ const file_mother_v1_types_proto_rawDesc = "" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
-	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson*\xbf\x01\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson*\xf4\x01\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -226,7 +236,9 @@ const file_mother_v1_types_proto_rawDesc = "" +
 	"\x15STOP_REASON_MAX_TURNS\x10\x03\x12\x1b\n" +
 	"\x17STOP_REASON_TOOL_ERRORS\x10\x04\x12\x16\n" +
 	"\x12STOP_REASON_BUDGET\x10\x05\x12\x15\n" +
-	"\x11STOP_REASON_ERROR\x10\x06B8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
+	"\x11STOP_REASON_ERROR\x10\x06\x12\x19\n" +
+	"\x15STOP_REASON_REPEATING\x10\a\x12\x18\n" +
+	"\x14STOP_REASON_UNUSABLE\x10\bB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
 
 var (
 	file_mother_v1_types_proto_rawDescOnce sync.Once

@@ -64,6 +64,8 @@ type Request struct {
 	Messages []RequestMessage `json:"messages"`
 	Tools    []json.RawMessage
 	Options  map[string]any `json:"options"`
+	// Think is the request's "think" field as sent (nil: none).
+	Think json.RawMessage `json:"think"`
 	// Received is when the request's body had arrived whole, before the
 	// fake decoded it: what a model server could start from.
 	Received time.Time `json:"-"`
