@@ -92,6 +92,9 @@ type Agent struct {
 	tools  map[string]Tool
 	specs  []model.ToolSpec
 	byName map[string]model.ToolSpec
+	// checks are the schemas a call's arguments are checked against
+	// (labelOptional).
+	checks map[string]json.RawMessage
 }
 
 // New checks cfg and returns an agent.
@@ -127,7 +130,7 @@ func New(cfg Config) (*Agent, error) {
 		clk := cfg.Clock
 		cfg.Sleep = func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clk, d) }
 	}
-	a := &Agent{cfg: cfg, tools: map[string]Tool{}, byName: map[string]model.ToolSpec{}}
+	a := &Agent{cfg: cfg, tools: map[string]Tool{}, byName: map[string]model.ToolSpec{}, checks: map[string]json.RawMessage{}}
 	for _, t := range cfg.Tools {
 		s := t.Spec()
 		if _, dup := a.tools[s.Name]; dup {
@@ -135,6 +138,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.tools[s.Name] = t
 		a.byName[s.Name] = s
+		a.checks[s.Name] = labelOptional(s.Parameters)
 		a.specs = append(a.specs, s)
 	}
 	sort.Slice(a.specs, func(i, j int) bool { return a.specs[i].Name < a.specs[j].Name })
@@ -584,7 +588,7 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 		res = Result{Text: "aborted before the tool ran", IsError: true}
 	} else if t, ok := a.tools[call.Name]; !ok {
 		res = Result{Text: unknownToolProblem(call.Name, a.byName) + "; your tools: " + strings.Join(a.toolNames(), ", "), IsError: true}
-	} else if args, problem := CheckArgs(a.byName[call.Name].Parameters, call.Args); problem != "" {
+	} else if args, problem := CheckArgs(a.checks[call.Name], call.Args); problem != "" {
 		res = Result{Text: fmt.Sprintf("The arguments of this %s call are not right, so it was not run:\n%s\nCall it again with corrected arguments.", call.Name, problem), IsError: true}
 	} else {
 		res = runSafely(ctx, t, args)

@@ -819,10 +819,10 @@ func (c *checker) value(n *schemaNode, v any, path string, optional bool) {
 		return
 	}
 	if !n.typeOK(v) {
-		msg := fmt.Sprintf("field %s must be %s, got %s", quote(path), typePhrase(n.types), describe(v))
-		if v == nil && optional {
-			msg += "; leave the field out if you have no value"
+		if tolerated(n, v, optional) {
+			return
 		}
+		msg := fmt.Sprintf("field %s must be %s, got %s", quote(path), typePhrase(n.types), describe(v))
 		c.add("%s", msg)
 		return
 	}
@@ -861,6 +861,27 @@ func (c *checker) value(n *schemaNode, v any, path string, optional bool) {
 			c.value(n.items, e, fmt.Sprintf("%s[%d]", path, i), false)
 		}
 	}
+}
+
+// tolerated reports whether a value of the wrong type is one the tools
+// take anyway, so refusing it would only cost the model a turn: null in
+// an optional field (read as left out), and a number written as a string
+// ("30") for a number field (the tools read both spellings). The model's
+// own spelling is kept: nothing is rewritten.
+func tolerated(n *schemaNode, v any, optional bool) bool {
+	switch v := v.(type) {
+	case nil:
+		return optional
+	case string:
+		num := json.Number(strings.TrimSpace(v))
+		if _, err := strconv.ParseFloat(string(num), 64); err != nil {
+			return false
+		}
+		probe := *n
+		probe.enum = nil
+		return probe.typeOK(num)
+	}
+	return false
 }
 
 // object checks an object's members against n: required fields, each

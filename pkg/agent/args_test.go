@@ -72,6 +72,10 @@ func TestCheckArgsAccepts(t *testing.T) {
 		fixed              string // "" means: the input, byte for byte
 	}{
 		{"bash", string(ts["bash"]), `{"label":"List","command":"ls -la","timeout":30}`, ""},
+		// Tolerated, as the tools take them: a number written as a
+		// string, and null for an optional field (kept as sent).
+		{"integer as string", string(ts["bash"]), `{"label":"l","command":"ls","timeout":"30"}`, ""},
+		{"null optional", string(ts["read"]), `{"label":"l","path":"a","limit":null}`, ""},
 		{"spacing kept", string(ts["read"]), " {\n  \"label\": \"Read\", \"path\": \"a.go\", \"offset\": 3.0 }\n", ""},
 		{"read integer exponent", string(ts["read"]), `{"label":"l","path":"a","limit":1e2}`, ""},
 		{"write", string(ts["write"]), `{"label":"l","path":"a","content":""}`, ""},
@@ -143,11 +147,11 @@ func TestCheckArgsProblems(t *testing.T) {
 			`the fields are wrapped in "arguments": put them at the top level`}, 1},
 
 		// Types, enums, bounds.
-		{"integer as string", string(ts["bash"]), `{"label":"l","command":"ls","timeout":"30"}`, []string{
-			`field "timeout" must be an integer, got string "30"`}, 1},
+		{"integer as a word", string(ts["bash"]), `{"label":"l","command":"ls","timeout":"soon"}`, []string{
+			`field "timeout" must be an integer, got string "soon"`}, 1},
+		{"fraction as string", string(ts["bash"]), `{"label":"l","command":"ls","timeout":"1.5"}`, []string{
+			`field "timeout" must be an integer, got string "1.5"`}, 1},
 		{"fraction", string(ts["read"]), `{"label":"l","path":"a","offset":1.5}`, []string{`field "offset" must be an integer, got number 1.5`}, 1},
-		{"null optional", string(ts["read"]), `{"label":"l","path":"a","limit":null}`, []string{
-			`field "limit" must be an integer, got null; leave the field out if you have no value`}, 1},
 		{"null required", string(ts["write"]), `{"label":"l","path":"a","content":null}`, []string{`field "content" must be a string, got null`}, 1},
 		{"bool and object", string(ts["write"]), `{"label":true,"path":{"p":1},"content":["x"]}`, []string{
 			`field "label" must be a string, got boolean true`, `field "path" must be a string, got an object`,
@@ -171,7 +175,7 @@ func TestCheckArgsProblems(t *testing.T) {
 			`unknown field "mdoe": did you mean "mode"?`, `unknown field "colour": remove it`}, 2},
 		{"mcp required", mcpSchema, `{"knd":"a"}`, []string{`missing required field "kind"; you sent "knd": rename it to "kind"`,
 			`expected: {"kind": any (required), "when": string, "id": any, "opt": any, "count": integer, "odd": any}`}, 1},
-		{"nullable", mcpSchema, `{"kind":"a","count":"1"}`, []string{`field "count" must be an integer, got string "1"`}, 1},
+		{"nullable", mcpSchema, `{"kind":"a","count":"one"}`, []string{`field "count" must be an integer, got string "one"`}, 1},
 		{"required outside properties", `{"required":["x"]}`, `{}`, []string{"missing required field \"x\"\n", `expected: {"x": any (required)}`}, 1},
 
 		// Not an object.

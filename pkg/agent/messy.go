@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mother-chat/mother/pkg/model"
@@ -240,4 +241,25 @@ func canonicalJSON(args json.RawMessage) string {
 		return string(args)
 	}
 	return string(b)
+}
+
+// labelOptional is a tool's schema with "label" taken out of its required
+// fields: the label is what people see while the tool runs, and the loop
+// shows the tool's name without one, so a call is not refused for it.
+func labelOptional(schema json.RawMessage) json.RawMessage {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(schema, &top) != nil {
+		return schema
+	}
+	var req []string
+	if json.Unmarshal(top["required"], &req) != nil || !slices.Contains(req, "label") {
+		return schema
+	}
+	req = slices.DeleteFunc(req, func(s string) bool { return s == "label" })
+	top["required"], _ = json.Marshal(req)
+	out, err := json.Marshal(top)
+	if err != nil {
+		return schema
+	}
+	return out
 }

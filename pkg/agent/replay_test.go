@@ -129,7 +129,7 @@ func TestMessyRepliesReplayed(t *testing.T) {
 		// Thinking, every way it arrives.
 		{"think closed in content", []string{"think-closed"}, want{stop: agent.StopDone, final: "Paris is the capital of France.", requests: 1, thinking: true}},
 		{"think empty block", []string{"think-empty"}, want{stop: agent.StopDone, final: "The capital of France is Paris.", requests: 1, thinking: true}},
-		{"think orphan close", []string{"think-orphan-close"}, want{stop: agent.StopDone, final: "Hello! How can I help you today?", requests: 1}},
+		{"think orphan close", []string{"think-orphan-close"}, want{stop: agent.StopDone, final: "Hello! How can I help you today?", requests: 1, thinking: true}},
 		{"think in its own field", []string{"think-field"}, want{stop: agent.StopDone, final: "Paris is the capital of France.", requests: 1, thinking: true}},
 		{"think unclosed, then asked again", []string{"think-unclosed", "answer-plain"}, want{stop: agent.StopDone, final: "Done: I started a chick", requests: 2, nudge: "ran out of room", thinking: true}},
 		{"think only, then asked again", []string{"think-only", "answer-plain"}, want{stop: agent.StopDone, final: "Done:", requests: 2, nudge: "was empty", thinking: true}},
@@ -242,34 +242,44 @@ func TestMessyRepliesReplayed(t *testing.T) {
 				t.Errorf("thinking event emitted = %v, want %v", got, w.thinking)
 			}
 
-			// No thinking and no markup reach the answer, the events, the
-			// context, or the model again (after the one reply quoted in a
-			// nudge, which names what was wrong with it).
-			var seen []string
+			// No thinking reaches the answer, the events, the context or
+			// the model again; no markup reaches the answer, the context or
+			// the model again (but for the one reply quoted back with the
+			// note that says what was wrong with it). Deltas are the
+			// model's text as it streams, without its thinking: no channel
+			// shows them, and a call written as text is only known to be
+			// one when the reply is whole.
+			var seen, shown []string
 			seen = append(seen, out.Final)
 			for _, m := range rec.messages() {
 				seen = append(seen, m.Content)
 			}
 			for _, ev := range rec.all() {
-				seen = append(seen, ev.Text)
+				if ev.Type == agent.EventMessageDelta {
+					shown = append(shown, ev.Text)
+				} else {
+					seen = append(seen, ev.Text)
+				}
 			}
-			for i, r := range reqs {
+			for _, r := range reqs {
 				for j, m := range r.Messages {
-					if w.nudge != "" && m.Role == "assistant" && j == len(r.Messages)-2 && i > 0 {
-						continue // the unusable reply, quoted back with its note
+					if strings.HasPrefix(m.Content, "[note]") || j+1 < len(r.Messages) && strings.HasPrefix(r.Messages[j+1].Content, "[note]") {
+						continue
 					}
 					seen = append(seen, m.Content)
+				}
+			}
+			for _, s := range append(seen, shown...) {
+				for _, th := range thoughts {
+					if probe := firstWords(th, 6); probe != "" && strings.Contains(s, probe) {
+						t.Errorf("the model's thinking %q came out in %q", probe, s)
+					}
 				}
 			}
 			for _, s := range seen {
 				for _, bad := range markup {
 					if strings.Contains(s, bad) {
 						t.Errorf("%q came out in %q", bad, s)
-					}
-				}
-				for _, th := range thoughts {
-					if probe := firstWords(th, 6); probe != "" && strings.Contains(s, probe) {
-						t.Errorf("the model's thinking %q came out in %q", probe, s)
 					}
 				}
 			}
@@ -314,4 +324,63 @@ func (r *recorder) all() []agent.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.events)
+}
+
+// TestBrokenArgumentsGetAnError: structured calls with broken arguments
+// are not run; the model gets a result saying exactly what to fix (a
+// missing required field with its type, a wrong type, an enum, an unknown
+// tool with the nearest name), and the run goes on. A missing label is
+// not a reason to refuse a call.
+func TestBrokenArgumentsGetAnError(t *testing.T) {
+	fake := ollamatest.New(
+		ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"label": "x"}}}},
+		ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{"goal": "g", "skills": "global"}}}},
+		ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chik", Args: map[string]any{"goal": "g"}}}},
+		ollamatest.Turn{Calls: []ollamatest.Call{{Name: "read", Args: map[string]any{"path": 42}}}},
+		ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"command": "ls", "timeout": "30"}}}},
+		ollamatest.Turn{Text: "All done."},
+	)
+	defer fake.Close()
+	p, _ := ollama.New(fake.URL, nil)
+	tools := messyTools()
+	var list []agent.Tool
+	for _, tl := range tools {
+		list = append(list, tl)
+	}
+	rec := &recorder{}
+	a, err := agent.New(agent.Config{Provider: p, Model: "m", Tools: list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := a.Run(t.Context(), agent.Input{History: userMsg("go"), Emit: rec.emit, OnMessage: rec.onMessage})
+	if out.StopReason != agent.StopDone || out.Final != "All done." {
+		t.Fatalf("stop %s (%v): %q", out.StopReason, out.Err, out.Final)
+	}
+	var results []model.Message
+	for _, m := range rec.messages() {
+		if m.Role == model.RoleTool {
+			results = append(results, m)
+		}
+	}
+	wants := []string{
+		`missing required field "goal" (string: the complete goal for the chick)`,
+		`field "skills" must be one of "channel", "workspace", got string "global"`,
+		`there is no tool "spawn_chik" (did you mean "spawn_chick"?)`,
+		`field "path" must be a string, got number 42`,
+		"total 0",
+	}
+	if len(results) != len(wants) {
+		t.Fatalf("results %+v", results)
+	}
+	for i, w := range wants {
+		if !strings.Contains(results[i].Content, w) || results[i].IsError != (i < 4) {
+			t.Errorf("result %d = %q (error %v), want %q", i, results[i].Content, results[i].IsError, w)
+		}
+	}
+	if n := len(tools["spawn_chick"].called()) + len(tools["read"].called()); n != 0 {
+		t.Errorf("%d calls with broken arguments were run", n)
+	}
+	if got := tools["bash"].called(); len(got) != 1 || string(got[0]) != `{"command":"ls","timeout":"30"}` {
+		t.Errorf("bash ran with %s, want the model's own arguments", got)
+	}
 }

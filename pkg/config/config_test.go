@@ -48,6 +48,10 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"api url", `{"adapters": {"d": {"type": "discord", "botToken": "x", "apiURL": "ftp://x"}}}`, []string{"adapters.d.apiURL: must be an http(s) URL"}},
 		{"model provider", `{"model": {"provider": "openai"}}`, []string{"model.provider: unknown provider \"openai\""}},
 		{"negative parallel", `{"model": {"maxParallel": -1}}`, []string{"model.maxParallel: must be positive"}},
+		{"think word", `{"model": {"think": "yes"}, "chicks": {"tiers": {"local": {"model": "m", "think": "maybe"}}}}`, []string{
+			`model.think: "yes" is not a think setting: use "auto", "on" or "off"`, `chicks.tiers.local.think: "maybe" is not a think setting`}},
+		{"think on for anthropic", `{"providers": {"anthropic": {"apiKey": "k"}}, "chicks": {"tiers": {"hard": {"provider": "anthropic", "model": "claude", "think": "on"}}}}`, []string{
+			`chicks.tiers.hard.think: "on" is for models served by Ollama`}},
 		{"anthropic without key", `{"model": {"provider": "anthropic", "id": "claude"}}`, []string{"providers.anthropic.apiKey: missing, needed by model.provider"}},
 		{"ollama url", `{"providers": {"ollama": {"url": "localhost:11434"}}}`, []string{"providers.ollama.url: must be an http(s) URL"}},
 		{"duration", `{"chicks": {"timeout": "soon"}}`, []string{`chicks.timeout: must be a duration such as "90s" or "30m", not "soon"`}},
