@@ -195,8 +195,9 @@ func (g *loopGuard) result(c model.ToolCall, res Result) string {
 	if !g.sameResult {
 		was = "its result this time is above"
 	}
-	return fmt.Sprintf("\n\n[note] You already called %s with these same arguments %d times in a row; %s: %q. "+
-		"Do not call it again: answer with what you have, or do something else.", c.Name, g.n, was, clip(strings.TrimSpace(res.Text), 200))
+	times := map[int]string{2: "twice", 3: "three times"}[g.n]
+	return fmt.Sprintf("\n\n[note] You have now called %s with these same arguments %s in a row; %s: %q. "+
+		"Do not call it again: answer with what you have, or do something else.", c.Name, times, was, clip(strings.TrimSpace(res.Text), 200))
 }
 
 // describe is a call for people: the tool and its label or arguments.

@@ -74,13 +74,13 @@ func TestFindTextCalls(t *testing.T) {
 
 func TestRepairArgs(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"goal":"g"}`:            `{"goal":"g"}`,
-		`"{\"goal\": \"g\"}"`:     `{"goal": "g"}`,
-		`"\"{\\\"a\\\": 1}\""`:    `{"a": 1}`,
-		`"just a string"`:         `"just a string"`,
-		`"{not json"`:             `"{not json"`,
-		`[1]`:                     `[1]`,
-		`"[1,2]"`:                 `"[1,2]"`,
+		`{"goal":"g"}`:             `{"goal":"g"}`,
+		`"{\"goal\": \"g\"}"`:      `{"goal": "g"}`,
+		`"\"{\\\"a\\\": 1}\""`:     `{"a": 1}`,
+		`"just a string"`:          `"just a string"`,
+		`"{not json"`:              `"{not json"`,
+		`[1]`:                      `[1]`,
+		`"[1,2]"`:                  `"[1,2]"`,
 		"  \"{\\\"a\\\":true}\"  ": `{"a":true}`,
 	} {
 		if got := string(repairArgs(json.RawMessage(in))); got != want {
