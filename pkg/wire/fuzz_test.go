@@ -100,10 +100,11 @@ func normEvent(ev agent.Event) agent.Event {
 var (
 	agentEventTypes = []agent.EventType{
 		agent.EventMessageStart, agent.EventMessageDelta, agent.EventMessageEnd, agent.EventToolStart, agent.EventToolEnd,
-		agent.EventCompactionStart, agent.EventCompactionEnd, agent.EventRunEnd, agent.EventRetry,
+		agent.EventCompactionStart, agent.EventCompactionEnd, agent.EventRunEnd, agent.EventRetry, agent.EventThinking,
 	}
 	agentStopReasons = []agent.StopReason{
 		agent.StopDone, agent.StopAborted, agent.StopMaxTurns, agent.StopToolErrors, agent.StopBudget, agent.StopError,
+		agent.StopRepeating, agent.StopUnusable,
 	}
 )
 
@@ -117,6 +118,8 @@ func FuzzEventRoundTrip(f *testing.F) {
 	f.Add(uint8(8), "retrying", "", "", "", "", "", false, int64(2*time.Second), int64(1_800_000_000), int64(0), int64(0), uint8(0), "503 from upstream", int32(3))
 	f.Add(uint8(7), "", "", "", "", "", "", false, int64(0), int64(1_800_000_000), int64(5), int64(6), uint8(2), "gave up", int32(0))
 	f.Add(uint8(6), "summary", "", "", "", "", "3 kept", true, int64(-1), int64(1), int64(0), int64(0), uint8(0), "compaction failed", int32(0))
+	f.Add(uint8(9), "thoughts never travel", "", "", "", "", "", false, int64(0), int64(1_800_000_000), int64(0), int64(0), uint8(0), "", int32(0))
+	f.Add(uint8(7), "", "", "", "", "", "", false, int64(0), int64(1_800_000_000), int64(5), int64(6), uint8(6), "the same list_events call four times in a row", int32(0))
 	f.Fuzz(func(t *testing.T, typ uint8, text, callID, tool, label, args, result string, isErr bool, dur, unix, in, out int64, stop uint8, errText string, attempt int32) {
 		ev := agent.Event{Type: agentEventTypes[int(typ)%len(agentEventTypes)]}
 		if unix > 0 {

@@ -303,3 +303,34 @@ func TestQuietHidesDetails(t *testing.T) {
 		}
 	})
 }
+
+// TestThinkingIsAStateOnly: a thinking model shows "Thinking…" in the
+// working message, never what it thinks; a running tool's line wins, and
+// the answer replaces both.
+func TestThinkingIsAStateOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		v := New(t.Context(), rec, discordOpts())
+		v.Event(t.Context(), agent.Event{Type: agent.EventMessageStart})
+		v.Event(t.Context(), agent.Event{Type: agent.EventThinking})
+		v.Event(t.Context(), agent.Event{Type: agent.EventMessageDelta, Text: "the secret plan"})
+		time.Sleep(2 * time.Second) // past the grace: the working message is posted
+		v.Event(t.Context(), agent.Event{Type: agent.EventToolStart, ToolCallID: "a", ToolName: "bash", Label: "listing"})
+		v.Event(t.Context(), agent.Event{Type: agent.EventThinking}) // a thought while the tool runs
+		time.Sleep(2 * time.Second)
+		if _, err := v.Finish(t.Context(), "Done."); err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for _, c := range rec.ops() {
+			texts = append(texts, c.text)
+			if strings.Contains(c.text, "secret plan") {
+				t.Errorf("a delta was shown: %+v", c)
+			}
+		}
+		joined := strings.Join(texts, "|")
+		if joined != "*Thinking…*|→ listing|Done." {
+			t.Errorf("messages %q: want Thinking…, then the tool, then the answer", texts)
+		}
+	})
+}
