@@ -66,6 +66,8 @@ type Chicks struct {
 
 // Tier is one model a chick can use.
 type Tier struct {
+	// Provider is "ollama", "anthropic" or "openai:<name>" (an endpoint
+	// of providers.openai; "openai" when there is one).
 	Provider string `json:"provider"`
 	Model    string `json:"model"`
 	// Description tells Mother's model when to pick this tier.
@@ -85,6 +87,9 @@ type Tier struct {
 	// model is to think), "on" or "off". Thinking tokens count in the
 	// budgets like any other output.
 	Think string `json:"think"`
+	// Fallbacks answer in turn when the tier's provider is down,
+	// overloaded or silent; the budgets count them the same.
+	Fallbacks []Fallback `json:"fallbacks"`
 }
 
 // TierEgress is a tier's addition to chicks.egress.

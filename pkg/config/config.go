@@ -64,12 +64,66 @@ type Model struct {
 	// message needs no long thought, and a small model's thinking is most
 	// of its time). docs/agent.md says more.
 	Think string `json:"think"`
+	// Fallbacks answer in turn when the provider is down, overloaded or
+	// silent (see Providers.Cooldown).
+	Fallbacks []Fallback `json:"fallbacks"`
 }
 
 // Providers holds provider endpoints and keys.
 type Providers struct {
 	Ollama    Ollama    `json:"ollama"`
 	Anthropic Anthropic `json:"anthropic"`
+	// OpenAI are OpenAI-compatible chat-completions endpoints by name
+	// (vLLM, llama.cpp's llama-server, LM Studio, SGLang, OpenRouter,
+	// OpenAI). A model or tier names one as "openai:<name>", or as
+	// "openai" when there is only one.
+	OpenAI map[string]OpenAI `json:"openai"`
+	// Cooldown is how long a provider that failed FailuresBeforeCooldown
+	// calls in a row is skipped for its fallbacks (default 1m).
+	Cooldown Duration `json:"cooldown"`
+	// FailuresBeforeCooldown (default 2).
+	FailuresBeforeCooldown int `json:"failuresBeforeCooldown"`
+	// FirstTokenTimeout is how long a call that has a fallback waits for
+	// its first token before it goes to the fallback (default 2m: a model
+	// being loaded onto the card takes a while).
+	FirstTokenTimeout Duration `json:"firstTokenTimeout"`
+}
+
+// OpenAI is one OpenAI-compatible endpoint.
+type OpenAI struct {
+	// BaseURL is the API base, with its /v1 ("http://gpu:8000/v1").
+	BaseURL string `json:"baseURL"`
+	// APIKey is the bearer key, if the server wants one.
+	APIKey Secret `json:"apiKey"`
+	// APIKeyEnv names an environment variable holding the key (read
+	// when apiKey is empty), so the key can stay in the service's
+	// environment file.
+	APIKeyEnv string `json:"apiKeyEnv"`
+	// Headers are sent with every request (OpenRouter's HTTP-Referer and
+	// X-Title).
+	Headers map[string]string `json:"headers"`
+	// ContextWindow is the window for models the server does not report
+	// and Models does not set (0: ask /v1/models, else 32768).
+	ContextWindow int `json:"contextWindow"`
+	// Models holds per-model settings.
+	Models map[string]OpenAIModel `json:"models"`
+}
+
+// OpenAIModel is one model's settings on an OpenAI-compatible endpoint.
+type OpenAIModel struct {
+	// ContextWindow in tokens (0: what the server reports).
+	ContextWindow int `json:"contextWindow"`
+	// Options are extra fields of every request for this model
+	// ("temperature", "top_p", vLLM's "chat_template_kwargs"...).
+	Options map[string]any `json:"options"`
+}
+
+// Fallback is a model that answers when the one before it cannot.
+type Fallback struct {
+	// Provider is "ollama", "anthropic" or "openai:<name>".
+	Provider string `json:"provider"`
+	// Model is the provider's model id.
+	Model string `json:"model"`
 }
 
 // Ollama is an Ollama server.

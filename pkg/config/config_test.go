@@ -46,7 +46,14 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"dm number", `{"adapters": {"d": {"type": "discord", "botToken": "x", "dm": 3}}}`, []string{"adapters.d.dm: must be"}},
 		{"dm empty id", `{"adapters": {"d": {"type": "discord", "botToken": "x", "dm": [""]}}}`, []string{"adapters.d.dm[0]: empty user id"}},
 		{"api url", `{"adapters": {"d": {"type": "discord", "botToken": "x", "apiURL": "ftp://x"}}}`, []string{"adapters.d.apiURL: must be an http(s) URL"}},
-		{"model provider", `{"model": {"provider": "openai"}}`, []string{"model.provider: unknown provider \"openai\""}},
+		{"model provider", `{"model": {"provider": "gemini"}}`, []string{"model.provider: unknown provider \"gemini\""}},
+		{"openai without an endpoint", `{"model": {"provider": "openai"}}`, []string{`model.provider: "openai": providers.openai has no endpoint`}},
+		{"openai endpoint unknown", `{"providers": {"openai": {"vllm": {"baseURL": "http://127.0.0.1:8000/v1"}}}, "model": {"provider": "openai:llama"}}`, []string{
+			`model.provider: "openai:llama": providers.openai has no endpoint "llama" (it has openai:vllm)`}},
+		{"openai ambiguous", `{"providers": {"openai": {"a": {"baseURL": "http://127.0.0.1:1/v1"}, "b": {"baseURL": "http://127.0.0.1:2/v1"}}}, "model": {"provider": "openai"}}`, []string{
+			`model.provider: "openai": providers.openai has 2 endpoints; name one as "openai:<name>" (openai:a, openai:b)`}},
+		{"openai bad url and fallback", `{"providers": {"openai": {"v": {"baseURL": "gpu:8000"}}}, "model": {"fallbacks": [{"provider": "openai:v"}, {"provider": "nope", "model": "m"}]}}`, []string{
+			`providers.openai.v.baseURL: must be an http(s) URL`, `model.fallbacks[0].model: missing`, `model.fallbacks[1].provider: unknown provider "nope"`}},
 		{"negative parallel", `{"model": {"maxParallel": -1}}`, []string{"model.maxParallel: must be positive"}},
 		{"think word", `{"model": {"think": "yes"}, "chicks": {"tiers": {"local": {"model": "m", "think": "maybe"}}}}`, []string{
 			`model.think: "yes" is not a think setting: use "auto", "on" or "off"`, `chicks.tiers.local.think: "maybe" is not a think setting`}},

@@ -73,6 +73,12 @@ const (
 	// (chicks.tiers.<name>.maxOutputTokens); Anthropic's provider uses the
 	// same when a request sets no limit.
 	DefaultTierMaxOutputTokens = 8192
+	// DefaultProviderCooldown is providers.cooldown.
+	DefaultProviderCooldown = time.Minute
+	// DefaultFailuresBeforeCooldown is providers.failuresBeforeCooldown.
+	DefaultFailuresBeforeCooldown = 2
+	// DefaultFirstTokenTimeout is providers.firstTokenTimeout.
+	DefaultFirstTokenTimeout = 2 * time.Minute
 	// DefaultModelThink is model.think: Mother's routing turns do not
 	// think.
 	DefaultModelThink = "off"
@@ -120,6 +126,12 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 	if v := getenv("ANTHROPIC_API_KEY"); v != "" && c.Providers.Anthropic.APIKey == "" {
 		c.Providers.Anthropic.APIKey = Secret(v)
+	}
+	for name, o := range c.Providers.OpenAI {
+		if o.APIKey == "" && o.APIKeyEnv != "" {
+			o.APIKey = Secret(getenv(o.APIKeyEnv))
+			c.Providers.OpenAI[name] = o
+		}
 	}
 	if v := getenv("MOTHER_METRICS_TOKEN"); v != "" && c.Metrics.Token == "" {
 		c.Metrics.Token = Secret(v)
@@ -186,6 +198,15 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if c.Model.MaxParallel == 0 {
 		c.Model.MaxParallel = DefaultModelParallel
+	}
+	if c.Providers.Cooldown.Duration == 0 {
+		c.Providers.Cooldown = Dur(DefaultProviderCooldown)
+	}
+	if c.Providers.FailuresBeforeCooldown == 0 {
+		c.Providers.FailuresBeforeCooldown = DefaultFailuresBeforeCooldown
+	}
+	if c.Providers.FirstTokenTimeout.Duration == 0 {
+		c.Providers.FirstTokenTimeout = Dur(DefaultFirstTokenTimeout)
 	}
 	if c.Providers.Ollama.URL == "" {
 		c.Providers.Ollama.URL = DefaultOllamaURL

@@ -39,17 +39,33 @@ func (c *Config) Validate() error {
 	return p.es
 }
 
-// checkProvider reports an unknown provider, or Anthropic without a key,
-// for the field that names provider.
+// checkProvider reports an unknown provider, Anthropic without a key, or
+// an OpenAI-compatible endpoint that is not configured, for the field
+// that names provider.
 func (c *Config) checkProvider(p *problems, field, provider string) {
-	switch provider {
-	case "ollama":
-	case "anthropic":
+	switch {
+	case provider == "ollama":
+	case provider == "anthropic":
 		if c.Providers.Anthropic.APIKey == "" {
 			p.bad("providers.anthropic.apiKey", "missing, needed by %s (or set ANTHROPIC_API_KEY)", field)
 		}
+	case provider == "openai" || strings.HasPrefix(provider, "openai:"):
+		if _, err := c.Providers.OpenAIEndpoint(provider); err != nil {
+			p.bad(field, "%v", err)
+		}
 	default:
-		p.bad(field, "unknown provider %q (\"ollama\" or \"anthropic\")", provider)
+		p.bad(field, "unknown provider %q (\"ollama\", \"anthropic\" or \"openai:<name>\" of providers.openai)", provider)
+	}
+}
+
+// checkFallbacks checks a list of fallbacks.
+func (c *Config) checkFallbacks(p *problems, field string, fbs []Fallback) {
+	for i, fb := range fbs {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		c.checkProvider(p, f+".provider", fb.Provider)
+		if fb.Model == "" {
+			p.bad(f+".model", "missing")
+		}
 	}
 }
 
@@ -70,6 +86,7 @@ func checkThink(p *problems, field, value, provider string) {
 func (c *Config) validateModel(p *problems) {
 	c.checkProvider(p, "model.provider", c.Model.Provider)
 	checkThink(p, "model.think", c.Model.Think, c.Model.Provider)
+	c.checkFallbacks(p, "model.fallbacks", c.Model.Fallbacks)
 	if c.Model.MaxParallel < 0 {
 		p.bad("model.maxParallel", "must be positive")
 	}
@@ -81,6 +98,33 @@ func (c *Config) validateProviders(p *problems) {
 	}
 	if u, err := url.Parse(c.Providers.Anthropic.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		p.bad("providers.anthropic.baseURL", "must be an http(s) URL, got %q", c.Providers.Anthropic.BaseURL)
+	}
+	for _, name := range sortedKeys(c.Providers.OpenAI) {
+		o := c.Providers.OpenAI[name]
+		f := "providers.openai." + name
+		if err := validName(name); err != "" {
+			p.bad(f, "endpoint name %s", err)
+		}
+		if u, err := url.Parse(strings.TrimSpace(o.BaseURL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.bad(f+".baseURL", "must be an http(s) URL such as http://127.0.0.1:8000/v1, got %q", o.BaseURL)
+		}
+		if o.ContextWindow < 0 {
+			p.bad(f+".contextWindow", "must be positive")
+		}
+		for _, m := range sortedKeys(o.Models) {
+			if o.Models[m].ContextWindow < 0 {
+				p.bad(f+".models."+m+".contextWindow", "must be positive")
+			}
+		}
+	}
+	if c.Providers.Cooldown.Duration < 0 {
+		p.bad("providers.cooldown", "must be positive")
+	}
+	if c.Providers.FailuresBeforeCooldown < 0 {
+		p.bad("providers.failuresBeforeCooldown", "must be positive")
+	}
+	if c.Providers.FirstTokenTimeout.Duration < 0 {
+		p.bad("providers.firstTokenTimeout", "must be positive")
 	}
 }
 
@@ -109,6 +153,7 @@ func (c *Config) validateChicks(p *problems) {
 		}
 		c.checkProvider(p, f+".provider", t.Provider)
 		checkThink(p, f+".think", t.Think, t.Provider)
+		c.checkFallbacks(p, f+".fallbacks", t.Fallbacks)
 	}
 	if _, ok := ch.Tiers[ch.DefaultTier]; !ok {
 		p.bad("chicks.defaultTier", "%q is not in chicks.tiers (%s)", ch.DefaultTier, strings.Join(tierNames, ", "))
