@@ -185,7 +185,9 @@ into NEW, placing its channels under the adapter NAME. OLD is never modified.
 The old models files (pi's models.json format) are merged into NEW/config.json
 where they map: --models FILE (repeatable), else $MOTHER_MODELS_JSON (or
 ~/.pi/mother/models.json) and ~/.pi/agent/models.json where they exist.
---no-models reads none.`)
+--no-models reads none. The old Mother's own model (her settings.json, else
+MOTHER_MODEL_PROVIDER and MOTHER_MODEL_ID) becomes Mother's model when it is
+one of them.`)
 		return exitUsage
 	}
 	var adapter string
@@ -227,7 +229,7 @@ where they map: --models FILE (repeatable), else $MOTHER_MODELS_JSON (or
 	if !noModels && len(models) == 0 {
 		models = defaultModelsFiles(os.Getenv)
 	}
-	rep, err := migrate.Run(migrate.Options{OldDir: pos[0], NewDir: pos[1], Adapter: adapter, ModelsFiles: models})
+	rep, err := migrate.Run(migrate.Options{OldDir: pos[0], NewDir: pos[1], Adapter: adapter, ModelsFiles: models, Getenv: os.Getenv})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother migrate: %v\n", err)
 		return exitFailure

@@ -121,6 +121,10 @@ type Options struct {
 	// ModelsFiles are old models files (pi's models.json format) whose
 	// providers and models are merged into NEW/config.json.
 	ModelsFiles []string
+	// Getenv is the environment the old Mother ran in, for her own model
+	// (MOTHER_MODEL_PROVIDER, MOTHER_MODEL_ID) when her settings.json does
+	// not name it; nil: none.
+	Getenv func(string) string
 }
 
 // workspaceFiles are copied from the old workspace root when present.
@@ -186,7 +190,11 @@ func Run(opts Options) (*Report, error) {
 	rep.Problems = append(rep.Problems, problems...)
 
 	if len(opts.ModelsFiles) > 0 {
-		mr, err := migrateModels(opts.ModelsFiles, newAbs)
+		own, problem := readOldModel(src, opts.Getenv)
+		if problem != "" {
+			rep.Problems = append(rep.Problems, problem)
+		}
+		mr, err := migrateModels(opts.ModelsFiles, newAbs, own)
 		if err != nil {
 			rep.Problems = append(rep.Problems, "models: "+err.Error())
 		} else {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,15 +24,21 @@ import (
 // ~/.pi/agent/models.json):
 //
 //	{"providers": {"<name>": {"baseUrl", "apiKey", "api", "headers",
-//	    "models": [{"id", "name", "api", "cost": {"input", "output"}, ...}]}}}
+//	    "models": [{"id", "name", "api", "reasoning", "input",
+//	        "contextWindow", "maxTokens", "cost": {"input", "output"}}]}}}
 //
-// Mother speaks two APIs: Ollama's and Anthropic's. A provider maps when
-// its api is "anthropic-messages", or "openai-completions" at an Ollama
-// server (its name says ollama or its URL's port is 11434; Mother uses
-// Ollama's native API at the same server). Its URL goes to
-// providers.ollama.url or providers.anthropic.baseURL, an Anthropic key to
-// providers.anthropic.apiKey, and each of its models becomes a tier of
-// chicks.tiers. Everything else is listed with the reason it could not map.
+// Mother speaks Ollama's API, Anthropic's, and OpenAI's Chat Completions at
+// the endpoints of providers.openai. A provider maps when its api is
+// "anthropic-messages"; "openai-completions" at an Ollama server (its name
+// says ollama or its URL's port is 11434; Mother uses Ollama's native API at
+// the same server); any other "openai-completions" (an endpoint of
+// providers.openai named after the provider); or "openai-responses" at
+// OpenAI's own API, which serves Chat Completions too. Its URL goes to
+// providers.ollama.url, providers.anthropic.baseURL or the endpoint's
+// baseURL, its key to providers.anthropic.apiKey or the endpoint's apiKey or
+// apiKeyEnv, and each of its models becomes a tier of chicks.tiers. The old
+// Mother's own model, when it is one of them, becomes model.provider and
+// model.id. Everything else is listed with the reason it could not map.
 
 // oldProvider is one provider of models.json.
 type oldProvider struct {
@@ -38,23 +46,40 @@ type oldProvider struct {
 	APIKey         string                     `json:"apiKey"`
 	API            string                     `json:"api"`
 	Headers        map[string]string          `json:"headers"`
+	Compat         json.RawMessage            `json:"compat"`
 	Models         []json.RawMessage          `json:"models"`
 	ModelOverrides map[string]json.RawMessage `json:"modelOverrides"`
 }
 
-// oldModelDef is one model of a provider.
+// oldModelDef is one model of a provider. pi's cost is in US dollars per
+// million tokens, as Mother's tier price.
 type oldModelDef struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	API  string `json:"api"`
-	Cost *struct {
+	ID            string          `json:"id"`
+	Name          string          `json:"name"`
+	API           string          `json:"api"`
+	Reasoning     bool            `json:"reasoning"`
+	Input         []string        `json:"input"`
+	ContextWindow float64         `json:"contextWindow"`
+	MaxTokens     float64         `json:"maxTokens"`
+	Compat        json.RawMessage `json:"compat"`
+	Cost          *struct {
 		Input  float64 `json:"input"`
 		Output float64 `json:"output"`
 	} `json:"cost"`
 }
 
-// envName is how pi's apiKey names an environment variable.
+// envName is how pi's apiKey (or a header's value) names an environment
+// variable: pi uses the variable's value when a variable of that name is
+// set, and upper-case names such as OPENROUTER_API_KEY are meant so.
 var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// builtinOpenAI are pi's built-in OpenAI-compatible providers, to which a
+// models.json may add models without giving a baseUrl, api or apiKey:
+// where they are, the API pi uses, and the variable pi reads the key from.
+var builtinOpenAI = map[string]struct{ baseURL, api, keyEnv string }{
+	"openai":     {"https://api.openai.com/v1", "openai-responses", "OPENAI_API_KEY"},
+	"openrouter": {"https://openrouter.ai/api/v1", "openai-completions", "OPENROUTER_API_KEY"},
+}
 
 // modelsPlan is what the models files map to, before it is merged into
 // config.json.
@@ -64,8 +89,16 @@ type modelsPlan struct {
 	anthropicKey                string // a literal key
 	anthropicKeyFrom            string
 	anthropicEnvKey             bool // apiKey is ANTHROPIC_API_KEY, which Mother reads too
+	endpoints                   []*plannedEndpoint
 	tiers                       []plannedTier
-	mapped, unmapped            []string
+	// models are the old models that have a tier (new or already in
+	// config.json), to find the old Mother's own model among them.
+	models []mappedModel
+	// own is the old Mother's own model (zero: not known); ownProvider and
+	// ownTier what it maps to, when this plan sets them.
+	own                  OldModel
+	ownProvider, ownTier string
+	mapped, unmapped     []string
 }
 
 type plannedTier struct {
@@ -73,6 +106,46 @@ type plannedTier struct {
 	tier       map[string]any
 	provider   string
 	model      string
+}
+
+// mappedModel is an old model and the tier it has.
+type mappedModel struct {
+	oldProvider, id string
+	provider, tier  string
+}
+
+// openAISpec is the endpoint of providers.openai an old OpenAI-compatible
+// provider makes.
+type openAISpec struct {
+	baseURL   string
+	note      string // how baseURL was made of the old baseUrl, if it was changed
+	apiKey    string // a literal key
+	apiKeyEnv string
+	headers   map[string]string
+	// What could not be carried: a shell command for the key, and the
+	// headers whose value names a variable or a command.
+	keyCommand    bool
+	headersNotSet []string
+}
+
+// plannedEndpoint is an endpoint of providers.openai the plan adds, or one
+// config.json already has that serves an old provider (existing; then
+// only the context windows of its new models are added).
+type plannedEndpoint struct {
+	name     string
+	spec     openAISpec
+	existing bool
+	windows  map[string]int // model id: context window, to add
+}
+
+// OldModel is the old Mother's own model: the provider (a name of
+// models.json, or one of pi's built-in providers) and model id.
+type OldModel struct {
+	Provider, ID string
+	// From says where they were read; ProviderFromEnv is set when the
+	// provider came from MOTHER_MODEL_PROVIDER.
+	From            string
+	ProviderFromEnv bool
 }
 
 // ModelsReport says what the models files mapped to.
@@ -89,15 +162,15 @@ type ModelsReport struct {
 }
 
 // migrateModels reads the models files and merges what maps into
-// newDir/config.json.
-func migrateModels(files []string, newDir string) (*ModelsReport, error) {
+// newDir/config.json; own is the old Mother's own model, if known.
+func migrateModels(files []string, newDir string, own OldModel) (*ModelsReport, error) {
 	rep := &ModelsReport{}
 	cfgPath := filepath.Join(newDir, config.File)
 	root, existed, err := readConfigMap(cfgPath)
 	if err != nil {
 		return nil, err
 	}
-	plan := &modelsPlan{}
+	plan := &modelsPlan{own: own}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -107,6 +180,7 @@ func migrateModels(files []string, newDir string) (*ModelsReport, error) {
 		rep.Files = append(rep.Files, f)
 		plan.readFile(f, b, root)
 	}
+	plan.ownModel(root)
 	rep.Mapped, rep.NotMapped = plan.mapped, append(rep.NotMapped, plan.unmapped...)
 	changed := plan.apply(root, rep)
 	if !changed {
@@ -133,6 +207,39 @@ func migrateModels(files []string, newDir string) (*ModelsReport, error) {
 	}
 	rep.Config = cfgPath
 	return rep, nil
+}
+
+// readOldModel reads the old Mother's own model as she did: defaultProvider
+// and defaultModel of the old workspace's settings.json, else
+// MOTHER_MODEL_PROVIDER and MOTHER_MODEL_ID of the environment (getenv;
+// nil: none). problem is set when settings.json could not be read.
+func readOldModel(workspace string, getenv func(string) string) (o OldModel, problem string) {
+	var from []string
+	path := filepath.Join(workspace, "settings.json")
+	if b, err := os.ReadFile(path); err == nil {
+		var s struct {
+			DefaultProvider string `json:"defaultProvider"`
+			DefaultModel    string `json:"defaultModel"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			problem = fmt.Sprintf("settings.json: not the old Mother's settings (%v); her model was not read from it", err)
+		} else if s.DefaultProvider != "" || s.DefaultModel != "" {
+			o.Provider, o.ID = s.DefaultProvider, s.DefaultModel
+			from = append(from, path)
+		}
+	}
+	if getenv != nil {
+		if v := getenv("MOTHER_MODEL_PROVIDER"); o.Provider == "" && v != "" {
+			o.Provider, o.ProviderFromEnv = v, true
+			from = append(from, "MOTHER_MODEL_PROVIDER")
+		}
+		if v := getenv("MOTHER_MODEL_ID"); o.ID == "" && v != "" {
+			o.ID = v
+			from = append(from, "MOTHER_MODEL_ID")
+		}
+	}
+	o.From = strings.Join(from, " and ")
+	return o, problem
 }
 
 // readConfigMap reads config.json as a generic object (numbers kept as
@@ -213,12 +320,17 @@ func kind(name, api, baseURL string) (string, string) {
 		return "anthropic", ""
 	case (api == "openai-completions" || api == "") && isOllama(name, baseURL):
 		return "ollama", ""
+	case api == "openai-completions":
+		return "openai", ""
+	case api == "openai-responses" && isOpenAIAPI(baseURL):
+		// OpenAI's own API serves Chat Completions too.
+		return "openai", ""
 	case api == "":
 		return "", "no \"api\", and not a provider Mother knows"
-	case strings.HasPrefix(api, "openai"), strings.HasPrefix(api, "azure-openai"):
-		return "", fmt.Sprintf("api %q at %s is OpenAI's (not an Ollama server); Mother speaks Ollama's and Anthropic's APIs only", api, orNone(baseURL))
+	case api == "openai-responses":
+		return "", fmt.Sprintf("api %q at %s is OpenAI's Responses API; Mother speaks Chat Completions to OpenAI-compatible servers, and of the Responses servers only OpenAI's own is known to serve that too (if this one does, add it to providers.openai by hand)", api, orNone(baseURL))
 	default:
-		return "", fmt.Sprintf("api %q is not one Mother speaks (Ollama's and Anthropic's only)", api)
+		return "", fmt.Sprintf("api %q is not one Mother speaks (Ollama's, Anthropic's and OpenAI's Chat Completions only)", api)
 	}
 }
 
@@ -226,7 +338,7 @@ func orNone(s string) string {
 	if s == "" {
 		return "(no baseUrl)"
 	}
-	return s
+	return redactURL(s)
 }
 
 func isOllama(name, baseURL string) bool {
@@ -237,16 +349,63 @@ func isOllama(name, baseURL string) bool {
 	return err == nil && u.Port() == "11434"
 }
 
+// isOpenAIAPI reports whether baseURL is OpenAI's own API.
+func isOpenAIAPI(baseURL string) bool {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	return err == nil && strings.EqualFold(u.Hostname(), "api.openai.com")
+}
+
+// redactURL hides the password of a URL written with one, for the report.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
+}
+
 // normURL checks an http(s) URL and drops a trailing "/" and "/v1" (the
 // OpenAI-compatible path; Mother's clients add their own).
 func normURL(s string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(s))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("baseUrl %q is not an http(s) URL", s)
+		return "", fmt.Errorf("baseUrl %q is not an http(s) URL", redactURL(s))
 	}
 	out := strings.TrimRight(u.String(), "/")
 	out = strings.TrimSuffix(out, "/v1")
 	return strings.TrimRight(out, "/"), nil
+}
+
+// openAIURL makes an endpoint's baseURL of an old baseUrl. Mother adds
+// "/chat/completions" to it, as pi's client did, so a path is kept as
+// given, but for a server's root: the servers pi's users ran (vLLM,
+// llama.cpp's llama-server, LM Studio, SGLang, Ollama) all serve the API
+// under /v1, so "/v1" is added, and OpenRouter's is /api/v1. note says
+// what was changed ("" when nothing was).
+func openAIURL(s string) (out, note string, err error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", "", fmt.Errorf("baseUrl %q is not an http(s) URL", redactURL(s))
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return strings.TrimSpace(s), "", nil
+	}
+	path := strings.TrimRight(u.Path, "/")
+	u.Path, u.RawPath = path, ""
+	switch {
+	case strings.HasSuffix(path, "/v1"):
+	case strings.EqualFold(u.Hostname(), "openrouter.ai") && (path == "" || path == "/api"):
+		u.Path = "/api/v1"
+		note = "OpenRouter's API is at /api/v1"
+	case path == "":
+		u.Path = "/v1"
+		note = "/v1 added, where OpenAI-compatible servers serve the API"
+	default:
+		note = "kept as given: its path does not end in /v1"
+	}
+	if note != "" {
+		note = fmt.Sprintf("baseUrl %s: %s", redactURL(s), note)
+	}
+	return u.String(), note, nil
 }
 
 // getPath returns root[a][b]... as a string ("" if absent).
@@ -270,16 +429,39 @@ func getString(root map[string]any, keys ...string) string {
 // provider plans one old provider and its models.
 func (p *modelsPlan) provider(file, field, name string, prov oldProvider, root map[string]any) {
 	from := fmt.Sprintf("%s (provider %s)", file, name)
+	if b, ok := builtinOpenAI[name]; ok {
+		// Models added to one of pi's built-in providers: what the
+		// file leaves out is the built-in's.
+		if prov.BaseURL == "" {
+			prov.BaseURL = b.baseURL
+		}
+		if prov.API == "" {
+			prov.API = b.api
+		}
+		if prov.APIKey == "" {
+			prov.APIKey = b.keyEnv
+		}
+	}
 	k, why := kind(name, prov.API, prov.BaseURL)
-	if len(prov.Headers) > 0 {
-		p.unmapped = append(p.unmapped, fmt.Sprintf("%s.headers: custom headers are not supported by Mother; not carried", field))
+	if len(prov.Headers) > 0 && k != "openai" {
+		p.unmapped = append(p.unmapped, fmt.Sprintf("%s.headers: custom headers are not supported by Mother's Ollama and Anthropic providers (only by OpenAI-compatible endpoints); not carried", field))
 	}
 	if len(prov.ModelOverrides) > 0 {
 		p.unmapped = append(p.unmapped, fmt.Sprintf("%s.modelOverrides: overrides of pi's built-in models have no counterpart; not carried", field))
 	}
+	if len(prov.Compat) > 0 && k != "" {
+		p.unmapped = append(p.unmapped, fmt.Sprintf("%s.compat: pi's compatibility switches have no counterpart; not carried", field))
+	}
 	// Where the provider's models can go, and why not.
 	providerOK, providerWhy := k != "", why
+	var spec openAISpec
+	var ep *plannedEndpoint // made for the first model that maps
 	switch k {
+	case "openai":
+		var err error
+		if spec, err = openAISpecOf(prov); err != nil {
+			providerOK, providerWhy = false, err.Error()
+		}
 	case "ollama":
 		u := prov.BaseURL
 		if u == "" {
@@ -354,7 +536,23 @@ func (p *modelsPlan) provider(file, field, name string, prov oldProvider, root m
 			p.unmapped = append(p.unmapped, fmt.Sprintf("%s: %s", mfield, mwhy))
 			continue
 		}
-		p.tier(mfield, from, mk, m, root)
+		ref := mk
+		if mk == "openai" {
+			if ep == nil {
+				ep = p.endpoint(field, from, name, spec, root)
+			}
+			ref = "openai:" + ep.name
+			p.window(ep, m, from, root)
+		}
+		if tier := p.tier(mfield, from, ref, m, root); tier != "" {
+			p.models = append(p.models, mappedModel{oldProvider: name, id: m.ID, provider: ref, tier: tier})
+		}
+		if len(m.Compat) > 0 {
+			p.unmapped = append(p.unmapped, fmt.Sprintf("%s.compat: pi's compatibility switches have no counterpart; not carried", mfield))
+		}
+	}
+	if k == "openai" && providerOK && len(prov.Models) == 0 {
+		p.unmapped = append(p.unmapped, fmt.Sprintf("%s: no models; no endpoint made for it", field))
 	}
 }
 
@@ -383,8 +581,175 @@ func (p *modelsPlan) anthropicKeyFor(field, from, key string, root map[string]an
 	}
 }
 
-// tierName makes a tier name of a model id: letters, digits, '.', '_' and
-// '-', starting with a letter or digit, at most 64 characters.
+// keyRef tells what pi makes of an apiKey or a header's value: "!command"
+// runs a command for it (command); a name such as OPENROUTER_API_KEY is an
+// environment variable (env; "$NAME" and "${NAME}", which pi would have
+// sent as written, are taken as meant); anything else is the value itself
+// (literal).
+func keyRef(v string) (literal, env string, command bool) {
+	v = strings.TrimSpace(v)
+	switch {
+	case v == "":
+		return "", "", false
+	case strings.HasPrefix(v, "!"):
+		return "", "", true
+	case envName.MatchString(v):
+		return "", v, false
+	case strings.HasPrefix(v, "${") && strings.HasSuffix(v, "}") && envName.MatchString(v[2:len(v)-1]):
+		return "", v[2 : len(v)-1], false
+	case strings.HasPrefix(v, "$") && envName.MatchString(v[1:]):
+		return "", v[1:], false
+	}
+	return v, "", false
+}
+
+// openAISpecOf makes the endpoint an old OpenAI-compatible provider needs.
+func openAISpecOf(prov oldProvider) (openAISpec, error) {
+	var spec openAISpec
+	if strings.TrimSpace(prov.BaseURL) == "" {
+		return spec, errors.New("no baseUrl: Mother cannot tell where the server is")
+	}
+	u, note, err := openAIURL(prov.BaseURL)
+	if err != nil {
+		return spec, err
+	}
+	spec.baseURL, spec.note = u, note
+	spec.apiKey, spec.apiKeyEnv, spec.keyCommand = keyRef(prov.APIKey)
+	for _, h := range slices.Sorted(maps.Keys(prov.Headers)) {
+		lit, env, cmd := keyRef(prov.Headers[h])
+		switch {
+		case cmd || env != "":
+			spec.headersNotSet = append(spec.headersNotSet, h)
+		default:
+			if spec.headers == nil {
+				spec.headers = map[string]string{}
+			}
+			spec.headers[h] = lit
+		}
+	}
+	return spec, nil
+}
+
+// serves reports whether the endpoint e of config.json (or of the plan)
+// serves spec: the same baseURL and, when spec names a key, the same key.
+// An endpoint the operator gave a key by hand still serves a provider
+// whose key could not be carried.
+func serves(e map[string]any, spec openAISpec) bool {
+	base, _ := e["baseURL"].(string)
+	if strings.TrimRight(strings.TrimSpace(base), "/") != strings.TrimRight(spec.baseURL, "/") {
+		return false
+	}
+	if spec.apiKey == "" && spec.apiKeyEnv == "" {
+		return true
+	}
+	key, _ := e["apiKey"].(string)
+	env, _ := e["apiKeyEnv"].(string)
+	return key == spec.apiKey && env == spec.apiKeyEnv
+}
+
+// specMap is spec as config.json writes the endpoint.
+func specMap(spec openAISpec) map[string]any {
+	m := map[string]any{"baseURL": spec.baseURL}
+	if spec.apiKey != "" {
+		m["apiKey"] = spec.apiKey
+	}
+	if spec.apiKeyEnv != "" {
+		m["apiKeyEnv"] = spec.apiKeyEnv
+	}
+	if len(spec.headers) > 0 {
+		h := map[string]any{}
+		for k, v := range spec.headers {
+			h[k] = v
+		}
+		m["headers"] = h
+	}
+	return m
+}
+
+// endpoint finds the endpoint of providers.openai that serves an old
+// provider (in config.json or planned from an earlier provider) or plans
+// a new one, named after the provider (made a valid name; "-2", "-3"...
+// when the name is taken by an endpoint elsewhere).
+func (p *modelsPlan) endpoint(field, from, provName string, spec openAISpec, root map[string]any) *plannedEndpoint {
+	base := tierName(provName)
+	if base == "" {
+		base = "openai"
+	}
+	existing, _ := getPath(root, "providers", "openai").(map[string]any)
+	name := base
+	for i := 2; ; i++ {
+		if e, ok := existing[name].(map[string]any); ok {
+			if serves(e, spec) {
+				if pe := p.plannedEndpoint(name); pe != nil {
+					return pe
+				}
+				pe := &plannedEndpoint{name: name, spec: spec, existing: true, windows: map[string]int{}}
+				p.endpoints = append(p.endpoints, pe)
+				p.mapped = append(p.mapped, fmt.Sprintf("providers.openai.%s: %s already there (from %s)", name, redactURL(spec.baseURL), from))
+				return pe
+			}
+		} else if pe := p.plannedEndpoint(name); pe == nil {
+			break
+		} else if !pe.existing && serves(specMap(pe.spec), spec) {
+			return pe
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+	pe := &plannedEndpoint{name: name, spec: spec, windows: map[string]int{}}
+	p.endpoints = append(p.endpoints, pe)
+	f := "providers.openai." + name
+	line := fmt.Sprintf("%s.baseURL = %s (from %s", f, redactURL(spec.baseURL), from)
+	if spec.note != "" {
+		line += "; " + spec.note
+	}
+	p.mapped = append(p.mapped, line+")")
+	switch {
+	case spec.apiKey != "":
+		p.mapped = append(p.mapped, fmt.Sprintf("%s.apiKey = (the key of %s)", f, from))
+	case spec.apiKeyEnv != "":
+		p.mapped = append(p.mapped, fmt.Sprintf("%s.apiKeyEnv = %s (from %s: the variable pi read the key from; set it in Mother's environment)", f, spec.apiKeyEnv, from))
+	case spec.keyCommand:
+		p.unmapped = append(p.unmapped, fmt.Sprintf("%s.apiKey: a shell command (pi ran it for the key); Mother runs none: set %s.apiKeyEnv (or apiKey) by hand", field, f))
+	}
+	if len(spec.headers) > 0 {
+		p.mapped = append(p.mapped, fmt.Sprintf("%s.headers: %s", f, strings.Join(slices.Sorted(maps.Keys(spec.headers)), ", ")))
+	}
+	for _, h := range spec.headersNotSet {
+		p.unmapped = append(p.unmapped, fmt.Sprintf("%s.headers.%s: its value is an environment variable or a shell command, and Mother sends headers as written: set %s.headers.%s by hand", field, h, f, h))
+	}
+	return pe
+}
+
+// plannedEndpoint returns the endpoint the plan has by that name, or nil.
+func (p *modelsPlan) plannedEndpoint(name string) *plannedEndpoint {
+	for _, pe := range p.endpoints {
+		if pe.name == name {
+			return pe
+		}
+	}
+	return nil
+}
+
+// window plans an old model's context window for the endpoint e, unless
+// it has one for that model already.
+func (p *modelsPlan) window(e *plannedEndpoint, m oldModelDef, from string, root map[string]any) {
+	cw := int(m.ContextWindow)
+	if cw <= 0 {
+		return
+	}
+	if _, ok := e.windows[m.ID]; ok {
+		return
+	}
+	if e.existing && getPath(root, "providers", "openai", e.name, "models", m.ID) != nil {
+		return
+	}
+	e.windows[m.ID] = cw
+	p.mapped = append(p.mapped, fmt.Sprintf("providers.openai.%s.models.%s.contextWindow = %d (from %s)", e.name, m.ID, cw, from))
+}
+
+// tierName makes a tier name of a model id (or an endpoint name of a
+// provider's): letters, digits, '.', '_' and '-', starting with a letter
+// or digit, at most 64 characters.
 func tierName(id string) string {
 	var b strings.Builder
 	for _, r := range id {
@@ -404,12 +769,13 @@ func tierName(id string) string {
 	return s
 }
 
-// tier plans one model as a tier.
-func (p *modelsPlan) tier(field, from, provider string, m oldModelDef, root map[string]any) {
+// tier plans one model as a tier and returns its name ("" when it has
+// none).
+func (p *modelsPlan) tier(field, from, provider string, m oldModelDef, root map[string]any) string {
 	base := tierName(m.ID)
 	if base == "" {
 		p.unmapped = append(p.unmapped, fmt.Sprintf("%s: no tier name can be made of the id", field))
-		return
+		return ""
 	}
 	existing, _ := getPath(root, "chicks", "tiers").(map[string]any)
 	taken := func(n string) (bool, bool) { // taken, same model
@@ -433,7 +799,7 @@ func (p *modelsPlan) tier(field, from, provider string, m oldModelDef, root map[
 		t, same := taken(name)
 		if same {
 			p.mapped = append(p.mapped, fmt.Sprintf("chicks.tiers.%s: %s/%s already there (from %s)", name, provider, m.ID, from))
-			return
+			return name
 		}
 		if !t {
 			break
@@ -444,12 +810,81 @@ func (p *modelsPlan) tier(field, from, provider string, m oldModelDef, root map[
 	if desc == "" {
 		desc = m.ID
 	}
-	tier := map[string]any{"provider": provider, "model": m.ID, "description": desc + " (from the old models.json)"}
+	// What pi knew of the model helps Mother's model pick the tier.
+	var notes []string
+	if m.Reasoning {
+		notes = append(notes, "a reasoning model: it thinks before it answers")
+	}
+	if slices.Contains(m.Input, "image") {
+		notes = append(notes, "reads images")
+	}
+	notes = append(notes, "from the old models.json")
+	tier := map[string]any{"provider": provider, "model": m.ID, "description": desc + " (" + strings.Join(notes, "; ") + ")"}
+	price := ""
 	if m.Cost != nil && (m.Cost.Input > 0 || m.Cost.Output > 0) {
 		tier["price"] = map[string]any{"inputPerMTok": m.Cost.Input, "outputPerMTok": m.Cost.Output}
+		price = fmt.Sprintf(", $%g/$%g per million tokens in/out", m.Cost.Input, m.Cost.Output)
+	}
+	out := ""
+	if n := int(m.MaxTokens); n > 0 {
+		tier["maxOutputTokens"] = n
+		out = fmt.Sprintf(", at most %d output tokens", n)
 	}
 	p.tiers = append(p.tiers, plannedTier{name: name, from: from, tier: tier, provider: provider, model: m.ID})
-	p.mapped = append(p.mapped, fmt.Sprintf("chicks.tiers.%s = %s/%s (from %s)", name, provider, m.ID, from))
+	p.mapped = append(p.mapped, fmt.Sprintf("chicks.tiers.%s = %s/%s%s%s (from %s)", name, provider, m.ID, price, out, from))
+	return name
+}
+
+// ownModel plans the old Mother's own model, when it is one of the models
+// that have a tier: as model.provider and model.id unless config.json
+// names a model already, and its tier as chicks.defaultTier when
+// config.json has no default tier (neither chicks.defaultTier nor a
+// "local" tier, the default's): the old Mother did all her work with it.
+func (p *modelsPlan) ownModel(root map[string]any) {
+	o := p.own
+	if o.ID == "" {
+		return
+	}
+	what := o.ID
+	if o.Provider != "" {
+		what = o.Provider + "/" + o.ID
+	}
+	var found *mappedModel
+	for i, m := range p.models {
+		if m.id == o.ID && (o.Provider == "" || m.oldProvider == o.Provider) {
+			found = &p.models[i]
+			break
+		}
+	}
+	if found == nil {
+		p.unmapped = append(p.unmapped, fmt.Sprintf("the old Mother's model %s (from %s): not one of the models mapped from the models files; model left as it is", what, o.From))
+		return
+	}
+	haveProvider, haveID := getString(root, "model", "provider"), getString(root, "model", "id")
+	switch {
+	case haveProvider == found.provider && haveID == found.id:
+		p.mapped = append(p.mapped, fmt.Sprintf("model: %s/%s already there (the old Mother's model %s)", found.provider, found.id, what))
+	case haveProvider != "" || haveID != "":
+		p.unmapped = append(p.unmapped, fmt.Sprintf("the old Mother's model %s (from %s): config.json names model %s/%s already; left as it is", what, o.From, orDefault(haveProvider), orDefault(haveID)))
+	default:
+		p.ownProvider = found.provider
+		line := fmt.Sprintf("model.provider = %s, model.id = %s (the old Mother's model %s, from %s)", found.provider, found.id, what, o.From)
+		if o.ProviderFromEnv && o.Provider != found.provider {
+			line += fmt.Sprintf("; Mother reads MOTHER_MODEL_PROVIDER over config.json: remove it from her environment (%q is not a provider of hers)", o.Provider)
+		}
+		p.mapped = append(p.mapped, line)
+	}
+	if getPath(root, "chicks", "defaultTier") == nil && getPath(root, "chicks", "tiers", config.DefaultTier) == nil {
+		p.ownTier = found.tier
+		p.mapped = append(p.mapped, fmt.Sprintf("chicks.defaultTier = %s (the old Mother's model; config.json had no default tier)", found.tier))
+	}
+}
+
+func orDefault(s string) string {
+	if s == "" {
+		return "(default)"
+	}
+	return s
 }
 
 // obj returns root[key] as an object, creating it.
@@ -479,8 +914,28 @@ func (p *modelsPlan) apply(root map[string]any, rep *ModelsReport) bool {
 		obj(obj(root, "providers"), "anthropic")["apiKey"] = p.anthropicKey
 		changed = true
 	}
+	for _, e := range p.endpoints {
+		if !e.existing {
+			obj(obj(root, "providers"), "openai")[e.name] = specMap(e.spec)
+			changed = true
+		}
+		for id, cw := range e.windows {
+			ep := obj(obj(obj(root, "providers"), "openai"), e.name)
+			obj(obj(ep, "models"), id)["contextWindow"] = cw
+			changed = true
+		}
+	}
 	for _, t := range p.tiers {
 		obj(obj(root, "chicks"), "tiers")[t.name] = t.tier
+		changed = true
+	}
+	if p.ownProvider != "" {
+		m := obj(root, "model")
+		m["provider"], m["id"] = p.ownProvider, p.own.ID
+		changed = true
+	}
+	if p.ownTier != "" {
+		obj(root, "chicks")["defaultTier"] = p.ownTier
 		changed = true
 	}
 	return changed
