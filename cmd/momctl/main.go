@@ -383,16 +383,28 @@ func (c *cli) logs(ctx context.Context, args []string) error {
 
 // statusJSON is the --json form of momctl status.
 type statusJSON struct {
-	Version    string        `json:"version"`
-	Momctl     string        `json:"momctl"`
-	ChickImage string        `json:"chickImage,omitempty"`
-	StartedAt  time.Time     `json:"startedAt"`
-	Adapters   []adapterJSON `json:"adapters"`
-	Chicks     []chickJSON   `json:"chicks"`
-	Queued     int32         `json:"queued"`
-	Hosts      []hostJSON    `json:"hosts"`
-	Budgets    []budgetJSON  `json:"budgets"`
-	NextEvents []eventJSON   `json:"nextEvents"`
+	Version    string         `json:"version"`
+	Momctl     string         `json:"momctl"`
+	ChickImage string         `json:"chickImage,omitempty"`
+	StartedAt  time.Time      `json:"startedAt"`
+	Adapters   []adapterJSON  `json:"adapters"`
+	Chicks     []chickJSON    `json:"chicks"`
+	Queued     int32          `json:"queued"`
+	Hosts      []hostJSON     `json:"hosts"`
+	Budgets    []budgetJSON   `json:"budgets"`
+	NextEvents []eventJSON    `json:"nextEvents"`
+	Providers  []providerJSON `json:"providers"`
+}
+
+// providerJSON is a model provider's health (those fallback chains call).
+type providerJSON struct {
+	Name      string     `json:"name"`
+	Down      bool       `json:"down"`
+	Since     *time.Time `json:"since,omitempty"`
+	Until     *time.Time `json:"until,omitempty"`
+	Failures  int32      `json:"failures"`
+	LastOK    *time.Time `json:"lastOK,omitempty"`
+	LastError string     `json:"lastError,omitempty"`
 }
 
 type adapterJSON struct {
@@ -461,7 +473,11 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	now := c.clock.Now()
 	out := statusJSON{
 		Version: st.GetVersion(), Momctl: c.version, ChickImage: st.GetChickImage(), StartedAt: st.GetStartedAt().AsTime(), Queued: st.GetQueued(),
-		Adapters: []adapterJSON{}, Chicks: []chickJSON{}, Hosts: []hostJSON{}, Budgets: []budgetJSON{}, NextEvents: []eventJSON{},
+		Adapters: []adapterJSON{}, Chicks: []chickJSON{}, Hosts: []hostJSON{}, Budgets: []budgetJSON{}, NextEvents: []eventJSON{}, Providers: []providerJSON{},
+	}
+	for _, p := range st.GetProviders() {
+		out.Providers = append(out.Providers, providerJSON{Name: p.GetName(), Down: p.GetDown(), Since: optTime(p.GetSince(), p.GetSince() != nil),
+			Until: optTime(p.GetUntil(), p.GetUntil() != nil), Failures: p.GetFailures(), LastOK: optTime(p.GetLastOk(), p.GetLastOk() != nil), LastError: p.GetLastError()})
 	}
 	for _, a := range st.GetAdapters() {
 		out.Adapters = append(out.Adapters, adapterJSON{Name: a.GetName(), Type: a.GetType(), State: wire.AdapterStateName(a.GetState()), Reconnects: a.GetReconnects(),
@@ -519,6 +535,26 @@ func (c *cli) statusText(w io.Writer, out statusJSON, now time.Time) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\ton %s\t%s\t%d tokens\n", ci.ID, ci.Channel, ci.Tier, ci.State, host, age(time.Duration(ci.AgeSeconds)*time.Second), ci.Tokens)
 	}
 	tw.Flush()
+
+	if len(out.Providers) > 0 {
+		fmt.Fprintln(w, "\nMODEL PROVIDERS")
+		tw = table(w)
+		for _, p := range out.Providers {
+			state := "up"
+			if p.Down {
+				state = "DOWN"
+				if p.Until != nil {
+					state += ", skipped for " + age(p.Until.Sub(now)) + " more"
+				}
+			}
+			line := fmt.Sprintf("  %s\t%s\t%d failures in a row", p.Name, state, p.Failures)
+			if p.LastError != "" && p.Failures > 0 {
+				line += "\t" + oneLine(p.LastError, 120)
+			}
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+	}
 
 	fmt.Fprintln(w, "\nDOCKER HOSTS")
 	tw = table(w)

@@ -25,6 +25,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/nest"
 )
 
@@ -176,10 +177,13 @@ func runEvents() []hatchery.StoredEvent {
 // fakeModels is the broker's budgets; Generate is ChickService's.
 type fakeModels struct {
 	nest.Models
-	budgets []broker.Budget
+	budgets   []broker.Budget
+	providers []fallback.Status
 }
 
 func (f fakeModels) Budgets() []broker.Budget { return f.budgets }
+
+func (f fakeModels) ProviderStatuses() []fallback.Status { return f.providers }
 
 type fakeEvents []events.Info
 
@@ -231,6 +235,10 @@ func busy() world {
 		models: fakeModels{budgets: []broker.Budget{
 			{Scope: "tier cloud today", Kind: "tier", Name: "cloud", Used: 12000, Limit: 100000},
 			{Scope: "channel slack-acme/C1 today", Kind: "channel", Name: "slack-acme/C1", Used: 1234},
+		}, providers: []fallback.Status{
+			{Name: "ollama", LastOK: now.Add(-time.Minute)},
+			{Name: "openai:vllm", Down: true, Since: now.Add(-20 * time.Second), Until: now.Add(40 * time.Second), Failures: 2,
+				LastError: "openai:vllm/Qwen/Qwen3-14B: model provider unreachable: dial tcp 127.0.0.1:8000: connect: connection refused"},
 		}},
 		events: fakeEvents{
 			{File: "standup.json", Type: events.Periodic, Channel: "slack-acme/C1", Schedule: "0 9 * * 1-5", Timezone: "Europe/Rome", Next: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC), Text: "standup notes", State: "scheduled"},

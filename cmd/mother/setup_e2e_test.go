@@ -20,7 +20,9 @@ import (
 	"github.com/mother-chat/mother/pkg/adapters/slack/slacktest"
 	"github.com/mother-chat/mother/pkg/adapters/telegram/telegramtest"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+	"github.com/mother-chat/mother/pkg/model/anthropic/anthropictest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/model/openai/openaitest"
 )
 
 // End-to-end tests of `mother setup`: the real binary in a real
@@ -509,5 +511,68 @@ func TestSetupNonInteractiveRemoteDockerHost(t *testing.T) {
 	}
 	if r := runMother(t, "", nil, "--check-config", data); r.code != 0 {
 		t.Fatalf("mother --check-config = %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestSetupAddsTiersOnOtherProviders: mother setup --non-interactive adds
+// a chick tier on an OpenAI-compatible server (its key checked and its
+// models listed live; a refused key fails) and a Claude tier for hard
+// goals; the result passes --check-config, and a new config without
+// these flags has no paid tier.
+func TestSetupAddsTiersOnOtherProviders(t *testing.T) {
+	t.Parallel()
+	ol := ollamatest.New()
+	defer ol.Close()
+	ol.SetModels("qwen3:30b-a3b", "qwen3:14b")
+	vllm := openaitest.New()
+	defer vllm.Close()
+	vllm.SetKey("sk-router-GOODKEY-123456")
+	vllm.SetModels(openaitest.Model{ID: "qwen/qwen3-coder"}, openaitest.Model{ID: "deepseek/deepseek-r1"})
+	claude := anthropictest.New()
+	defer claude.Close()
+	claude.SetAPIKey("sk-ant-GOODKEY-654321")
+	claude.SetModels("claude-haiku-4-5", "claude-sonnet-4-5")
+
+	base := []string{"setup", "--non-interactive", "--platforms", "none", "--ollama-url", ol.URL}
+	// A key the server refuses: setup fails and writes nothing.
+	data := t.TempDir()
+	r := runMother(t, "", nil, append(base, "--tier-provider", "openai", "--tier-url", vllm.BaseURL(), "--tier-endpoint", "router",
+		"--tier-key", "sk-wrong", "--tier-model", "qwen/qwen3-coder", data)...)
+	if r.code == 0 || !strings.Contains(r.stdout, "the key was refused") {
+		t.Errorf("a refused key: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, "config.json")); err == nil {
+		t.Error("config.json written despite the refused key")
+	}
+	// The right key, from the environment.
+	r = runMother(t, "", []string{"ROUTER_KEY=sk-router-GOODKEY-123456"}, append(base, "--tier-provider", "openai", "--tier-url", vllm.BaseURL(), "--tier-endpoint", "router",
+		"--tier-key-env", "ROUTER_KEY", "--tier-model", "qwen/qwen3-coder", "--tier-name", "coder", data)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "✓ router at "+vllm.BaseURL()+", 2 model(s): deepseek/deepseek-r1, qwen/qwen3-coder") || !strings.Contains(r.stdout, "✓ tier coder: openai:router/qwen/qwen3-coder") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	cfg := readJSON(t, filepath.Join(data, "config.json"))
+	if get(cfg, "providers", "openai", "router", "baseURL") != vllm.BaseURL() || get(cfg, "providers", "openai", "router", "apiKeyEnv") != "ROUTER_KEY" ||
+		get(cfg, "providers", "openai", "router", "apiKey") != nil || get(cfg, "chicks", "tiers", "coder", "provider") != "openai:router" {
+		t.Errorf("config: %v", cfg)
+	}
+	// A Claude tier, added to the same config.
+	r = runMother(t, "", nil, "setup", "--non-interactive", "--tier-provider", "anthropic", "--tier-url", claude.URL, "--tier-key", "sk-ant-GOODKEY-654321", data)
+	if r.code != 0 || !strings.Contains(r.stdout, "✓ tier hard: anthropic/claude-sonnet-4-5") || strings.Contains(r.stdout, "GOODKEY") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	cfg = readJSON(t, filepath.Join(data, "config.json"))
+	if d, _ := get(cfg, "chicks", "tiers", "hard", "description").(string); !strings.Contains(d, "hard goals") || get(cfg, "chicks", "tiers", "coder", "model") != "qwen/qwen3-coder" {
+		t.Errorf("config: %v", cfg)
+	}
+	if r := runMother(t, "", []string{"ROUTER_KEY=x"}, "--check-config", data); r.code != 0 {
+		t.Fatalf("mother --check-config = %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Without those flags, a new config has no paid tier.
+	plain := t.TempDir()
+	if r := runMother(t, "", nil, append(base, plain)...); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stdout)
+	}
+	if tiers, _ := get(readJSON(t, filepath.Join(plain, "config.json")), "chicks", "tiers").(map[string]any); len(tiers) != 1 || tiers["local"] == nil {
+		t.Errorf("a plain setup's tiers: %v", tiers)
 	}
 }

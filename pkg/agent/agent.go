@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -177,6 +178,9 @@ type Output struct {
 	Turns      int
 	// Compactions counts the compactions done during the run.
 	Compactions int
+	// AnsweredBy are the fallbacks that answered some of the run's calls
+	// ("<provider>/<model>"), in the order they first did.
+	AnsweredBy []string
 }
 
 // run is the state of one Run.
@@ -249,7 +253,7 @@ func (r *run) compactor() Compactor {
 
 func (r *run) finish(reason StopReason, err error) Output {
 	r.out.StopReason, r.out.Err = reason, err
-	ev := Event{Type: EventRunEnd, Time: r.a.cfg.Clock.Now(), StopReason: reason, Usage: r.out.Usage}
+	ev := Event{Type: EventRunEnd, Time: r.a.cfg.Clock.Now(), StopReason: reason, Usage: r.out.Usage, AnsweredBy: strings.Join(r.out.AnsweredBy, ", ")}
 	if err != nil {
 		ev.Err = err.Error()
 	}
@@ -364,8 +368,11 @@ func (r *run) loop(ctx context.Context) Output {
 		}
 		compacted = false
 		r.out.Usage = r.out.Usage.Add(resp.Usage)
+		if by := resp.AnsweredBy; by != "" && !slices.Contains(r.out.AnsweredBy, by) {
+			r.out.AnsweredBy = append(r.out.AnsweredBy, by)
+		}
 		msg, unusable := r.readReply(resp)
-		r.emit(Event{Type: EventMessageEnd, Time: a.cfg.Clock.Now(), Text: msg.Content, Usage: resp.Usage})
+		r.emit(Event{Type: EventMessageEnd, Time: a.cfg.Clock.Now(), Text: msg.Content, Usage: resp.Usage, AnsweredBy: resp.AnsweredBy})
 		if unusable != "" {
 			if r.nudge != nil {
 				return r.giveUp(unusable) // the second unusable reply in a row

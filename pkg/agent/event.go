@@ -77,6 +77,10 @@ type Event struct {
 
 	// Usage is set on message_end (that call) and run_end (the whole run).
 	Usage model.Usage `json:"usage,omitzero"`
+	// AnsweredBy names the fallback that answered instead of the model
+	// (message_end), or every one that did in the run (run_end), as
+	// "<provider>/<model>"; empty when the model itself answered.
+	AnsweredBy string `json:"answeredBy,omitempty"`
 
 	// StopReason is set on run_end.
 	StopReason StopReason `json:"stopReason,omitempty"`

@@ -101,6 +101,7 @@ import (
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 )
 
 // Caller says who makes a call.
@@ -124,7 +125,13 @@ type Options struct {
 	Dir string
 	// Providers builds providers by name.
 	Providers ProviderFunc
-	Logger    *slog.Logger
+	// Health, when set, keeps the state of the providers of tiers with
+	// fallbacks (shared with Mother's own model, for the status page);
+	// FirstTokenTimeout is how long such a call waits for its first token
+	// before it goes to the next.
+	Health            *fallback.Health
+	FirstTokenTimeout time.Duration
+	Logger            *slog.Logger
 	// Clock tells the time (default clock.Real).
 	Clock clock.Clock
 	// LookbackDays of ledger are read at start to rebuild each chick's
@@ -158,11 +165,17 @@ type Broker struct {
 	clock    clock.Clock
 	lookback int
 
+	health     *fallback.Health
+	firstToken time.Duration
+
 	mu        sync.Mutex
 	closed    bool
-	providers map[string]model.Provider
-	day       string
-	ledger    *jsonl.File
+	providers map[string]model.Provider // by provider name
+	byTier    map[string]model.Provider // a tier's, with its fallbacks
+	// answeredBy are the fallbacks that answered each chick's calls.
+	answeredBy map[string][]string
+	day        string
+	ledger     *jsonl.File
 	// Settled usage: today's per channel, tier and user, and each chick's
 	// total.
 	channel map[string]int64
@@ -233,7 +246,8 @@ func New(opts Options) (*Broker, error) {
 	b := &Broker{
 		tiers: opts.Config.Chicks.Tiers, budgets: opts.Config.Budgets, maxCalls: maxCalls, dir: filepath.Join(opts.Dir, "usage"),
 		mkProv: opts.Providers, metrics: opts.Metrics, logger: opts.Logger.With("component", "broker"), clock: opts.Clock, lookback: opts.LookbackDays,
-		providers: map[string]model.Provider{}, chick: map[string]model.Usage{}, calls: map[string]int{},
+		providers: map[string]model.Provider{}, byTier: map[string]model.Provider{}, answeredBy: map[string][]string{},
+		health: opts.Health, firstToken: opts.FirstTokenTimeout, chick: map[string]model.Usage{}, calls: map[string]int{},
 		resChick: map[string]int64{}, resChannel: map[string]int64{}, resTier: map[string]int64{}, resUser: map[string]int64{}, inFlight: map[string]int{},
 		pending: map[string]Entry{},
 	}
@@ -563,14 +577,10 @@ func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDe
 		b.mu.Unlock()
 		return model.Response{}, err
 	}
-	p, ok := b.providers[t.Provider]
-	if !ok {
-		p, err = b.mkProv(t.Provider)
-		if err != nil {
-			b.mu.Unlock()
-			return model.Response{}, fmt.Errorf("broker: tier %s: %w", c.Tier, err)
-		}
-		b.providers[t.Provider] = p
+	p, err := b.tierProviderLocked(c.Tier, t)
+	if err != nil {
+		b.mu.Unlock()
+		return model.Response{}, fmt.Errorf("broker: tier %s: %w", c.Tier, err)
 	}
 	if err := b.admitLocked(c, res.Total()); err != nil {
 		b.mu.Unlock()
@@ -590,6 +600,9 @@ func (b *Broker) Generate(ctx context.Context, c Caller, req model.Request, onDe
 	b.mu.Unlock()
 
 	resp, err := p.Chat(ctx, req, onDelta)
+	if err == nil && resp.AnsweredBy != "" {
+		b.noteAnswered(c.ChickID, resp.AnsweredBy)
+	}
 	charged := resp.Usage
 	if err != nil && charged.Total() == 0 && ctx.Err() != nil {
 		// Abandoned by its caller: the provider may have spent up to the
@@ -657,6 +670,82 @@ func (b *Broker) ForgetChick(id string) {
 	defer b.mu.Unlock()
 	delete(b.chick, id)
 	delete(b.calls, id)
+	delete(b.answeredBy, id)
+}
+
+// tierProviderLocked is tier's provider: its own, or a chain of it and
+// its fallbacks. Each is built once.
+func (b *Broker) tierProviderLocked(name string, t config.Tier) (model.Provider, error) {
+	if p, ok := b.byTier[name]; ok {
+		return p, nil
+	}
+	byName := func(n string) (model.Provider, error) {
+		if p, ok := b.providers[n]; ok {
+			return p, nil
+		}
+		p, err := b.mkProv(n)
+		if err != nil {
+			return nil, err
+		}
+		b.providers[n] = p
+		return p, nil
+	}
+	p, err := byName(t.Provider)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Fallbacks) > 0 {
+		targets := []fallback.Target{{Name: t.Provider, Model: t.Model, Provider: p}}
+		for _, fb := range t.Fallbacks {
+			fp, err := byName(fb.Provider)
+			if err != nil {
+				return nil, fmt.Errorf("fallback %s: %w", fb.Provider, err)
+			}
+			targets = append(targets, fallback.Target{Name: fb.Provider, Model: fb.Model, Provider: fp})
+		}
+		h := b.health
+		if h == nil {
+			h = fallback.NewHealth(b.clock, 0, 0)
+			b.health = h
+		}
+		chain := fallback.New(h, b.firstToken, targets...)
+		chain.OnFallback = func(from, to fallback.Target, err error) {
+			b.logger.Warn("model call goes to a fallback", "tier", name, "from", from.String(), "to", to.String(), "err", err)
+		}
+		p = chain
+	}
+	b.byTier[name] = p
+	return p, nil
+}
+
+// ProviderStatuses is the health of the providers that fallback chains
+// call, Mother's own model's included when they share a Health.
+func (b *Broker) ProviderStatuses() []fallback.Status {
+	b.mu.Lock()
+	h := b.health
+	b.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.Statuses()
+}
+
+// noteAnswered records that a fallback answered one of chick id's calls.
+func (b *Broker) noteAnswered(id, by string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !slices.Contains(b.answeredBy[id], by) {
+		b.answeredBy[id] = append(b.answeredBy[id], by)
+	}
+}
+
+// ChickAnsweredBy is the fallbacks that answered chick id's calls, in the
+// order they first did (none when its tier's own model answered every
+// call).
+func (b *Broker) ChickAnsweredBy(id string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.answeredBy[id])
 }
 
 // ChickCalls is how many model calls chick id made.

@@ -388,6 +388,10 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 }
 
+// ValidName says what is wrong with a name of config.json (an adapter, a
+// tier, an endpoint), or "" when it is fine.
+func ValidName(s string) string { return validName(s) }
+
 func validName(s string) string {
 	if s == "" {
 		return "is empty"

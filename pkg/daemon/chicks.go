@@ -17,7 +17,6 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/kubernetes"
 	"github.com/mother-chat/mother/pkg/metrics"
-	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/nest"
 	"github.com/mother-chat/mother/pkg/store"
@@ -29,6 +28,7 @@ var _ hatchery.UserMeter = (*broker.Broker)(nil)
 // chicks is the chick machinery of one Mother process: the broker, the
 // hatchery, and the nest's two listeners.
 type chicks struct {
+	models   *providers.Set
 	broker   *broker.Broker
 	hatchery *hatchery.Hatchery
 	nest     *nest.Server
@@ -45,7 +45,7 @@ type chicks struct {
 // with the host tools chicks.hostTools allows), AdminService on the admin
 // socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *slog.Logger, mx *metrics.Metrics, version string, clk clock.Clock) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, host *hostSide, models *providers.Set, logger *slog.Logger, mx *metrics.Metrics, version string, clk clock.Clock) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -58,7 +58,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 	}
 	br, err := broker.New(broker.Options{
 		Config: cfg, Dir: dir, Logger: logger, Metrics: mx, Clock: clk,
-		Providers: func(name string) (model.Provider, error) { return providers.New(cfg.Providers, name, nil) },
+		Providers: models.Get, Health: models.Health(), FirstTokenTimeout: models.FirstTokenTimeout(),
 	})
 	if err != nil {
 		lis.Close()
@@ -139,7 +139,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, logger *sl
 		}
 	}()
 	nlog.Info("nest listening", "grpc", lis.Addr().String(), "tls", "mother's CA", "cert_expires", tl.NotAfter.Format(time.DateOnly), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
-	return &chicks{broker: br, hatchery: h, nest: n, policy: policy, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
+	return &chicks{models: models, broker: br, hatchery: h, nest: n, policy: policy, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
 }
 
 // openHost is the hatchery's Dial: each configured host's driver by its

@@ -23,6 +23,7 @@ import (
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/prompt"
@@ -186,7 +187,12 @@ func Run(ctx context.Context, opts Options) error {
 		return r.fail(err)
 	}
 
-	provider, err := providers.New(cfg.Providers, cfg.Model.Provider, nil)
+	// Every provider is built once; Mother's model and each tier with
+	// fallbacks share the providers' health (the status page shows it).
+	models := providers.NewSet(cfg.Providers, opts.Clock, nil)
+	provider, err := models.Model(cfg.Model.Provider, cfg.Model.ID, cfg.Model.Fallbacks, func(from, to fallback.Target, err error) {
+		base.Warn("model call goes to a fallback", "from", from.String(), "to", to.String(), "err", err)
+	})
 	// A burst across many channels queues here rather than opening a
 	// stream per channel (see model.Limit).
 	provider = model.Limit(provider, cfg.Model.MaxParallel)
@@ -204,7 +210,7 @@ func Run(ctx context.Context, opts Options) error {
 		_ = host.close(cctx)
 	}()
 	mx := metrics.New(metrics.Options{Version: opts.Version, Prices: tierPrices(cfg), Clock: opts.Clock})
-	ch, err := startChicks(cfg, st, host, base, mx, opts.Version, opts.Clock)
+	ch, err := startChicks(cfg, st, host, models, base, mx, opts.Version, opts.Clock)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -241,6 +247,7 @@ func Run(ctx context.Context, opts Options) error {
 	ch.nest.SetAccess(m)
 	ch.nest.SetContributions(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
+	mx.WatchProviders(models)
 	page := statusPage(cfg, opts, m, ch, watcher, host)
 	stopMetrics, err := serveMetrics(cfg.Metrics, mx, page, base)
 	if err != nil {

@@ -111,6 +111,9 @@ func (h *Hatchery) info(c *chick) Info {
 	in.System = ""
 	if h.meter != nil {
 		in.Usage = h.meter.ChickUsage(c.rec.ID)
+		if fm, ok := h.meter.(FallbackMeter); ok {
+			in.AnsweredBy = fm.ChickAnsweredBy(c.rec.ID)
+		}
 	}
 	return in
 }

@@ -146,6 +146,9 @@ type Info struct {
 	// Channel is the qualified channel id ("slack-acme/C123").
 	Channel string
 	Usage   model.Usage
+	// AnsweredBy are the fallbacks that answered some of its model calls
+	// ("<provider>/<model>"); none when its tier's model answered all.
+	AnsweredBy []string
 }
 
 // File is a file a chick sent back, stored in its channel's directory.
@@ -174,6 +177,12 @@ type Observer interface {
 // Meter reports a chick's token usage (the broker's ledger).
 type Meter interface {
 	ChickUsage(id string) model.Usage
+}
+
+// FallbackMeter is a Meter that also tells which fallbacks answered a
+// chick's calls.
+type FallbackMeter interface {
+	ChickAnsweredBy(id string) []string
 }
 
 // Forgetter is a Meter that keeps something per chick: the hatchery tells

@@ -34,6 +34,7 @@ import (
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/mother"
 )
 
@@ -56,6 +57,14 @@ type ChickState interface {
 // BudgetState is what the metrics read from the broker.
 type BudgetState interface {
 	Budgets() []broker.Budget
+}
+
+// ProviderState is what the metrics read of the model providers
+// (providers.Set): the health of those fallback chains call, and per
+// provider the calls whose usage the server did not report.
+type ProviderState interface {
+	Statuses() []fallback.Status
+	EstimatedCalls() map[string]int64
 }
 
 // Options build a Metrics.
@@ -102,6 +111,8 @@ type Metrics struct {
 	mother  MotherState
 	chicks  ChickState
 	budgets BudgetState
+	// providers is read for the providers' gauges (WatchProviders).
+	providers ProviderState
 }
 
 var (
@@ -157,6 +168,19 @@ func (m *Metrics) Watch(ms MotherState, cs ChickState, bs BudgetState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.mother, m.chicks, m.budgets = ms, cs, bs
+}
+
+// WatchProviders sets where the providers' gauges are read from.
+func (m *Metrics) WatchProviders(ps ProviderState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.providers = ps
+}
+
+func (m *Metrics) providerState() ProviderState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.providers
 }
 
 func (m *Metrics) sources() (MotherState, ChickState, BudgetState) {
@@ -256,10 +280,12 @@ var (
 	descHealthy    = prometheus.NewDesc(Namespace+"_healthy", "1 when Mother's core answers its health check (as /healthz), else 0.", nil, nil)
 	descUptime     = prometheus.NewDesc(Namespace+"_uptime_seconds", "Seconds since Mother started.", nil, nil)
 	descFsyncs     = prometheus.NewDesc(Namespace+"_store_fsyncs_total", "fsync(2) calls on Mother's files, by kind (log, context, chick_events, chicks, usage, replace, dir, attachment, other).", []string{"kind"}, nil)
+	descProvUp     = prometheus.NewDesc(Namespace+"_model_provider_up", "1 while a model provider that a fallback chain calls is up, 0 while it cools down (its calls go to the next model).", []string{"provider"}, nil)
+	descEstimated  = prometheus.NewDesc(Namespace+"_model_usage_estimated_total", "Model calls whose token usage the server did not report, so it was estimated, per provider.", []string{"provider"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime, descFsyncs} {
+	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime, descFsyncs, descProvUp, descEstimated} {
 		ch <- d
 	}
 }
@@ -270,6 +296,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue, c.m.clock.Now().Sub(c.m.started).Seconds())
+	if ps := c.m.providerState(); ps != nil {
+		for _, st := range ps.Statuses() {
+			gauge(descProvUp, b2f(!st.Down), st.Name)
+		}
+		est := ps.EstimatedCalls()
+		for _, name := range sortedKeys(est) {
+			ch <- prometheus.MustNewConstMetric(descEstimated, prometheus.CounterValue, float64(est[name]), name)
+		}
+	}
 	for _, f := range fsync.Counts() {
 		ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(f.N), f.Kind)
 	}
@@ -382,7 +417,7 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-func sortedKeys(m map[string]int) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -128,7 +128,14 @@ type Response struct {
 	Message    Message
 	Usage      Usage
 	StopReason string
+	// AnsweredBy is set when a fallback answered instead of the first
+	// provider: "<provider>/<model>" (pkg/model/fallback).
+	AnsweredBy string
 }
+
+// Overloaded reports whether an HTTP status means a server that cannot
+// take the call now: 429, 503, 529.
+func Overloaded(status int) bool { return status == 429 || status == 503 || status == 529 }
 
 // Provider runs model calls. Chat streams the answer's text and thinking
 // to onDelta (which may be nil) as they arrive and returns the whole
@@ -168,6 +175,10 @@ var (
 	ErrModelNotFound = errors.New("model not found")
 	// ErrUnreachable means the provider could not be reached.
 	ErrUnreachable = errors.New("model provider unreachable")
+	// ErrOverloaded means the provider answered that it cannot take the
+	// call now (HTTP 429, 503 or 529). Providers wrap it in a
+	// TransientError; a fallback takes the call (pkg/model/fallback).
+	ErrOverloaded = errors.New("model provider overloaded")
 	// ErrInvalidRequest means the request cannot be sent as it is (a tool
 	// whose parameters are not a schema the provider takes); sending it
 	// again will not help.

@@ -329,7 +329,11 @@ func chickUsage(in hatchery.Info) string {
 	if !in.StartedAt.IsZero() && !in.EndedAt.IsZero() {
 		dur = " · " + in.EndedAt.Sub(in.StartedAt).Round(time.Second).String()
 	}
-	return fmt.Sprintf("(chick %s · %s · tier %s · %d tokens: %d in, %d out%s)", in.ID, in.State, in.Tier,
+	by := ""
+	if len(in.AnsweredBy) > 0 {
+		by = " · answered by fallback " + strings.Join(in.AnsweredBy, ", ")
+	}
+	return fmt.Sprintf("(chick %s · %s · tier %s%s · %d tokens: %d in, %d out%s)", in.ID, in.State, in.Tier, by,
 		in.Usage.Total(), in.Usage.InputTokens, in.Usage.OutputTokens, dur)
 }
 

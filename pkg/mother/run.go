@@ -82,7 +82,8 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		_, _ = reply.Finish(context.WithoutCancel(ctx), "")
 		return Outcome{Ran: true, Err: err, Silent: true}
 	}
-	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens, "compactions", out.Compactions)
+	lg.Info("run ended", "stop", out.StopReason, "turns", out.Turns, "tokens_in", out.Usage.InputTokens, "tokens_out", out.Usage.OutputTokens, "compactions", out.Compactions,
+		"answered_by", strings.Join(out.AnsweredBy, ","))
 	m.metrics.RunEnded(a.Name(), job.kind(), string(out.StopReason), m.now().Sub(began), out.Usage)
 
 	// From here on a stop is too late: the answer is being posted.

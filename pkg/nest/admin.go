@@ -156,6 +156,12 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 			out.NextEvents = append(out.NextEvents, eventInfo(e))
 		}
 	}
+	if ps, ok := a.s.models.(ProviderHealth); ok {
+		for _, st := range ps.ProviderStatuses() {
+			out.Providers = append(out.Providers, &pb.ProviderStatus{Name: st.Name, Down: st.Down, Since: timestamp(st.Since), Until: timestamp(st.Until),
+				Failures: int32(st.Failures), LastError: st.LastError, LastOk: timestamp(st.LastOK)})
+		}
+	}
 	for _, h := range a.s.admin.Hosts(ctx) {
 		out.Hosts = append(out.Hosts, &pb.HostStatus{
 			Name: h.Name, Up: h.Up, Running: int32(h.Running), Capacity: int32(h.Capacity), Error: h.Err,

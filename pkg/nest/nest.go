@@ -56,6 +56,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -135,6 +136,12 @@ type ToolServers interface {
 type Models interface {
 	Generate(ctx context.Context, c broker.Caller, req model.Request, onDelta func(model.Delta)) (model.Response, error)
 	Budgets() []broker.Budget
+}
+
+// ProviderHealth is a Models that tells the health of the model providers
+// its fallback chains call (broker.Broker).
+type ProviderHealth interface {
+	ProviderStatuses() []fallback.Status
 }
 
 // Options build a Server.

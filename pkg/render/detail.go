@@ -76,8 +76,11 @@ func ToolDetail(d Dialect, ev agent.Event, limit int) string {
 }
 
 // Usage formats a run's token usage for the detail thread.
-func Usage(d Dialect, u model.Usage, reason agent.StopReason, errText string) string {
+func Usage(d Dialect, u model.Usage, reason agent.StopReason, errText, answeredBy string) string {
 	s := Italic(d, fmt.Sprintf("Usage: %s tokens in, %s out", thousands(u.InputTokens), thousands(u.OutputTokens)))
+	if answeredBy != "" {
+		s += " · " + Italic(d, "answered by fallback "+Plain(d, answeredBy))
+	}
 	if reason != "" && reason != agent.StopDone {
 		s += " · " + Italic(d, "ended: "+string(reason))
 		if errText != "" {

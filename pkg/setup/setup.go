@@ -43,6 +43,12 @@ type Flags struct {
 
 	OllamaURL, Model, ChickModel, ChickImage string
 
+	// TierProvider adds a chick tier on another model server: "openai"
+	// (any OpenAI-compatible server) or "anthropic"; the other Tier
+	// fields describe it.
+	TierProvider, TierURL, TierEndpoint, TierKey, TierKeyEnv string
+	TierModel, TierName, TierDescription                     string
+
 	// DockerHosts are hosts to add, "[name=]address".
 	DockerHosts []string
 	// DockerTLSDir holds ca.pem, cert.pem and key.pem for tcp:// hosts
@@ -124,7 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		fmt.Fprintln(r.out, "No configuration yet: a new one will be written.")
 	}
-	for _, step := range []func() error{r.platforms, r.model, r.hosts, r.budgets} {
+	for _, step := range []func() error{r.platforms, r.model, r.tier, r.hosts, r.budgets} {
 		if err := step(); err != nil {
 			return err
 		}

@@ -41,6 +41,7 @@ import (
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 )
 
 // Adapters reports the chat adapters' connections (mother.Mother).
@@ -71,9 +72,16 @@ type ToolServers interface {
 	Status() []hosttools.ServerStatus
 }
 
+// Providers reports the model providers that fallback chains have called
+// (fallback.Health).
+type Providers interface {
+	Statuses() []fallback.Status
+}
+
 // Sources are where the page reads its facts; any may be nil (that part
 // of the page is then empty).
 type Sources struct {
+	Providers   Providers
 	Adapters    Adapters
 	Chicks      Chicks
 	Budgets     Budgets
@@ -307,6 +315,7 @@ type Snapshot struct {
 	Budgets       []Budget     `json:"budgets"`
 	NextEvents    []Event      `json:"nextEvents"`
 	ToolServers   []ToolServer `json:"toolServers"`
+	Providers     []Provider   `json:"providers"`
 	refresh       time.Duration
 }
 
@@ -367,6 +376,18 @@ type Event struct {
 }
 
 // ToolServer is one host tool server.
+// Provider is a model provider a fallback chain calls: up, or down
+// (cooling down: its calls go to the next model) until Until.
+type Provider struct {
+	Name      string     `json:"name"`
+	State     string     `json:"state"`
+	Since     *time.Time `json:"since,omitempty"`
+	Until     *time.Time `json:"until,omitempty"`
+	Failures  int        `json:"failures"`
+	LastOK    *time.Time `json:"lastOK,omitempty"`
+	LastError string     `json:"lastError,omitempty"`
+}
+
 type ToolServer struct {
 	Name        string     `json:"name"`
 	Transport   string     `json:"transport"`
@@ -401,7 +422,7 @@ func (p *Page) Snapshot() Snapshot {
 	out := Snapshot{
 		Version: s(p.opts.Version), ChickImage: s(p.opts.ChickImage), StartedAt: p.opts.StartedAt, Now: now,
 		UptimeSeconds: int64(now.Sub(p.opts.StartedAt).Seconds()),
-		Adapters:      []Adapter{}, Chicks: []Chick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{},
+		Adapters:      []Adapter{}, Chicks: []Chick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{}, Providers: []Provider{},
 		refresh: p.opts.Refresh,
 	}
 	if src.Adapters != nil {
@@ -457,6 +478,15 @@ func (p *Page) Snapshot() Snapshot {
 			out.ToolServers = append(out.ToolServers, ts)
 		}
 		sort.Slice(out.ToolServers, func(i, j int) bool { return out.ToolServers[i].Name < out.ToolServers[j].Name })
+	}
+	if src.Providers != nil {
+		for _, st := range src.Providers.Statuses() {
+			pr := Provider{Name: s(st.Name), State: "up", Failures: st.Failures, LastOK: optTime(st.LastOK), LastError: s(st.LastError)}
+			if st.Down {
+				pr.State, pr.Since, pr.Until = "down", optTime(st.Since), optTime(st.Until)
+			}
+			out.Providers = append(out.Providers, pr)
+		}
 	}
 	return out
 }

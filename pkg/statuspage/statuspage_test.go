@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 )
 
 // The sources are Mother's parts as the page sees them; the page's own
@@ -38,6 +39,10 @@ func (c chicks) HostStates() []hatchery.HostStatus     { return c.hosts }
 func (b budgets) Budgets() []broker.Budget             { return b }
 func (e eventList) List(string) []events.Info          { return e }
 func (s toolServers) Status() []hosttools.ServerStatus { return s }
+
+type providerHealth []fallback.Status
+
+func (p providerHealth) Statuses() []fallback.Status { return p }
 
 type (
 	budgets     []broker.Budget
@@ -68,6 +73,10 @@ func fixture(t *testing.T) (*Page, *httptest.Server, *clock.Fake) {
 		Budgets:     budgets{{Scope: "tier claude today", Used: 120400, Limit: 500000}},
 		Events:      eventList{{File: "standup.json", Type: events.Periodic, Channel: "slack-acme/C1", Schedule: "0 9 * * 1-5", Text: "the text of the event", Next: start.Add(24 * time.Hour)}, {File: "idle.json"}},
 		ToolServers: toolServers{{Name: "notes", Transport: "stdio", State: hosttools.StateRunning, Since: start, Tools: []hosttools.Tool{{Qualified: "notes.search"}, {Qualified: "notes.add"}}}},
+		Providers: providerHealth{
+			{Name: "ollama", LastOK: start},
+			{Name: "openai:vllm", Down: true, Since: start, Until: start.Add(4 * time.Minute), Failures: 2, LastError: "Post http://gpu:8000/v1 key " + secret + ": connection refused"},
+		},
 	})
 	srv := httptest.NewServer(p.Handler())
 	t.Cleanup(srv.Close)
@@ -102,6 +111,7 @@ func TestPageShowsEverythingButSecrets(t *testing.T) {
 		`data-host="p40" class="state-up"`, "1/6", `data-host="spare" class="state-down"`, "tcp://[redacted]@spare: refused",
 		"tier claude today", "500000", "379600", `data-event="standup.json"`, "2026-03-02 09:00:00 UTC", "0 9 * * 1-5",
 		`data-tools="notes"`, "notes.add, notes.search", `src="status.js"`,
+		`data-provider="ollama" class="state-up"`, `data-provider="openai:vllm" class="state-down"`, "down, skipped for 1m00s more", "key [redacted]: connection refused",
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("/status lacks %q:\n%s", want, html)
@@ -122,7 +132,8 @@ func TestPageShowsEverythingButSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(snap.Chicks) != 2 || snap.Chicks[0].ID != "c-11111111" || snap.Chicks[0].LastEvent == nil || snap.Chicks[0].Tokens != 1234 || snap.Queued != 1 ||
-		len(snap.Hosts) != 2 || len(snap.NextEvents) != 1 || len(snap.ToolServers) != 1 || snap.Adapters[0].Name != "discord-home" {
+		len(snap.Hosts) != 2 || len(snap.NextEvents) != 1 || len(snap.ToolServers) != 1 || snap.Adapters[0].Name != "discord-home" ||
+		len(snap.Providers) != 2 || snap.Providers[1].State != "down" || snap.Providers[1].Failures != 2 {
 		t.Errorf("/status.json = %s", js)
 	}
 	if strings.Contains(js, secret) || strings.Contains(js, "ARGS-NOT-SHOWN") || strings.Contains(js, "the goal") {

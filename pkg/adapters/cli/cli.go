@@ -205,6 +205,10 @@ func (r *reply) Event(_ context.Context, ev agent.Event) {
 		if !r.quiet {
 			r.a.printf("%s… thinking\n", r.prefix)
 		}
+	case agent.EventRunEnd:
+		if ev.AnsweredBy != "" {
+			r.a.printf("%s(answered by fallback %s)\n", r.prefix, ev.AnsweredBy)
+		}
 	}
 }
 

@@ -148,6 +148,20 @@ func (p *Provider) ContextWindow(ctx context.Context, name string) (int, error) 
 	return n, nil
 }
 
+// ListModels lists the models the key may use (GET /v1/models, every
+// page): what mother setup offers, and its check of the key.
+func (p *Provider) ListModels(ctx context.Context) ([]string, error) {
+	var out []string
+	pager := p.client.Models.ListAutoPaging(ctx, sdk.ModelListParams{})
+	for pager.Next() {
+		out = append(out, pager.Current().ID)
+	}
+	if err := pager.Err(); err != nil {
+		return nil, p.classify(ctx, "", err)
+	}
+	return out, nil
+}
+
 // SupportsImages implements model.ImageSupporter: Claude models take
 // images.
 func (p *Provider) SupportsImages(context.Context, string) (bool, error) { return true, nil }
@@ -302,6 +316,9 @@ func (p *Provider) classify(ctx context.Context, name string, err error) error {
 			return model.Wrap(model.ErrModelNotFound, "model %q not found at %s: %s", name, p.base, msg)
 		case typ == "overloaded_error" || typ == "rate_limit_error" || typ == "api_error" ||
 			ae.StatusCode == http.StatusTooManyRequests || ae.StatusCode >= 500:
+			if model.Overloaded(ae.StatusCode) || typ == "overloaded_error" || typ == "rate_limit_error" {
+				return &model.TransientError{Err: model.Wrap(model.ErrOverloaded, "anthropic: HTTP %d %s: %s", ae.StatusCode, typ, msg)}
+			}
 			return &model.TransientError{Err: fmt.Errorf("anthropic: HTTP %d %s: %s", ae.StatusCode, typ, msg)}
 		case ae.StatusCode == http.StatusUnauthorized || typ == "authentication_error":
 			return fmt.Errorf("anthropic: authentication failed (check providers.anthropic.apiKey): %s", msg)

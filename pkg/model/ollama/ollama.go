@@ -332,6 +332,9 @@ func (p *Provider) classify(name string, err error) error {
 			if isOverflow(msg) {
 				return fmt.Errorf("ollama: %s: %w", msg, model.ErrContextOverflow)
 			}
+			if model.Overloaded(se.StatusCode) {
+				return &model.TransientError{Err: model.Wrap(model.ErrOverloaded, "ollama: HTTP %d: %s", se.StatusCode, msg)}
+			}
 			return &model.TransientError{Err: fmt.Errorf("ollama: HTTP %d: %s", se.StatusCode, msg)}
 		case isOverflow(msg):
 			return fmt.Errorf("ollama: %s: %w", msg, model.ErrContextOverflow)

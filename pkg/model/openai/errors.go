@@ -28,6 +28,12 @@ type StatusError struct {
 	Msg        string
 }
 
+// Is makes a 429, 503 or 529 match model.ErrOverloaded, so a fallback
+// takes the call.
+func (e *StatusError) Is(target error) bool {
+	return target == model.ErrOverloaded && model.Overloaded(e.Code)
+}
+
 func (e *StatusError) Error() string {
 	s := "HTTP " + strconv.Itoa(e.Code)
 	if e.Code == 0 {

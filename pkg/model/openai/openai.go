@@ -43,6 +43,7 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 )
 
@@ -70,6 +71,8 @@ type Options struct {
 	Models map[string]ModelOptions
 	// HTTPClient is nil for http.DefaultClient.
 	HTTPClient *http.Client
+	// Clock reads the time for Retry-After dates (default clock.Real).
+	Clock clock.Clock
 }
 
 // ModelOptions are one model's settings.
@@ -103,6 +106,7 @@ type Provider struct {
 	headers map[string]string
 	window  int
 	http    *http.Client
+	clock   clock.Clock
 	client  *goopenai.Client
 	// models holds each configured model's window and its options as
 	// body fields ready to be added (fields).
@@ -146,7 +150,7 @@ func New(o Options) (*Provider, error) {
 	}
 	p := &Provider{
 		name: name, base: base, key: o.APIKey, headers: o.Headers,
-		window: o.ContextWindow, http: o.HTTPClient, capField: capFieldFor(base),
+		window: o.ContextWindow, http: o.HTTPClient, clock: clock.OrReal(o.Clock), capField: capFieldFor(base),
 		models: map[string]modelConfig{}, windows: map[string]int{},
 	}
 	if p.window <= 0 {

@@ -267,7 +267,7 @@ func (d doer) Do(req *http.Request) (*http.Response, error) {
 	resp, err := d.p.http.Do(req)
 	if err == nil && c != nil && resp.StatusCode >= http.StatusBadRequest {
 		c.status = resp.StatusCode
-		c.retryAfter = retryAfter(resp.Header, time.Now())
+		c.retryAfter = retryAfter(resp.Header, d.p.clock.Now())
 	}
 	return resp, err
 }

@@ -222,7 +222,7 @@ func (v *View) Event(_ context.Context, ev agent.Event) {
 		}
 	case agent.EventRunEnd:
 		if v.opts.Details && (ev.Usage.Total() > 0 || ev.StopReason != agent.StopDone) {
-			v.details = append(v.details, render.Usage(d, ev.Usage, ev.StopReason, ev.Err))
+			v.details = append(v.details, render.Usage(d, ev.Usage, ev.StopReason, ev.Err, ev.AnsweredBy))
 		}
 	default:
 		return

@@ -1020,7 +1020,10 @@ type GetStatusResponse struct {
 	// chick_image is the image chicks are started from.
 	ChickImage string `protobuf:"bytes,8,opt,name=chick_image,json=chickImage,proto3" json:"chick_image,omitempty"`
 	// queued is how many chicks wait for a free slot.
-	Queued        int32 `protobuf:"varint,9,opt,name=queued,proto3" json:"queued,omitempty"`
+	Queued int32 `protobuf:"varint,9,opt,name=queued,proto3" json:"queued,omitempty"`
+	// providers are the model providers that fallback chains call, with
+	// their health.
+	Providers     []*ProviderStatus `protobuf:"bytes,10,rep,name=providers,proto3" json:"providers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1118,6 +1121,108 @@ func (x *GetStatusResponse) GetQueued() int32 {
 	return 0
 }
 
+func (x *GetStatusResponse) GetProviders() []*ProviderStatus {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+// ProviderStatus is a model provider's health as the fallback chains see
+// it: down while it cools down after failing calls in a row.
+type ProviderStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the provider as config names it ("ollama", "openai:vllm").
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Down          bool                   `protobuf:"varint,2,opt,name=down,proto3" json:"down,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	Failures      int32                  `protobuf:"varint,5,opt,name=failures,proto3" json:"failures,omitempty"`
+	LastError     string                 `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastOk        *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_ok,json=lastOk,proto3" json:"last_ok,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderStatus) Reset() {
+	*x = ProviderStatus{}
+	mi := &file_mother_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderStatus) ProtoMessage() {}
+
+func (x *ProviderStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderStatus.ProtoReflect.Descriptor instead.
+func (*ProviderStatus) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ProviderStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProviderStatus) GetDown() bool {
+	if x != nil {
+		return x.Down
+	}
+	return false
+}
+
+func (x *ProviderStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ProviderStatus) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *ProviderStatus) GetFailures() int32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *ProviderStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ProviderStatus) GetLastOk() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastOk
+	}
+	return nil
+}
+
 type EventInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	File          string                 `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
@@ -1132,7 +1237,7 @@ type EventInfo struct {
 
 func (x *EventInfo) Reset() {
 	*x = EventInfo{}
-	mi := &file_mother_v1_admin_proto_msgTypes[12]
+	mi := &file_mother_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1249,7 @@ func (x *EventInfo) String() string {
 func (*EventInfo) ProtoMessage() {}
 
 func (x *EventInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[12]
+	mi := &file_mother_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1262,7 @@ func (x *EventInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInfo.ProtoReflect.Descriptor instead.
 func (*EventInfo) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EventInfo) GetFile() string {
@@ -1210,7 +1315,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_mother_v1_admin_proto_msgTypes[13]
+	mi := &file_mother_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1327,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[13]
+	mi := &file_mother_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1340,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type ListEventsResponse struct {
@@ -1247,7 +1352,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_mother_v1_admin_proto_msgTypes[14]
+	mi := &file_mother_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1364,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[14]
+	mi := &file_mother_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1377,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListEventsResponse) GetEvents() []*EventInfo {
@@ -1290,7 +1395,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_mother_v1_admin_proto_msgTypes[15]
+	mi := &file_mother_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1407,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[15]
+	mi := &file_mother_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1420,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 // ToolServerInfo is one MCP server of config.json's mcpServers.
@@ -1341,7 +1446,7 @@ type ToolServerInfo struct {
 
 func (x *ToolServerInfo) Reset() {
 	*x = ToolServerInfo{}
-	mi := &file_mother_v1_admin_proto_msgTypes[16]
+	mi := &file_mother_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1458,7 @@ func (x *ToolServerInfo) String() string {
 func (*ToolServerInfo) ProtoMessage() {}
 
 func (x *ToolServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[16]
+	mi := &file_mother_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1471,7 @@ func (x *ToolServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolServerInfo.ProtoReflect.Descriptor instead.
 func (*ToolServerInfo) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolServerInfo) GetName() string {
@@ -1434,7 +1539,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_mother_v1_admin_proto_msgTypes[17]
+	mi := &file_mother_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1551,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[17]
+	mi := &file_mother_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1564,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListToolsResponse) GetServers() []*ToolServerInfo {
@@ -1480,7 +1585,7 @@ type ChickEventsRequest struct {
 
 func (x *ChickEventsRequest) Reset() {
 	*x = ChickEventsRequest{}
-	mi := &file_mother_v1_admin_proto_msgTypes[18]
+	mi := &file_mother_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1597,7 @@ func (x *ChickEventsRequest) String() string {
 func (*ChickEventsRequest) ProtoMessage() {}
 
 func (x *ChickEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[18]
+	mi := &file_mother_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1610,7 @@ func (x *ChickEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChickEventsRequest.ProtoReflect.Descriptor instead.
 func (*ChickEventsRequest) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChickEventsRequest) GetId() string {
@@ -1535,7 +1640,7 @@ type ChickEventsResponse struct {
 
 func (x *ChickEventsResponse) Reset() {
 	*x = ChickEventsResponse{}
-	mi := &file_mother_v1_admin_proto_msgTypes[19]
+	mi := &file_mother_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1652,7 @@ func (x *ChickEventsResponse) String() string {
 func (*ChickEventsResponse) ProtoMessage() {}
 
 func (x *ChickEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mother_v1_admin_proto_msgTypes[19]
+	mi := &file_mother_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1665,7 @@ func (x *ChickEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChickEventsResponse.ProtoReflect.Descriptor instead.
 func (*ChickEventsResponse) Descriptor() ([]byte, []int) {
-	return file_mother_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChickEventsResponse) GetKind() isChickEventsResponse_Kind {
@@ -1666,7 +1771,7 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
 	"\x05tiers\x18\x06 \x03(\tR\x05tiers\x12%\n" +
 	"\x0eengine_version\x18\a \x01(\tR\rengineVersion\x120\n" +
-	"\x05since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x9c\x03\n" +
+	"\x05since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xd5\x03\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -1679,7 +1784,18 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x05hosts\x18\a \x03(\v2\x15.mother.v1.HostStatusR\x05hosts\x12\x1f\n" +
 	"\vchick_image\x18\b \x01(\tR\n" +
 	"chickImage\x12\x16\n" +
-	"\x06queued\x18\t \x01(\x05R\x06queued\"\xca\x01\n" +
+	"\x06queued\x18\t \x01(\x05R\x06queued\x127\n" +
+	"\tproviders\x18\n" +
+	" \x03(\v2\x19.mother.v1.ProviderStatusR\tproviders\"\x8c\x02\n" +
+	"\x0eProviderStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04down\x18\x02 \x01(\bR\x04down\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1a\n" +
+	"\bfailures\x18\x05 \x01(\x05R\bfailures\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x123\n" +
+	"\alast_ok\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x06lastOk\"\xca\x01\n" +
 	"\tEventInfo\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.mother.v1.EventTypeR\x04type\x12\x18\n" +
@@ -1764,7 +1880,7 @@ func file_mother_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mother_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_mother_v1_admin_proto_goTypes = []any{
 	(ChickState)(0),               // 0: mother.v1.ChickState
 	(AdapterState)(0),             // 1: mother.v1.AdapterState
@@ -1783,64 +1899,69 @@ var file_mother_v1_admin_proto_goTypes = []any{
 	(*BudgetStatus)(nil),          // 14: mother.v1.BudgetStatus
 	(*HostStatus)(nil),            // 15: mother.v1.HostStatus
 	(*GetStatusResponse)(nil),     // 16: mother.v1.GetStatusResponse
-	(*EventInfo)(nil),             // 17: mother.v1.EventInfo
-	(*ListEventsRequest)(nil),     // 18: mother.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),    // 19: mother.v1.ListEventsResponse
-	(*ListToolsRequest)(nil),      // 20: mother.v1.ListToolsRequest
-	(*ToolServerInfo)(nil),        // 21: mother.v1.ToolServerInfo
-	(*ListToolsResponse)(nil),     // 22: mother.v1.ListToolsResponse
-	(*ChickEventsRequest)(nil),    // 23: mother.v1.ChickEventsRequest
-	(*ChickEventsResponse)(nil),   // 24: mother.v1.ChickEventsResponse
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
-	(*ToolSpec)(nil),              // 27: mother.v1.ToolSpec
-	(*AgentEvent)(nil),            // 28: mother.v1.AgentEvent
+	(*ProviderStatus)(nil),        // 17: mother.v1.ProviderStatus
+	(*EventInfo)(nil),             // 18: mother.v1.EventInfo
+	(*ListEventsRequest)(nil),     // 19: mother.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),    // 20: mother.v1.ListEventsResponse
+	(*ListToolsRequest)(nil),      // 21: mother.v1.ListToolsRequest
+	(*ToolServerInfo)(nil),        // 22: mother.v1.ToolServerInfo
+	(*ListToolsResponse)(nil),     // 23: mother.v1.ListToolsResponse
+	(*ChickEventsRequest)(nil),    // 24: mother.v1.ChickEventsRequest
+	(*ChickEventsResponse)(nil),   // 25: mother.v1.ChickEventsResponse
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*ToolSpec)(nil),              // 28: mother.v1.ToolSpec
+	(*AgentEvent)(nil),            // 29: mother.v1.AgentEvent
 }
 var file_mother_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: mother.v1.ChickInfo.state:type_name -> mother.v1.ChickState
-	25, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
+	26, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: mother.v1.ListChicksResponse.chicks:type_name -> mother.v1.ChickInfo
-	26, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
+	27, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
 	0,  // 4: mother.v1.KillChickResponse.state:type_name -> mother.v1.ChickState
 	1,  // 5: mother.v1.AdapterStatus.state:type_name -> mother.v1.AdapterState
-	25, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
-	25, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
-	25, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	26, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
+	26, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
+	26, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	13, // 9: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
 	5,  // 10: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
 	14, // 11: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
-	17, // 12: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
+	18, // 12: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
 	15, // 13: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
-	2,  // 14: mother.v1.EventInfo.type:type_name -> mother.v1.EventType
-	25, // 15: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
-	17, // 16: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
-	3,  // 17: mother.v1.ToolServerInfo.state:type_name -> mother.v1.ToolServerState
-	27, // 18: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
-	4,  // 19: mother.v1.ToolServerInfo.transport:type_name -> mother.v1.ToolTransport
-	25, // 20: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
-	25, // 21: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
-	21, // 22: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
-	28, // 23: mother.v1.ChickEventsResponse.event:type_name -> mother.v1.AgentEvent
-	5,  // 24: mother.v1.ChickEventsResponse.ended:type_name -> mother.v1.ChickInfo
-	6,  // 25: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
-	8,  // 26: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
-	10, // 27: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
-	12, // 28: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
-	18, // 29: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
-	20, // 30: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
-	23, // 31: mother.v1.AdminService.ChickEvents:input_type -> mother.v1.ChickEventsRequest
-	7,  // 32: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
-	9,  // 33: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
-	11, // 34: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
-	16, // 35: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
-	19, // 36: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
-	22, // 37: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
-	24, // 38: mother.v1.AdminService.ChickEvents:output_type -> mother.v1.ChickEventsResponse
-	32, // [32:39] is the sub-list for method output_type
-	25, // [25:32] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	17, // 14: mother.v1.GetStatusResponse.providers:type_name -> mother.v1.ProviderStatus
+	26, // 15: mother.v1.ProviderStatus.since:type_name -> google.protobuf.Timestamp
+	26, // 16: mother.v1.ProviderStatus.until:type_name -> google.protobuf.Timestamp
+	26, // 17: mother.v1.ProviderStatus.last_ok:type_name -> google.protobuf.Timestamp
+	2,  // 18: mother.v1.EventInfo.type:type_name -> mother.v1.EventType
+	26, // 19: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
+	18, // 20: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
+	3,  // 21: mother.v1.ToolServerInfo.state:type_name -> mother.v1.ToolServerState
+	28, // 22: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
+	4,  // 23: mother.v1.ToolServerInfo.transport:type_name -> mother.v1.ToolTransport
+	26, // 24: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
+	26, // 25: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
+	22, // 26: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
+	29, // 27: mother.v1.ChickEventsResponse.event:type_name -> mother.v1.AgentEvent
+	5,  // 28: mother.v1.ChickEventsResponse.ended:type_name -> mother.v1.ChickInfo
+	6,  // 29: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
+	8,  // 30: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
+	10, // 31: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
+	12, // 32: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
+	19, // 33: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
+	21, // 34: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
+	24, // 35: mother.v1.AdminService.ChickEvents:input_type -> mother.v1.ChickEventsRequest
+	7,  // 36: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
+	9,  // 37: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
+	11, // 38: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
+	16, // 39: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
+	20, // 40: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
+	23, // 41: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
+	25, // 42: mother.v1.AdminService.ChickEvents:output_type -> mother.v1.ChickEventsResponse
+	36, // [36:43] is the sub-list for method output_type
+	29, // [29:36] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_admin_proto_init() }
@@ -1850,7 +1971,7 @@ func file_mother_v1_admin_proto_init() {
 	}
 	file_mother_v1_chick_proto_init()
 	file_mother_v1_types_proto_init()
-	file_mother_v1_admin_proto_msgTypes[19].OneofWrappers = []any{
+	file_mother_v1_admin_proto_msgTypes[20].OneofWrappers = []any{
 		(*ChickEventsResponse_Event)(nil),
 		(*ChickEventsResponse_Ended)(nil),
 	}
@@ -1860,7 +1981,7 @@ func file_mother_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_admin_proto_rawDesc), len(file_mother_v1_admin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

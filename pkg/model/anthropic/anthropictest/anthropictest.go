@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -162,6 +163,13 @@ func (s *Server) SetMaxInputTokens(n int) {
 	s.maxInput = n
 }
 
+// SetAPIKey sets the key the fake accepts.
+func (s *Server) SetAPIKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key = key
+}
+
 // Requests returns the messages requests received so far.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -186,6 +194,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.messages(w, r)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/models/"):
 		s.model(w, strings.TrimPrefix(r.URL.Path, "/v1/models/"))
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
+		s.modelList(w)
 	default:
 		apiError(w, http.StatusNotFound, "not_found_error", "no route "+r.Method+" "+r.URL.Path)
 	}
@@ -205,6 +215,27 @@ func (s *Server) model(w http.ResponseWriter, id string) {
 		"id": id, "type": "model", "display_name": id, "created_at": "2025-01-01T00:00:00Z",
 		"max_input_tokens": n, "max_tokens": 64000,
 	})
+}
+
+// modelList answers GET /v1/models: the models SetModels named, sorted,
+// in one page.
+func (s *Server) modelList(w http.ResponseWriter) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.models))
+	for n := range s.models {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	data := []map[string]any{}
+	for _, n := range names {
+		data = append(data, map[string]any{"id": n, "type": "model", "display_name": n, "created_at": "2025-01-01T00:00:00Z"})
+	}
+	var first, last any
+	if len(names) > 0 {
+		first, last = names[0], names[len(names)-1]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
