@@ -21,6 +21,7 @@ import (
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/metrics/metricstest"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/mother"
 )
 
@@ -42,6 +43,17 @@ func (s *state) List(bool) []hatchery.Info            { return s.chicks }
 func (s *state) HostStates() []hatchery.HostStatus    { return s.hosts }
 func (s *state) Budgets() []broker.Budget             { return s.budgets }
 
+// providerState is two providers, one cooling down, and estimated usage.
+type providerState struct{}
+
+func (providerState) Statuses() []fallback.Status {
+	return []fallback.Status{{Name: "ollama"}, {Name: "openai:vllm", Down: true, Failures: 2}}
+}
+
+func (providerState) EstimatedCalls() map[string]int64 {
+	return map[string]int64{"openai:llamacpp": 4, "ollama": 0}
+}
+
 func TestCountersAndGaugesAreScraped(t *testing.T) {
 	t.Parallel()
 	mx := metrics.New(metrics.Options{Version: "v1.2.3", Prices: map[string]config.Price{"claude": {InputPerMTok: 3, OutputPerMTok: 15}}})
@@ -53,6 +65,7 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		budgets: []broker.Budget{{Kind: "tier", Name: "local", Used: 100}, {Kind: "tier", Name: "claude", Used: 700, Limit: 1000}, {Kind: "channel", Name: "slack/C1", Used: 5}},
 	}
 	mx.Watch(st, st, st)
+	mx.WatchProviders(providerState{})
 	for range 3 {
 		mx.MessageIn("discord")
 	}
@@ -108,6 +121,9 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		{"mother_budget_remaining_tokens", []string{"kind", "tier", "name", "claude"}, 300},
 		{"mother_healthy", nil, 1},
 		{"mother_build_info", []string{"version", "v1.2.3"}, 1},
+		{"mother_model_provider_up", []string{"provider", "ollama"}, 1},
+		{"mother_model_provider_up", []string{"provider", "openai:vllm"}, 0},
+		{"mother_model_usage_estimated_total", []string{"provider", "openai:llamacpp"}, 4},
 	}
 	for _, w := range want {
 		got, ok := s.Value(w.name, w.labels...)
