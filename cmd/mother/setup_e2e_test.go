@@ -217,6 +217,11 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	defer model.Close()
 	model.SetModels("qwen3:30b-a3b", "qwen3:14b", "gemma:2b")
 	model.SetModelCapabilities("gemma:2b", "completion")
+	const routerKey = "sk-or-ROUTERKEY-0123456789"
+	router := openaitest.New()
+	defer router.Close()
+	router.SetKey(routerKey)
+	router.SetModels(openaitest.Model{ID: "deepseek/deepseek-r1"}, openaitest.Model{ID: "qwen/qwen3-coder"})
 
 	data := t.TempDir()
 	hatcherytest.RemoveOnCleanup(t, api, func() string { return hatcherytest.InstanceFile(filepath.Join(data, "chicks")) })
@@ -251,6 +256,22 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.answer("Mother's model (number or name)", "qwen3:30b-a3b")
 	s.answer("Chicks' model (tier local) (number or name) [qwen3:14b]", "")
 
+	// A tier on an OpenAI-compatible server: a wrong key is refused and
+	// asked again, then the models are listed live.
+	s.answer("Add a chick tier on another model server", "y")
+	s.answer("Which: openai (any OpenAI-compatible server) or anthropic", "")
+	s.answer("Base URL, with its /v1", router.BaseURL())
+	s.answer("A name for this server", "router")
+	s.answer("API key (enter for none", "sk-wrong-key")
+	s.expect("the key was refused by router")
+	s.answer("Type the key again?", "y")
+	s.answer("API key", routerKey)
+	s.expect("✓ router at " + router.BaseURL() + ", 2 model(s): deepseek/deepseek-r1, qwen/qwen3-coder")
+	s.answer("Model for the tier (number or name)", "2")
+	s.answer("Tier name [router]", "coder")
+	s.answer("When should Mother pick it", "coding goals that need a bigger model")
+	s.expect("✓ tier coder: openai:router/qwen/qwen3-coder")
+
 	s.answer("Chick image [mother-chick:dev]", image)
 	s.answer("Docker engine for chicks", "")
 	s.answer("Name for this host [local]", "")
@@ -266,7 +287,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	if code := s.exit(); code != 0 {
 		t.Fatalf("mother setup exited %d", code)
 	}
-	for _, tok := range []string{setupDiscordToken, slacktest.BotToken, slacktest.AppToken, "not-the-token-at-all"} {
+	for _, tok := range []string{setupDiscordToken, slacktest.BotToken, slacktest.AppToken, "not-the-token-at-all", routerKey, "sk-wrong-key"} {
 		if strings.Contains(s.text(), tok) {
 			t.Errorf("the terminal shows the token %q", tok)
 		}
@@ -295,6 +316,11 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 		{[]string{"providers", "ollama", "url"}, model.URL},
 		{[]string{"model", "id"}, "qwen3:30b-a3b"},
 		{[]string{"chicks", "tiers", "local", "model"}, "qwen3:14b"},
+		{[]string{"providers", "openai", "router", "baseURL"}, router.BaseURL()},
+		{[]string{"providers", "openai", "router", "apiKey"}, routerKey},
+		{[]string{"chicks", "tiers", "coder", "provider"}, "openai:router"},
+		{[]string{"chicks", "tiers", "coder", "model"}, "qwen/qwen3-coder"},
+		{[]string{"chicks", "tiers", "coder", "description"}, "coding goals that need a bigger model"},
 		{[]string{"chicks", "image"}, image},
 		{[]string{"budgets", "channelDailyTokens"}, float64(20_000_000)},
 		{[]string{"budgets", "userDailyTokens"}, float64(5_000_000)},
@@ -349,6 +375,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.answer("Ollama URL ["+model.URL+"]", "")
 	s.answer("Mother's model (number or name) [qwen3:30b-a3b]", "")
 	s.answer("Chicks' model (tier local) (number or name) [qwen3:14b]", "")
+	s.answer("Add a chick tier on another model server", "")
 	s.answer("Chick image ["+image+"]", "")
 	s.expect("Host local: unix:///var/run/docker.sock")
 	s.answer("Keep host local?", "")
@@ -377,7 +404,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	// A rerun that changes nothing leaves the file as it is.
 	s = startSetup(t, nil, data)
 	for _, a := range []string{"Chat platforms", "Discord bot token", "Admins", "Slack bot token", "Slack app-level token", "Admins",
-		"Ollama URL", "Mother's model", "Chicks' model", "Chick image", "Keep host local?", "Add another Docker host",
+		"Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Chick image", "Keep host local?", "Add another Docker host",
 		"Tokens one chick", "per channel per day", "per user per day"} {
 		s.answer(a, "")
 	}
