@@ -160,6 +160,10 @@ func New(h *Health, firstToken time.Duration, targets ...Target) *Chain {
 	return &Chain{targets: targets, health: h, firstToken: firstToken, clock: h.clock}
 }
 
+// askTimeout bounds a question about a model (its window, its images)
+// put to one provider of the chain.
+const askTimeout = 10 * time.Second
+
 // errNoFirstToken is a call that said nothing for too long.
 var errNoFirstToken = errors.New("no first token")
 
@@ -286,10 +290,15 @@ func (c *Chain) ContextWindow(ctx context.Context, _ string) (int, error) {
 	best := 0
 	for _, t := range c.targets {
 		cw, ok := t.Provider.(model.ContextWindower)
-		if !ok {
-			continue
+		if !ok || c.health.down(t.Name) {
+			continue // a provider cooling down is not asked
 		}
-		if n, err := cw.ContextWindow(ctx, t.Model); err == nil && n > 0 && (best == 0 || n < best) {
+		// A server that hangs must not hold up a run its fallback could
+		// answer.
+		tctx, cancel := context.WithTimeout(ctx, askTimeout)
+		n, err := cw.ContextWindow(tctx, t.Model)
+		cancel()
+		if err == nil && n > 0 && (best == 0 || n < best) {
 			best = n
 		}
 	}
@@ -307,7 +316,9 @@ func (c *Chain) SupportsImages(ctx context.Context, _ string) (bool, error) {
 		if !ok {
 			return false, nil
 		}
-		yes, err := is.SupportsImages(ctx, t.Model)
+		tctx, cancel := context.WithTimeout(ctx, askTimeout)
+		yes, err := is.SupportsImages(tctx, t.Model)
+		cancel()
 		if err != nil || !yes {
 			return false, err
 		}
