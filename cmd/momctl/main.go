@@ -74,18 +74,33 @@ func run(ctx context.Context, args []string, c *cli, getenv func(string) string)
 	fs := flag.NewFlagSet("momctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket, showVersion := rootFlags(fs)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	// The flag package prints the usage itself on a parse error; it is
+	// printed below instead, after the error, or on stdout for --help.
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "momctl: %v\n\n%s", err, usage)
 		return 2
 	}
 	if *showVersion {
 		fmt.Fprintf(stdout, "momctl %s\n", c.version)
 		return 0
 	}
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	rest := fs.Args()
 	if len(rest) == 0 {
 		fs.Usage()
 		return 2
+	}
+	// Help, asked for the usual ways: "help", "help chicks", "chicks
+	// --help", "chicks -h". A command's own --help prints its flags.
+	if rest[0] == "help" || isHelp(rest[len(rest)-1]) && findCommandExact(rest[:len(rest)-1]) == nil {
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
 	path := *socket
 	if path == "" {
@@ -101,6 +116,16 @@ func run(ctx context.Context, args []string, c *cli, getenv func(string) string)
 		fs.Usage()
 		return 2
 	}
+	if len(args) > 0 && isHelp(args[len(args)-1]) {
+		// The command's flags, from the flag set it parses.
+		c.describe = func(fs *flag.FlagSet) {
+			fmt.Fprintf(stdout, "usage: momctl %s [flags]\n", strings.Join(cmd.words, " "))
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		_ = cmd.run(c, ctx, nil)
+		return 0
+	}
 	err := cmd.run(c, ctx, args)
 	if err != nil {
 		var ue usageError
@@ -112,6 +137,18 @@ func run(ctx context.Context, args []string, c *cli, getenv func(string) string)
 		return 1
 	}
 	return 0
+}
+
+// isHelp reports whether a word asks for help.
+func isHelp(w string) bool { return w == "-h" || w == "-help" || w == "--help" }
+
+// findCommandExact is the command rest names with nothing after it.
+func findCommandExact(rest []string) *command {
+	cmd, args := findCommand(rest)
+	if cmd == nil || len(args) > 0 {
+		return nil
+	}
+	return cmd
 }
 
 // rootFlags defines momctl's own flags (before the command) on fs.

@@ -25,6 +25,7 @@ import (
 	"runtime/trace"
 	"strings"
 	"syscall"
+
 	// IANA zones for periodic events, even where the host has no zoneinfo.
 	_ "time/tzdata"
 
@@ -33,6 +34,7 @@ import (
 	_ "github.com/mother-chat/mother/pkg/adapters/telegram" // registers "telegram"
 	_ "github.com/mother-chat/mother/pkg/adapters/whatsapp" // registers "whatsapp"
 	"github.com/mother-chat/mother/pkg/chat"
+
 	// Aliased: the end-to-end tests of this package have a type daemon.
 	motherd "github.com/mother-chat/mother/pkg/daemon"
 	"github.com/mother-chat/mother/pkg/migrate"
@@ -53,29 +55,50 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "migrate" {
-		return runMigrate(args[1:], stdout, stderr)
+	subs := map[string]func(args []string, stdout, stderr io.Writer) int{
+		"migrate":    runMigrate,
+		"completion": runCompletion,
+		"setup":      func(a []string, o, e io.Writer) int { return runSetup(a, stdin, o, e) },
+		"link":       func(a []string, o, e io.Writer) int { return runLink(a, stdin, o, e) },
 	}
-	if len(args) > 0 && args[0] == "completion" {
-		return runCompletion(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "setup" {
-		return runSetup(args[1:], stdin, stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "link" {
-		return runLink(args[1:], stdin, stdout, stderr)
+	if len(args) > 0 {
+		if sub, ok := subs[args[0]]; ok {
+			if len(args) == 2 && isHelpWord(args[1]) {
+				// "mother setup --help": its usage on stdout, status 0.
+				if code := sub(args[1:], stdout, stdout); code != exitUsage {
+					return code
+				}
+				return exitOK
+			}
+			return sub(args[1:], stdout, stderr)
+		}
 	}
 	fs := flag.NewFlagSet("mother", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	f := defineFlags(fs)
 	cliMode, checkConfig, showVersion, logLevel := f.cli, f.checkConfig, f.version, f.logLevel
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother link whatsapp <name> <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother --version\n\n")
+	usageTo := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother link whatsapp <name> <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother help | --help | --version\n\n")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
+	// Help the usual ways, on stdout with status 0: "help" is never taken
+	// for a data directory.
+	if len(args) == 1 && (args[0] == "help" || isHelpWord(args[0])) {
+		usageTo(stdout)
+		return exitOK
+	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usageTo(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "mother: %v\n\n", err)
+		usageTo(stderr)
 		return exitUsage
 	}
+	fs.Usage = func() { usageTo(stderr) }
 	if *showVersion {
 		fmt.Fprintf(stdout, "mother %s\n", version)
 		return exitOK
@@ -131,6 +154,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv,
 	}))
 }
+
+// isHelpWord reports whether a word asks for help.
+func isHelpWord(w string) bool { return w == "-h" || w == "-help" || w == "--help" }
 
 // startAllocs makes the allocation profile count every 64 KiB allocated
 // instead of 512 KiB, so a short bench run has enough samples; the profile

@@ -353,3 +353,29 @@ func stopGently(p *os.Process, exited <-chan struct{}) {
 		<-exited
 	}
 }
+
+// TestHelpIsConventional: help asked for the usual ways prints the usage
+// on stdout and exits 0, for mother and each subcommand; "help" is never
+// taken for a data directory; a bad flag says what was wrong first, on
+// stderr, and exits 2.
+func TestHelpIsConventional(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"setup", "--help"}, {"migrate", "--help"}, {"completion", "-h"}, {"link", "--help"}} {
+		cmd := exec.Command(motherBin, args...)
+		cmd.Dir = dir
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if err != nil || !strings.Contains(out.String(), "usage: mother") || errb.Len() != 0 {
+			t.Errorf("mother %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errb.String())
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("help made %v in the working directory", entries)
+	}
+	r := runMother(t, "", nil, "--bogus")
+	if r.code != 2 || !strings.HasPrefix(r.stderr, "mother: flag provided but not defined: -bogus\n") || r.stdout != "" {
+		t.Errorf("a bad flag: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
+}
