@@ -269,8 +269,13 @@ func (c *cli) explain(err error) error {
 		if strings.Contains(msg, "permission denied") {
 			return fmt.Errorf("permission denied on %s: run momctl as the user that runs Mother", c.socket)
 		}
+		if strings.Contains(msg, "connection refused") {
+			// The socket file is there but nobody listens: it was left
+			// by a Mother that is no longer running.
+			return fmt.Errorf("nothing listens on %s: Mother is not running (the socket is left from an earlier run); start her, or point --socket at the one that runs", c.socket)
+		}
 		//lint:ignore ST1005 "Mother" is a name, and the sentence is printed as is
-		return fmt.Errorf("Mother is not answering on %s (stale socket?): %s", c.socket, msg)
+		return fmt.Errorf("Mother is not answering on %s: %s", c.socket, msg)
 	case codes.NotFound:
 		return errors.New(st.Message())
 	case codes.Unimplemented:
@@ -335,17 +340,10 @@ func (c *cli) ls(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
+	// The same table as chicks watch, HOST column included.
 	return c.print(*asJSON, out, func(w io.Writer) error {
-		if len(resp.GetChicks()) == 0 {
-			fmt.Fprintln(w, "no chicks")
-			return nil
-		}
-		tw := table(w)
-		fmt.Fprintln(tw, "ID\tCHANNEL\tTIER\tSTATE\tAGE\tTOKENS")
-		for _, ci := range resp.GetChicks() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", ci.GetId(), ci.GetChannel(), ci.GetTier(), stateName(ci.GetState()), age(now.Sub(ci.GetCreatedAt().AsTime())), ci.GetTokensUsed())
-		}
-		return tw.Flush()
+		c.chickTable(w, resp.GetChicks(), now)
+		return nil
 	})
 }
 

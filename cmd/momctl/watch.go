@@ -85,7 +85,7 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 			}
 			fmt.Fprintf(&sb, "Every %s: %s    %s\n\n", *interval, what, now.In(c.loc).Format("15:04:05"))
 			if err != nil {
-				fmt.Fprintf(&sb, "Mother is not answering: %v\n", c.explain(err))
+				fmt.Fprintf(&sb, "%v\n", c.explain(err))
 			} else {
 				c.chickTable(&sb, resp.GetChicks(), now)
 			}
