@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -81,7 +83,7 @@ change a configuration: enter keeps each current value.
 		os.Exit(exitInterrupted)
 	}()
 	err := setup.Run(context.Background(), setup.Options{DataDir: pos[0], In: stdin, Out: stdout, TTY: tty,
-		Interactive: !*nonInteractive, Flags: f, Getenv: os.Getenv})
+		Interactive: !*nonInteractive, Flags: f, Getenv: os.Getenv, Self: selfCommand(os.Args[0])})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother setup: %v\n", err)
 		if errors.Is(err, setup.ErrNotVerified) {
@@ -128,4 +130,32 @@ func defineSetupFlags(fs *flag.FlagSet, f *setup.Flags) *bool {
 	fs.StringVar(&f.ChannelDailyTokens, "channel-daily-tokens", "", "chick tokens per channel per day (0: no cap)")
 	fs.StringVar(&f.UserDailyTokens, "user-daily-tokens", "", "chick tokens per user per day (0: no cap)")
 	return nonInteractive
+}
+
+// selfCommand is how the user would run this binary again: "mother" when
+// it is the one on PATH, "go run ./cmd/mother" for a binary go run built
+// in a temporary directory, else its path as typed ("bin/mother"),
+// relative to the working directory when it lies below it.
+func selfCommand(arg0 string) string {
+	abs, err := filepath.Abs(arg0)
+	if err != nil {
+		return "mother"
+	}
+	if p, err := exec.LookPath("mother"); err == nil {
+		if pa, err := filepath.Abs(p); err == nil && pa == abs {
+			return "mother"
+		}
+	}
+	if strings.HasPrefix(abs, filepath.Join(os.TempDir(), "go-build")) {
+		return "go run ./cmd/mother"
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
+			if !strings.Contains(rel, string(filepath.Separator)) {
+				rel = "./" + rel
+			}
+			return rel
+		}
+	}
+	return abs
 }

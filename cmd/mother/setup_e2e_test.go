@@ -603,3 +603,30 @@ func TestSetupAddsTiersOnOtherProviders(t *testing.T) {
 		t.Errorf("a plain setup's tiers: %v", tiers)
 	}
 }
+
+// TestSetupNextStepsWork: the steps setup prints at the end are commands
+// that work as printed: with no chat platform the terminal (--cli), with
+// this binary's own path; the models are numbered for the questions that
+// take a number.
+func TestSetupNextStepsWork(t *testing.T) {
+	t.Parallel()
+	ol := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn { return ollamatest.Turn{Text: "Hello from the terminal."} })
+	defer ol.Close()
+	ol.SetModels("qwen3:14b", "qwen3:30b-a3b")
+	data := t.TempDir()
+	r := runMother(t, "", nil, "setup", "--non-interactive", "--platforms", "none", "--ollama-url", ol.URL, "--model", "2", data)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"1. qwen3:14b  tools", "2. qwen3:30b-a3b  tools", "✓ Mother's model: qwen3:30b-a3b",
+		motherBin + " --check-config " + data, motherBin + " --cli " + data + "    (no chat platform is configured"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// The printed command runs.
+	run := runMother(t, "hi\n", []string{"MOTHER_OLLAMA_URL=" + ol.URL}, "--cli", data)
+	if run.code != 0 || !strings.Contains(run.stdout, "Hello from the terminal.") {
+		t.Errorf("%s --cli %s: exit %d\n%s%s", motherBin, data, run.code, run.stdout, run.stderr)
+	}
+}

@@ -24,8 +24,9 @@ func (r *run) model() error {
 		if err == nil {
 			models = ms
 			r.say("  ✓ Ollama %s at %s, %d model(s):", version, u, len(ms))
-			for _, m := range ms {
-				r.say("     %s%s", m.Name, toolNote(m))
+			// Numbered: the model questions take a number or a name.
+			for i, m := range ms {
+				r.say("     %d. %s%s", i+1, m.Name, toolNote(m))
 			}
 			break
 		}

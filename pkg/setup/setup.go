@@ -77,6 +77,9 @@ type Options struct {
 	Flags       Flags
 	Getenv      func(string) string
 	Clock       clock.Clock
+	// Self is the command that runs Mother, as the next steps print it
+	// ("bin/mother", "mother"; default "mother").
+	Self string
 }
 
 // ErrNotVerified is a token or value that did not pass its live check in
@@ -724,12 +727,20 @@ func (r *run) nextSteps(abs string) {
 	for _, n := range r.next {
 		r.say("  - %s", n)
 	}
-	r.say("  mother --check-config %s", abs)
+	r.say("  %s --check-config %s", r.self(), abs)
 	if abs == "/var/lib/mother" {
 		r.say("  sudo chown -R mother:mother /var/lib/mother")
 		r.say("  sudo systemctl enable --now mother && journalctl -u mother -f")
 		return
 	}
-	r.say("  mother %s", abs)
+	if len(r.cfg.child("adapters").keys) == 0 {
+		// No chat platform: the terminal is where she answers.
+		r.say("  %s --cli %s    (no chat platform is configured: Mother answers in this terminal)", r.self(), abs)
+		return
+	}
+	r.say("  %s %s", r.self(), abs)
 	r.say("(or as a service: deploy/README.md, with the data directory /var/lib/mother)")
 }
+
+// self is how to run this Mother again, as the steps print it.
+func (r *run) self() string { return orDefault(r.o.Self, "mother") }
