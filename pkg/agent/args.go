@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mother-chat/mother/pkg/names"
 )
 
 // Small local models often break a tool call's arguments: they send a
@@ -21,6 +23,11 @@ import (
 // maxProblems caps the problems listed in one message; the rest are
 // counted.
 const maxProblems = 5
+
+// NearestName returns the name in names closest to name (edit distance,
+// case-insensitive), or "" when none is close enough to be a plausible
+// typo (see names.Nearest).
+func NearestName(name string, candidates []string) string { return names.Nearest(name, candidates) }
 
 // CheckArgs validates args against schema (a tool's model.ToolSpec.Parameters,
 // a JSON Schema object). It returns the arguments to run the tool with and ""
@@ -79,60 +86,6 @@ func CheckArgs(schema, args json.RawMessage) (fixed json.RawMessage, problem str
 		return json.RawMessage(data), ""
 	}
 	return args, ""
-}
-
-// NearestName returns the name in names closest to name (edit distance,
-// case-insensitive), or "" when none is close enough to be a plausible
-// typo: at most max(2, len(name)/3) edits, and fewer edits than the shorter
-// of the two has letters (so "ab" is not a typo of "cd"). Ties go to the
-// earlier name.
-func NearestName(name string, names []string) string {
-	a := []rune(strings.ToLower(name))
-	if len(a) == 0 {
-		return ""
-	}
-	limit := max(2, len(a)/3)
-	best, bestDist := "", limit+1
-	for _, n := range names {
-		b := []rune(strings.ToLower(n))
-		if len(b) == 0 || abs(len(a)-len(b)) >= bestDist {
-			continue
-		}
-		d := editDistance(a, b)
-		if d < bestDist && d < min(len(a), len(b)) {
-			best, bestDist = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (insertions,
-// deletions and substitutions, one edit each).
-func editDistance(a, b []rune) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }
 
 // isEmptyArgs reports whether trimmed arguments mean "no arguments".

@@ -367,16 +367,16 @@ type budgetCap struct {
 // capsLocked lists the caps that apply to c. Callers hold b.mu.
 func (b *Broker) capsLocked(c Caller) []budgetCap {
 	var out []budgetCap
-	if lim := b.budgets.ChickTokens; lim > 0 {
+	if lim := b.budgets.ChickTokens.Int64(); lim > 0 {
 		out = append(out, budgetCap{"chick", c.ChickID, b.chick[c.ChickID].Total(), b.resChick[c.ChickID], lim})
 	}
-	if lim := b.budgets.ChannelDailyTokens; lim > 0 {
+	if lim := b.budgets.ChannelDailyTokens.Int64(); lim > 0 {
 		out = append(out, budgetCap{"channel", c.Channel, b.channel[c.Channel], b.resChannel[c.Channel], lim})
 	}
 	if lim, ok := b.budgets.TierDailyTokens[c.Tier]; ok && lim > 0 {
-		out = append(out, budgetCap{"tier", c.Tier, b.tier[c.Tier], b.resTier[c.Tier], lim})
+		out = append(out, budgetCap{"tier", c.Tier, b.tier[c.Tier], b.resTier[c.Tier], lim.Int64()})
 	}
-	if lim := b.budgets.UserDailyTokens; lim > 0 && c.User != "" {
+	if lim := b.budgets.UserDailyTokens.Int64(); lim > 0 && c.User != "" {
 		out = append(out, budgetCap{"user", c.User, b.user[c.User], b.resUser[c.User], lim})
 	}
 	return out
@@ -480,7 +480,7 @@ func (b *Broker) CheckUser(user string) error {
 	if err := b.rollLocked(b.clock.Now()); err != nil {
 		return err
 	}
-	lim := b.budgets.UserDailyTokens
+	lim := b.budgets.UserDailyTokens.Int64()
 	if user == "" || lim <= 0 {
 		return nil
 	}
@@ -776,13 +776,13 @@ func (b *Broker) Budgets() []Budget {
 	_ = b.rollLocked(b.clock.Now())
 	var out []Budget
 	for _, t := range slices.Sorted(keys(b.tiers)) {
-		out = append(out, Budget{Scope: "tier " + t + " today", Kind: "tier", Name: t, Used: b.tier[t], Reserved: b.resTier[t], Limit: b.budgets.TierDailyTokens[t]})
+		out = append(out, Budget{Scope: "tier " + t + " today", Kind: "tier", Name: t, Used: b.tier[t], Reserved: b.resTier[t], Limit: b.budgets.TierDailyTokens[t].Int64()})
 	}
 	for _, ch := range slices.Sorted(keys(union(b.channel, b.resChannel))) {
-		out = append(out, Budget{Scope: "channel " + ch + " today", Kind: "channel", Name: ch, Used: b.channel[ch], Reserved: b.resChannel[ch], Limit: b.budgets.ChannelDailyTokens})
+		out = append(out, Budget{Scope: "channel " + ch + " today", Kind: "channel", Name: ch, Used: b.channel[ch], Reserved: b.resChannel[ch], Limit: b.budgets.ChannelDailyTokens.Int64()})
 	}
 	for _, u := range slices.Sorted(keys(union(b.user, b.resUser))) {
-		out = append(out, Budget{Scope: "user " + u + " today", Kind: "user", Name: u, Used: b.user[u], Reserved: b.resUser[u], Limit: b.budgets.UserDailyTokens})
+		out = append(out, Budget{Scope: "user " + u + " today", Kind: "user", Name: u, Used: b.user[u], Reserved: b.resUser[u], Limit: b.budgets.UserDailyTokens.Int64()})
 	}
 	return out
 }

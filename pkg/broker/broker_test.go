@@ -77,28 +77,28 @@ func TestBudgetsRefuse(t *testing.T) {
 	}{
 		{
 			name:    "per chick",
-			budgets: config.Budgets{ChickTokens: 3 * perCall},
+			budgets: config.Budgets{ChickTokens: config.Tokens(3 * perCall)},
 			callers: rep(broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, 4),
 			want:    fmt.Sprintf("chick c-1 used %d of its %d tokens (budgets.chickTokens); this call may cost up to %d", 3*perCall, 3*perCall, perCall),
 			other:   broker.Caller{ChickID: "c-2", Channel: "cli/a", Tier: "big"},
 		},
 		{
 			name:    "per channel per day",
-			budgets: config.Budgets{ChannelDailyTokens: 3 * perCall},
+			budgets: config.Budgets{ChannelDailyTokens: config.Tokens(3 * perCall)},
 			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, {ChickID: "c-2", Channel: "cli/a", Tier: "big"}, {ChickID: "c-3", Channel: "cli/a", Tier: "big"}, {ChickID: "c-4", Channel: "cli/a", Tier: "big"}},
 			want:    fmt.Sprintf("channel cli/a used %d of its %d chick tokens today", 3*perCall, 3*perCall),
 			other:   broker.Caller{ChickID: "c-5", Channel: "cli/b", Tier: "big"},
 		},
 		{
 			name:    "per tier per day",
-			budgets: config.Budgets{TierDailyTokens: map[string]int64{"big": 3 * perCall}},
+			budgets: config.Budgets{TierDailyTokens: map[string]config.Tokens{"big": config.Tokens(3 * perCall)}},
 			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, {ChickID: "c-2", Channel: "cli/b", Tier: "big"}, {ChickID: "c-3", Channel: "cli/c", Tier: "big"}, {ChickID: "c-4", Channel: "cli/d", Tier: "big"}},
 			want:    fmt.Sprintf("tier big used %d of its %d tokens today", 3*perCall, 3*perCall),
 			other:   broker.Caller{ChickID: "c-5", Channel: "cli/e", Tier: "local"},
 		},
 		{
 			name:    "per user per day, across channels",
-			budgets: config.Budgets{UserDailyTokens: 3 * perCall},
+			budgets: config.Budgets{UserDailyTokens: config.Tokens(3 * perCall)},
 			callers: []broker.Caller{{ChickID: "c-1", Channel: "cli/a", Tier: "big", User: "slack/alice"}, {ChickID: "c-2", Channel: "slack/C1", Tier: "big", User: "slack/alice"}, {ChickID: "c-3", Channel: "slack/C2", Tier: "big", User: "slack/alice"}, {ChickID: "c-4", Channel: "slack/C3", Tier: "big", User: "slack/alice"}},
 			want:    fmt.Sprintf("user slack/alice used %d of their %d chick tokens today", 3*perCall, 3*perCall),
 			// The same user id on another adapter is another person.
@@ -279,7 +279,7 @@ func TestUserDailyBudget(t *testing.T) {
 	fake := ollamatest.NewFunc(exact)
 	defer fake.Close()
 	dir := t.TempDir()
-	budgets := config.Budgets{UserDailyTokens: 3 * perCall}
+	budgets := config.Budgets{UserDailyTokens: config.Tokens(3 * perCall)}
 	clk := clock.NewFake(time.Date(2026, 3, 1, 23, 30, 0, 0, time.Local))
 	b := setup(t, budgets, dir, clk, fake)
 	alice := "discord/alice"

@@ -133,16 +133,16 @@ func TestConcurrentCallsCannotRaceABudget(t *testing.T) {
 		budgets config.Budgets
 		caller  func(i int) broker.Caller
 	}{
-		{"chick", config.Budgets{ChickTokens: budget}, func(int) broker.Caller {
+		{"chick", config.Budgets{ChickTokens: config.Tokens(budget)}, func(int) broker.Caller {
 			return broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}
 		}},
-		{"channel per day", config.Budgets{ChannelDailyTokens: budget}, func(i int) broker.Caller {
+		{"channel per day", config.Budgets{ChannelDailyTokens: config.Tokens(budget)}, func(i int) broker.Caller {
 			return broker.Caller{ChickID: fmt.Sprintf("c-%d", i), Channel: "cli/a", Tier: "big"}
 		}},
-		{"tier per day", config.Budgets{TierDailyTokens: map[string]int64{"big": budget}}, func(i int) broker.Caller {
+		{"tier per day", config.Budgets{TierDailyTokens: map[string]config.Tokens{"big": config.Tokens(budget)}}, func(i int) broker.Caller {
 			return broker.Caller{ChickID: fmt.Sprintf("c-%d", i), Channel: fmt.Sprintf("cli/%d", i), Tier: "big"}
 		}},
-		{"user per day", config.Budgets{UserDailyTokens: budget}, func(i int) broker.Caller {
+		{"user per day", config.Budgets{UserDailyTokens: config.Tokens(budget)}, func(i int) broker.Caller {
 			return broker.Caller{ChickID: fmt.Sprintf("c-%d", i), Channel: fmt.Sprintf("cli/%d", i), Tier: "big", User: "slack/alice"}
 		}},
 	}
@@ -350,7 +350,7 @@ func TestFailedCallReleasesItsReservation(t *testing.T) {
 	)
 	defer fake.Close()
 	dir := t.TempDir()
-	b := setup(t, config.Budgets{ChickTokens: perCall}, dir, clock.NewFake(time.Now()), fake)
+	b := setup(t, config.Budgets{ChickTokens: config.Tokens(perCall)}, dir, clock.NewFake(time.Now()), fake)
 	c := broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}
 	for i := range 2 {
 		if err := call(t, b, c); err == nil || errors.Is(err, model.ErrBudgetExhausted) || errors.Is(err, model.ErrBusy) {
@@ -404,7 +404,7 @@ func TestRestartKeepsTotalsAndChargesCallsInFlight(t *testing.T) {
 	defer fake.Close()
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.Local))
-	budgets := config.Budgets{ChickTokens: 4 * perCall, ChannelDailyTokens: 10 * perCall}
+	budgets := config.Budgets{ChickTokens: config.Tokens(4 * perCall), ChannelDailyTokens: config.Tokens(10 * perCall)}
 	b := setup(t, budgets, dir, clk, fake)
 	c := broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}
 	must(t, call(t, b, c))

@@ -293,7 +293,7 @@ func checkAdapterShape(raw []byte, path string, out *Errors) {
 			}
 		}
 		if known {
-			*out = append(*out, FieldError{Field: path + "." + k, Msg: "unknown field (check the spelling; the README lists every field)"})
+			*out = append(*out, FieldError{Field: path + "." + k, Msg: unknownField(k, jsonNames(adapterSharedType, st))})
 		}
 	}
 }

@@ -159,14 +159,14 @@ type Admin struct {
 // Budgets are hard caps. Zero means unlimited.
 type Budgets struct {
 	// ChickTokens caps the tokens of one chick.
-	ChickTokens int64 `json:"chickTokens"`
+	ChickTokens Tokens `json:"chickTokens"`
 	// ChannelDailyTokens caps chick tokens per channel per day.
-	ChannelDailyTokens int64 `json:"channelDailyTokens"`
+	ChannelDailyTokens Tokens `json:"channelDailyTokens"`
 	// TierDailyTokens caps tokens per tier per day across all channels.
-	TierDailyTokens map[string]int64 `json:"tierDailyTokens"`
+	TierDailyTokens map[string]Tokens `json:"tierDailyTokens"`
 	// UserDailyTokens caps chick tokens per requester per day across
 	// channels (0: no cap); chicks of events count against no user.
-	UserDailyTokens int64 `json:"userDailyTokens"`
+	UserDailyTokens Tokens `json:"userDailyTokens"`
 }
 
 // Events tunes the events watcher.

@@ -33,7 +33,10 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"not an object", `[1,2]`, []string{"(file): must be a JSON object"}},
 		{"empty file", ` `, []string{"(file): empty file"}},
 		{"unknown top-level field", `{"adaptors": {}}`, []string{"adaptors: unknown field"}},
-		{"unknown nested field", `{"chicks": {"maxConcurent": 3}}`, []string{"chicks.maxConcurent: unknown field"}},
+		{"unknown nested field", `{"chicks": {"maxConcurent": 3}}`, []string{`chicks.maxConcurent: unknown field (did you mean "maxConcurrent"? docs/configuration.md lists every field)`}},
+		{"unknown field far from any", `{"chicks": {"zzzzzz": 3}}`, []string{"chicks.zzzzzz: unknown field (check the spelling; docs/configuration.md lists every field)"}},
+		{"a typo does not hide the rest", `{"modle": {}, "adapters": {"x": {"type": "irc"}}, "budgets": {"chickTokens": "lots"}}`, []string{
+			`modle: unknown field (did you mean "model"?`, `adapters.x.type: unknown adapter type "irc"`, `budgets.chickTokens: "lots" is not a token count`}},
 		{"unknown field in a map entry", `{"adapters": {"d": {"type": "discord", "botToken": "x", "guild": "1"}}}`, []string{"adapters.d.guild: unknown field"}},
 		{"wrong type in a map entry", `{"adapters": {"d": {"type": "discord", "botToken": "x", "admins": "bob"}}}`, []string{"adapters.d.admins: must be a list, not JSON string"}},
 		{"wrong type in a list", `{"chicks": {"hosts": [{"capacity": "six"}]}}`, []string{"chicks.hosts[0].capacity: must be a whole number, not JSON string"}},
@@ -233,5 +236,22 @@ func TestNumericUser(t *testing.T) {
 		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
 			t.Errorf("NumericUser(%q) = %v, %v; want %v ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
+	}
+}
+
+// TestBudgetsTakeSetupsNotation: token counts may be written as mother
+// setup shows them ("2m", "500k", "1.5m"), or as numbers.
+func TestBudgetsTakeSetupsNotation(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, File), []byte(`{"budgets": {"chickTokens": "2m", "channelDailyTokens": 20000000, "userDailyTokens": "1.5m", "tierDailyTokens": {"local": "500k"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(dir, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.Budgets
+	if b.ChickTokens != 2_000_000 || b.ChannelDailyTokens != 20_000_000 || b.UserDailyTokens != 1_500_000 || b.TierDailyTokens["local"] != 500_000 {
+		t.Errorf("budgets = %+v", b)
 	}
 }

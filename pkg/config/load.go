@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mother-chat/mother/pkg/names"
 )
 
 // Duration is a time.Duration written as "30m", "1h30m".
@@ -130,7 +132,10 @@ func Load(dataDir string, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	var cfg Config
+	var (
+		cfg   Config
+		shape Errors // unknown fields and wrong types
+	)
 	path := filepath.Join(dataDir, File)
 	b, err := os.ReadFile(path)
 	switch {
@@ -139,22 +144,56 @@ func Load(dataDir string, getenv func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	default:
 		if err := Parse(b, &cfg); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			var es Errors
+			if !errors.As(err, &es) || es.fileLevel() {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			// Unknown fields and wrong types: the rest is still read and
+			// checked, so one run reports every problem (a misspelt field
+			// does not hide an unknown adapter type).
+			shape = es
+			_ = json.Unmarshal(b, &cfg)
 		}
 	}
 	// Values that decoded with a problem are reported together with what
 	// Validate finds, so one run shows every problem.
-	var problems Errors
+	problems := shape
 	decodeProblems(reflect.ValueOf(&cfg), "", &problems)
 	cfg.ApplyEnv(getenv)
 	cfg.SetDefaults(dataDir)
 	if err := cfg.Validate(); err != nil {
-		problems = append(problems, err.(Errors)...)
+		for _, p := range err.(Errors) {
+			if !shape.covers(p.Field) {
+				problems = append(problems, p)
+			}
+		}
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s: %w", path, problems)
 	}
 	return &cfg, nil
+}
+
+// fileLevel reports whether es is about the file as a whole (syntax, not
+// an object), so nothing else can be read from it.
+func (es Errors) fileLevel() bool {
+	for _, e := range es {
+		if e.Field == "(file)" {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether field is, or lies within, a field es already
+// reports: its value was not read, so Validate's view of it adds nothing.
+func (es Errors) covers(field string) bool {
+	for _, e := range es {
+		if field == e.Field || strings.HasPrefix(field, e.Field+".") || strings.HasPrefix(field, e.Field+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // Parse decodes config JSON strictly: unknown fields and wrong types are
@@ -238,7 +277,7 @@ func checkShape(raw []byte, t reflect.Type, path string, out *Errors) {
 		for _, k := range sortedKeys(m) {
 			f, ok := fieldByJSONName(t, k)
 			if !ok {
-				*out = append(*out, FieldError{Field: join(k), Msg: "unknown field (check the spelling; the README lists every field)"})
+				*out = append(*out, FieldError{Field: join(k), Msg: unknownField(k, jsonNames(t))})
 				continue
 			}
 			checkShape(m[k], f.Type, join(k), out)
@@ -288,6 +327,36 @@ func jsonKindOf(raw []byte) string {
 
 // fieldByJSONName finds a struct field the way encoding/json does: exact
 // tag name first, then case-insensitively.
+// unknownField is the message for an unknown field k among known.
+func unknownField(k string, known []string) string {
+	if near := names.Nearest(k, known); near != "" {
+		return fmt.Sprintf("unknown field (did you mean %q? docs/configuration.md lists every field)", near)
+	}
+	return "unknown field (check the spelling; docs/configuration.md lists every field)"
+}
+
+// jsonNames are the JSON names of the struct types' fields.
+func jsonNames(ts ...reflect.Type) []string {
+	var out []string
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || tag == "-" {
+				continue
+			}
+			if tag == "" {
+				tag = f.Name
+			}
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
 func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
 	var fold *reflect.StructField
 	for i := 0; i < t.NumField(); i++ {

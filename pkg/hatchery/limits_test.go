@@ -132,7 +132,7 @@ func TestUserDailyBudgetRefusesSpawn(t *testing.T) {
 	tier := cfg.Chicks.Tiers[cfg.Chicks.DefaultTier]
 	tier.MaxOutputTokens = 30
 	cfg.Chicks.Tiers[cfg.Chicks.DefaultTier] = tier
-	cfg.Budgets.UserDailyTokens = in + 30
+	cfg.Budgets.UserDailyTokens = config.Tokens(in + 30)
 	clk := clock.NewFake(time.Date(2026, 3, 1, 18, 0, 0, 0, time.Local))
 	br, err := broker.New(broker.Options{Config: cfg, Dir: t.TempDir(), Clock: clk, Providers: func(string) (model.Provider, error) {
 		return ollama.New(fake.URL, nil)

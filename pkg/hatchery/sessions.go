@@ -58,7 +58,7 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 	}
 	return Assignment{
 		ChickID: id, Channel: chat.QualifiedID(c.rec.Adapter, c.rec.ChannelID), Goal: c.rec.Goal, Tier: c.rec.Tier,
-		System: c.rec.System, MaxTurns: h.cfg.MaxTurns, WallTimeout: left, TokenBudget: h.budgets.ChickTokens,
+		System: c.rec.System, MaxTurns: h.cfg.MaxTurns, WallTimeout: left, TokenBudget: h.budgets.ChickTokens.Int64(),
 		HeartbeatInterval: h.cfg.HeartbeatInterval.Duration,
 	}, nil
 }

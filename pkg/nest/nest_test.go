@@ -67,7 +67,7 @@ func newFixtureConfig(t testing.TB, budget int64, conf func(cfg *config.Config),
 	api := hatcherytest.Docker(t)
 	image := hatcherytest.BuildImage(t)
 	cfg := &config.Config{}
-	cfg.Budgets.ChickTokens = budget
+	cfg.Budgets.ChickTokens = config.Tokens(budget)
 	cfg.SetDefaults("")
 	cfg.Chicks.Image = image
 	// Small answers: a call reserves its prompt's estimate plus this, and

@@ -46,9 +46,9 @@ func LimitsFrom(c *config.Config) Limits {
 		ChickMax:           c.Chicks.MaxConcurrent,
 		ChickPerChannel:    c.Chicks.MaxPerChannel,
 		ChickQueue:         c.Chicks.QueueSize,
-		ChickTokens:        c.Budgets.ChickTokens,
-		ChannelDailyTokens: c.Budgets.ChannelDailyTokens,
-		TierDailyTokens:    c.Budgets.TierDailyTokens,
+		ChickTokens:        c.Budgets.ChickTokens.Int64(),
+		ChannelDailyTokens: c.Budgets.ChannelDailyTokens.Int64(),
+		TierDailyTokens:    tierTokens(c.Budgets.TierDailyTokens),
 		ChickTimeout:       c.Chicks.Timeout.Duration,
 		ChickMaxTurns:      c.Chicks.MaxTurns,
 	}.withDefaults()
@@ -122,4 +122,16 @@ func (l Limits) chickLimits() string {
 		fmt.Fprintf(&b, "  Per tier per day, all channels: %s.\n", strings.Join(parts, ", "))
 	}
 	return b.String()
+}
+
+// tierTokens is the tiers' daily caps as plain counts.
+func tierTokens(m map[string]config.Tokens) map[string]int64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v.Int64()
+	}
+	return out
 }

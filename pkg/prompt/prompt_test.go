@@ -217,7 +217,7 @@ func TestConfiguredNumbers(t *testing.T) {
 	cfg.Dispatch.QueueSize = 9
 	cfg.Chicks.MaxConcurrent, cfg.Chicks.MaxPerChannel, cfg.Chicks.QueueSize = 11, 4, 33
 	cfg.Budgets.ChickTokens, cfg.Budgets.ChannelDailyTokens = 750000, 5000000
-	cfg.Budgets.TierDailyTokens = map[string]int64{"local": 123456}
+	cfg.Budgets.TierDailyTokens = map[string]config.Tokens{"local": 123456}
 	cfg.Chicks.Timeout = config.Dur(45 * time.Minute)
 	cfg.Chicks.MaxTurns = 77
 	lim := LimitsFrom(cfg)

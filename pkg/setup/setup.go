@@ -663,19 +663,11 @@ func tokens(n int64) string {
 
 // parseTokens reads "2000000", "2_000_000", "2m" or "500k".
 func parseTokens(s string) (int64, error) {
-	s = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", ""))
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "m"):
-		mult, s = 1_000_000, strings.TrimSuffix(s, "m")
-	case strings.HasSuffix(s, "k"):
-		mult, s = 1_000, strings.TrimSuffix(s, "k")
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
+	t, err := config.ParseTokens(s)
+	if err != nil {
 		return 0, fmt.Errorf("want a token count such as 2000000, 2m or 500k")
 	}
-	return n * mult, nil
+	return t.Int64(), nil
 }
 
 // ---- writing ----

@@ -71,7 +71,7 @@ func TestObjectKeepsOrderAndUnknownFields(t *testing.T) {
 }
 
 func TestParseTokens(t *testing.T) {
-	for in, want := range map[string]int64{"2m": 2_000_000, "500k": 500_000, "2_000_000": 2_000_000, "0": 0, " 7 ": 7} {
+	for in, want := range map[string]int64{"2m": 2_000_000, "500k": 500_000, "2_000_000": 2_000_000, "0": 0, " 7 ": 7, "2g": 2_000_000_000, "1.5m": 1_500_000} {
 		if got, err := parseTokens(in); err != nil || got != want {
 			t.Errorf("parseTokens(%q) = %d, %v, want %d", in, got, err, want)
 		}
@@ -81,7 +81,7 @@ func TestParseTokens(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "-1", "2g", "lots", "1.5m"} {
+	for _, bad := range []string{"", "-1", "2x", "lots", "m"} {
 		if _, err := parseTokens(bad); err == nil {
 			t.Errorf("parseTokens(%q) = nil error, want one", bad)
 		}
