@@ -28,7 +28,10 @@ image: ## build the offline chick image mother-chick:dev (FROM scratch: static c
 
 .PHONY: run
 run: ## run Mother on the embedded default: files in $(DATA), the terminal as a channel
-	$(GO) run ./cmd/mother --cli $(DATA)
+	@echo "make run: building Mother into bin/mother (a first build takes a few minutes)..." >&2
+	@$(GO) build -o bin/mother ./cmd/mother
+	@echo "make run: starting Mother in this terminal, files in $(DATA); type a message, Ctrl-D ends her" >&2
+	@bin/mother --cli $(DATA)
 
 .PHONY: test
 test: check ## the whole suite: the checks, go test -race, each fuzz target briefly, a short soak (installs what tests need); lists skips, which fail under CI=true

@@ -131,6 +131,10 @@ func TestTerminalAnswersThroughOllama(t *testing.T) {
 	if strings.TrimSpace(r.stdout) != "Hello Mario, how can I help?" {
 		t.Errorf("stdout = %q, want the model's answer", r.stdout)
 	}
+	// Once she listens she says so, and on what.
+	if !strings.Contains(r.stderr, "mother ready: terminal, model ollama/tiny at "+fake.URL+"/v1, chicks on local (image ") {
+		t.Errorf("no ready line on stderr:\n%s", r.stderr)
+	}
 
 	reqs := fake.Requests()
 	if len(reqs) != 1 {

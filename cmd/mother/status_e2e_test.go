@@ -272,7 +272,7 @@ func TestStatusPageFollowsAChick(t *testing.T) {
 	noSecrets(t, "the status page", first)
 
 	io.WriteString(p.stdin, "please say hello\n")
-	chickRow := regexp.MustCompile(`<tr data-chick="(c-[0-9a-f]+)" class="state-running"><td><code>c-[0-9a-f]+</code></td><td class="state">running</td><td>cli/local</td><td>local</td><td>local</td><td class="num">\d+</td><td>\d+[smh]\S*</td><td>([^<]+)`)
+	chickRow := regexp.MustCompile(`<tr data-chick="(c-[0-9a-f]+)" class="state-running"><td><code>c-[0-9a-f]+</code></td><td class="state">running</td><td>cli/local</td><td>local</td><td>local</td><td class="num">[\d,]+</td><td>\d+[smh]\S*</td><td>([^<]+)`)
 	running := waitDOM(t, ctx, "the chick running, after its tool call", 3*time.Minute, func(h string) bool {
 		m := chickRow.FindStringSubmatch(h)
 		return m != nil && (strings.Contains(m[2], "tool bash") || strings.Contains(m[2], "waiting for its model") || strings.Contains(m[2], "message"))

@@ -258,7 +258,7 @@ func Run(ctx context.Context, opts Options) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	p := &parts{m: m, w: watcher, ch: ch, host: host, r: r}
+	p := &parts{m: m, w: watcher, ch: ch, host: host, r: r, ready: readyLine(cfg, opts.CLI)}
 	if opts.CLI {
 		return runCLI(ctx, p, opts.Stdin, opts.Stdout, logger)
 	}
@@ -289,6 +289,8 @@ type parts struct {
 	ch   *chicks
 	host *hostSide
 	r    *reporter
+	// ready is the line written to stderr once Mother listens.
+	ready string
 }
 
 // startCore starts Mother's core (the adapters already added), then
@@ -306,7 +308,40 @@ func startCore(ctx context.Context, p *parts) error {
 			return shutdown(p)
 		}
 	}
+	fmt.Fprintln(p.r.w, p.ready)
 	return nil
+}
+
+// readyLine says, once Mother listens, where she listens and what she
+// runs on: "mother ready: terminal, model ollama/qwen3:30b-a3b at
+// http://127.0.0.1:11434, chicks on local (image mother-chick:dev)".
+func readyLine(cfg *config.Config, cliMode bool) string {
+	where := "terminal"
+	if !cliMode {
+		names := cfg.SortedAdapterNames()
+		where = fmt.Sprintf("%d adapter(s): %s", len(names), strings.Join(names, ", "))
+	}
+	modelAt := cfg.Model.Provider + "/" + cfg.Model.ID
+	switch {
+	case cfg.Model.Provider == "ollama":
+		modelAt += " at " + cfg.Providers.Ollama.URL
+	case strings.HasPrefix(cfg.Model.Provider, "openai"):
+		if name, err := cfg.Providers.OpenAIEndpoint(cfg.Model.Provider); err == nil {
+			modelAt += " at " + cfg.Providers.OpenAI[name].BaseURL
+		}
+	}
+	if n := len(cfg.Model.Fallbacks); n > 0 {
+		modelAt += fmt.Sprintf(" (+%d fallback(s))", n)
+	}
+	var hosts []string
+	for _, h := range cfg.Chicks.Hosts {
+		hosts = append(hosts, h.Name)
+	}
+	chicks := "chicks on " + strings.Join(hosts, ", ")
+	if len(hosts) == 0 {
+		chicks = "chicks on the local engine"
+	}
+	return fmt.Sprintf("mother ready: %s, model %s, %s (image %s)", where, modelAt, chicks, cfg.Chicks.Image)
 }
 
 // runCLI makes the terminal a channel. When stdin ends, it finishes the

@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -503,7 +504,26 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"left":  func(b Budget) int64 { return max(0, b.Limit-b.Used) },
 	"join":  strings.Join,
+	"num":   Thousands,
 }).Parse(pageText))
+
+// Thousands writes n with thousands separators: 20,000,000.
+func Thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
 
 // Age formats a duration the way momctl does: 42s, 3m05s, 2h10m, 3d.
 func Age(d time.Duration) string {

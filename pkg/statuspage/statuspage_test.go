@@ -106,10 +106,10 @@ func TestPageShowsEverythingButSecrets(t *testing.T) {
 	html, hdr := get(t, srv.URL+"/status")
 	for _, want := range []string{
 		"Mother <span id=\"version\">v1.2.3</span>", `data-adapter="slack-acme" class="state-reconnecting"`, "auth with [redacted] refused",
-		`data-chick="c-11111111" class="state-running"`, "<td>slack-acme/C1</td><td>local</td><td>p40</td><td class=\"num\">1234</td><td>2m00s</td>",
+		`data-chick="c-11111111" class="state-running"`, "<td>slack-acme/C1</td><td>local</td><td>p40</td><td class=\"num\">1,234</td><td>2m00s</td>",
 		"tool bash: listing [redacted]", "(30s ago)", `data-chick="c-22222222" class="state-queued"`, "2 alive, 1 queued",
 		`data-host="p40" class="state-up"`, "1/6", `data-host="spare" class="state-down"`, "tcp://[redacted]@spare: refused",
-		"tier claude today", "500000", "379600", `data-event="standup.json"`, "2026-03-02 09:00:00 UTC", "0 9 * * 1-5",
+		"tier claude today", "120,400", "500,000", "379,600", `data-event="standup.json"`, "2026-03-02 09:00:00 UTC", "0 9 * * 1-5",
 		`data-tools="notes"`, "notes.add, notes.search", `src="status.js"`,
 		`data-provider="ollama" class="state-up"`, `data-provider="openai:vllm" class="state-down"`, "down, skipped for 1m00s more", "key [redacted]: connection refused",
 	} {
@@ -230,5 +230,13 @@ func TestResumedChickShowsItsStoredLastEvent(t *testing.T) {
 			t.Fatal("the resumed chick never showed its stored last event")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 20_000_000: "20,000,000", -1234567: "-1,234,567"} {
+		if got := Thousands(n); got != want {
+			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
