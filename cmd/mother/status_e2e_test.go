@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,9 @@ import (
 
 	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
+	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/statuspage"
 )
 
 const (
@@ -412,4 +415,46 @@ func waitForWithin(t *testing.T, what string, d time.Duration, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestModelServerDownIsVisible: with Mother's model server down, /healthz
+// says degraded (503, with the reason) and the status page shows the
+// server down, before any message finds out.
+func TestModelServerDownIsVisible(t *testing.T) {
+	t.Parallel()
+	dead := deadURL(t)
+	data := t.TempDir()
+	listen := freePort(t)
+	writeConfig(t, data, map[string]any{
+		"metrics": map[string]any{"listen": listen},
+		"grpc":    map[string]any{"listen": freePort(t)},
+	})
+	p := startMotherBinary(t, motherBin, data, []string{"MOTHER_OLLAMA_URL=" + dead})
+	base := "http://" + listen
+	var h metrics.Health
+	waitForWithin(t, "/healthz degraded", 30*time.Second, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		h = metrics.Health{}
+		json.NewDecoder(resp.Body).Decode(&h)
+		return resp.StatusCode == http.StatusServiceUnavailable && h.Status == "degraded"
+	})
+	if !strings.Contains(h.Reason, "Mother's model server does not answer") || !slices.Contains(h.ModelServersDown, "ollama") {
+		t.Errorf("/healthz: %+v", h)
+	}
+	resp, err := http.Get(base + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap statuspage.Snapshot
+	json.NewDecoder(resp.Body).Decode(&snap)
+	resp.Body.Close()
+	if len(snap.ModelServers) != 1 || snap.ModelServers[0].Name != "ollama" || snap.ModelServers[0].State != "down" || !strings.Contains(snap.ModelServers[0].For, "mother") {
+		t.Errorf("status.json model servers: %+v", snap.ModelServers)
+	}
+	p.stdin.Close()
+	p.wait(t, time.Minute)
 }

@@ -257,6 +257,10 @@ func Run(ctx context.Context, opts Options) error {
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The model servers are pinged now and every half minute: /healthz,
+	// the status page and momctl status tell one that does not answer
+	// before a message finds out.
+	models.WatchServers(ctx, opts.Clock, modelPingInterval, providers.ServerUses(cfg))
 
 	p := &parts{m: m, w: watcher, ch: ch, host: host, r: r, ready: readyLine(cfg, opts.CLI)}
 	if opts.CLI {
@@ -264,6 +268,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	return runDaemon(ctx, p, cfg, st, base, opts)
 }
+
+// modelPingInterval is how often the model servers are pinged.
+const modelPingInterval = 30 * time.Second
 
 // reporter writes each failure to stderr when it happens and keeps them
 // all for Run's result.

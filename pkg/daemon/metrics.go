@@ -98,7 +98,7 @@ func tierPrices(cfg *config.Config) map[string]config.Price {
 func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide) *statuspage.Page {
 	page := statuspage.New(statuspage.Options{Version: opts.Version, ChickImage: cfg.Chicks.Image, StartedAt: opts.Clock.Now(), Secrets: cfg.SecretValues(), Clock: opts.Clock})
 	ch.hatchery.Subscribe(page)
-	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models.Health()})
+	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models})
 	host.onReload(func(cur *config.Config) { page.SetSecrets(cur.SecretValues()) })
 	return page
 }

@@ -18,7 +18,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +67,8 @@ type BudgetState interface {
 type ProviderState interface {
 	Statuses() []fallback.Status
 	EstimatedCalls() map[string]int64
+	// ModelServers is what the last pings of the model servers found.
+	ModelServers() []model.ServerStatus
 }
 
 // Options build a Metrics.
@@ -367,15 +371,19 @@ func (m *Metrics) Handler() http.Handler {
 
 // Health is the /healthz body.
 type Health struct {
-	// Status is "ok" or "unhealthy".
+	// Status is "ok", "degraded" (Mother runs but cannot answer or cannot
+	// run chicks: Reason says why) or "unhealthy".
 	Status        string  `json:"status"`
 	Error         string  `json:"error,omitempty"`
+	Reason        string  `json:"reason,omitempty"`
 	Version       string  `json:"version"`
 	UptimeSeconds float64 `json:"uptime_seconds"`
-	// AdaptersDown and HostsDown name what is not connected; Mother is
-	// still healthy (degraded) while they come back.
-	AdaptersDown []string `json:"adapters_down,omitempty"`
-	HostsDown    []string `json:"hosts_down,omitempty"`
+	// AdaptersDown, HostsDown and ModelServersDown name what is not
+	// connected. Mother is degraded when every model server her own
+	// model has is down, or every Docker host is.
+	AdaptersDown     []string `json:"adapters_down,omitempty"`
+	HostsDown        []string `json:"hosts_down,omitempty"`
+	ModelServersDown []string `json:"model_servers_down,omitempty"`
 }
 
 func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
@@ -397,12 +405,37 @@ func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	var reasons []string
 	if cs != nil {
-		for _, hs := range cs.HostStates() {
+		hosts := cs.HostStates()
+		for _, hs := range hosts {
 			if !hs.Up {
 				h.HostsDown = append(h.HostsDown, hs.Name)
 			}
 		}
+		if len(hosts) > 0 && len(h.HostsDown) == len(hosts) {
+			reasons = append(reasons, "no Docker host answers: chicks cannot start")
+		}
+	}
+	if ps := m.providerState(); ps != nil {
+		mine, mineDown := 0, 0
+		for _, st := range ps.ModelServers() {
+			if !st.Up {
+				h.ModelServersDown = append(h.ModelServersDown, st.Name)
+			}
+			if slices.Contains(st.For, "mother") || slices.Contains(st.For, "mother (fallback)") {
+				mine++
+				if !st.Up {
+					mineDown++
+				}
+			}
+		}
+		if mine > 0 && mineDown == mine {
+			reasons = append(reasons, "Mother's model server does not answer: she cannot answer messages")
+		}
+	}
+	if len(reasons) > 0 && h.Status == "ok" {
+		h.Status, h.Reason, code = "degraded", strings.Join(reasons, "; "), http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,12 +44,21 @@ func (s *state) List(bool) []hatchery.Info            { return s.chicks }
 func (s *state) HostStates() []hatchery.HostStatus    { return s.hosts }
 func (s *state) Budgets() []broker.Budget             { return s.budgets }
 
+// modelServers is the model servers' last pings.
+type modelServers []model.ServerStatus
+
+func (m *modelServers) ModelServers() []model.ServerStatus { return *m }
+func (m *modelServers) Statuses() []fallback.Status        { return nil }
+func (m *modelServers) EstimatedCalls() map[string]int64   { return nil }
+
 // providerState is two providers, one cooling down, and estimated usage.
 type providerState struct{}
 
 func (providerState) Statuses() []fallback.Status {
 	return []fallback.Status{{Name: "ollama"}, {Name: "openai:vllm", Down: true, Failures: 2}}
 }
+
+func (providerState) ModelServers() []model.ServerStatus { return nil }
 
 func (providerState) EstimatedCalls() map[string]int64 {
 	return map[string]int64{"openai:llamacpp": 4, "ollama": 0}
@@ -166,11 +176,27 @@ func TestHealthz(t *testing.T) {
 	if code, h := get(); code != 503 || h.Status != "unhealthy" {
 		t.Errorf("before Mother is watched: %d %+v, want 503", code, h)
 	}
-	st := &state{reports: []chat.AdapterReport{{Name: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}}, hosts: []hatchery.HostStatus{{Name: "p40", Up: false}}}
+	st := &state{reports: []chat.AdapterReport{{Name: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}},
+		hosts: []hatchery.HostStatus{{Name: "p40", Up: false}, {Name: "spare", Up: true}}}
 	mx.Watch(st, st, st)
-	if code, h := get(); code != 200 || h.Status != "ok" || h.Version != "v9" || len(h.AdaptersDown) != 1 || len(h.HostsDown) != 1 {
-		t.Errorf("healthy, degraded: %d %+v, want 200 naming slack and p40", code, h)
+	servers := &modelServers{{Name: "ollama", For: []string{"mother"}, Up: true}, {Name: "openai:vllm", For: []string{"tier big"}}}
+	mx.WatchProviders(servers)
+	if code, h := get(); code != 200 || h.Status != "ok" || h.Version != "v9" || len(h.AdaptersDown) != 1 || len(h.HostsDown) != 1 ||
+		!slices.Equal(h.ModelServersDown, []string{"openai:vllm"}) {
+		t.Errorf("healthy, a part down: %d %+v, want 200 naming slack, p40 and openai:vllm", code, h)
 	}
+	// Every Docker host down: degraded, with the reason.
+	st.hosts[1].Up = false
+	if code, h := get(); code != 503 || h.Status != "degraded" || !strings.Contains(h.Reason, "no Docker host answers") {
+		t.Errorf("every host down: %d %+v, want 503 degraded", code, h)
+	}
+	// Mother's model server down too.
+	st.hosts[1].Up = true
+	(*servers)[0].Up = false
+	if code, h := get(); code != 503 || h.Status != "degraded" || !strings.Contains(h.Reason, "Mother's model server does not answer") {
+		t.Errorf("Mother's model server down: %d %+v, want 503 degraded", code, h)
+	}
+	(*servers)[0].Up = true
 	st.healthy = errors.New("core lock not available")
 	if code, h := get(); code != 503 || h.Status != "unhealthy" || !strings.Contains(h.Error, "core lock") {
 		t.Errorf("unhealthy: %d %+v, want 503 with the reason", code, h)

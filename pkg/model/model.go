@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Role of a message in the model context.
@@ -151,6 +152,26 @@ type Provider interface {
 // context length in tokens.
 type ContextWindower interface {
 	ContextWindow(ctx context.Context, model string) (int, error)
+}
+
+// Pinger is implemented by providers that can tell, cheaply and without
+// a model call, whether their server answers (Ollama's /api/version, an
+// OpenAI-compatible server's /v1/models, Anthropic's Models API).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// ServerStatus is what the last ping of a model server found.
+type ServerStatus struct {
+	// Name is the provider as config names it ("ollama", "openai:vllm").
+	Name string `json:"name"`
+	// For says what uses it ("mother", "mother (fallback)", "tier local").
+	For []string `json:"for"`
+	Up  bool     `json:"up"`
+	// Latency is the last ping's round trip.
+	Latency   time.Duration `json:"latencyNs"`
+	CheckedAt time.Time     `json:"checkedAt"`
+	Error     string        `json:"error,omitempty"`
 }
 
 // ImageSupporter is implemented by providers that can tell whether a model

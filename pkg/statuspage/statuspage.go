@@ -42,6 +42,7 @@ import (
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
+	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/fallback"
 )
 
@@ -77,6 +78,7 @@ type ToolServers interface {
 // (fallback.Health).
 type Providers interface {
 	Statuses() []fallback.Status
+	ModelServers() []model.ServerStatus
 }
 
 // Sources are where the page reads its facts; any may be nil (that part
@@ -304,19 +306,20 @@ type LastEvent struct {
 
 // Snapshot is everything the page shows, as /status.json serves it.
 type Snapshot struct {
-	Version       string       `json:"version"`
-	ChickImage    string       `json:"chickImage,omitempty"`
-	StartedAt     time.Time    `json:"startedAt"`
-	UptimeSeconds int64        `json:"uptimeSeconds"`
-	Now           time.Time    `json:"now"`
-	Adapters      []Adapter    `json:"adapters"`
-	Chicks        []Chick      `json:"chicks"`
-	Queued        int          `json:"queued"`
-	Hosts         []Host       `json:"hosts"`
-	Budgets       []Budget     `json:"budgets"`
-	NextEvents    []Event      `json:"nextEvents"`
-	ToolServers   []ToolServer `json:"toolServers"`
-	Providers     []Provider   `json:"providers"`
+	Version       string        `json:"version"`
+	ChickImage    string        `json:"chickImage,omitempty"`
+	StartedAt     time.Time     `json:"startedAt"`
+	UptimeSeconds int64         `json:"uptimeSeconds"`
+	Now           time.Time     `json:"now"`
+	Adapters      []Adapter     `json:"adapters"`
+	Chicks        []Chick       `json:"chicks"`
+	Queued        int           `json:"queued"`
+	Hosts         []Host        `json:"hosts"`
+	Budgets       []Budget      `json:"budgets"`
+	NextEvents    []Event       `json:"nextEvents"`
+	ToolServers   []ToolServer  `json:"toolServers"`
+	Providers     []Provider    `json:"providers"`
+	ModelServers  []ModelServer `json:"modelServers"`
 	refresh       time.Duration
 }
 
@@ -377,6 +380,16 @@ type Event struct {
 }
 
 // ToolServer is one host tool server.
+// ModelServer is a model server's last ping.
+type ModelServer struct {
+	Name      string     `json:"name"`
+	For       string     `json:"for"`
+	State     string     `json:"state"`
+	LatencyMs int64      `json:"latencyMs"`
+	CheckedAt *time.Time `json:"checkedAt,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
 // Provider is a model provider a fallback chain calls: up, or down
 // (cooling down: its calls go to the next model) until Until.
 type Provider struct {
@@ -423,7 +436,7 @@ func (p *Page) Snapshot() Snapshot {
 	out := Snapshot{
 		Version: s(p.opts.Version), ChickImage: s(p.opts.ChickImage), StartedAt: p.opts.StartedAt, Now: now,
 		UptimeSeconds: int64(now.Sub(p.opts.StartedAt).Seconds()),
-		Adapters:      []Adapter{}, Chicks: []Chick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{}, Providers: []Provider{},
+		Adapters:      []Adapter{}, Chicks: []Chick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{}, Providers: []Provider{}, ModelServers: []ModelServer{},
 		refresh: p.opts.Refresh,
 	}
 	if src.Adapters != nil {
@@ -481,6 +494,13 @@ func (p *Page) Snapshot() Snapshot {
 		sort.Slice(out.ToolServers, func(i, j int) bool { return out.ToolServers[i].Name < out.ToolServers[j].Name })
 	}
 	if src.Providers != nil {
+		for _, st := range src.Providers.ModelServers() {
+			ms := ModelServer{Name: s(st.Name), For: strings.Join(st.For, ", "), State: "up", LatencyMs: st.Latency.Milliseconds(), CheckedAt: optTime(st.CheckedAt), Error: s(st.Error)}
+			if !st.Up {
+				ms.State = "down"
+			}
+			out.ModelServers = append(out.ModelServers, ms)
+		}
 		for _, st := range src.Providers.Statuses() {
 			pr := Provider{Name: s(st.Name), State: "up", Failures: st.Failures, LastOK: optTime(st.LastOK), LastError: s(st.LastError)}
 			if st.Down {

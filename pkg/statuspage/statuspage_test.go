@@ -44,6 +44,13 @@ type providerHealth []fallback.Status
 
 func (p providerHealth) Statuses() []fallback.Status { return p }
 
+func (p providerHealth) ModelServers() []model.ServerStatus {
+	return []model.ServerStatus{
+		{Name: "ollama", For: []string{"mother", "tier local"}, Up: true, Latency: 12 * time.Millisecond, CheckedAt: time.Date(2026, 3, 1, 9, 2, 0, 0, time.UTC)},
+		{Name: "openai:vllm", For: []string{"tier big"}, Error: "unreachable: connection refused"},
+	}
+}
+
 type (
 	budgets     []broker.Budget
 	eventList   []events.Info
@@ -112,6 +119,8 @@ func TestPageShowsEverythingButSecrets(t *testing.T) {
 		"tier claude today", "120,400", "500,000", "379,600", `data-event="standup.json"`, "2026-03-02 09:00:00 UTC", "0 9 * * 1-5",
 		`data-tools="notes"`, "notes.add, notes.search", `src="status.js"`,
 		`data-provider="ollama" class="state-up"`, `data-provider="openai:vllm" class="state-down"`, "down, skipped for 1m00s more", "key [redacted]: connection refused",
+		`<tr data-model-server="ollama" class="state-up"><td>ollama</td><td>mother, tier local</td><td class="state">up</td><td class="num">12 ms</td><td>1m00s ago</td>`,
+		`<tr data-model-server="openai:vllm" class="state-down"><td>openai:vllm</td><td>tier big</td><td class="state">down</td>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("/status lacks %q:\n%s", want, html)

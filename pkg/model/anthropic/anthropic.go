@@ -162,6 +162,15 @@ func (p *Provider) ListModels(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// Ping asks for one page of the models: the API answers and takes the
+// key, or it does not.
+func (p *Provider) Ping(ctx context.Context) error {
+	if _, err := p.client.Models.List(ctx, sdk.ModelListParams{Limit: sdk.Int(1)}); err != nil {
+		return p.classify(ctx, "", err)
+	}
+	return nil
+}
+
 // SupportsImages implements model.ImageSupporter: Claude models take
 // images.
 func (p *Provider) SupportsImages(context.Context, string) (bool, error) { return true, nil }

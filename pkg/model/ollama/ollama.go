@@ -251,6 +251,14 @@ func (p *Provider) think(ctx context.Context, name string, t model.Think) *api.T
 	return &api.ThinkValue{Value: t != model.ThinkOff}
 }
 
+// Ping asks the server for its version: it answers, or it does not.
+func (p *Provider) Ping(ctx context.Context) error {
+	if _, err := p.client.Version(ctx); err != nil {
+		return p.classify("", err)
+	}
+	return nil
+}
+
 // CanThink reports whether /api/show lists the "thinking" capability.
 func (p *Provider) CanThink(ctx context.Context, name string) (bool, error) {
 	info, err := p.show(ctx, name)

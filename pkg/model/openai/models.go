@@ -262,3 +262,9 @@ func (p *Provider) listError(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("openai: %s: the model list: HTTP %d: %s", p.where(), se.status, se.msg)
 }
+
+// Ping lists the server's models: it answers, or it does not.
+func (p *Provider) Ping(ctx context.Context) error {
+	_, err := p.ListModels(ctx)
+	return err
+}

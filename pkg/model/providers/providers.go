@@ -41,8 +41,9 @@ type Set struct {
 	hc     *http.Client
 	health *fallback.Health
 
-	mu     sync.Mutex
-	byName map[string]model.Provider
+	mu      sync.Mutex
+	byName  map[string]model.Provider
+	servers map[string]model.ServerStatus // the last pings (servers.go)
 }
 
 // NewSet returns a Set for cfg. clk times the cool-downs and first-token
