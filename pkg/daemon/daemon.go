@@ -262,7 +262,7 @@ func Run(ctx context.Context, opts Options) error {
 	// before a message finds out.
 	models.WatchServers(ctx, opts.Clock, modelPingInterval, providers.ServerUses(cfg))
 
-	p := &parts{m: m, w: watcher, ch: ch, host: host, r: r, ready: readyLine(cfg, opts.CLI)}
+	p := &parts{m: m, w: watcher, ch: ch, host: host, r: r, ready: readyLine(cfg, opts.CLI), jsonLog: cfg.Log.Format == "json", logger: logger}
 	if opts.CLI {
 		return runCLI(ctx, p, opts.Stdin, opts.Stdout, logger)
 	}
@@ -296,8 +296,12 @@ type parts struct {
 	ch   *chicks
 	host *hostSide
 	r    *reporter
-	// ready is the line written to stderr once Mother listens.
-	ready string
+	// ready is the line written to stderr once Mother listens: as it is,
+	// or as a log record when the log is JSON (every line of it stays
+	// JSON).
+	ready   string
+	jsonLog bool
+	logger  *slog.Logger
 }
 
 // startCore starts Mother's core (the adapters already added), then
@@ -315,7 +319,11 @@ func startCore(ctx context.Context, p *parts) error {
 			return shutdown(p)
 		}
 	}
-	fmt.Fprintln(p.r.w, p.ready)
+	if p.jsonLog {
+		p.logger.Info("mother ready", "summary", strings.TrimPrefix(p.ready, "mother ready: "))
+	} else {
+		fmt.Fprintln(p.r.w, p.ready)
+	}
 	return nil
 }
 
