@@ -2,6 +2,7 @@ package providers
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -25,7 +26,7 @@ func ServerUses(cfg *config.Config) map[string][]string {
 	for _, fb := range cfg.Model.Fallbacks {
 		add(fb.Provider, "mother (fallback)")
 	}
-	for _, name := range sortedNames(cfg.Chicks.Tiers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Chicks.Tiers)) {
 		t := cfg.Chicks.Tiers[name]
 		add(t.Provider, "tier "+name)
 		for _, fb := range t.Fallbacks {
@@ -97,14 +98,5 @@ func (s *Set) ModelServers() []model.ServerStatus {
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
