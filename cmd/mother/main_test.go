@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -381,5 +382,27 @@ func TestHelpIsConventional(t *testing.T) {
 	r := runMother(t, "", nil, "--bogus")
 	if r.code != 2 || !strings.HasPrefix(r.stderr, "mother: flag provided but not defined: -bogus\n") || r.stdout != "" {
 		t.Errorf("a bad flag: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestTerminalSessionInATerminal: run in a terminal, as a newcomer does,
+// Mother says she is ready and shows a prompt; after each answer the
+// prompt comes back; Ctrl-D ends her with status 0. (A pipe gets no
+// prompt: TestTerminalAnswersThroughOllama reads stdout exactly.)
+func TestTerminalSessionInATerminal(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		return ollamatest.Turn{Text: "Hello from the model."}
+	})
+	defer fake.Close()
+	s := startPty(t, []string{"MOTHER_OLLAMA_URL=" + fake.URL, "MOTHER_GRPC_LISTEN=127.0.0.1:0", "USER=mario"}, "--cli", t.TempDir())
+	s.expect("mother ready: terminal, model ollama/")
+	s.answer("> ", "hello")
+	s.expect("Hello from the model.\n> ")
+	if _, err := io.WriteString(s.pty, "\x04"); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d", code)
 	}
 }

@@ -44,11 +44,17 @@ type ptySession struct {
 
 func startSetup(t *testing.T, env []string, args ...string) *ptySession {
 	t.Helper()
-	cmd := exec.Command(motherBin, append([]string{"setup"}, args...)...)
+	return startPty(t, env, append([]string{"setup"}, args...)...)
+}
+
+// startPty runs mother with args in a pseudo-terminal, as a person does.
+func startPty(t *testing.T, env []string, args ...string) *ptySession {
+	t.Helper()
+	cmd := exec.Command(motherBin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TERM=dumb"}, env...)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
 	if err != nil {
-		t.Fatalf("start mother setup in a pty: %v", err)
+		t.Fatalf("start mother %s in a pty: %v", strings.Join(args, " "), err)
 	}
 	s := &ptySession{t: t, cmd: cmd, pty: f, wake: make(chan struct{}, 1), done: make(chan error, 1)}
 	go func() {

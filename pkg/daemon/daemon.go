@@ -369,6 +369,7 @@ func runCLI(ctx context.Context, p *parts, stdin io.Reader, stdout io.Writer, lo
 	if err := startCore(ctx, p); err != nil {
 		return err
 	}
+	term.Prompt() // after the ready line
 	select {
 	case <-term.Done():
 		if err := p.m.Idle(ctx); err != nil {

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
@@ -47,6 +49,10 @@ type Adapter struct {
 
 	outMu sync.Mutex
 	out   io.Writer
+
+	// prompt is written when Mother waits for a line ("> " when stdin
+	// is a terminal; none for a pipe, whose output is read by programs).
+	prompt string
 
 	done    chan struct{}
 	started atomic.Bool
@@ -85,13 +91,28 @@ func New(name string, in io.Reader, out io.Writer) *Adapter {
 	if username == "" {
 		username = "user"
 	}
-	return &Adapter{
+	a := &Adapter{
 		name: name,
 		in:   in,
 		out:  out,
 		now:  clock.Real{}.Now,
 		user: chat.UserInfo{ID: "local-user", Username: username},
 		done: make(chan struct{}),
+	}
+	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		a.prompt = "> "
+	}
+	return a
+}
+
+// Prompt writes the prompt, if there is one: the daemon calls it once
+// Mother is ready, and each answer ends with it.
+func (a *Adapter) Prompt() { a.showPrompt() }
+
+// showPrompt writes the prompt, if there is one.
+func (a *Adapter) showPrompt() {
+	if a.prompt != "" {
+		a.printf("%s", a.prompt)
 	}
 }
 
@@ -216,6 +237,7 @@ func (r *reply) Finish(_ context.Context, markdown string) (string, error) {
 	if markdown != "" {
 		r.a.printf("%s%s\n", r.prefix, strings.TrimRight(markdown, "\n"))
 	}
+	r.a.showPrompt() // the answer is out: her turn to listen
 	return "", nil
 }
 
