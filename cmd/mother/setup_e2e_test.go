@@ -6,16 +6,20 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/adapters/discord/discordtest"
 	"github.com/mother-chat/mother/pkg/adapters/slack/slacktest"
 	"github.com/mother-chat/mother/pkg/adapters/telegram/telegramtest"
@@ -634,5 +638,49 @@ func TestSetupNextStepsWork(t *testing.T) {
 	run := runMother(t, "hi\n", []string{"MOTHER_OLLAMA_URL=" + ol.URL}, "--cli", data)
 	if run.code != 0 || !strings.Contains(run.stdout, "Hello from the terminal.") {
 		t.Errorf("%s --cli %s: exit %d\n%s%s", motherBin, data, run.code, run.stdout, run.stderr)
+	}
+}
+
+// TestSetupAsAUserWithoutDocker: mother setup run by a user who may not
+// use the local Docker socket (as `sudo -u mother mother setup` often is)
+// says how to fix it: the docker group, or a remote engine.
+func TestSetupAsAUserWithoutDocker(t *testing.T) {
+	t.Parallel()
+	hatcherytest.Docker(t) // the engine is there; this user may not use it
+	if os.Getuid() != 0 {
+		testenv.Unavailable(t, "not root: cannot run mother setup as another user")
+	}
+	cred := otherUser(t)
+	dir, err := os.MkdirTemp("", "setup-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "mother")
+	b, err := os.ReadFile(motherBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o700)
+	if err := os.Chown(data, int(cred.Uid), int(cred.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	ol := ollamatest.New()
+	defer ol.Close()
+	ol.SetModels("qwen3:30b-a3b", "qwen3:14b")
+	cmd := exec.Command(bin, "setup", "--non-interactive", "--platforms", "none", "--ollama-url", ol.URL, data)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + data}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	out, err := cmd.CombinedOutput()
+	noRace(t, "mother setup", string(out))
+	u, _ := user.LookupId(strconv.Itoa(int(cred.Uid)))
+	want := "may not use /var/run/docker.sock: add it to the group that owns the socket (sudo usermod -aG docker " + u.Username
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "--docker-host") {
+		t.Errorf("mother setup as %s: %v\n%s", u.Username, err, out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 
@@ -244,6 +245,11 @@ func (r *run) checkHost(h config.DockerHost) {
 	rep, err := checkDocker(r.ctx, h, r.image, r.o.Getenv)
 	if err != nil {
 		r.say("  ✗ %s: %v", h.Name, err)
+		if fix := socketFix(h, err); fix != "" {
+			r.say("  ! %s", fix)
+			r.next = append(r.next, fix)
+			return
+		}
 		r.next = append(r.next, fmt.Sprintf("make the Docker host %s answer (%v), then run mother setup again to check it", h.Name, err))
 		return
 	}
@@ -255,4 +261,23 @@ func (r *run) checkHost(h config.DockerHost) {
 	hint := loadHint(h, r.image)
 	r.say("  ! image %s missing: %s", r.image, hint)
 	r.next = append(r.next, fmt.Sprintf("load the chick image on %s: %s", h.Name, hint))
+}
+
+// socketFix says how to let this user reach a local engine whose socket
+// refused it (the daemon runs as the user "mother", who is often not in
+// the docker group), or "" for another error.
+func socketFix(h config.DockerHost, err error) string {
+	addr := h.Address
+	if addr == "" {
+		addr = "unix:///var/run/docker.sock" // the local engine
+	}
+	if !strings.Contains(strings.ToLower(err.Error()), "permission denied") || !strings.HasPrefix(addr, "unix://") {
+		return ""
+	}
+	who := "the user that runs Mother"
+	if u, uerr := user.Current(); uerr == nil {
+		who = u.Username
+	}
+	return fmt.Sprintf("%s may not use %s: add it to the group that owns the socket (sudo usermod -aG docker %s, then start a new session), "+
+		"or give a remote engine with --docker-host tcp://… or ssh://…, then run mother setup again", who, strings.TrimPrefix(addr, "unix://"), who)
 }
