@@ -27,11 +27,16 @@ image: ## build the offline chick image mother-chick:dev (FROM scratch: static c
 	VERSION=$(VERSION) bash images/chick/build-offline.sh mother-chick:dev
 
 .PHONY: run
-run: ## run Mother on the embedded default: files in $(DATA), the terminal as a channel
-	@echo "make run: building Mother into bin/mother (a first build takes a few minutes)..." >&2
-	@$(GO) build -o bin/mother ./cmd/mother
+# RUN_BIN is where make run builds Mother; CHICK_IMAGE the image it makes
+# sure of (Mother's default chicks.image).
+RUN_BIN      ?= bin/mother
+CHICK_IMAGE  ?= mother-chick:dev
+run: ## run Mother on the embedded default: files in $(DATA), the terminal as a channel (builds the chick image once when Docker answers)
+	@echo "make run: building Mother into $(RUN_BIN) (a first build takes a few minutes)..." >&2
+	@$(GO) build -o $(RUN_BIN) ./cmd/mother
+	@VERSION=$(VERSION) bash images/chick/ensure-image.sh $(CHICK_IMAGE)
 	@echo "make run: starting Mother in this terminal, files in $(DATA); type a message, Ctrl-D ends her" >&2
-	@bin/mother --cli $(DATA)
+	@$(RUN_BIN) --cli $(DATA)
 
 .PHONY: test
 test: check ## the whole suite: the checks, go test -race, each fuzz target briefly, a short soak (installs what tests need); lists skips, which fail under CI=true

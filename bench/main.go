@@ -485,5 +485,43 @@ func startup(bin, tmp string, quick bool) {
 		return best
 	}
 	e, f := measure(empty), measure(full)
-	fmt.Printf("## Start-up (exec to READY=1, best of 3)\n\n| data directory | start-up |\n|---|---|\n| empty | %s |\n| %d channels x 20 messages | %s (%.2fx) |\n\n", e.Round(time.Millisecond), n, f.Round(time.Millisecond), float64(f)/float64(e))
+	// The same empty start with the only Docker host hanging: an engine
+	// across the network that takes the connection and never answers.
+	hung := filepath.Join(tmp, "startup-hung")
+	check(os.MkdirAll(hung, 0o700))
+	engine := hangingEngine(filepath.Join(tmp, "hung-engine.sock"))
+	defer engine.Close()
+	cfg := fmt.Appendf(nil, `{"adapters": {"cli": {"type": "cli"}}, "chicks": {"hosts": [{"name": "gpu", "address": "unix://%s"}]}}`, engine.Addr())
+	var g time.Duration
+	for range 3 {
+		d := startDaemonWith(bin, hung, cfg, "MOTHER_OLLAMA_URL="+fake.URL)
+		if g == 0 || d.ready < g {
+			g = d.ready
+		}
+		d.stop()
+	}
+	summary.startupEmpty, summary.startupHung = e, g
+	fmt.Printf("## Start-up (exec to READY=1, best of 3)\n\n| data directory | start-up |\n|---|---|\n| empty | %s |\n| %d channels x 20 messages | %s (%.2fx) |\n| empty, the Docker engine hanging | %s (%.2fx) |\n\n",
+		e.Round(time.Millisecond), n, f.Round(time.Millisecond), float64(f)/float64(e), g.Round(time.Millisecond), float64(g)/float64(e))
+}
+
+// hangingEngine listens on a unix socket at path like a Docker engine
+// that takes each connection and never answers.
+func hangingEngine(path string) net.Listener {
+	os.Remove(path)
+	l, err := net.Listen("unix", path)
+	check(err)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(io.Discard, c) // until Mother hangs up
+			}()
+		}
+	}()
+	return l
 }

@@ -54,11 +54,16 @@ func startSetup(t *testing.T, env []string, args ...string) *ptySession {
 // startPty runs mother with args in a pseudo-terminal, as a person does.
 func startPty(t *testing.T, env []string, args ...string) *ptySession {
 	t.Helper()
-	cmd := exec.Command(motherBin, args...)
+	return startPtyCmd(t, exec.Command(motherBin, args...), env)
+}
+
+// startPtyCmd is startPty for any command (make run, say).
+func startPtyCmd(t *testing.T, cmd *exec.Cmd, env []string) *ptySession {
+	t.Helper()
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TERM=dumb"}, env...)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
 	if err != nil {
-		t.Fatalf("start mother %s in a pty: %v", strings.Join(args, " "), err)
+		t.Fatalf("start %s in a pty: %v", strings.Join(cmd.Args, " "), err)
 	}
 	s := &ptySession{t: t, cmd: cmd, pty: f, wake: make(chan struct{}, 1), done: make(chan error, 1)}
 	go func() {

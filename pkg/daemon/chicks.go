@@ -38,6 +38,10 @@ type chicks struct {
 	// logger is scoped component=hatchery, nestLog component=nest.
 	logger  *slog.Logger
 	nestLog *slog.Logger
+	// stopReconcile ends the reconcile in the background and reconciled
+	// is closed when it has (both nil before startReconcile).
+	stopReconcile context.CancelFunc
+	reconciled    chan struct{}
 }
 
 // startChicks opens the broker and the hatchery under <data>/chicks and
@@ -166,35 +170,43 @@ func openHost(cfg *config.Config, logger *slog.Logger, clk clock.Clock) func(con
 	}
 }
 
-// reconcile takes over the chicks a previous Mother left running, then
-// lets chicks in: a chick reconnecting after a restart is answered once
-// Mother knows what became of it. A Docker host that does not answer is
+// startReconcile takes over the chicks a previous Mother left running,
+// in the background: Mother is ready for chat without waiting for any
+// Docker host (on a Pi the engine is across the network, and a slow or
+// unreachable one would hold every chat and systemd's start timeout).
+// Chicks asked for meanwhile wait in the queue; a chick reconnecting
+// after a restart is answered once Mother knows what became of it (the
+// chick listener opens after). A Docker host that does not answer is
 // logged; Mother goes on.
-func (c *chicks) reconcile(ctx context.Context) {
-	defer func() {
-		go func() {
-			if err := c.nest.ServeChicks(c.lis); err != nil {
-				c.nestLog.Error("chick listener stopped", "err", err)
-			}
-		}()
-	}()
-	defer func() {
+func (c *chicks) startReconcile(ctx context.Context) {
+	ctx, c.stopReconcile = context.WithCancel(ctx)
+	c.reconciled = make(chan struct{})
+	done := c.hatchery.StartReconcile(ctx)
+	go func() {
+		defer close(c.reconciled)
+		err := <-done
+		switch {
+		case ctx.Err() != nil:
+			return // stopping before the hosts answered
+		case errors.Is(err, hatchery.ErrHostsUnreachable):
+			c.logger.Warn("chicks unavailable until the Docker host answers", "err", err)
+		case err != nil:
+			c.logger.Error("reconcile chicks", "err", err)
+		}
 		// Approvals of chicks that ended while Mother was down go.
-		err := c.policy.DropChicks(func(id string) bool {
+		err = c.policy.DropChicks(func(id string) bool {
 			st := c.hatchery.State(id)
 			return st == "" || st.Final()
 		})
 		if err != nil {
 			c.logger.Warn("egress approvals of ended chicks not dropped", "err", err)
 		}
+		go func() {
+			if err := c.nest.ServeChicks(c.lis); err != nil {
+				c.nestLog.Error("chick listener stopped", "err", err)
+			}
+		}()
 	}()
-	if err := c.hatchery.Reconcile(ctx); err != nil {
-		if errors.Is(err, hatchery.ErrHostsUnreachable) {
-			c.logger.Warn("chicks unavailable until the Docker host answers", "err", err)
-			return
-		}
-		c.logger.Error("reconcile chicks", "err", err)
-	}
 }
 
 // policyEnds drops a chick's own approvals and byte ledger when it ends.
@@ -211,6 +223,10 @@ func (o policyEnds) ChickEnded(in hatchery.Info) {
 }
 
 func (c *chicks) close() {
+	if c.stopReconcile != nil {
+		c.stopReconcile()
+		<-c.reconciled
+	}
 	c.nest.Stop()
 	c.lis.Close()
 	if err := c.hatchery.Close(); err != nil {

@@ -304,15 +304,15 @@ type parts struct {
 	logger  *slog.Logger
 }
 
-// startCore starts Mother's core (the adapters already added), then
-// reconciles the chicks, then starts the events watcher and the watch on
+// startCore starts Mother's core (the adapters already added), then the
+// reconcile of the chicks in the background, then starts the events watcher and the watch on
 // config.json for host tools. If a step fails it shuts down what started
 // and returns what was reported.
 func startCore(ctx context.Context, p *parts) error {
 	if err := p.m.Start(ctx); err != nil {
 		return p.r.fail(err)
 	}
-	p.ch.reconcile(ctx)
+	p.ch.startReconcile(ctx)
 	for _, start := range []func() error{func() error { return p.w.Start(ctx, p.m) }, func() error { return p.host.watch(ctx) }} {
 		if err := start(); err != nil {
 			p.r.fail(err)

@@ -371,13 +371,31 @@ func (h *Hatchery) reconcileGates(ctx context.Context, observed []observedHost) 
 				h.logger.Warn("cannot remove the gate", "host", a.Host, "err", err)
 			}
 		case gateEnsure:
-			cctx, cancel := context.WithTimeout(ctx, h.dockerTO)
-			_, err := h.ensureGate(cctx, hs)
-			cancel()
-			if err != nil {
-				h.logger.Error("gate not ready; isolated chicks cannot start on this host until it is", "host", a.Host, "err", err)
-			}
+			h.ensureGateOrSay(ctx, hs, "gate not ready; isolated chicks cannot start on this host until it is")
 		}
+	}
+}
+
+// ensureGateOrSay ensures hs's gate, logging failure as msg: an error,
+// unless the host lacks the chick image (a step still to do, said once by
+// setImageLocked) or it is already known to (then nothing is asked).
+func (h *Hatchery) ensureGateOrSay(ctx context.Context, hs *host, msg string) {
+	h.mu.Lock()
+	missing := hs.image.missing
+	h.mu.Unlock()
+	if missing {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, h.dockerTO)
+	_, err := h.ensureGate(cctx, hs)
+	cancel()
+	switch {
+	case errors.Is(err, ErrImageMissing):
+		h.mu.Lock()
+		h.setImageLocked(hs, true)
+		h.mu.Unlock()
+	case err != nil:
+		h.logger.Error(msg, "host", hs.Name, "err", err)
 	}
 }
 

@@ -120,7 +120,10 @@ type Hatchery struct {
 	queue   []*chick
 	records *jsonl.File
 	closed  bool
-	watch   clock.Timer
+	// reconciling: StartReconcile runs; chicks spawned meanwhile wait in
+	// the queue until the hosts' chicks are known (freeHost).
+	reconciling bool
+	watch       clock.Timer
 	probe   clock.Timer
 	keeps   []clock.Timer
 }
@@ -137,6 +140,9 @@ type host struct {
 	// Hatchery.mu.
 	gateMu sync.Mutex
 	gate   gateState
+	// image: whether the host has the chick image (guarded by
+	// Hatchery.mu).
+	image imageState
 }
 
 type chick struct {
@@ -307,14 +313,19 @@ func (h *Hatchery) dctx() (context.Context, context.CancelFunc) {
 // one, when Mother stops cleanly with no chick container to come back to:
 // the gate would otherwise run on with nothing to serve until her next
 // start (which makes it again), and a Mother stopped for good would leave
-// it behind. Hosts are asked at once, each for at most gateRemoveTimeout,
+// it behind. Only hosts that answered are asked, all at once, each for at most gateRemoveTimeout,
 // so an unreachable host does not hold up the stop; a failure is logged.
 func (h *Hatchery) removeIdleGates() {
 	to := min(h.dockerTO, gateRemoveTimeout)
 	var wg sync.WaitGroup
 	for _, hs := range h.hosts {
 		g, ok := hs.Runtime.(Gater)
-		if !ok {
+		h.mu.Lock()
+		answered := hs.health.checked && !hs.health.down
+		h.mu.Unlock()
+		if !ok || !answered {
+			// A host that did not answer in this process cannot now
+			// either; its gate, if any, is the next start's.
 			continue
 		}
 		wg.Go(func() {

@@ -102,7 +102,8 @@ func TestResultStoredIsNotHung(t *testing.T) {
 // MaxRemembered ended chicks whose end was reported; older ones are
 // forgotten, but never one whose end Mother has not reported yet. The
 // chicks here ask for an image the engine does not have, which ends them at
-// once.
+// once; the runtime is wrapped so the hatchery cannot ask for the image
+// first (which would refuse them: TestMissingImageRefusesChicksUntilBuilt).
 func TestEndedChicksAreForgotten(t *testing.T) {
 	t.Parallel()
 	hatcherytest.Docker(t)
@@ -116,7 +117,7 @@ func TestEndedChicksAreForgotten(t *testing.T) {
 	meter := &forgetMeter{forgot: map[string]bool{}}
 	newH := func() *hatchery.Hatchery {
 		h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Logger: testLogger(t), Meter: meter,
-			Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(local), Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
+			Hosts: []hatchery.Host{{Name: "local", Runtime: struct{ hatchery.Runtime }{docker.New(local)}, Capacity: 4, MotherAddress: "127.0.0.1:1"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

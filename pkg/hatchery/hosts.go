@@ -92,12 +92,20 @@ func (h *Hatchery) checkHost(ctx context.Context, hs *host) {
 		return // closing, or the caller gave up: no verdict
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if err != nil {
 		h.markDownLocked(hs, err)
+		h.mu.Unlock()
 		return
 	}
 	h.markUpLocked(hs, v)
+	missing := hs.image.missing
+	h.mu.Unlock()
+	if missing && !h.checkImage(ctx, hs) {
+		// Built since: the chicks queued for it may go.
+		h.mu.Lock()
+		h.dequeueLocked()
+		h.mu.Unlock()
+	}
 }
 
 // checkHosts checks every host at once.
@@ -216,11 +224,7 @@ func (h *Hatchery) reconcileHost(hs *host) {
 		h.mu.Lock()
 		hs.gate.ok = false
 		h.mu.Unlock()
-		gctx, gcancel := h.dctx()
-		if _, err := h.ensureGate(gctx, hs); err != nil {
-			h.logger.Error("gate not ready on a host that came back", "host", hs.Name, "err", err)
-		}
-		gcancel()
+		h.ensureGateOrSay(h.ctx, hs, "gate not ready on a host that came back")
 	}
 	type exit struct {
 		c    *chick

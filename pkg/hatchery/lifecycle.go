@@ -44,6 +44,11 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 			return
 		}
 		if err != nil {
+			if errors.Is(err, ErrImageMissing) {
+				h.mu.Lock()
+				h.setImageLocked(hs, true)
+				h.mu.Unlock()
+			}
 			h.failStart(c, "", err)
 			return
 		}
@@ -60,6 +65,9 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 			return
 		}
 		if errors.Is(err, ErrContainerNotFound) {
+			h.mu.Lock()
+			h.setImageLocked(hs, true)
+			h.mu.Unlock()
 			err = fmt.Errorf("the image %s is not on Docker host %s: build it with `make image` there, or set chicks.image (%w)", h.cfg.Image, hs.Name, err)
 		}
 		h.failStart(c, "", fmt.Errorf("create chick container: %w", err))

@@ -30,7 +30,9 @@ type SpawnRequest struct {
 
 // Spawn creates a chick: it starts at once when a slot is free, or waits
 // in the queue. It fails with ErrQueueFull when the queue is full and
-// ErrUnknownTier for a tier not in the configuration. A spawn for a
+// ErrUnknownTier for a tier not in the configuration, and with
+// ErrImageMissing when every host that serves the tier lacks the chick
+// image. A spawn for a
 // person who has reached chicks.maxPerUser or spent today's
 // budgets.userDailyTokens fails with a *RefusedError.
 func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
@@ -47,6 +49,9 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	}
 	if !h.anyHostServes(tier) {
 		return Info{}, fmt.Errorf("spawn chick: no Docker host serves tier %q", tier)
+	}
+	if err := h.noImageError(ctx, tier); err != nil {
+		return Info{}, err
 	}
 	user := Requester(req.Adapter, req.StartedBy)
 	if um, ok := h.meter.(UserMeter); ok && user != "" {
@@ -153,7 +158,7 @@ func (h *Hatchery) freeHost(c *chick) *host {
 			}
 		}
 	}
-	if total >= h.cfg.MaxConcurrent || inChannel >= h.cfg.MaxPerChannel {
+	if h.reconciling || total >= h.cfg.MaxConcurrent || inChannel >= h.cfg.MaxPerChannel {
 		return nil
 	}
 	var best *host
@@ -161,7 +166,7 @@ func (h *Hatchery) freeHost(c *chick) *host {
 		if len(hs.Tiers) > 0 && !slices.Contains(hs.Tiers, c.rec.Tier) {
 			continue
 		}
-		if hs.running >= hs.Capacity || hs.health.down {
+		if hs.running >= hs.Capacity || hs.health.down || hs.image.missing {
 			continue
 		}
 		// Most free capacity first (decision 10).

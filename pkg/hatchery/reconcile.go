@@ -187,6 +187,11 @@ func plan(records []knownChick, observed []observedHost, now time.Time) []action
 // answers again) and makes the error.
 func (h *Hatchery) Reconcile(ctx context.Context) error {
 	observed := h.observe(ctx)
+	for i, o := range observed {
+		if !o.Failed {
+			h.checkImage(ctx, h.hosts[i])
+		}
+	}
 	h.reconcileGates(ctx, observed)
 	h.mu.Lock()
 	var records []knownChick
@@ -196,6 +201,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	actions := plan(records, observed, h.clock.Now())
 	h.apply(actions)
 	h.mu.Lock()
+	h.reconciling = false
 	h.dequeueLocked()
 	h.mu.Unlock()
 	h.StartWatchdog()
@@ -212,6 +218,23 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	return nil
 }
 
+// StartReconcile runs Reconcile in the background, so a Mother is ready
+// for chat without waiting for any Docker host (a slow or unreachable
+// engine delays only the chicks). Chicks spawned meanwhile wait in the
+// queue and start once it is done. The channel gets Reconcile's result.
+func (h *Hatchery) StartReconcile(ctx context.Context) <-chan error {
+	h.mu.Lock()
+	h.reconciling = true
+	h.wg.Add(1)
+	h.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer h.wg.Done()
+		done <- h.Reconcile(ctx)
+	}()
+	return done
+}
+
 // observe lists this instance's containers on every host, marking each
 // host up or down by its answer.
 func (h *Hatchery) observe(ctx context.Context) []observedHost {
@@ -220,6 +243,11 @@ func (h *Hatchery) observe(ctx context.Context) []observedHost {
 		cctx, cancel := context.WithTimeout(ctx, h.dockerTO)
 		list, err := hs.Runtime.List(cctx, LabelInstance, h.instance)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			// Stopping before the host answered: no verdict on it.
+			out = append(out, observedHost{Name: hs.Name, Failed: true})
+			continue
+		}
 		h.mu.Lock()
 		if err != nil {
 			h.markDownLocked(hs, err)
@@ -228,7 +256,9 @@ func (h *Hatchery) observe(ctx context.Context) []observedHost {
 		}
 		h.mu.Unlock()
 		if err != nil {
-			h.logger.Error("cannot list chick containers; leaving that host's chicks as they are", "host", hs.Name, "err", err)
+			if !unreachable(err) { // markDownLocked said that one
+				h.logger.Warn("cannot list chick containers; leaving that host's chicks as they are", "host", hs.Name, "err", err)
+			}
 			out = append(out, observedHost{Name: hs.Name, Failed: true})
 			continue
 		}

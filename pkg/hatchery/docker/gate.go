@@ -54,7 +54,7 @@ func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 	if err != nil {
 		err = classify(err)
 		if errors.Is(err, hatchery.ErrContainerNotFound) {
-			return st, fmt.Errorf("gate: the image %s is not on this Docker host (build it with `make image` there, or set chicks.image): %w", s.Image, err)
+			return st, fmt.Errorf("gate: the image %s is not on this Docker host (build it with `make image` there, or set chicks.image): %w", s.Image, &marked{hatchery.ErrImageMissing, err})
 		}
 		return st, fmt.Errorf("gate: inspect image %s: %w", s.Image, err)
 	}

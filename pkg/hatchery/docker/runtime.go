@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -86,6 +87,21 @@ func (r *Runtime) Create(ctx context.Context, s hatchery.ContainerSpec) (string,
 		return "", classify(err)
 	}
 	return resp.ID, nil
+}
+
+var _ hatchery.ImageChecker = (*Runtime)(nil)
+
+// HasImage implements hatchery.ImageChecker.
+func (r *Runtime) HasImage(ctx context.Context, ref string) (bool, error) {
+	_, err := r.api.ImageInspect(ctx, ref)
+	err = classify(err)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, hatchery.ErrContainerNotFound):
+		return false, nil
+	}
+	return false, err
 }
 
 // hostsFile is the engine's path of the hosts file of the gate whose
