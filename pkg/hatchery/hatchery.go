@@ -124,8 +124,8 @@ type Hatchery struct {
 	// the queue until the hosts' chicks are known (freeHost).
 	reconciling bool
 	watch       clock.Timer
-	probe   clock.Timer
-	keeps   []clock.Timer
+	probe       clock.Timer
+	keeps       []clock.Timer
 }
 
 type host struct {
