@@ -391,9 +391,7 @@ func (h *Hatchery) ensureGateOrSay(ctx context.Context, hs *host, msg string) {
 	cancel()
 	switch {
 	case errors.Is(err, ErrImageMissing):
-		h.mu.Lock()
-		h.setImageLocked(hs, true)
-		h.mu.Unlock()
+		h.lacksImage(hs)
 	case err != nil:
 		h.logger.Error(msg, "host", hs.Name, "err", err)
 	}

@@ -99,9 +99,61 @@ func (h *Hatchery) noImageError(ctx context.Context, tier string) error {
 		}
 		names = append(names, hs.Name)
 	}
-	where := "Docker host " + names[0]
-	if len(names) > 1 {
-		where = "Docker hosts " + strings.Join(names, ", ")
+	return fmt.Errorf("spawn chick: %w: %s", ErrImageMissing, h.offUntil(names))
+}
+
+// offUntil says that chicks are off until the image is on the named
+// hosts, and how to fix it.
+func (h *Hatchery) offUntil(hosts []string) string {
+	where := "Docker host " + hosts[0]
+	if len(hosts) > 1 {
+		where = "Docker hosts " + strings.Join(hosts, ", ")
 	}
-	return fmt.Errorf("spawn chick: %w: chicks are off until the image %s is on %s (build it with `make image`, or set chicks.image)", ErrImageMissing, h.cfg.Image, where)
+	return fmt.Sprintf("chicks are off until the image %s is on %s (build it with `make image`, or set chicks.image)", h.cfg.Image, where)
+}
+
+// lacksImage records that hs does not have the chick image, and ends the
+// chicks waiting in the queue that no host can start now.
+func (h *Hatchery) lacksImage(hs *host) {
+	h.mu.Lock()
+	h.setImageLocked(hs, true)
+	h.mu.Unlock()
+	h.failQueuedWithoutImage()
+}
+
+// failQueuedWithoutImage ends the queued chicks whose tier is served only
+// by hosts that lack the chick image (spawned before Mother knew, while
+// she reconciled): they would wait until someone built it, unseen.
+func (h *Hatchery) failQueuedWithoutImage() {
+	h.mu.Lock()
+	var doomed []*chick
+	var why []string
+	for _, c := range h.queue {
+		var lacking []string
+		for _, hs := range h.hosts {
+			if len(hs.Tiers) > 0 && !slices.Contains(hs.Tiers, c.rec.Tier) {
+				continue
+			}
+			if !hs.image.missing {
+				lacking = nil
+				break
+			}
+			lacking = append(lacking, hs.Name)
+		}
+		if len(lacking) > 0 {
+			doomed = append(doomed, c)
+			why = append(why, h.offUntil(lacking))
+		}
+	}
+	h.mu.Unlock()
+	for i, c := range doomed {
+		h.mu.Lock()
+		j := slices.Index(h.queue, c)
+		if j < 0 {
+			h.mu.Unlock()
+			continue
+		}
+		h.queue = slices.Delete(h.queue, j, j+1)
+		h.endLocked(c, ReasonNoStart, "could not start: "+why[i])
+	}
 }

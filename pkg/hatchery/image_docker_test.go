@@ -2,9 +2,11 @@ package hatchery_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -129,5 +131,58 @@ func TestMissingImageRefusesChicksUntilBuilt(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// slowList is a Docker runtime whose List waits for the test: the
+// reconcile at start is under way for as long as the test likes.
+type slowList struct {
+	*docker.Runtime
+	release chan struct{}
+}
+
+func (r slowList) List(ctx context.Context, key, value string) ([]hatchery.Container, error) {
+	<-r.release
+	return r.Runtime.List(ctx, key, value)
+}
+
+// A chick asked for while Mother reconciles in the background waits in
+// the queue; when the reconcile finds the image missing it ends at once
+// with the reason (no_start) instead of waiting, unseen, for a build.
+func TestChickQueuedDuringReconcileEndsWithoutImage(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	cfg := testConfig(fmt.Sprintf("mother-chick:missing-%d", time.Now().UnixNano()))
+	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := slowList{docker.New(hostAPI), make(chan struct{})}
+	h, err := hatchery.New(hatchery.Options{
+		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, Logger: testLogger(t),
+		Hosts: []hatchery.Host{{Name: "local", Runtime: rt, Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
+	t.Cleanup(func() { h.Close() })
+	rec := newRecorder()
+	h.Subscribe(rec)
+	done := h.StartReconcile(t.Context())
+	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.State != hatchery.StateQueued {
+		t.Fatalf("a chick spawned while reconciling is %s, want queued", in.State)
+	}
+	close(rt.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := rec.wait(t, in.ID, time.Minute)
+	if got.Reason != hatchery.ReasonNoStart || !strings.Contains(got.Outcome, "make image") {
+		t.Errorf("queued chick ended as %s %q, want no_start saying to build the image", got.Reason, got.Outcome)
 	}
 }

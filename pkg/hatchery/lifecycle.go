@@ -45,9 +45,7 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 		}
 		if err != nil {
 			if errors.Is(err, ErrImageMissing) {
-				h.mu.Lock()
-				h.setImageLocked(hs, true)
-				h.mu.Unlock()
+				defer h.lacksImage(hs) // after this chick's own end
 			}
 			h.failStart(c, "", err)
 			return
@@ -65,10 +63,8 @@ func (h *Hatchery) startContainer(c *chick, hs *host, tok string) {
 			return
 		}
 		if errors.Is(err, ErrContainerNotFound) {
-			h.mu.Lock()
-			h.setImageLocked(hs, true)
-			h.mu.Unlock()
-			err = fmt.Errorf("the image %s is not on Docker host %s: build it with `make image` there, or set chicks.image (%w)", h.cfg.Image, hs.Name, err)
+			defer h.lacksImage(hs) // after this chick's own end
+			err = fmt.Errorf("the image %s is not on Docker host %s: build it with `make image` there, or set chicks.image (%w: %w)", h.cfg.Image, hs.Name, ErrImageMissing, err)
 		}
 		h.failStart(c, "", fmt.Errorf("create chick container: %w", err))
 		return
@@ -137,7 +133,12 @@ func (h *Hatchery) failStart(c *chick, cid string, err error) {
 	if c.stopped && c.reason != "" {
 		reason, outcome = c.reason, c.outcome
 	}
-	h.logger.Error("chick did not start", "chick", c.rec.ID, "err", err)
+	if errors.Is(err, ErrImageMissing) {
+		// A step still to do, said by setImageLocked; not Mother's fault.
+		h.logger.Warn("chick did not start", "chick", c.rec.ID, "err", err)
+	} else {
+		h.logger.Error("chick did not start", "chick", c.rec.ID, "err", err)
+	}
 	c.rec.Removed = true
 	h.endLocked(c, reason, outcome)
 }

@@ -204,6 +204,7 @@ func (h *Hatchery) Reconcile(ctx context.Context) error {
 	h.reconciling = false
 	h.dequeueLocked()
 	h.mu.Unlock()
+	h.failQueuedWithoutImage()
 	h.StartWatchdog()
 	h.startProbes()
 	failed := 0
