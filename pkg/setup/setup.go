@@ -58,6 +58,11 @@ type Flags struct {
 	MotherAddress string
 
 	ChickTokens, ChannelDailyTokens, UserDailyTokens string
+
+	// StatusPage serves the status page (with /metrics and /healthz):
+	// "on" (DefaultStatusListen, or the listener configured), "off", a
+	// port or a loopback host:port.
+	StatusPage string
 }
 
 // Options configure a run.
@@ -132,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		fmt.Fprintln(r.out, "No configuration yet: a new one will be written.")
 	}
-	for _, step := range []func() error{r.platforms, r.model, r.tier, r.hosts, r.budgets} {
+	for _, step := range []func() error{r.platforms, r.model, r.tier, r.hosts, r.budgets, r.statusPage} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -198,6 +203,11 @@ func (r *run) summary() {
 			n = config.DefaultChickTokenBudget
 		}
 		r.say("  budgets.%s: %s", b.field, tokens(n))
+	}
+	if l := r.cfg.str("metrics", "listen"); l != "" {
+		r.say("  status page: %s (metrics.listen)", statusURL(l))
+	} else {
+		r.say("  status page: off")
 	}
 }
 

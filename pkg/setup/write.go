@@ -57,18 +57,24 @@ func (r *run) nextSteps(abs string) {
 		r.say("  - %s", n)
 	}
 	r.say("  %s --check-config %s", r.self(), abs)
-	if abs == "/var/lib/mother" {
+	switch {
+	case abs == "/var/lib/mother":
 		r.say("  sudo chown -R mother:mother /var/lib/mother")
 		r.say("  sudo systemctl enable --now mother && journalctl -u mother -f")
-		return
-	}
-	if len(r.cfg.child("adapters").keys) == 0 {
+	case len(r.cfg.child("adapters").keys) == 0:
 		// No chat platform: the terminal is where she answers.
 		r.say("  %s --cli %s    (no chat platform is configured: Mother answers in this terminal)", r.self(), abs)
-		return
+	default:
+		r.say("  %s %s", r.self(), abs)
+		r.say("(or as a service: deploy/README.md, with the data directory /var/lib/mother)")
 	}
-	r.say("  %s %s", r.self(), abs)
-	r.say("(or as a service: deploy/README.md, with the data directory /var/lib/mother)")
+	if l := r.cfg.str("metrics", "listen"); l != "" {
+		how := ""
+		if r.cfg.str("metrics", "token") != "" {
+			how = ", with metrics.token"
+		}
+		r.say("Then open %s: the status page (what Mother is doing, what went wrong%s).", statusURL(l), how)
+	}
 }
 
 // self is how to run this Mother again, as the steps print it.
