@@ -169,6 +169,9 @@ func TestRecentChicks(t *testing.T) {
 	page, _ := get(t, srv.URL+"/status")
 	doc := parsePage(t, page)
 	sec := section(t, doc, "recent")
+	if h := find(sec, byTag("h2")); len(h) != 1 || text(h[0]) != "Recent chicks 50 shown, newest first (at most 50)" {
+		t.Errorf("the section's heading reads %q", text(h[0]))
+	}
 	rows := find(sec, byAttr("data-recent-chick"))
 	if len(rows) != RecentChicks {
 		t.Fatalf("the page lists %d recent chicks, want %d", len(rows), RecentChicks)

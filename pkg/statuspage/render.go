@@ -20,13 +20,14 @@ var static embed.FS
 var pageText string
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"age":   func(now time.Time, t time.Time) string { return Age(now.Sub(t)) },
-	"secs":  func(n int64) string { return Age(time.Duration(n) * time.Second) },
-	"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"took":  took,
-	"join":  strings.Join,
-	"num":   Thousands,
+	"age":       func(now time.Time, t time.Time) string { return Age(now.Sub(t)) },
+	"secs":      func(n int64) string { return Age(time.Duration(n) * time.Second) },
+	"clock":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"took":      took,
+	"recentMax": func() int { return RecentChicks },
+	"join":      strings.Join,
+	"num":       Thousands,
 }).Parse(pageText))
 
 // Thousands writes n with thousands separators: 20,000,000.
