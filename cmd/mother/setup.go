@@ -129,6 +129,7 @@ func defineSetupFlags(fs *flag.FlagSet, f *setup.Flags) *bool {
 	fs.StringVar(&f.ChickTokens, "chick-tokens", "", "tokens one chick may use (2m, 500k, ...)")
 	fs.StringVar(&f.ChannelDailyTokens, "channel-daily-tokens", "", "chick tokens per channel per day (0: no cap)")
 	fs.StringVar(&f.UserDailyTokens, "user-daily-tokens", "", "chick tokens per user per day (0: no cap)")
+	fs.StringVar(&f.StatusPage, "status-page", "", "serve the status page, /metrics and /healthz (metrics.listen): on ("+setup.DefaultStatusListen+", the default for a new configuration), off, a port or a loopback host:port")
 	return nonInteractive
 }
 

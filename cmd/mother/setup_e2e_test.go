@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -296,9 +298,17 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.answer("Tokens one chick may use [2m]", "")
 	s.answer("Chick tokens per channel per day (0: no cap) [20m]", "")
 	s.answer("Chick tokens per user per day (0: no cap) [10m]", "5m")
+	// The status page, on loopback: offered on 9464 (or the next free
+	// port); another port is an answer too (this one is picked free, so
+	// the daemon below can surely listen on it).
+	statusListen := freePort(t)
+	s.expect("The status page shows what Mother is doing")
+	s.answer("Serve the status page on http://127.0.0.1:", statusListen)
+	s.expect("✓ status page on http://" + statusListen + "/status")
 	s.answer("Write ", "")
 	s.expect("Mother accepts it")
 	s.expect("mother --check-config " + data)
+	s.expect("Then open http://" + statusListen + "/status: the status page")
 	if code := s.exit(); code != 0 {
 		t.Fatalf("mother setup exited %d", code)
 	}
@@ -339,6 +349,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 		{[]string{"chicks", "image"}, image},
 		{[]string{"budgets", "channelDailyTokens"}, float64(20_000_000)},
 		{[]string{"budgets", "userDailyTokens"}, float64(5_000_000)},
+		{[]string{"metrics", "listen"}, statusListen},
 	} {
 		if got := get(cfg, c.path...); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("config %s = %#v, want %#v", strings.Join(c.path, "."), got, c.want)
@@ -359,6 +370,17 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	go func() { d.done <- d.cmd.Wait() }()
 	dc.Wait(t, 60*time.Second, "Mother's gateway session", func() bool { return dc.ConnectedLocked() > 0 })
 	sl.Wait(t, 60*time.Second, "Mother's Socket Mode connection", func() bool { return sl.OpensLocked() > 1 })
+	// And serves the status page where setup said, showing both adapters.
+	waitHTTP(t, "http://"+statusListen+"/healthz", 30*time.Second)
+	if resp, err := http.Get("http://" + statusListen + "/status"); err != nil {
+		t.Errorf("the status page: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `data-adapter="discord"`) || !strings.Contains(string(body), `data-adapter="slack"`) {
+			t.Errorf("the status page: %s\n%s", resp.Status, body)
+		}
+	}
 	d.stop(t)
 	if t.Failed() {
 		t.Logf("mother's log:\n%s", d.stderr.String())
@@ -398,6 +420,8 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.answer("Tokens one chick may use [2m]", "")
 	s.answer("Chick tokens per channel per day (0: no cap) [20m]", "8m")
 	s.answer("Chick tokens per user per day (0: no cap) [5m]", "")
+	s.expect("Served on http://" + statusListen + "/status (metrics.listen " + statusListen + ")")
+	s.answer("Keep serving the status page there?", "")
 	s.expect("Changes:\n  budgets.channelDailyTokens\n")
 	s.answer("Write ", "y")
 	s.expect("Mother accepts it")
@@ -420,7 +444,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s = startSetup(t, nil, data)
 	for _, a := range []string{"Chat platforms", "Discord bot token", "Admins", "Slack bot token", "Slack app-level token", "Admins",
 		"Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Chick image", "Keep host local?", "Add another Docker host",
-		"Tokens one chick", "per channel per day", "per user per day"} {
+		"Tokens one chick", "per channel per day", "per user per day", "Keep serving the status page there?"} {
 		s.answer(a, "")
 	}
 	s.expect("Nothing changed")
@@ -622,7 +646,8 @@ func TestSetupAddsTiersOnOtherProviders(t *testing.T) {
 // TestSetupNextStepsWork: the steps setup prints at the end are commands
 // that work as printed: with no chat platform the terminal (--cli), with
 // this binary's own path; the models are numbered for the questions that
-// take a number.
+// take a number. The configuration it writes by default serves the status
+// page on loopback, at the address the last step gives.
 func TestSetupNextStepsWork(t *testing.T) {
 	t.Parallel()
 	ol := ollamatest.NewFunc(func(ollamatest.Request) ollamatest.Turn { return ollamatest.Turn{Text: "Hello from the terminal."} })
@@ -639,10 +664,30 @@ func TestSetupNextStepsWork(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	// The printed command runs.
-	run := runMother(t, "hi\n", []string{"MOTHER_OLLAMA_URL=" + ol.URL}, "--cli", data)
-	if run.code != 0 || !strings.Contains(run.stdout, "Hello from the terminal.") {
-		t.Errorf("%s --cli %s: exit %d\n%s%s", motherBin, data, run.code, run.stdout, run.stderr)
+	m := regexp.MustCompile(`\nThen open (http://(127\.0\.0\.1:\d+)/status): the status page`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("the next steps do not give the status page on loopback:\n%s", r.stdout)
+	}
+	page, listen := m[1], m[2]
+	if got := get(readJSON(t, filepath.Join(data, "config.json")), "metrics", "listen"); got != listen {
+		t.Errorf("metrics.listen = %v, want %s (the address the next steps give)", got, listen)
+	}
+	// The printed command runs, and serves the page there.
+	p := startMotherBinary(t, motherBin, data, []string{"MOTHER_OLLAMA_URL=" + ol.URL, "MOTHER_GRPC_LISTEN=127.0.0.1:0"})
+	io.WriteString(p.stdin, "hi\n")
+	p.waitOut(t, "Hello from the terminal.", time.Minute)
+	resp, err := http.Get(page)
+	if err != nil {
+		t.Fatalf("GET %s: %v", page, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `<section id="chicks">`) || !strings.Contains(string(body), `<section id="recent">`) {
+		t.Errorf("GET %s: %s\n%s", page, resp.Status, body)
+	}
+	p.stdin.Close()
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("%s --cli %s: exit %d\n%s%s", motherBin, data, code, p.out(), p.errs())
 	}
 }
 

@@ -317,8 +317,13 @@ func TestStatusPageFollowsAChick(t *testing.T) {
 		return !strings.Contains(h, `data-chick="`+id+`"`) && strings.Contains(h, "No chicks alive.")
 	})
 	noSecrets(t, "the status page after the chick", gone)
-	if !regexp.MustCompile(`tier local today</td><td class="num">[1-9]`).MatchString(gone) {
+	if !regexp.MustCompile(`tier local today</td><td class="used"><span class="amount">[1-9][\d,]* tokens, no cap</span>`).MatchString(gone) {
 		t.Errorf("the page does not show the tokens the chick used today:\n%s", gone)
+	}
+	// It is now among the recent chicks, done, with its tokens.
+	recentRow := regexp.MustCompile(`<tr data-recent-chick="` + id + `" class="state-done"><td><code>` + id + `</code></td><td class="state">done</td><td>cli/local</td><td>local</td><td>local</td><td class="outcome"><span class="reason">done</span></td><td class="num">[1-9][\d,]*</td>`)
+	if !recentRow.MatchString(gone) {
+		t.Errorf("the page does not list the chick under recent chicks, done:\n%s", gone)
 	}
 
 	events := tail.wait(t, time.Minute)
@@ -373,7 +378,12 @@ func TestStatusPageFollowsAChick(t *testing.T) {
 	}
 	noSecrets(t, "/status.json", js)
 	var snap struct {
-		Chicks      []any `json:"chicks"`
+		Chicks       []any `json:"chicks"`
+		RecentChicks []struct {
+			ID     string `json:"id"`
+			State  string `json:"state"`
+			Tokens int64  `json:"tokens"`
+		} `json:"recentChicks"`
 		ToolServers []struct {
 			Name  string   `json:"name"`
 			Tools []string `json:"tools"`
@@ -384,7 +394,8 @@ func TestStatusPageFollowsAChick(t *testing.T) {
 		} `json:"hosts"`
 	}
 	if err := json.Unmarshal([]byte(js), &snap); err != nil || len(snap.Chicks) != 0 || len(snap.Hosts) != 1 || !snap.Hosts[0].Up ||
-		len(snap.ToolServers) != 1 || len(snap.ToolServers[0].Tools) == 0 {
+		len(snap.ToolServers) != 1 || len(snap.ToolServers[0].Tools) == 0 ||
+		len(snap.RecentChicks) != 1 || snap.RecentChicks[0].ID != id || snap.RecentChicks[0].State != "done" || snap.RecentChicks[0].Tokens == 0 {
 		t.Errorf("/status.json (%v):\n%s", err, js)
 	}
 	p.stdin.Close()
@@ -392,6 +403,83 @@ func TestStatusPageFollowsAChick(t *testing.T) {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
 	}
 	noSecrets(t, "Mother's log", p.errs())
+}
+
+// TestStatusPageShowsAFailedChick: a chick whose image is not on its
+// Docker host cannot start. It is gone from the chicks alive at once,
+// and the real mother's status page and status.json list it under the
+// recent chicks: failed, no_start, with the error that says what to do,
+// its channel, tier and host.
+func TestStatusPageShowsAFailedChick(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	listen := freePort(t)
+	data, _ := chickData(t, api, map[string]any{"metrics": map[string]any{"listen": listen, "token": metricsToken}})
+	const image = "mother-chick:not-built-for-the-status-test"
+	cfgPath := filepath.Join(data, "config.json")
+	cfg := readJSON(t, cfgPath)
+	cfg["chicks"].(map[string]any)["image"] = image
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var spawned sync.Once
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		if r.Model != motherModel {
+			return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
+		}
+		turn := ollamatest.Turn{Text: "A chick is on it."}
+		if !hasToolResult(r) {
+			spawned.Do(func() { turn = motherTurn("Count the files.") })
+		}
+		return turn
+	})
+	defer fake.Close()
+	p := startChickMother(t, data, chickEnv(fake))
+	base := "http://" + listen
+	waitHTTP(t, base+"/healthz", 30*time.Second)
+	fetch := func(path string) string {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+metricsToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s\n%s", path, resp.Status, body)
+		}
+		return string(body)
+	}
+	if page := fetch("/status"); !strings.Contains(page, "No chick has ended yet.") {
+		t.Errorf("before any chick, the page lists recent ones:\n%s", page)
+	}
+
+	io.WriteString(p.stdin, "please count the files\n")
+	var snap statuspage.Snapshot
+	waitForWithin(t, "a chick under recent chicks in status.json", 2*time.Minute, func() bool {
+		snap = statuspage.Snapshot{}
+		return json.Unmarshal([]byte(fetch("/status.json")), &snap) == nil && len(snap.RecentChicks) > 0
+	})
+	c := snap.RecentChicks[0]
+	if len(snap.RecentChicks) != 1 || len(snap.Chicks) != 0 || c.State != "failed" || c.Reason != "no_start" || c.Channel != "cli/local" || c.Tier != "local" || c.Host != "local" ||
+		!regexp.MustCompile("^could not start: .*the image "+regexp.QuoteMeta(image)+" is not on (this )?Docker host.*`make image`").MatchString(c.Outcome) ||
+		c.EndedAt.IsZero() || c.EndedAt.Before(c.CreatedAt) {
+		t.Errorf("status.json: chicks %+v, recent chicks %+v", snap.Chicks, snap.RecentChicks)
+	}
+	page := fetch("/status")
+	row := regexp.MustCompile(`<tr data-recent-chick="` + c.ID + `" class="state-failed"><td><code>` + c.ID + `</code></td><td class="state">failed</td><td>cli/local</td><td>local</td><td>local</td>` +
+		`<td class="outcome"><span class="reason">no_start</span> could not start: [^<]*the image ` + regexp.QuoteMeta(image) + ` is not on (this )?Docker host[^<]*` + "`make image`")
+	if !row.MatchString(page) || !strings.Contains(page, "No chicks alive.") {
+		t.Errorf("the status page does not list the failed chick under recent chicks:\n%s", page)
+	}
+	noSecrets(t, "the status page", page)
+	p.waitOut(t, c.ID, time.Minute) // its end is told in the channel too
+	p.stdin.Close()
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
+	}
 }
 
 func waitHTTP(t *testing.T, url string, d time.Duration) {

@@ -5,7 +5,9 @@
 // Socket Mode connection), admins picked from the users the platform
 // lists, the Ollama server and its models (with their tool support), each
 // Docker host (reachable, API version, the chick image), and TLS client
-// material for a tcp:// Docker host generated on request.
+// material for a tcp:// Docker host generated on request. It offers the
+// status page on loopback (metrics.listen, 127.0.0.1:9464 or the next
+// free port), and its next steps give the page's address.
 //
 // Setup edits config.json in place: fields it does not ask about, unknown
 // ones included, keep their values and order; a rerun shows what is there

@@ -16,7 +16,6 @@ import (
 	"github.com/mother-chat/mother/pkg/adapters/discord"
 	"github.com/mother-chat/mother/pkg/adapters/slack"
 	"github.com/mother-chat/mother/pkg/adapters/telegram"
-	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 )
@@ -59,6 +58,11 @@ type Flags struct {
 	MotherAddress string
 
 	ChickTokens, ChannelDailyTokens, UserDailyTokens string
+
+	// StatusPage serves the status page (with /metrics and /healthz):
+	// "on" (DefaultStatusListen, or the listener configured), "off", a
+	// port or a loopback host:port.
+	StatusPage string
 }
 
 // Options configure a run.
@@ -133,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		fmt.Fprintln(r.out, "No configuration yet: a new one will be written.")
 	}
-	for _, step := range []func() error{r.platforms, r.model, r.tier, r.hosts, r.budgets} {
+	for _, step := range []func() error{r.platforms, r.model, r.tier, r.hosts, r.budgets, r.statusPage} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -199,6 +203,11 @@ func (r *run) summary() {
 			n = config.DefaultChickTokenBudget
 		}
 		r.say("  budgets.%s: %s", b.field, tokens(n))
+	}
+	if l := r.cfg.str("metrics", "listen"); l != "" {
+		r.say("  status page: %s (metrics.listen)", statusURL(l))
+	} else {
+		r.say("  status page: off")
 	}
 }
 
@@ -592,147 +601,3 @@ func resolveAdmins(answer string, members []member, validID func(string) bool) (
 	}
 	return ids, ""
 }
-
-// ---- budgets ----
-
-var budgetFields = []struct {
-	field, label string
-	def          int64
-}{
-	{"chickTokens", "Tokens one chick may use", config.DefaultChickTokenBudget},
-	{"channelDailyTokens", "Chick tokens per channel per day (0: no cap)", DefaultChannelDailyTokens},
-	{"userDailyTokens", "Chick tokens per user per day (0: no cap)", DefaultUserDailyTokens},
-}
-
-func (r *run) budgets() error {
-	r.section("Budgets")
-	flags := map[string]string{"chickTokens": r.f.ChickTokens, "channelDailyTokens": r.f.ChannelDailyTokens, "userDailyTokens": r.f.UserDailyTokens}
-	for _, b := range budgetFields {
-		cur, set := r.cfg.num("budgets", b.field)
-		def := b.def
-		switch {
-		case set:
-			def = cur
-		case r.exists && b.field != "chickTokens":
-			def = 0 // what the existing configuration means
-		}
-		answer := flags[b.field]
-		for {
-			if answer == "" {
-				answer = tokens(def)
-				if r.o.Interactive {
-					var err error
-					if answer, err = r.p.ask(b.label, tokens(def)); err != nil {
-						return err
-					}
-				}
-			}
-			n, err := parseTokens(answer)
-			if err == nil {
-				// What the configuration means now: its value, or the
-				// daemon's default (no cap but for chickTokens).
-				effective := cur
-				if !set && b.field == "chickTokens" {
-					effective = config.DefaultChickTokenBudget
-				}
-				if !r.exists || n != effective {
-					r.put(n, "budgets", b.field)
-				}
-				break
-			}
-			r.say("  ✗ budgets.%s: %v", b.field, err)
-			if !r.o.Interactive {
-				return fmt.Errorf("budgets.%s: %v: %w", b.field, err, ErrNotVerified)
-			}
-			answer = ""
-		}
-	}
-	return nil
-}
-
-// tokens writes a count the way parseTokens reads it back ("2m", "500k").
-func tokens(n int64) string {
-	switch {
-	case n != 0 && n%1_000_000 == 0:
-		return strconv.FormatInt(n/1_000_000, 10) + "m"
-	case n != 0 && n%1_000 == 0:
-		return strconv.FormatInt(n/1_000, 10) + "k"
-	}
-	return strconv.FormatInt(n, 10)
-}
-
-// parseTokens reads "2000000", "2_000_000", "2m" or "500k".
-func parseTokens(s string) (int64, error) {
-	t, err := config.ParseTokens(s)
-	if err != nil {
-		return 0, fmt.Errorf("want a token count such as 2000000, 2m or 500k")
-	}
-	return t.Int64(), nil
-}
-
-// ---- writing ----
-
-func (r *run) write(orig []byte) error {
-	r.section("Result")
-	abs, _ := filepath.Abs(r.o.DataDir)
-	if len(r.changes) == 0 && r.exists {
-		r.say("Nothing changed; %s left as it was.", r.path)
-		r.nextSteps(abs)
-		return nil
-	}
-	r.say("Changes:")
-	for _, c := range r.changes {
-		r.say("  %s", c)
-	}
-	if r.o.Interactive {
-		ok, err := r.p.yes("Write "+r.path+"?", true)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			r.say("Nothing written.")
-			return nil
-		}
-	}
-	data, err := r.cfg.encode()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(r.o.DataDir, 0o700); err != nil {
-		return fmt.Errorf("make the data directory: %w", err)
-	}
-	if err := atomicfile.WriteFile(r.path, data, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", r.path, err)
-	}
-	r.say("Wrote %s (mode 0600).", r.path)
-	if _, err := config.Load(r.o.DataDir, r.o.Getenv); err != nil {
-		r.say("  ✗ but Mother does not accept it yet:\n%v", err)
-		return fmt.Errorf("the written configuration does not load: %w", err)
-	}
-	r.say("  ✓ Mother accepts it (as mother --check-config would)")
-	r.nextSteps(abs)
-	return nil
-}
-
-func (r *run) nextSteps(abs string) {
-	r.say("\nNext:")
-	for _, n := range r.next {
-		r.say("  - %s", n)
-	}
-	r.say("  %s --check-config %s", r.self(), abs)
-	if abs == "/var/lib/mother" {
-		r.say("  sudo chown -R mother:mother /var/lib/mother")
-		r.say("  sudo systemctl enable --now mother && journalctl -u mother -f")
-		return
-	}
-	if len(r.cfg.child("adapters").keys) == 0 {
-		// No chat platform: the terminal is where she answers.
-		r.say("  %s --cli %s    (no chat platform is configured: Mother answers in this terminal)", r.self(), abs)
-		return
-	}
-	r.say("  %s %s", r.self(), abs)
-	r.say("(or as a service: deploy/README.md, with the data directory /var/lib/mother)")
-}
-
-// self is how to run this Mother again, as the steps print it.
-func (r *run) self() string { return orDefault(r.o.Self, "mother") }

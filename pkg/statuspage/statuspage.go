@@ -1,8 +1,10 @@
 // Package statuspage serves Mother's read-only status page on the
 // metrics listener (config metrics.listen): her adapters and their
 // connection, the chicks alive (state, channel, tier, tokens, age, last
-// event), the Docker hosts and their load, today's budgets, the next
-// scheduled events and the host tool servers.
+// event), the last chicks that ended (how, why, tokens, how long), the
+// Docker hosts and their load, today's budgets (bars against their
+// caps), the next scheduled events, the model servers and providers and
+// the host tool servers.
 //
 //	GET /status         the page (html/template), refreshing itself
 //	GET /status.json    the same facts as one JSON object
@@ -20,17 +22,10 @@
 package statuspage
 
 import (
-	"bytes"
 	"context"
-	"embed"
-	"encoding/json"
 	"fmt"
-	"html/template"
-	"io/fs"
-	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -306,21 +301,23 @@ type LastEvent struct {
 
 // Snapshot is everything the page shows, as /status.json serves it.
 type Snapshot struct {
-	Version       string        `json:"version"`
-	ChickImage    string        `json:"chickImage,omitempty"`
-	StartedAt     time.Time     `json:"startedAt"`
-	UptimeSeconds int64         `json:"uptimeSeconds"`
-	Now           time.Time     `json:"now"`
-	Adapters      []Adapter     `json:"adapters"`
-	Chicks        []Chick       `json:"chicks"`
-	Queued        int           `json:"queued"`
-	Hosts         []Host        `json:"hosts"`
-	Budgets       []Budget      `json:"budgets"`
-	NextEvents    []Event       `json:"nextEvents"`
-	ToolServers   []ToolServer  `json:"toolServers"`
-	Providers     []Provider    `json:"providers"`
-	ModelServers  []ModelServer `json:"modelServers"`
-	refresh       time.Duration
+	Version       string    `json:"version"`
+	ChickImage    string    `json:"chickImage,omitempty"`
+	StartedAt     time.Time `json:"startedAt"`
+	UptimeSeconds int64     `json:"uptimeSeconds"`
+	Now           time.Time `json:"now"`
+	Adapters      []Adapter `json:"adapters"`
+	Chicks        []Chick   `json:"chicks"`
+	Queued        int       `json:"queued"`
+	// RecentChicks are the last chicks that ended, newest first.
+	RecentChicks []RecentChick `json:"recentChicks"`
+	Hosts        []Host        `json:"hosts"`
+	Budgets      []Budget      `json:"budgets"`
+	NextEvents   []Event       `json:"nextEvents"`
+	ToolServers  []ToolServer  `json:"toolServers"`
+	Providers    []Provider    `json:"providers"`
+	ModelServers []ModelServer `json:"modelServers"`
+	refresh      time.Duration
 }
 
 // RefreshMillis is how often the page fetches its live part, in
@@ -360,14 +357,6 @@ type Host struct {
 	EngineVersion string     `json:"engineVersion,omitempty"`
 	Since         *time.Time `json:"since,omitempty"`
 	Error         string     `json:"error,omitempty"`
-}
-
-// Budget is one of today's budgets.
-type Budget struct {
-	Scope string `json:"scope"`
-	Used  int64  `json:"used"`
-	// Limit is 0 when there is no cap.
-	Limit int64 `json:"limit"`
 }
 
 // Event is one scheduled event (its text is not shown).
@@ -436,7 +425,7 @@ func (p *Page) Snapshot() Snapshot {
 	out := Snapshot{
 		Version: s(p.opts.Version), ChickImage: s(p.opts.ChickImage), StartedAt: p.opts.StartedAt, Now: now,
 		UptimeSeconds: int64(now.Sub(p.opts.StartedAt).Seconds()),
-		Adapters:      []Adapter{}, Chicks: []Chick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{}, Providers: []Provider{}, ModelServers: []ModelServer{},
+		Adapters:      []Adapter{}, Chicks: []Chick{}, RecentChicks: []RecentChick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{}, Providers: []Provider{}, ModelServers: []ModelServer{},
 		refresh: p.opts.Refresh,
 	}
 	if src.Adapters != nil {
@@ -447,7 +436,13 @@ func (p *Page) Snapshot() Snapshot {
 		sort.Slice(out.Adapters, func(i, j int) bool { return out.Adapters[i].Name < out.Adapters[j].Name })
 	}
 	if src.Chicks != nil {
-		for _, in := range src.Chicks.List(false) {
+		// One list, the ended chicks included: the live ones and the
+		// recent ones are then of the same moment.
+		all := src.Chicks.List(true)
+		for _, in := range all {
+			if in.State.Final() {
+				continue
+			}
 			c := Chick{ID: in.ID, Channel: s(in.Channel), Tier: s(in.Tier), State: string(in.State), Host: s(in.Host), Tokens: in.Usage.Total(),
 				CreatedAt: in.CreatedAt, AgeSeconds: int64(now.Sub(in.CreatedAt).Seconds())}
 			if le, ok := last[in.ID]; ok {
@@ -461,6 +456,7 @@ func (p *Page) Snapshot() Snapshot {
 		}
 		sort.SliceStable(out.Chicks, func(i, j int) bool { return out.Chicks[i].CreatedAt.Before(out.Chicks[j].CreatedAt) })
 		p.forgetGone(out.Chicks)
+		out.RecentChicks = recentChicks(all, s)
 		for _, h := range src.Chicks.HostStates() {
 			out.Hosts = append(out.Hosts, Host{Name: s(h.Name), Up: h.Up, Running: h.Running, Capacity: h.Capacity, Tiers: h.Tiers,
 				EngineVersion: s(h.EngineVersion), Since: optTime(h.Since), Error: s(h.Err)})
@@ -468,7 +464,7 @@ func (p *Page) Snapshot() Snapshot {
 	}
 	if src.Budgets != nil {
 		for _, b := range src.Budgets.Budgets() {
-			out.Budgets = append(out.Budgets, Budget{Scope: s(b.Scope), Used: b.Used, Limit: b.Limit})
+			out.Budgets = append(out.Budgets, newBudget(s(b.Scope), b.Used, b.Limit))
 		}
 	}
 	if src.Events != nil {
@@ -510,101 +506,4 @@ func (p *Page) Snapshot() Snapshot {
 		}
 	}
 	return out
-}
-
-//go:embed static
-var static embed.FS
-
-//go:embed page.html.tmpl
-var pageText string
-
-var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"age":   func(now time.Time, t time.Time) string { return Age(now.Sub(t)) },
-	"secs":  func(n int64) string { return Age(time.Duration(n) * time.Second) },
-	"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"left":  func(b Budget) int64 { return max(0, b.Limit-b.Used) },
-	"join":  strings.Join,
-	"num":   Thousands,
-}).Parse(pageText))
-
-// Thousands writes n with thousands separators: 20,000,000.
-func Thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
-// Age formats a duration the way momctl does: 42s, 3m05s, 2h10m, 3d.
-func Age(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
-// Handler serves the page, its live part, its JSON, its script and its
-// style sheet, under /status.
-func (p *Page) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { p.render(w, "page") })
-	mux.HandleFunc("GET /status/live", func(w http.ResponseWriter, r *http.Request) { p.render(w, "live") })
-	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(p.Snapshot()); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		p.write(w, "application/json", buf.Bytes())
-	})
-	sub, _ := fs.Sub(static, "static")
-	files := http.FileServerFS(sub)
-	for _, name := range []string{"/status.js", "/status.css"} {
-		mux.Handle("GET "+name, files)
-	}
-	return mux
-}
-
-func (p *Page) render(w http.ResponseWriter, name string) {
-	var buf bytes.Buffer
-	if err := page.ExecuteTemplate(&buf, name, p.Snapshot()); err != nil {
-		http.Error(w, "render the status page: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	p.write(w, "text/html; charset=utf-8", buf.Bytes())
-}
-
-// write sends body, scrubbed once more, with headers that keep it out of
-// caches and frames and allow only the page's own script and style.
-func (p *Page) write(w http.ResponseWriter, contentType string, body []byte) {
-	p.mu.Lock()
-	scrub := p.scrub
-	p.mu.Unlock()
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-	_, _ = w.Write([]byte(scrub.Replace(string(body))))
 }

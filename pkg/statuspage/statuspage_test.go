@@ -34,7 +34,17 @@ type chicks struct {
 	hosts []hatchery.HostStatus
 }
 
-func (c chicks) List(bool) []hatchery.Info             { return c.list }
+// List lists the chicks alive, or all of them, as the hatchery does.
+func (c chicks) List(all bool) []hatchery.Info {
+	var out []hatchery.Info
+	for _, in := range c.list {
+		if all || !in.State.Final() {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
 func (c chicks) HostStates() []hatchery.HostStatus     { return c.hosts }
 func (b budgets) Budgets() []broker.Budget             { return b }
 func (e eventList) List(string) []events.Info          { return e }
