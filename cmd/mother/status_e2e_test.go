@@ -405,24 +405,18 @@ func TestStatusPageFollowsAChick(t *testing.T) {
 	noSecrets(t, "Mother's log", p.errs())
 }
 
-// TestStatusPageShowsAFailedChick: a chick whose image is not on its
-// Docker host cannot start. It is gone from the chicks alive at once,
-// and the real mother's status page and status.json list it under the
-// recent chicks: failed, no_start, with the error that says what to do,
-// its channel, tier and host.
+// TestStatusPageShowsAFailedChick: a chick whose tier's model the model
+// server does not have fails at its first call. It is gone from the
+// chicks alive, and the real mother's status page and status.json list it
+// under the recent chicks: failed, with the error, its channel, tier and
+// host. (A chick whose image is missing is no longer accepted at all:
+// TestChickRefusedWhileImageMissing.)
 func TestStatusPageShowsAFailedChick(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
 	listen := freePort(t)
 	data, _ := chickData(t, api, map[string]any{"metrics": map[string]any{"listen": listen, "token": metricsToken}})
-	const image = "mother-chick:not-built-for-the-status-test"
-	cfgPath := filepath.Join(data, "config.json")
-	cfg := readJSON(t, cfgPath)
-	cfg["chicks"].(map[string]any)["image"] = image
-	b, _ := json.Marshal(cfg)
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	var spawned sync.Once
 	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
 		if r.Model != motherModel {
@@ -463,14 +457,14 @@ func TestStatusPageShowsAFailedChick(t *testing.T) {
 		return json.Unmarshal([]byte(fetch("/status.json")), &snap) == nil && len(snap.RecentChicks) > 0
 	})
 	c := snap.RecentChicks[0]
-	if len(snap.RecentChicks) != 1 || len(snap.Chicks) != 0 || c.State != "failed" || c.Reason != "no_start" || c.Channel != "cli/local" || c.Tier != "local" || c.Host != "local" ||
-		!regexp.MustCompile("^could not start: .*the image "+regexp.QuoteMeta(image)+" is not on (this )?Docker host.*`make image`").MatchString(c.Outcome) ||
+	if len(snap.RecentChicks) != 1 || len(snap.Chicks) != 0 || c.State != "failed" || c.Reason != "error" || c.Channel != "cli/local" || c.Tier != "local" || c.Host != "local" ||
+		!strings.Contains(c.Outcome, `model "`+chickModel+`" not found`) ||
 		c.EndedAt.IsZero() || c.EndedAt.Before(c.CreatedAt) {
 		t.Errorf("status.json: chicks %+v, recent chicks %+v", snap.Chicks, snap.RecentChicks)
 	}
 	page := fetch("/status")
 	row := regexp.MustCompile(`<tr data-recent-chick="` + c.ID + `" class="state-failed"><td><code>` + c.ID + `</code></td><td class="state">failed</td><td>cli/local</td><td>local</td><td>local</td>` +
-		`<td class="outcome"><span class="reason">no_start</span> could not start: [^<]*the image ` + regexp.QuoteMeta(image) + ` is not on (this )?Docker host[^<]*` + "`make image`")
+		`<td class="outcome"><span class="reason">` + regexp.QuoteMeta(c.Reason) + `</span> [^<]*model &#34;` + chickModel + `&#34; not found`)
 	if !row.MatchString(page) || !strings.Contains(page, "No chicks alive.") {
 		t.Errorf("the status page does not list the failed chick under recent chicks:\n%s", page)
 	}
