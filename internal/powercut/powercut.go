@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,7 +119,7 @@ type FS struct {
 	faults     []*Fault
 	space      int64 // bytes writes may still add; < 0: no limit
 	frozenWhy  string
-	unmountErr error
+	waiting    atomic.Int32
 }
 
 // Mount mounts a power-cut filesystem at mountpoint (an empty directory),
@@ -383,6 +384,8 @@ func (pc *FS) frozenErr(ctx context.Context) syscall.Errno {
 	if !pc.opts.BlockWhenFrozen {
 		return syscall.EIO
 	}
+	pc.waiting.Add(1)
+	defer pc.waiting.Add(-1)
 	select {
 	case <-ctx.Done():
 		return syscall.EINTR
@@ -390,6 +393,10 @@ func (pc *FS) frozenErr(ctx context.Context) syscall.Errno {
 		return syscall.EIO
 	}
 }
+
+// Waiting is the number of operations the frozen filesystem holds now
+// (Options.BlockWhenFrozen).
+func (pc *FS) Waiting() int { return int(pc.waiting.Load()) }
 
 // fault returns the injected error for an operation on n, if any.
 func (pc *FS) fault(n *node, write bool) syscall.Errno {
