@@ -112,14 +112,14 @@ type FS struct {
 	released chan struct{} // closed at a cut or unmount: blocked operations end
 	done     bool          // cut or unmounted
 
-	ops        int
-	syncs      []Sync
-	crash      Crash
-	crashSeen  int
-	faults     []*Fault
-	space      int64 // bytes writes may still add; < 0: no limit
-	frozenWhy  string
-	waiting    atomic.Int32
+	ops       int
+	syncs     []Sync
+	crash     Crash
+	crashSeen int
+	faults    []*Fault
+	space     int64 // bytes writes may still add; < 0: no limit
+	frozenWhy string
+	waiting   atomic.Int32
 }
 
 // Mount mounts a power-cut filesystem at mountpoint (an empty directory),
