@@ -207,8 +207,8 @@ func copyOut(src *os.File, dst string, perm os.FileMode) error {
 	return errors.Join(cerr, out.Close())
 }
 
-// rollBack puts the file at p back to its durable content (and, with
-// Options.Torn, a random prefix of its unsynced operations).
+// rollBack puts the file at p back to its durable content, then applies
+// what Options.Unsynced keeps of its unsynced operations.
 func (pc *FS) rollBack(c *node, p string) error {
 	if len(c.saved) == 0 && len(c.unsynced) == 0 {
 		var st syscall.Stat_t
@@ -229,25 +229,40 @@ func (pc *FS) rollBack(c *node, p string) error {
 	if err := f.Truncate(c.durSize); err != nil {
 		return err
 	}
-	if !pc.opts.Torn || len(c.unsynced) == 0 {
+	ops := c.unsynced
+	switch {
+	case len(ops) == 0:
 		return nil
-	}
-	keep := pc.rng.IntN(len(c.unsynced) + 1)
-	for _, op := range c.unsynced[:keep] {
-		if err := apply(f, op); err != nil {
-			return err
+	case pc.opts.Unsynced == KeepPrefix:
+		keep := pc.rng.IntN(len(ops) + 1)
+		for _, op := range ops[:keep] {
+			if err := apply(f, op); err != nil {
+				return err
+			}
 		}
-	}
-	torn := 0
-	if keep < len(c.unsynced) && !c.unsynced[keep].trunc && len(c.unsynced[keep].data) > 1 {
-		op := c.unsynced[keep]
-		torn = pc.rng.IntN(len(op.data))
-		op.data = op.data[:torn]
-		if err := apply(f, op); err != nil {
-			return err
+		torn := 0
+		if keep < len(ops) && !ops[keep].trunc && len(ops[keep].data) > 1 {
+			op := ops[keep]
+			torn = pc.rng.IntN(len(op.data))
+			op.data = op.data[:torn]
+			if err := apply(f, op); err != nil {
+				return err
+			}
 		}
+		pc.logf("cut: %s keeps the first %d of %d unsynced operations and %d bytes of the next", p, keep, len(ops), torn)
+	case pc.opts.Unsynced == KeepSubset:
+		var kept []int
+		for i, op := range ops {
+			if pc.rng.IntN(2) == 0 {
+				continue
+			}
+			kept = append(kept, i+1)
+			if err := apply(f, op); err != nil {
+				return err
+			}
+		}
+		pc.logf("cut: %s keeps unsynced operations %v of %d", p, kept, len(ops))
 	}
-	pc.logf("cut: %s keeps %d of %d unsynced operations and %d bytes of the next", p, keep, len(c.unsynced), torn)
 	return nil
 }
 

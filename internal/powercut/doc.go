@@ -11,8 +11,9 @@
 //
 //   - A regular file's data and size are durable as they were at its last
 //     fsync(2) or fdatasync(2) (at mount: as found; since its creation:
-//     empty). Later writes and truncations are lost; with Options.Torn, a
-//     random prefix of them survives and the next one may be torn.
+//     empty). Later writes and truncations are lost; with Options.Unsynced,
+//     a random prefix of them survives (the next one maybe torn), or a
+//     random subset.
 //   - A directory's entries are durable as they were at the directory's
 //     last fsync. An entry added (create, mkdir, mknod, symlink, link,
 //     rename's new name) or removed (unlink, rmdir, rename's old name)

@@ -49,7 +49,7 @@ type node struct {
 	// to durSize gives the durable content back.
 	saved []span
 	// unsynced records the writes and truncations since the last fsync,
-	// in order, with their data; only with Options.Torn set.
+	// in order, with their data; only when Options.Unsynced keeps some.
 	unsynced []fileOp
 
 	// orphan keeps the content of a regular file that is in no live

@@ -250,7 +250,7 @@ func (pc *FS) truncate(n *node, file *os.File, size int64) syscall.Errno {
 	if err := file.Truncate(size); err != nil {
 		return errno(err)
 	}
-	if pc.opts.Torn {
+	if pc.opts.Unsynced != DropUnsynced {
 		n.unsynced = append(n.unsynced, fileOp{trunc: true, size: size})
 	}
 	return 0
@@ -603,7 +603,7 @@ func (f *fnode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) sysca
 		return e
 	}
 	n := f.n
-	s := Sync{N: len(pc.syncs) + 1, Path: n.name(), Dir: n.isDir(), Datasync: flags&1 != 0}
+	s := Sync{N: len(pc.syncs) + 1, Op: pc.ops, Path: n.name(), Dir: n.isDir(), Datasync: flags&1 != 0}
 	hit := false
 	if pc.crash.Sync > 0 && (pc.crash.Path == nil || pc.crash.Path.MatchString(s.Path)) {
 		pc.crashSeen++
@@ -686,7 +686,7 @@ func (f *fnode) Allocate(ctx context.Context, fh fs.FileHandle, off, size uint64
 	if err := unix.Fallocate(int(h.f.Fd()), mode, int64(off), int64(size)); err != nil {
 		return errno(err)
 	}
-	if pc.opts.Torn {
+	if pc.opts.Unsynced != DropUnsynced {
 		var after syscall.Stat_t
 		if err := syscall.Fstat(int(h.f.Fd()), &after); err != nil {
 			return errno(err)
@@ -738,7 +738,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if pc.space > 0 {
 		pc.space -= int64(k)
 	}
-	if pc.opts.Torn && k > 0 {
+	if pc.opts.Unsynced != DropUnsynced && k > 0 {
 		n.unsynced = append(n.unsynced, fileOp{off: off, data: append([]byte(nil), data[:k]...)})
 	}
 	if err != nil && k == 0 {

@@ -26,15 +26,13 @@ type Options struct {
 	// practice through their journal. Off (the default) is the POSIX
 	// model: only an fsync of a directory makes its entries durable.
 	SyncPersistsPath bool
-	// Torn, on a cut, keeps for each file a random prefix of its
-	// unsynced writes and truncations, in order, and of the first write
-	// not kept a random leading part (a torn write): what a disk that
-	// wrote some of the page cache back before the cut leaves. Off (the
-	// default), a cut keeps none of them. Directory entries are never
-	// torn: an unsynced entry is always lost.
-	Torn bool
-	// Seed seeds Torn's choices; the same seed and the same operations
-	// give the same cut.
+	// Unsynced says what a cut keeps of each file's writes and
+	// truncations since its last fsync: none (the default), a random
+	// prefix of them (KeepPrefix), or a random subset (KeepSubset).
+	// Directory entries are never kept: an unsynced entry is always lost.
+	Unsynced Unsynced
+	// Seed seeds the cut's random choices; the same seed and the same
+	// operations give the same cut.
 	Seed uint64
 	// BlockWhenFrozen makes operations on a frozen filesystem wait until
 	// their process is killed (they then fail with EINTR) or the
@@ -46,9 +44,43 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
+// Unsynced is what a cut keeps of a file's unsynced writes and
+// truncations, as the page cache may have written some of them back before
+// the power failed. Each file is decided on its own.
+type Unsynced int
+
+const (
+	// DropUnsynced keeps none of them: the file is as at its last fsync.
+	DropUnsynced Unsynced = iota
+	// KeepPrefix keeps a random prefix of them, in order, and of the
+	// first one not kept, if a write, a random leading part (a torn
+	// write, cut at any byte). It catches a reader that trusts a last
+	// record which was never fsynced, or an append assumed atomic.
+	KeepPrefix
+	// KeepSubset keeps a random subset of them, applied in order: a later
+	// write may land without an earlier one, and an append that did not
+	// land before one that did leaves zeros (what delayed allocation on
+	// ext4 may leave). It catches a reader that assumes unsynced data
+	// reaches the disk in order (LazyFS's torn-seq fault).
+	KeepSubset
+)
+
+func (u Unsynced) String() string {
+	switch u {
+	case DropUnsynced:
+		return "drop"
+	case KeepPrefix:
+		return "prefix"
+	case KeepSubset:
+		return "subset"
+	}
+	return fmt.Sprintf("Unsynced(%d)", int(u))
+}
+
 // Sync is one fsync(2) or fdatasync(2) the filesystem received.
 type Sync struct {
 	N        int    // 1 for the first since mount
+	Op       int    // its number among the operations (Ops, Crash.Op)
 	Path     string // relative to the mount
 	Dir      bool   // a directory's fsync
 	Datasync bool   // fdatasync (treated as fsync)
@@ -81,7 +113,9 @@ type Crash struct {
 	// Op, when > 0, fails the power just before the Op-th operation
 	// that changes something (write, truncate, create, mkdir, mknod,
 	// symlink, link, unlink, rmdir, rename, fsync, ...; Ops counts
-	// them), for a cut at any point between two fsyncs.
+	// them), for a cut at any point between two fsyncs: a dry run's
+	// Syncs give each fsync's Op, and a random number between two of
+	// them is a random point between those fsyncs.
 	Op int
 }
 
@@ -295,8 +329,8 @@ func (pc *FS) freezeLocked(why string) {
 // Cut is the power cut: it freezes the filesystem if it is not frozen
 // yet, unmounts it (lazily if a process still holds a file open), and
 // turns the backing directory into the durable state: every file with
-// its content at its last fsync (Options.Torn: plus a random prefix of
-// what followed), every directory with its entries at its last fsync.
+// its content at its last fsync (Options.Unsynced: plus some of what
+// followed), every directory with its entries at its last fsync.
 // The filesystem cannot be used again; Remount mounts the result.
 func (pc *FS) Cut() error {
 	pc.mu.Lock()
@@ -338,18 +372,23 @@ func (pc *FS) Unmount() error {
 	return err
 }
 
-// unmount unmounts, lazily (MNT_DETACH) when something still holds the
-// mount: the serve loop then ends when the last file is closed.
+// unmount unmounts, lazily (MNT_DETACH) when a process still holds a file
+// open: the serve loop then ends when the last one is closed.
 func (pc *FS) unmount() error {
-	err := pc.server.Unmount()
-	if err == nil {
+	err := syscall.Unmount(pc.mountpoint, 0)
+	switch {
+	case err == nil:
+		pc.server.Wait()
+		return nil
+	case errors.Is(err, syscall.EBUSY):
+		if derr := syscall.Unmount(pc.mountpoint, syscall.MNT_DETACH); derr != nil {
+			return fmt.Errorf("powercut: unmount %s: %w (lazily: %v)", pc.mountpoint, err, derr)
+		}
+		pc.logf("unmounted %s lazily: a file is still open on it", pc.mountpoint)
 		return nil
 	}
-	if derr := syscall.Unmount(pc.mountpoint, syscall.MNT_DETACH); derr != nil {
-		return fmt.Errorf("powercut: unmount %s: %w (lazily: %v)", pc.mountpoint, err, derr)
-	}
-	pc.logf("unmounted %s lazily: %v", pc.mountpoint, err)
-	return nil
+	// Not root: mounted through fusermount, unmounted through it.
+	return pc.server.Unmount()
 }
 
 func (pc *FS) closeOrphans() {

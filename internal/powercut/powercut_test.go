@@ -161,12 +161,12 @@ func TestAppendThenPartialSync(t *testing.T) {
 	pc := powercut.MountT(t, seed(t, map[string]string{"log": "A\n"}), powercut.Options{})
 	f, err := os.OpenFile(in(pc, "log"), os.O_WRONLY|os.O_APPEND, 0)
 	must(t, err)
-	defer f.Close()
 	_, err = f.WriteString("B\n")
 	must(t, err)
 	must(t, f.Sync())
 	_, err = f.WriteString("C\n")
 	must(t, err)
+	must(t, f.Close())
 	b, err := os.ReadFile(in(pc, "log"))
 	must(t, err)
 	if string(b) != "A\nB\nC\n" {
@@ -469,10 +469,10 @@ func TestSyncsAreCounted(t *testing.T) {
 	must(t, f.Close())
 	got := pc.Syncs()
 	wantSyncs := []powercut.Sync{
-		{N: 1, Path: "d/a"},
-		{N: 2, Path: "d", Dir: true},
-		{N: 3, Path: ".", Dir: true},
-		{N: 4, Path: "d/a (deleted)"},
+		{N: 1, Op: 3, Path: "d/a"}, // after the create and the write
+		{N: 2, Op: 4, Path: "d", Dir: true},
+		{N: 3, Op: 5, Path: ".", Dir: true},
+		{N: 4, Op: 7, Path: "d/a (deleted)"}, // after the unlink
 	}
 	if !slices.Equal(got, wantSyncs) {
 		t.Errorf("syncs:\n got  %v\n want %v", got, wantSyncs)
@@ -487,13 +487,14 @@ func atomicReplace(pc *powercut.FS) error {
 		if err != nil {
 			return err
 		}
-		if _, err := f.WriteString(v); err != nil {
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			return err
+		_, err = f.WriteString(v)
+		if err == nil {
+			err = f.Sync()
 		}
 		f.Close()
+		if err != nil {
+			return err
+		}
 		if err := os.Rename(in(pc, ".f.tmp"), in(pc, "f")); err != nil {
 			return err
 		}
@@ -610,7 +611,6 @@ func TestWriteAndSyncFaults(t *testing.T) {
 	pc.Inject(powercut.Fault{Sync: true, Path: regexp.MustCompile(`^other$`), Err: syscall.ENOSPC})
 	f, err := os.OpenFile(in(pc, "log"), os.O_WRONLY|os.O_APPEND, 0)
 	must(t, err)
-	defer f.Close()
 	if _, err := f.WriteString("first"); !errors.Is(err, syscall.EIO) {
 		t.Errorf("first write: %v, want EIO", err)
 	}
@@ -620,7 +620,6 @@ func TestWriteAndSyncFaults(t *testing.T) {
 	must(t, f.Sync())
 	g, err := os.OpenFile(in(pc, "other"), os.O_WRONLY, 0)
 	must(t, err)
-	defer g.Close()
 	_, err = g.WriteString("data")
 	must(t, err)
 	if err := g.Sync(); !errors.Is(err, syscall.ENOSPC) {
@@ -630,6 +629,8 @@ func TestWriteAndSyncFaults(t *testing.T) {
 	if len(syncs) != 2 || !errors.Is(syncs[1].Err, syscall.ENOSPC) {
 		t.Errorf("syncs %v", syncs)
 	}
+	must(t, f.Close())
+	must(t, g.Close())
 	pc.ClearFaults()
 	// A failed fsync made nothing durable.
 	want(t, cut(t, pc), map[string]string{"log": "second", "other": ""})
@@ -668,7 +669,7 @@ func TestTornKeepsAPrefix(t *testing.T) {
 	full := durable + strings.Join(lines, "")
 	outcomes := map[string]bool{}
 	for s := range uint64(24) {
-		pc := powercut.MountT(t, seed(t, map[string]string{"log": durable}), powercut.Options{Torn: true, Seed: s, Logf: func(string, ...any) {}})
+		pc := powercut.MountT(t, seed(t, map[string]string{"log": durable}), powercut.Options{Unsynced: powercut.KeepPrefix, Seed: s, Logf: func(string, ...any) {}})
 		f, err := os.OpenFile(in(pc, "log"), os.O_WRONLY|os.O_APPEND, 0)
 		must(t, err)
 		for _, l := range lines {
@@ -692,4 +693,63 @@ func TestTornKeepsAPrefix(t *testing.T) {
 	if !torn {
 		t.Error("no seed tore a write")
 	}
+}
+
+func TestKeepSubsetLeavesHoles(t *testing.T) {
+	const durable = "line0\n"
+	lines := []string{"line1\n", "line2\n", "line3\n", "line4\n"}
+	holes := 0
+	for s := range uint64(16) {
+		pc := powercut.MountT(t, seed(t, map[string]string{"log": durable}), powercut.Options{Unsynced: powercut.KeepSubset, Seed: s, Logf: func(string, ...any) {}})
+		f, err := os.OpenFile(in(pc, "log"), os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		for _, l := range lines {
+			_, err := f.WriteString(l)
+			must(t, err)
+		}
+		must(t, f.Close())
+		got := cut(t, pc)["log"]
+		// Each line is there or zeros, up to the last one kept.
+		if !strings.HasPrefix(got, durable) || (len(got)-len(durable))%6 != 0 {
+			t.Fatalf("seed %d: %q", s, got)
+		}
+		sawHole := false
+		for k := 0; k < (len(got)-len(durable))/6; k++ {
+			part := got[len(durable)+6*k : len(durable)+6*k+6]
+			switch part {
+			case lines[k]:
+			case "\x00\x00\x00\x00\x00\x00":
+				sawHole = true
+			default:
+				t.Fatalf("seed %d: line %d is %q in %q", s, k+1, part, got)
+			}
+		}
+		if sawHole {
+			holes++
+		}
+	}
+	if holes == 0 {
+		t.Error("16 seeds never kept a later append without an earlier one")
+	}
+}
+
+func TestCutWhileAFileIsOpen(t *testing.T) {
+	// The mount is busy: Cut detaches it, and the open file fails from
+	// then on.
+	pc := powercut.MountT(t, seed(t, map[string]string{"a": "A"}), powercut.Options{})
+	f, err := os.OpenFile(in(pc, "a"), os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f.WriteString("+unsynced")
+	must(t, err)
+	want(t, cut(t, pc), map[string]string{"a": "A"})
+	if _, err := f.WriteString("+after"); !errors.Is(err, syscall.EIO) {
+		t.Errorf("a write after the cut: %v, want EIO", err)
+	}
+	f.Close()
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	if strings.Contains(string(mounts), pc.Mountpoint()) {
+		t.Errorf("%s is still mounted after the cut", pc.Mountpoint())
+	}
+	want(t, tree(t, pc.Backing()), map[string]string{"a": "A"})
 }
