@@ -1,7 +1,6 @@
 package powercut
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -101,15 +100,6 @@ func removeLink(ls []link, l link) []link {
 		}
 	}
 	return ls
-}
-
-func hasLink(ls []link, l link) bool {
-	for _, x := range ls {
-		if x == l {
-			return true
-		}
-	}
-	return false
 }
 
 // rel is the node's live path relative to the root ("" for the root),
@@ -324,5 +314,3 @@ func (fs *FS) removeLive(dir *node, name string) *node {
 	fs.collect(c)
 	return c
 }
-
-var errInconsistent = errors.New("powercut: the backing directory changed behind the mount")
