@@ -3,8 +3,11 @@ package powercut_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -752,4 +755,49 @@ func TestCutWhileAFileIsOpen(t *testing.T) {
 		t.Errorf("%s is still mounted after the cut", pc.Mountpoint())
 	}
 	want(t, tree(t, pc.Backing()), map[string]string{"a": "A"})
+}
+
+func TestUnixSocketOnTheMount(t *testing.T) {
+	// Mother's admin socket lives in her data directory.
+	pc := powercut.MountT(t, seed(t, nil), powercut.Options{})
+	l, err := net.Listen("unix", in(pc, "mother.sock"))
+	must(t, err)
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			c.Write([]byte("hello"))
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("unix", in(pc, "mother.sock"))
+	must(t, err)
+	b, err := io.ReadAll(c)
+	c.Close()
+	must(t, err)
+	if string(b) != "hello" {
+		t.Errorf("read %q through the socket", b)
+	}
+}
+
+func TestCrashAtARandomPointBetweenSyncs(t *testing.T) {
+	// A dry run gives each fsync's operation number; a random operation
+	// between the first two fsyncs cuts between them.
+	dry := powercut.MountT(t, seed(t, map[string]string{"f": "v0"}), powercut.Options{})
+	must(t, atomicReplace(dry))
+	syncs := dry.Syncs()
+	must(t, dry.Unmount())
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 35))
+	for range 5 {
+		op := syncs[0].Op + 1 + rng.IntN(syncs[1].Op-syncs[0].Op)
+		pc := powercut.MountT(t, seed(t, map[string]string{"f": "v0"}), powercut.Options{})
+		pc.CrashAt(powercut.Crash{Op: op})
+		if err := atomicReplace(pc); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("op %d: %v", op, err)
+		}
+		if n := len(pc.Syncs()); n != 1 {
+			t.Errorf("cut before operation %d saw %d fsyncs, want 1", op, n)
+		}
+		want(t, cut(t, pc), map[string]string{"f": "v0"})
+	}
 }
