@@ -43,7 +43,7 @@ func (pc *FS) scan() error {
 			if c == nil {
 				c = newNode(pc.nextID, cst.Mode)
 				pc.nextID++
-				c.rdev = cst.Rdev
+				c.rdev, c.uid, c.gid = cst.Rdev, cst.Uid, cst.Gid
 				switch c.kind() {
 				case syscall.S_IFREG:
 					c.durSize = cst.Size
@@ -148,14 +148,17 @@ func (pc *FS) restore() error {
 	return nil
 }
 
-// place makes node c at dst; live is where c lives now (aside), if it does.
+// place makes node c at dst; live is where c lives now (aside), if it
+// does. What it makes afresh gets c's mode and owner: as they are live, or
+// as they were last seen.
 func (pc *FS) place(c *node, dst, live string, placed map[*node]string) error {
-	perm := os.FileMode(c.mode & 0o7777)
-	if live != "" {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(live, &st); err == nil {
-			perm = os.FileMode(st.Mode & 0o7777)
-		}
+	perm, uid, gid := c.mode&0o7777, c.uid, c.gid
+	var st syscall.Stat_t
+	switch {
+	case live != "" && syscall.Lstat(live, &st) == nil:
+		perm, uid, gid = st.Mode&0o7777, st.Uid, st.Gid
+	case c.orphan != nil && syscall.Fstat(int(c.orphan.Fd()), &st) == nil:
+		perm, uid, gid = st.Mode&0o7777, st.Uid, st.Gid
 	}
 	wrap := func(err error) error {
 		if err == nil {
@@ -163,18 +166,26 @@ func (pc *FS) place(c *node, dst, live string, placed map[*node]string) error {
 		}
 		return fmt.Errorf("powercut: cut: %s: %w", dst, err)
 	}
+	// made gives what was made afresh its mode (unless a symlink) and
+	// owner.
+	made := func(err error) error {
+		if err == nil && c.kind() != syscall.S_IFLNK {
+			err = syscall.Chmod(dst, perm)
+		}
+		if err == nil && os.Getuid() == 0 {
+			err = os.Lchown(dst, int(uid), int(gid))
+		}
+		return wrap(err)
+	}
 	switch c.kind() {
 	case syscall.S_IFDIR:
 		if _, seen := placed[c]; seen {
 			return nil // cannot happen: a directory has one durable name
 		}
 		placed[c] = dst
-		if err := os.Mkdir(dst, 0o700); err != nil {
-			return wrap(err)
-		}
-		return wrap(os.Chmod(dst, perm))
+		return made(os.Mkdir(dst, 0o700))
 	case syscall.S_IFLNK:
-		return wrap(os.Symlink(c.target, dst))
+		return made(os.Symlink(c.target, dst))
 	case syscall.S_IFREG:
 		if first, ok := placed[c]; ok {
 			return wrap(os.Link(first, dst))
@@ -186,20 +197,20 @@ func (pc *FS) place(c *node, dst, live string, placed map[*node]string) error {
 				return wrap(err)
 			}
 		case c.orphan != nil:
-			if err := copyOut(c.orphan, dst, perm); err != nil {
-				return wrap(err)
+			if err := made(copyOut(c.orphan, dst)); err != nil {
+				return err
 			}
 		default:
 			return wrap(errors.New("its content was not kept (a bug in powercut)"))
 		}
 		return wrap(pc.rollBack(c, dst))
 	default:
-		return wrap(unix.Mknod(dst, c.mode, int(c.rdev)))
+		return made(unix.Mknod(dst, c.mode, int(c.rdev)))
 	}
 }
 
-func copyOut(src *os.File, dst string, perm os.FileMode) error {
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+func copyOut(src *os.File, dst string) error {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

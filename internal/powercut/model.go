@@ -19,6 +19,8 @@ type node struct {
 	id   uint64
 	mode uint32 // st_mode at creation (type and permission bits)
 	rdev uint64 // special files
+	// uid and gid are the owner when last seen (at creation or mount).
+	uid, gid uint32
 	// target is a symlink's target (symlinks never change).
 	target string
 

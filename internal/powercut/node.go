@@ -237,6 +237,7 @@ func (f *fnode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrI
 	if e := pc.stat(n, fh, &st); e != 0 {
 		return e
 	}
+	n.mode, n.uid, n.gid = st.Mode, st.Uid, st.Gid
 	out.FromStat(&st)
 	return 0
 }
@@ -311,7 +312,7 @@ func own(ctx context.Context, abs string) {
 func (pc *FS) newChild(dir *node, name string, st *syscall.Stat_t) *node {
 	c := newNode(pc.nextID, st.Mode)
 	pc.nextID++
-	c.rdev = st.Rdev
+	c.rdev, c.uid, c.gid = st.Rdev, st.Uid, st.Gid
 	pc.addLive(dir, name, c)
 	return c
 }

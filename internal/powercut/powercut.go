@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -199,8 +198,6 @@ func Mount(mountpoint, backing string, opts Options) (*FS, error) {
 		EntryTimeout:   &timeout,
 		AttrTimeout:    &timeout,
 		RootStableAttr: &fs.StableAttr{Ino: rootID},
-		UID:            uint32(os.Getuid()),
-		GID:            uint32(os.Getgid()),
 	})
 	if err != nil {
 		pc.closeOrphans()

@@ -801,3 +801,24 @@ func TestCrashAtARandomPointBetweenSyncs(t *testing.T) {
 		want(t, cut(t, pc), map[string]string{"f": "v0"})
 	}
 }
+
+func TestModeAndOwnerSurviveTheCut(t *testing.T) {
+	// What a cut makes afresh (a removed directory, a removed file's
+	// copy) gets the mode and owner it had.
+	pc := powercut.MountT(t, seed(t, map[string]string{"d/": "", "f": "F"}), powercut.Options{})
+	must(t, os.Chmod(in(pc, "d"), 0o750))
+	must(t, os.Chown(in(pc, "d"), 65534, 65534))
+	must(t, os.Chmod(in(pc, "f"), 0o640))
+	must(t, os.Chown(in(pc, "f"), 65534, 65534))
+	must(t, os.Remove(in(pc, "d")))
+	must(t, os.Remove(in(pc, "f")))
+	want(t, cut(t, pc), map[string]string{"d/": "", "f": "F"})
+	for name, mode := range map[string]os.FileMode{"d": 0o750, "f": 0o640} {
+		st, err := os.Stat(filepath.Join(pc.Backing(), name))
+		must(t, err)
+		sys := st.Sys().(*syscall.Stat_t)
+		if st.Mode().Perm() != mode || (os.Getuid() == 0 && (sys.Uid != 65534 || sys.Gid != 65534)) {
+			t.Errorf("%s: mode %v, owner %d:%d after the cut; want %v, 65534:65534", name, st.Mode().Perm(), sys.Uid, sys.Gid, mode)
+		}
+	}
+}
