@@ -347,6 +347,15 @@ func TestRename(t *testing.T) {
 		syncDir(t, in(pc, "t"))
 		want(t, cut(t, pc), map[string]string{"s/": "", "t/": "", "t/d/": "", "t/d/f": "F"})
 	})
+	t.Run("directories into each other", func(t *testing.T) {
+		// p/d becomes d/p; only d is fsynced: p's durable place is in
+		// d, d's is still in p, and neither is reachable from the root.
+		pc := powercut.MountT(t, seed(t, map[string]string{"p/d/f": "F", "g": "G"}), powercut.Options{})
+		must(t, os.Rename(in(pc, "p/d"), in(pc, "d")))
+		must(t, os.Rename(in(pc, "p"), in(pc, "d/p")))
+		syncDir(t, in(pc, "d"))
+		want(t, cut(t, pc), map[string]string{"g": "G"})
+	})
 	t.Run("exchange", func(t *testing.T) {
 		pc := powercut.MountT(t, seed(t, map[string]string{"a": "A", "b": "B", "d/": ""}), powercut.Options{})
 		must(t, unix.Renameat2(unix.AT_FDCWD, in(pc, "a"), unix.AT_FDCWD, in(pc, "b"), unix.RENAME_EXCHANGE))
