@@ -81,17 +81,6 @@ func requireToken(token string, next http.Handler) http.Handler {
 	})
 }
 
-// tierPrices are the configured tier prices, for the cost metric.
-func tierPrices(cfg *config.Config) map[string]config.Price {
-	out := map[string]config.Price{}
-	for name, t := range cfg.Chicks.Tiers {
-		if t.Price != nil {
-			out[name] = *t.Price
-		}
-	}
-	return out
-}
-
 // statusPage builds the status page over Mother's parts; it hears the
 // chicks' events and follows config reloads (the secrets it must never
 // show).

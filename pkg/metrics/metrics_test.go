@@ -15,7 +15,6 @@ import (
 
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/jsonl"
@@ -66,7 +65,7 @@ func (providerState) EstimatedCalls() map[string]int64 {
 
 func TestCountersAndGaugesAreScraped(t *testing.T) {
 	t.Parallel()
-	mx := metrics.New(metrics.Options{Version: "v1.2.3", Prices: map[string]config.Price{"claude": {InputPerMTok: 3, OutputPerMTok: 15}}})
+	mx := metrics.New(metrics.Options{Version: "v1.2.3"})
 	st := &state{
 		depths:  map[string]int{"discord": 2, "slack": 0},
 		reports: []chat.AdapterReport{{Name: "discord", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected, Reconnects: 3}}, {Name: "slack", Type: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}},
@@ -86,9 +85,14 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 	mx.ChickJoined(hatchery.Record{Tier: "claude", Host: "p40"}, 2*time.Second)
 	mx.ChickFinished(hatchery.Record{Tier: "claude", State: hatchery.StateDone, Reason: hatchery.ReasonDone}, time.Minute)
 	mx.ChickFinished(hatchery.Record{Tier: "local", State: hatchery.StateFailed, Reason: hatchery.ReasonNoStart}, 0)
-	mx.ModelCall("claude", model.Usage{InputTokens: 1_000_000, OutputTokens: 100_000}, nil)
-	mx.ModelCall("claude", model.Usage{}, fmt.Errorf("broker: %w", model.ErrBudgetExhausted))
-	mx.ModelCall("local", model.Usage{InputTokens: 7}, errors.New("boom"))
+	claude, local := broker.Caller{Tier: "claude"}, broker.Caller{Tier: "local"}
+	// The broker prices the calls: 1M in at $3 and 100k out at $15.
+	mx.ModelCall(claude, model.Usage{InputTokens: 1_000_000, OutputTokens: 100_000}, 4_500_000, nil)
+	mx.ModelCall(claude, model.Usage{}, 0, fmt.Errorf("broker: %w", model.ErrBudgetExhausted))
+	mx.ModelCall(local, model.Usage{InputTokens: 7}, 0, errors.New("boom"))
+	own := broker.Caller{Kind: broker.CallerMother, Channel: "discord/1"}
+	mx.ModelCall(own, model.Usage{InputTokens: 2000, OutputTokens: 100}, 7_500, nil)
+	mx.ModelCall(own, model.Usage{}, 0, &model.BudgetError{Scope: "mother", Msg: "budget exhausted"})
 	mx.EventFired(events.Periodic, false)
 
 	srv := httptest.NewServer(mx.Handler())
@@ -115,6 +119,9 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		{"mother_chick_model_calls_total", []string{"tier", "local", "result", "error"}, 1},
 		{"mother_chick_model_tokens_total", []string{"tier", "claude", "direction", "output"}, 100_000},
 		{"mother_chick_model_cost_usd_total", []string{"tier", "claude"}, 3 + 1.5},
+		{"mother_own_model_calls_total", []string{"result", "ok"}, 1},
+		{"mother_own_model_calls_total", []string{"result", "refused"}, 1},
+		{"mother_own_model_cost_usd_total", nil, 0.0075},
 		{"mother_events_fired_total", []string{"type", "periodic"}, 1},
 		{"mother_queue_depth", []string{"adapter", "discord"}, 2},
 		{"mother_adapter_connected", []string{"adapter", "discord"}, 1},
