@@ -198,7 +198,9 @@ func TestMoneyReservationHoldsCallsInFlight(t *testing.T) {
 	b := setup(t, config.Budgets{ChannelDailyUSD: config.USD(limit)}, t.TempDir(), clk, fake, priced)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		wg.Go(func() { must(t, call(t, b, broker.Caller{ChickID: fmt.Sprint("c-", i), Channel: "cli/a", Tier: "big"})) })
+		wg.Go(func() {
+			must(t, call(t, b, broker.Caller{ChickID: fmt.Sprint("c-", i), Channel: "cli/a", Tier: "big"}))
+		})
 	}
 	<-hold
 	<-hold
