@@ -123,7 +123,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -131,6 +130,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/fallback"
@@ -285,7 +285,7 @@ func New(opts Options) (*Broker, error) {
 		health: opts.Health, firstToken: opts.FirstTokenTimeout, chick: map[string]tally{},
 		res: map[scope]amount{}, inFlight: map[string]int{}, pending: map[string]Entry{},
 	}
-	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(b.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b.mu.Lock()
