@@ -285,6 +285,7 @@ func New(opts Options) (*Broker, error) {
 		health: opts.Health, firstToken: opts.FirstTokenTimeout, chick: map[string]tally{},
 		res: map[scope]amount{}, inFlight: map[string]int{}, pending: map[string]Entry{},
 	}
+	b.warnUnpriced()
 	if err := fsync.MkdirAll(b.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -315,6 +316,22 @@ func New(opts Options) (*Broker, error) {
 			"call", e.Call, "tokens", e.Input+e.Output, "cost", config.FormatMicroUSD(e.Cost))
 	}
 	return b, nil
+}
+
+// warnUnpriced logs each model of a tier that costs nothing only because
+// no price is known for it (a local server's are free unless priced).
+func (b *Broker) warnUnpriced() {
+	for _, name := range slices.Sorted(maps.Keys(b.tiers)) {
+		t := b.tiers[name]
+		if _, known := b.cfg.TierPrice(name); !known && t.Provider != "ollama" {
+			b.logger.Warn("a tier's model has no price: its calls cost nothing in the money caps (set prices in config.json)", "tier", name, "model", t.Provider+"/"+t.Model)
+		}
+		for _, fb := range t.Fallbacks {
+			if _, known := b.cfg.PriceOf(fb.Provider, fb.Model); !known && fb.Provider != "ollama" {
+				b.logger.Warn("a tier's fallback has no price: its calls cost nothing in the money caps (set prices in config.json)", "tier", name, "model", fb.Provider+"/"+fb.Model)
+			}
+		}
+	}
 }
 
 // SetNotifier sets who hears the spend notices (Mother, once she exists):
