@@ -9,6 +9,7 @@
 //	momctl [--socket PATH] events ls [--json]   (also: momctl events)
 //	momctl [--socket PATH] status [--json]
 //	momctl [--socket PATH] tools ls [--json]
+//	momctl [--socket PATH] usage [--days N] [--by day|channel|tier|user|event|model] [--json]
 //	momctl completion bash|zsh|fish
 package main
 
@@ -62,6 +63,8 @@ const usage = `usage: momctl [--socket PATH] COMMAND
   events ls [--json]              scheduled events, soonest first ("events" alone too)
   status [--json]                 versions, adapters, chicks, Docker hosts, budgets today, next events
   tools ls [--json]               host tool servers (mcpServers), their state and tools
+  usage [--days N] [--by day|channel|tier|user|event|model] [--json]
+                                  model calls, Mother's own and the chicks', and their cost (default: 7 days, by day)
   completion bash|zsh|fish        a shell completion script for momctl
 
 The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
