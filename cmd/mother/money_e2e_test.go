@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"io"
+	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -333,4 +337,153 @@ func waitRunningGone(t *testing.T, data string, d time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestUsageAndSpendChartFromAKnownLedger: a ledger written by hand for
+// three of the last fourteen days (and one older day, out of range), the
+// real Mother on it: momctl usage sums it by day, tier and model with the
+// right totals and costs, and the status page's spend chart, parsed as
+// XML, has one bar segment per day and series with those costs, drawn to
+// scale.
+func TestUsageAndSpendChartFromAKnownLedger(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	listen := freePort(t)
+	writeConfig(t, data, map[string]any{
+		"metrics": map[string]any{"listen": listen},
+		"grpc":    map[string]any{"listen": freePort(t)},
+		"chicks":  map[string]any{"tiers": map[string]any{"claude": map[string]any{"provider": "ollama", "model": "stand-in"}, "local": map[string]any{"provider": "ollama", "model": "qwen3:14b"}}},
+	})
+	now := time.Now()
+	day := func(back int) string { return now.AddDate(0, 0, -back).Format("2006-01-02") }
+	ledger := map[int][]string{
+		0: {
+			`{"ts":"` + now.Format(time.RFC3339) + `","call":"a","chick":"c-1","channel":"cli/local","tier":"claude","provider":"anthropic","model":"claude-sonnet-4-5","in":100000,"out":10000,"costMicroUSD":450000}`,
+			`{"ts":"` + now.Format(time.RFC3339) + `","kind":"mother","call":"b","chick":"","channel":"cli/local","tier":"","provider":"anthropic","model":"claude-haiku-4-5","in":50000,"out":2000,"costMicroUSD":60000}`,
+			`{"ts":"` + now.Format(time.RFC3339) + `","kind":"warned","chick":"","channel":"","tier":"","model":"","in":0,"out":0,"scope":"tier","name":"claude","unit":"usd","level":80}`,
+		},
+		3: {
+			`{"ts":"` + now.AddDate(0, 0, -3).Format(time.RFC3339) + `","call":"c","chick":"c-2","channel":"cli/local","tier":"claude","provider":"anthropic","model":"claude-sonnet-4-5","in":200000,"out":20000,"costMicroUSD":900000}`,
+			`{"ts":"` + now.AddDate(0, 0, -3).Format(time.RFC3339) + `","call":"d","chick":"c-3","channel":"cli/local","tier":"local","provider":"ollama","model":"qwen3:14b","in":7000,"out":3000}`,
+		},
+		13: {
+			`{"ts":"` + now.AddDate(0, 0, -13).Format(time.RFC3339) + `","kind":"mother","call":"e","chick":"","channel":"cli/local","tier":"","event":"check.json","provider":"anthropic","model":"claude-haiku-4-5","in":10000,"out":1000,"costMicroUSD":15000}`,
+		},
+		20: {
+			`{"ts":"` + now.AddDate(0, 0, -20).Format(time.RFC3339) + `","call":"f","chick":"c-0","channel":"cli/local","tier":"claude","provider":"anthropic","model":"claude-sonnet-4-5","in":1,"out":1,"costMicroUSD":99000000}`,
+		},
+	}
+	for back, lines := range ledger {
+		path := filepath.Join(data, "chicks", "usage", day(back)+".jsonl")
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startMotherBinary(t, motherBin, data, []string{"MOTHER_OLLAMA_URL=" + deadURL(t)})
+	base := "http://" + listen
+	waitHTTP(t, base+"/healthz", 30*time.Second)
+
+	out, code := momctl(t, data, "usage", "--days", "14", "--by", "tier", "--json")
+	if code != 0 {
+		t.Fatalf("momctl usage: exit %d\n%s", code, out)
+	}
+	var u struct {
+		From, To string
+		Rows     []struct {
+			Key          string
+			Calls        int64
+			InputTokens  int64
+			OutputTokens int64
+			CostMicroUSD int64
+		}
+		Total struct {
+			Calls        int64
+			CostMicroUSD int64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &u); err != nil {
+		t.Fatalf("momctl usage --json: %v\n%s", err, out)
+	}
+	if u.From != day(13) || u.To != day(0) || u.Total.Calls != 5 || u.Total.CostMicroUSD != 1_425_000 || len(u.Rows) != 3 ||
+		u.Rows[0].Key != "claude" || u.Rows[0].Calls != 2 || u.Rows[0].CostMicroUSD != 1_350_000 ||
+		u.Rows[1].Key != "(Mother's own)" || u.Rows[1].CostMicroUSD != 75_000 || u.Rows[1].InputTokens != 60000 ||
+		u.Rows[2].Key != "local" || u.Rows[2].CostMicroUSD != 0 || u.Rows[2].OutputTokens != 3000 {
+		t.Errorf("momctl usage --by tier:\n%s", out)
+	}
+	out, code = momctl(t, data, "usage", "--days", "7", "--by", "model")
+	for _, want := range []string{
+		"Usage " + day(6) + " to " + day(0) + ", by model",
+		"anthropic/claude-sonnet-4-5", "$1.35", "anthropic/claude-haiku-4-5", "$0.06", "ollama/qwen3:14b", "$0.00",
+		"TOTAL", "$1.41",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("momctl usage --by model lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+
+	resp, err := http.Get(base + "/status/spend.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "image/svg+xml" {
+		t.Fatalf("/status/spend.svg: %d %s", resp.StatusCode, ct)
+	}
+	type bar struct {
+		day, series string
+		micro       int64
+		height      float64
+	}
+	var (
+		bars []bar
+		top  float64
+	)
+	dec := xml.NewDecoder(resp.Body)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the chart is not well-formed XML: %v", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		a := map[string]string{}
+		for _, at := range se.Attr {
+			a[at.Name.Local] = at.Value
+		}
+		switch {
+		case se.Name.Local == "svg":
+			top, _ = strconv.ParseFloat(a["data-top-usd"], 64)
+		case se.Name.Local == "rect" && a["data-day"] != "":
+			micro, _ := strconv.ParseInt(a["data-micro-usd"], 10, 64)
+			h, _ := strconv.ParseFloat(a["height"], 64)
+			bars = append(bars, bar{a["data-day"], a["data-series"], micro, h})
+		}
+	}
+	want := []bar{
+		{day(13), "Mother's own", 15000, 0},
+		{day(3), "claude", 900000, 0},
+		{day(0), "Mother's own", 60000, 0},
+		{day(0), "claude", 450000, 0},
+	}
+	if len(bars) != len(want) || top != 1 {
+		t.Fatalf("chart: axis top $%g, bars %+v; want $1 and %+v", top, bars, want)
+	}
+	for i, w := range want {
+		b := bars[i]
+		if b.day != w.day || b.series != w.series || b.micro != w.micro {
+			t.Errorf("bar %d = %+v, want %+v", i, b, w)
+		}
+		// Drawn to scale: the tallest day ($0.90) on a $1 axis.
+		if ratio := b.height / bars[1].height; math.Abs(ratio-float64(b.micro)/900000) > 0.01 {
+			t.Errorf("bar %d is %.3f of the $0.90 one, want %.3f", i, ratio, float64(b.micro)/900000)
+		}
+	}
+	p.stdin.Close()
+	p.wait(t, time.Minute)
 }

@@ -34,7 +34,7 @@ func serveMetrics(mc config.Metrics, mx *metrics.Metrics, page *statuspage.Page,
 	mux := http.NewServeMux()
 	mux.Handle("/", mx.Handler())
 	ph := page.Handler()
-	for _, p := range []string{"GET /status", "GET /status/live", "GET /status.json", "GET /status.js", "GET /status.css"} {
+	for _, p := range []string{"GET /status", "GET /status/live", "GET /status/spend.svg", "GET /status.json", "GET /status.js", "GET /status.css"} {
 		mux.Handle(p, ph)
 	}
 	var h http.Handler = mux
@@ -87,7 +87,7 @@ func requireToken(token string, next http.Handler) http.Handler {
 func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide) *statuspage.Page {
 	page := statuspage.New(statuspage.Options{Version: opts.Version, ChickImage: cfg.Chicks.Image, StartedAt: opts.Clock.Now(), Secrets: cfg.SecretValues(), Clock: opts.Clock})
 	ch.hatchery.Subscribe(page)
-	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models})
+	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models, Spend: ch.broker})
 	host.onReload(func(cur *config.Config) { page.SetSecrets(cur.SecretValues()) })
 	return page
 }

@@ -85,6 +85,8 @@ type Sources struct {
 	Budgets     Budgets
 	Events      Events
 	ToolServers ToolServers
+	// Spend draws the chart of the last days' spend.
+	Spend Spend
 }
 
 // Options build a Page.
