@@ -286,6 +286,9 @@ var (
 	descBudgetUsed = prometheus.NewDesc(Namespace+"_budget_used_tokens", "Chick tokens used today, per tier (and per channel when channels have a cap).", []string{"kind", "name"}, nil)
 	descBudgetLim  = prometheus.NewDesc(Namespace+"_budget_limit_tokens", "Daily token caps that are set.", []string{"kind", "name"}, nil)
 	descBudgetLeft = prometheus.NewDesc(Namespace+"_budget_remaining_tokens", "Tokens left today under each daily cap that is set.", []string{"kind", "name"}, nil)
+	descSpendUsed  = prometheus.NewDesc(Namespace+"_budget_used_usd", "US dollars spent today, per tier, Mother's own (kind mother), and per channel or event when it has a money cap.", []string{"kind", "name"}, nil)
+	descSpendLim   = prometheus.NewDesc(Namespace+"_budget_limit_usd", "Daily money caps that are set.", []string{"kind", "name"}, nil)
+	descSpendLeft  = prometheus.NewDesc(Namespace+"_budget_remaining_usd", "US dollars left today under each daily money cap that is set.", []string{"kind", "name"}, nil)
 	descHealthy    = prometheus.NewDesc(Namespace+"_healthy", "1 when Mother's core answers its health check (as /healthz), else 0.", nil, nil)
 	descUptime     = prometheus.NewDesc(Namespace+"_uptime_seconds", "Seconds since Mother started.", nil, nil)
 	descFsyncs     = prometheus.NewDesc(Namespace+"_store_fsyncs_total", "fsync(2) calls on Mother's files, by kind (log, context, chick_events, chicks, usage, replace, dir, attachment, other).", []string{"kind"}, nil)
@@ -294,7 +297,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime, descFsyncs, descProvUp, descEstimated} {
+	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descSpendUsed, descSpendLim, descSpendLeft, descHealthy, descUptime, descFsyncs, descProvUp, descEstimated} {
 		ch <- d
 	}
 }
@@ -347,16 +350,25 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if bs != nil {
 		for _, b := range bs.Budgets() {
-			if (b.Kind == "channel" || b.Kind == "mother-channel" || b.Kind == "event") && b.Limit <= 0 {
-				continue // uncapped channels and events: no series for each
-			}
 			if b.Kind == "user" {
 				continue // no user ids in metrics (momctl status shows them)
 			}
-			gauge(descBudgetUsed, float64(b.Used), b.Kind, b.Name)
+			// Channels and events have a series each only in a unit they
+			// are capped in (their number has no bound).
+			each := b.Kind == "channel" || b.Kind == "mother-channel" || b.Kind == "event"
+			if !each || b.Limit > 0 {
+				gauge(descBudgetUsed, float64(b.Used), b.Kind, b.Name)
+			}
 			if b.Limit > 0 {
 				gauge(descBudgetLim, float64(b.Limit), b.Kind, b.Name)
 				gauge(descBudgetLeft, float64(max(0, b.Limit-b.Used)), b.Kind, b.Name)
+			}
+			if !each || b.LimitMicroUSD > 0 {
+				gauge(descSpendUsed, float64(b.UsedMicroUSD)/1e6, b.Kind, b.Name)
+			}
+			if b.LimitMicroUSD > 0 {
+				gauge(descSpendLim, float64(b.LimitMicroUSD)/1e6, b.Kind, b.Name)
+				gauge(descSpendLeft, float64(max(0, b.LimitMicroUSD-b.UsedMicroUSD))/1e6, b.Kind, b.Name)
 			}
 		}
 	}

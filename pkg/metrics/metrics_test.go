@@ -71,7 +71,9 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		reports: []chat.AdapterReport{{Name: "discord", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected, Reconnects: 3}}, {Name: "slack", Type: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}},
 		chicks:  []hatchery.Info{{Record: hatchery.Record{State: hatchery.StateRunning}}, {Record: hatchery.Record{State: hatchery.StateQueued}}, {Record: hatchery.Record{State: hatchery.StateRunning}}},
 		hosts:   []hatchery.HostStatus{{Name: "p40", Up: true, Running: 2, Capacity: 6, GateRestarts: 3}, {Name: "spare", Up: false, Capacity: 2}},
-		budgets: []broker.Budget{{Kind: "tier", Name: "local", Used: 100}, {Kind: "tier", Name: "claude", Used: 700, Limit: 1000}, {Kind: "channel", Name: "slack/C1", Used: 5}},
+		budgets: []broker.Budget{{Kind: "tier", Name: "local", Used: 100}, {Kind: "tier", Name: "claude", Used: 700, Limit: 1000}, {Kind: "channel", Name: "slack/C1", Used: 5},
+			{Kind: "mother", Used: 9000, UsedMicroUSD: 250_000, LimitMicroUSD: 1_000_000}, {Kind: "event", Name: "check.json", UsedMicroUSD: 5},
+			{Kind: "channel", Name: "slack/C2", UsedMicroUSD: 300_000, LimitMicroUSD: 2_000_000}},
 	}
 	mx.Watch(st, st, st)
 	mx.WatchProviders(providerState{})
@@ -136,6 +138,11 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		{"mother_gate_restarts_total", []string{"host", "p40"}, 3},
 		{"mother_budget_used_tokens", []string{"kind", "tier", "name", "local"}, 100},
 		{"mother_budget_remaining_tokens", []string{"kind", "tier", "name", "claude"}, 300},
+		{"mother_budget_used_usd", []string{"kind", "mother"}, 0.25},
+		{"mother_budget_limit_usd", []string{"kind", "mother"}, 1},
+		{"mother_budget_remaining_usd", []string{"kind", "mother"}, 0.75},
+		{"mother_budget_remaining_usd", []string{"kind", "channel", "name", "slack/C2"}, 1.7},
+		{"mother_budget_used_tokens", []string{"kind", "mother"}, 9000},
 		{"mother_healthy", nil, 1},
 		{"mother_build_info", []string{"version", "v1.2.3"}, 1},
 		{"mother_model_provider_up", []string{"provider", "ollama"}, 1},
@@ -153,6 +160,9 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 	}
 	if _, ok := s.Value("mother_budget_used_tokens", "kind", "channel"); ok {
 		t.Error("a budget series for an uncapped channel (unbounded label values)")
+	}
+	if _, ok := s.Value("mother_budget_used_usd", "kind", "event"); ok {
+		t.Error("a money series for an event without a money cap")
 	}
 	if _, ok := s.Value("go_goroutines"); !ok {
 		t.Error("no Go runtime metrics")
