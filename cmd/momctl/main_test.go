@@ -244,7 +244,8 @@ func busy() world {
 			},
 		},
 		models: fakeModels{budgets: []broker.Budget{
-			{Scope: "tier cloud today", Kind: "tier", Name: "cloud", Used: 12000, Limit: 100000},
+			{Scope: "tier cloud today", Kind: "tier", Name: "cloud", Used: 12000, Limit: 100000, UsedMicroUSD: 420_000, LimitMicroUSD: 5_000_000},
+			{Scope: "Mother's own calls today", Kind: "mother", Used: 30000, UsedMicroUSD: 95_000},
 			{Scope: "channel slack-acme/C1 today", Kind: "channel", Name: "slack-acme/C1", Used: 1234},
 		}, usage: map[string]broker.Usage{
 			"day": {By: "day", Rows: []broker.UsageRow{

@@ -147,7 +147,7 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 		}
 	}
 	for _, b := range a.s.models.Budgets() {
-		out.Budgets = append(out.Budgets, &pb.BudgetStatus{Scope: b.Scope, UsedTokens: b.Used, LimitTokens: b.Limit})
+		out.Budgets = append(out.Budgets, &pb.BudgetStatus{Scope: b.Scope, UsedTokens: b.Used, LimitTokens: b.Limit, UsedMicroUsd: b.UsedMicroUSD, LimitMicroUsd: b.LimitMicroUSD})
 	}
 	for i, e := range a.s.eventList() {
 		if i == 5 {

@@ -216,3 +216,42 @@ func TestSpendChartIsServed(t *testing.T) {
 		t.Errorf("the page does not show the chart:\n%s", body)
 	}
 }
+
+// TestMoneyBudgetsAreShown: a budget with a money cap has a row in
+// dollars beside its tokens; one capped in money only, with no token
+// used, has the money row alone.
+func TestMoneyBudgetsAreShown(t *testing.T) {
+	t.Parallel()
+	p := New(Options{Version: "v1", Clock: clock.NewFake(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))})
+	p.Watch(Sources{Budgets: budgets{
+		{Scope: "tier claude today", Kind: "tier", Name: "claude", Used: 1200, Limit: 10000, UsedMicroUSD: 850_000, LimitMicroUSD: 1_000_000},
+		{Scope: "channel cli/local today", Kind: "channel", Name: "cli/local", LimitMicroUSD: 500_000},
+	}})
+	snap := p.Snapshot()
+	want := []Budget{
+		{Scope: "tier claude today", Unit: "tokens", Used: 1200, Limit: 10000, Percent: 12},
+		{Scope: "tier claude today", Unit: "usd", Used: 850_000, Limit: 1_000_000, Percent: 85},
+		{Scope: "channel cli/local today", Unit: "usd", Used: 0, Limit: 500_000, Percent: 0},
+	}
+	if len(snap.Budgets) != len(want) {
+		t.Fatalf("budgets %+v", snap.Budgets)
+	}
+	for i, w := range want {
+		if snap.Budgets[i] != w {
+			t.Errorf("budget %d = %+v, want %+v", i, snap.Budgets[i], w)
+		}
+	}
+	srv := httptest.NewServer(p.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/status/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, s := range []string{`data-budget="tier claude today usd" class="budget-warn"`, `$0.85 of $1.00 (85%)`, `1,200 of 10,000 tokens (12%)`, `$0.00 of $0.50 (0%)`} {
+		if !strings.Contains(string(body), s) {
+			t.Errorf("the page lacks %q:\n%s", s, body)
+		}
+	}
+}

@@ -846,10 +846,14 @@ func (x *AdapterStatus) GetError() string {
 }
 
 type BudgetStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
-	UsedTokens    int64                  `protobuf:"varint,2,opt,name=used_tokens,json=usedTokens,proto3" json:"used_tokens,omitempty"`
-	LimitTokens   int64                  `protobuf:"varint,3,opt,name=limit_tokens,json=limitTokens,proto3" json:"limit_tokens,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Scope       string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	UsedTokens  int64                  `protobuf:"varint,2,opt,name=used_tokens,json=usedTokens,proto3" json:"used_tokens,omitempty"`
+	LimitTokens int64                  `protobuf:"varint,3,opt,name=limit_tokens,json=limitTokens,proto3" json:"limit_tokens,omitempty"`
+	// Money spent today and the money cap (0: none), in millionths of a
+	// US dollar.
+	UsedMicroUsd  int64 `protobuf:"varint,4,opt,name=used_micro_usd,json=usedMicroUsd,proto3" json:"used_micro_usd,omitempty"`
+	LimitMicroUsd int64 `protobuf:"varint,5,opt,name=limit_micro_usd,json=limitMicroUsd,proto3" json:"limit_micro_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -901,6 +905,20 @@ func (x *BudgetStatus) GetUsedTokens() int64 {
 func (x *BudgetStatus) GetLimitTokens() int64 {
 	if x != nil {
 		return x.LimitTokens
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetUsedMicroUsd() int64 {
+	if x != nil {
+		return x.UsedMicroUsd
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetLimitMicroUsd() int64 {
+	if x != nil {
+		return x.LimitMicroUsd
 	}
 	return 0
 }
@@ -1966,12 +1984,14 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"reconnects\x18\x04 \x01(\x03R\n" +
 	"reconnects\x120\n" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"h\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xb6\x01\n" +
 	"\fBudgetStatus\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x1f\n" +
 	"\vused_tokens\x18\x02 \x01(\x03R\n" +
 	"usedTokens\x12!\n" +
-	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\"\xeb\x01\n" +
+	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\x12$\n" +
+	"\x0eused_micro_usd\x18\x04 \x01(\x03R\fusedMicroUsd\x12&\n" +
+	"\x0flimit_micro_usd\x18\x05 \x01(\x03R\rlimitMicroUsd\"\xeb\x01\n" +
 	"\n" +
 	"HostStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
