@@ -219,6 +219,12 @@ func (c *chicks) waitReconciled(ctx context.Context) error {
 	select {
 	case <-c.reconciled:
 		return nil
+	default:
+		c.logger.Warn("input ended; waiting for the Docker hosts first: the chicks a previous Mother left may be in flight")
+	}
+	select {
+	case <-c.reconciled:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -81,10 +81,12 @@ func testConfig(image string) *config.Config {
 	// the test image, which has no gate to offer (the gate tests use the
 	// stand-in gate, gate_docker_test.go).
 	cfg.Chicks.Network = config.NetworkBridge
-	// Test chicks run "sleep" and never beat: a short interval would have
-	// the watchdog (started by Reconcile) kill them before a loaded test
-	// sees them run. TestHungChickIsKilled sets its own.
-	cfg.Chicks.HeartbeatInterval = config.Dur(time.Minute)
+	// Test chicks run "sleep" and never beat: these tests run no watchdog
+	// (an interval of 0 starts none), rather than one that a long
+	// interval keeps away for as long as a loaded machine lets them take.
+	// The heartbeat tests set their own (heartbeat_test.go: on a fake
+	// clock).
+	cfg.Chicks.HeartbeatInterval = config.Dur(0)
 	cfg.Chicks.KillGrace = config.Dur(time.Second)
 	cfg.Chicks.Timeout = config.Dur(2 * time.Minute)
 	cfg.Chicks.Resources.Memory = "256m"
