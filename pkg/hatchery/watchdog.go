@@ -24,8 +24,9 @@ import (
 //     apart than that (a loaded machine, a big event in the way of its
 //     heartbeats), the longest of its last gapWindow gaps, up to
 //     maxStretch intervals: the threshold follows the heartbeat delay
-//     measured for that chick. A chick that stops is still caught: its
-//     silence grows without end.
+//     measured for that chick (a quarter interval late is jitter, not
+//     delay). A chick that stops is still caught: its silence grows
+//     without end.
 //
 // A chick is hung once it has missed missedBeats heartbeats and been
 // silent for missedBeats expected intervals.
@@ -58,12 +59,19 @@ func (b *beats) heard(now, last time.Time) {
 }
 
 // expected is the interval the chick is expected to speak in: iv, or its
-// longest recent gap when longer, at most maxStretch intervals.
+// longest recent gap when that is later than a quarter interval's jitter,
+// rounded up to a quarter interval (so the outcome reads "no heartbeat
+// for 2.25s", not "2.2371s"), at most maxStretch intervals.
 func (b *beats) expected(iv time.Duration) time.Duration {
+	q := max(iv/4, 1)
 	e := iv
 	for _, g := range b.gaps {
 		e = max(e, g)
 	}
+	if e <= iv+q {
+		return iv
+	}
+	e = (e + q - 1) / q * q
 	return min(e, maxStretch*iv)
 }
 

@@ -56,6 +56,16 @@ func TestBeatsCountMissedHeartbeats(t *testing.T) {
 		{name: "silent", ticks: upTo(20), wantAt: 4, wantLimit: 1500 * time.Millisecond},
 		{name: "heard every interval", heard: upTo(40), ticks: upTo(40), wantAt: -1},
 		{name: "heard just before each tick", heard: []float64{0.9, 1.9, 2.9, 3.9, 4.9, 5.9}, ticks: upTo(6), wantAt: -1},
+		{
+			// Jitter of up to a quarter interval stretches nothing:
+			// silent after it, the chick is hung after 3 intervals.
+			name: "jitter, then silent", heard: []float64{1.2, 2.1, 3.25, 4.3, 5.2}, ticks: upTo(20), wantAt: 9, wantLimit: 1500 * time.Millisecond,
+		},
+		{
+			// A gap just over the jitter is rounded up to a quarter
+			// interval: 1.3 intervals are 1.5 (750ms), three 2.25s.
+			name: "a late gap, then silent", heard: []float64{1, 2.3}, ticks: upTo(20), wantAt: 7, wantLimit: 2250 * time.Millisecond,
+		},
 		{name: "heard, then silent", heard: []float64{1, 2, 3}, ticks: upTo(20), wantAt: 7, wantLimit: 1500 * time.Millisecond},
 		{
 			// Mother stalled 10 intervals: her next tick comes late and
