@@ -263,52 +263,50 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 	}
 	posted := map[int]int{}    // task -> Telegram message id
 	updates := map[int]int64{} // task -> the update that carried it
-	until := func(d time.Duration, cond func() bool) bool {
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if frozen() {
+	// converse runs the conversation (what is left of it) with the Mother
+	// started as the start-th: each message once the one before is
+	// answered, then the chick's result and the event's answer, then the
+	// last acknowledgements. It returns false when the power failed first
+	// (stop), or when something did not come in time (a problem).
+	converse := func(starts int, stop func() bool) bool {
+		until := func(what string, d time.Duration, cond func() bool) bool {
+			deadline := time.Now().Add(d)
+			for !cond() {
+				if stop() {
+					return false
+				}
+				if time.Now().After(deadline) {
+					res.problems = append(res.problems, fmt.Sprintf("timed out waiting for %s (Mother's start %d)", what, starts))
+					return false
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return true
+		}
+		if !until("Telegram polled", time.Minute, pcPolling(tg, starts)) {
+			return false
+		}
+		for _, task := range pcTasks {
+			if _, ok := posted[task.n]; !ok {
+				updates[task.n] = tg.NextUpdateID()
+				var opts []telegramtest.PostOption
+				if task.n == len(pcTasks) {
+					// An attachment: its own fsync kind.
+					opts = append(opts, telegramtest.WithDocument("notes.txt", []byte("the notes of the last task\n")))
+				}
+				posted[task.n] = tg.Post(pcGroup.ID, pcMario.ID, task.text(), opts...)
+			}
+			if !until(task.answer(), time.Minute, func() bool { return pcCount(tg, task.answer()) > 0 }) {
 				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: timed out; stderr:\n%s", c.name, tail(a.stderr.String(), 40))
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		return true
-	}
-	ok := until(60*time.Second, func() bool {
-		for _, r := range tg.Requests() {
-			if r.Method == "getUpdates" && r.Status == 200 {
-				return true
-			}
-		}
-		return false
-	})
-	for _, task := range pcTasks {
-		if !ok {
-			break
-		}
-		updates[task.n] = tg.NextUpdateID()
-		var opts []telegramtest.PostOption
-		if task.n == len(pcTasks) {
-			// An attachment: its own fsync kind.
-			opts = append(opts, telegramtest.WithDocument("notes.txt", []byte("the notes of the last task\n")))
-		}
-		posted[task.n] = tg.Post(pcGroup.ID, pcMario.ID, task.text(), opts...)
-		ok = until(60*time.Second, func() bool { return pcCount(tg, task.answer()) > 0 })
-	}
-	if ok {
-		ok = until(90*time.Second, func() bool {
+		return until("the chick's result and the event's answer", 90*time.Second, func() bool {
 			return pcCount(tg, pcChickResult) > 0 && pcCount(tg, pcEventAnswer) > 0
-		})
-	}
-	if ok {
-		// Until the last acknowledgement: every update confirmed, the
-		// chick done.
-		ok = until(30*time.Second, func() bool {
+		}) && until("every update confirmed, every chick ended", 30*time.Second, func() bool {
 			return tg.Confirmed() >= tg.NextUpdateID()-1 && pcChicksFinal(t, backing)
 		})
 	}
+	converse(1, frozen)
 	res.syncs = pc.Syncs()
 	res.ops = pc.Ops()
 	if c.crash == nil {
@@ -358,26 +356,8 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 	// The restart, on what survived, at the same place.
 	pc2 := pc.RemountT(t)
 	b := startMother(t, pc2.Mountpoint(), false)
-	recovered := func() bool {
-		for _, task := range pcTasks {
-			if _, ok := posted[task.n]; ok && pcCount(tg, task.answer()) == 0 {
-				return false
-			}
-		}
-		if pcCount(tg, pcTasks[2].answer()) > 0 && pcCount(tg, pcChickResult) == 0 && !pcChickTold(t, tg, backing) {
-			return false
-		}
-		if pcCount(tg, pcTasks[4].answer()) > 0 && pcCount(tg, pcEventAnswer) == 0 {
-			return false
-		}
-		return pcChicksFinal(t, backing) && tg.Confirmed() >= tg.NextUpdateID()-1
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !recovered() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !recovered() {
-		res.problems = append(res.problems, "not recovered within 2 minutes: "+pcState(t, tg, backing, posted))
+	if !converse(2, func() bool { return false }) {
+		res.problems = append(res.problems, "not recovered: "+pcState(t, tg, backing, posted))
 	}
 	time.Sleep(1500 * time.Millisecond) // would a duplicate follow?
 	if code := b.stop(t, time.Minute); code != 0 {
@@ -445,13 +425,20 @@ func pcToldOf(tg *telegramtest.Server, id string) bool {
 	return false
 }
 
-func pcChickTold(t *testing.T, tg *telegramtest.Server, data string) bool {
-	for id := range records(t, data) {
-		if !pcToldOf(tg, id) {
-			return false
+// pcPolling says whether the n-th start of Mother has polled Telegram.
+func pcPolling(tg *telegramtest.Server, n int) func() bool {
+	return func() bool {
+		starts := 0
+		for _, r := range tg.Requests() {
+			switch {
+			case r.Method == "getMe":
+				starts++
+			case r.Method == "getUpdates" && r.Status == 200 && starts >= n:
+				return true
+			}
 		}
+		return false
 	}
-	return len(records(t, data)) > 0
 }
 
 func pcChicksFinal(t *testing.T, data string) bool {
@@ -679,7 +666,12 @@ func TestSoakPowerCut(t *testing.T) {
 	defer model.Close()
 
 	var dry *pcResult
-	t.Run("dry", func(t *testing.T) { dry = pcRun(t, api, model, pcCut{name: "dry run"}) })
+	t.Run("dry", func(t *testing.T) {
+		dry = pcRun(t, api, model, pcCut{name: "dry run"})
+		for _, p := range dry.problems {
+			t.Errorf("dry run: %s", p)
+		}
+	})
 	if dry == nil || t.Failed() {
 		t.Fatal("the dry run failed")
 	}
