@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/mother-chat/mother/internal/powercut"
+	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/adapters/telegram/telegramtest"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
@@ -249,6 +250,7 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 		pc.CrashAt(*c.crash)
 	}
 	data := pc.Mountpoint()
+	firstStart := pcGetMes(tg) + 1
 	a := startMother(t, data, false)
 
 	// The conversation, one message at a time, each once the one before is
@@ -276,7 +278,7 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 					return false
 				}
 				if time.Now().After(deadline) {
-					res.problems = append(res.problems, fmt.Sprintf("timed out waiting for %s (Mother's start %d)", what, starts))
+					res.problems = append(res.problems, fmt.Sprintf("timed out waiting for %s (getMe #%d)", what, starts))
 					return false
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -306,7 +308,7 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 			return tg.Confirmed() >= tg.NextUpdateID()-1 && pcChicksFinal(t, backing)
 		})
 	}
-	converse(1, frozen)
+	converse(firstStart, frozen)
 	res.syncs = pc.Syncs()
 	res.ops = pc.Ops()
 	if c.crash == nil {
@@ -355,8 +357,9 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 
 	// The restart, on what survived, at the same place.
 	pc2 := pc.RemountT(t)
+	secondStart := pcGetMes(tg) + 1
 	b := startMother(t, pc2.Mountpoint(), false)
-	if !converse(2, func() bool { return false }) {
+	if !converse(secondStart, func() bool { return false }) {
 		res.problems = append(res.problems, "not recovered: "+pcState(t, tg, backing, posted))
 	}
 	time.Sleep(1500 * time.Millisecond) // would a duplicate follow?
@@ -425,7 +428,19 @@ func pcToldOf(tg *telegramtest.Server, id string) bool {
 	return false
 }
 
-// pcPolling says whether the n-th start of Mother has polled Telegram.
+// pcGetMes is the number of getMe calls so far: one per start of Mother.
+func pcGetMes(tg *telegramtest.Server) int {
+	n := 0
+	for _, r := range tg.Requests() {
+		if r.Method == "getMe" {
+			n++
+		}
+	}
+	return n
+}
+
+// pcPolling says whether the n-th start of Mother (n-th getMe) has
+// polled Telegram.
 func pcPolling(tg *telegramtest.Server, n int) func() bool {
 	return func() bool {
 		starts := 0
@@ -653,7 +668,7 @@ func pcPlan(syncs []powercut.Sync, ops int, long bool, rng *rand.Rand, randomOps
 // POWERCUT_OPS random operations between fsyncs (default 40).
 func TestSoakPowerCut(t *testing.T) {
 	if err := powercut.Available(); err != nil {
-		t.Skipf("no FUSE: %v", err) // MountT below fails under CI=true
+		testenv.Unavailable(t, "the power cuts need FUSE: %v", err)
 	}
 	api := docker(t)
 	long := os.Getenv("POWERCUT") != "short"
