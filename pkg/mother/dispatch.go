@@ -130,6 +130,13 @@ type channelState struct {
 	// persistMu). An idle channel's marker is kept, saying it is idle, for
 	// its next message: rewritten in place, not removed and made again.
 	marker bool
+	// markerNamed: the marker's name is durable (its directory was
+	// fsynced since it was made), so making its content durable takes
+	// one fsync of the file (guarded by persistMu).
+	markerNamed bool
+	// markerLen is the length of the marker last written (guarded by
+	// persistMu): past a page it is replaced through a rename, a new name.
+	markerLen int
 }
 
 func (cs *channelState) qid() string { return chat.QualifiedID(cs.adapter.Name(), cs.id) }
@@ -265,7 +272,14 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		}
 	}
 	var logged *pendingSync
+	var marked chan error
 	if job != nil {
+		// The marker names the job: it is made durable with the log line,
+		// before the acknowledgement. A marker left to its deferred fsync
+		// would let a power cut in that second keep the acknowledged
+		// message and lose its job, and no restart would answer it.
+		marked = make(chan error, 1)
+		go func() { marked <- m.syncInflightNow(cs) }()
 		job.TriggerEnd = lm.End
 		logged = newPendingSync()
 		job.logged = logged
@@ -278,6 +292,9 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	if logged != nil {
 		err := ch.CommitLog(lm.End)
 		logged.settle(err)
+		if merr := <-marked; merr != nil {
+			lg.Warn("cannot fsync in-flight marker; a power cut now could leave this message unanswered", "err", merr)
+		}
 		if err != nil {
 			notStored(err)
 			return

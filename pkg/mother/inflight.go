@@ -124,11 +124,18 @@ func (m *Mother) persist(cs *channelState) {
 			return
 		}
 	}
+	if !cs.marker || max(cs.markerLen, len(b)) > os.Getpagesize() {
+		cs.markerNamed = false // a new file, or replaced through a rename
+	}
 	if err := atomicfile.Overwrite(path, b, 0o600); err != nil {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 		return
 	}
 	cs.marker = true
+	cs.markerLen = max(cs.markerLen, len(b)) // padded to the old length
+	if len(b) > os.Getpagesize() {
+		cs.markerLen = len(b)
+	}
 	if cs.markerFlush == nil {
 		cs.markerFlush = clock.Real{}.AfterFunc(store.FlushAfter, func() {
 			cs.persistMu.Lock()
@@ -136,9 +143,41 @@ func (m *Mother) persist(cs *channelState) {
 			cs.markerFlush = nil
 			if err := syncMarker(path); err != nil {
 				m.logger.Warn("cannot fsync in-flight marker", "channel", cs.qid(), "err", err)
+			} else {
+				cs.markerNamed = true
 			}
 		})
 	}
+}
+
+// syncInflightNow makes the channel's in-flight marker durable now, as
+// written last: Deliver calls it for a message to answer, whose job the
+// marker names, so the message's acknowledgement (after its log line's
+// fsync) never comes before its job is durable. Left to the deferred
+// fsync, a power cut in that second kept the acknowledged message in
+// log.jsonl and lost its job from the marker, and the restart answered it
+// never (the power-cut soak, issue 35). One fsync of the file, run beside
+// the log's; the directory's too while the marker's name is new.
+func (m *Mother) syncInflightNow(cs *channelState) error {
+	cs.persistMu.Lock()
+	defer cs.persistMu.Unlock()
+	if !cs.marker {
+		return nil
+	}
+	path := m.inflightPath(cs.adapter.Name(), cs.id)
+	if !cs.markerNamed {
+		if err := syncMarker(path); err != nil {
+			return err
+		}
+		cs.markerNamed = true
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	serr := fsync.File(f, fsync.KindInflight)
+	return errors.Join(serr, f.Close())
 }
 
 // syncMarker fsyncs the marker at path, if it is there, and its directory.
