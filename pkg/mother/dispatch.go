@@ -67,6 +67,10 @@ type Job struct {
 	logFrom int64
 	// interrupted: the job was running when Mother went down.
 	interrupted bool
+	// recovered: the job was read back from an in-flight marker at start
+	// (queued there, maybe running since: the marker written after its
+	// run started may have been lost to a power cut).
+	recovered bool
 	// logged, when set, is the trigger's fsync in flight: the run sends
 	// the model its request meanwhile but shows nothing before it is done
 	// (nil: the trigger is on disk already).

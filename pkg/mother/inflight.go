@@ -287,7 +287,7 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 			ij.TriggerEnd = m.findTrigger(lg, f.Adapter, f.Channel, ij)
 		}
 		j := Job{Kind: KindMessage, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Late: true,
-			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes}
+			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes, recovered: true}
 		if ij.Kind == KindChick {
 			j.Kind, j.Chick, j.Title = KindChick, ij.Chick, "chick "+ij.Chick.ID
 			j.LateNote = "(Late answer: I restarted before I could answer this chick's result.)"
