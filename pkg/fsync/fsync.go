@@ -12,14 +12,17 @@
 package fsync
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Kinds of files, for the metric's label. Callers may use others.
@@ -130,3 +133,37 @@ func beforeSync(kind string) {
 
 // CountOf is kind's number of fsyncs since the process started.
 func CountOf(kind string) uint64 { return counter(kind).Load() }
+
+// MkdirAll is os.MkdirAll that makes each directory it creates durable:
+// after each mkdir it fsyncs the parent, so a power cut cannot take the
+// new directory's name (and with it every file later made durable in it).
+// Directories that exist are left as they are, unsynced: they were made
+// durable when they were made.
+func MkdirAll(path string, perm os.FileMode) error {
+	path = filepath.Clean(path)
+	if st, err := os.Stat(path); err == nil {
+		if !st.IsDir() {
+			return &os.PathError{Op: "mkdir", Path: path, Err: syscall.ENOTDIR}
+		}
+		return nil
+	}
+	parent := filepath.Dir(path)
+	if parent != path {
+		if err := MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(path, perm); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+				return nil // made meanwhile by someone else, who syncs it
+			}
+		}
+		return err
+	}
+	return Dir(parent)
+}
+
+// Created makes the name of a file just created in dir durable (an fsync
+// of dir): the file's own fsync does not promise its name.
+func Created(path string) error { return Dir(filepath.Dir(path)) }

@@ -23,12 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
@@ -214,7 +214,7 @@ func New(opts Options) (*Hatchery, error) {
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = 10 * time.Second
 	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("hatchery: %w", err)
 	}
 	inst, err := instanceID(opts.Dir)

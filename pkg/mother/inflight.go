@@ -119,7 +119,7 @@ func (m *Mother) persist(cs *channelState) {
 	}
 	b, _ := json.Marshal(f)
 	if !cs.marker {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		if err := fsync.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 			return
 		}

@@ -3,7 +3,6 @@ package mother
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -11,6 +10,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
 )
 
@@ -79,7 +79,7 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 	if utf8.RuneCountInString(result) > LongResult {
 		rel := filepath.Join("scratch", "chicks", in.ID, "result.md")
 		path := filepath.Join(ch.Dir(), rel)
-		err := os.MkdirAll(filepath.Dir(path), 0o700)
+		err := fsync.MkdirAll(filepath.Dir(path), 0o700)
 		if err == nil {
 			err = atomicfile.WriteFile(path, []byte(result+"\n"), 0o600)
 		}
