@@ -196,10 +196,10 @@ type pcResult struct {
 	events   int    // chick events in the store after recovery
 	// chicksAtCut is the number of chick containers running at the cut.
 	chicksAtCut int
-	losses   []string
-	dups     []string
-	problems []string
-	took     time.Duration
+	losses      []string
+	dups        []string
+	problems    []string
+	took        time.Duration
 }
 
 // pcRun runs the scenario once: with c.crash nil to the end (the dry
