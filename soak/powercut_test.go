@@ -334,8 +334,8 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 	a.kill(t)
 	res.syncs = pc.Syncs()
 	res.kind = c.kind
-	if c.crash.Sync > 0 && len(res.syncs) >= c.crash.Sync && strings.Contains(res.frozenBy, "fsync") {
-		res.kind = pcKind(res.syncs[c.crash.Sync-1])
+	if c.crash.Sync > 0 && len(res.syncs) > 0 && strings.Contains(res.frozenBy, "fsync") {
+		res.kind = pcKind(res.syncs[len(res.syncs)-1]) // the fsync the power failed at
 	}
 	// What was acknowledged: every update up to the offset Telegram was
 	// last asked for. Read after the kill: anything Mother acknowledged
@@ -645,6 +645,37 @@ func pcCheckStore(t *testing.T, data string, res *pcResult) int {
 	return events
 }
 
+// pcCrashAt is the crash point at the dry run's i-th fsync: the n-th
+// fsync of its file or directory (its path as a pattern: temp-file
+// suffixes, chick ids, attachment numbers and dates vary from run to
+// run), so the cut lands on the same write even when the fsyncs of other
+// files interleave differently.
+func pcCrashAt(syncs []powercut.Sync, i int, after bool) *powercut.Crash {
+	re := regexp.MustCompile(pcPathPattern(syncs[i].Path))
+	n := 0
+	for _, s := range syncs[:i+1] {
+		if s.Dir == syncs[i].Dir && re.MatchString(s.Path) {
+			n++
+		}
+	}
+	return &powercut.Crash{Sync: n, Path: re, After: after}
+}
+
+var pcVarying = []struct{ re, with string }{
+	{`\\\.tmp-[0-9]+`, `\.tmp-[0-9]+`},
+	{`c-[0-9a-f]+`, `c-[0-9a-f]+`},
+	{`attachments/[0-9]+-`, `attachments/[0-9]+-`},
+	{`[0-9]{4}-[0-9]{2}-[0-9]{2}`, `[0-9-]+`},
+}
+
+func pcPathPattern(p string) string {
+	q := regexp.QuoteMeta(p)
+	for _, v := range pcVarying {
+		q = regexp.MustCompile(v.re).ReplaceAllLiteralString(q, v.with)
+	}
+	return "^" + q + "$"
+}
+
 // pcPlan picks the cuts: short, a sample of the dry run's fsyncs that
 // covers every kind (the first of each kind, and a few more spread over
 // the run); long, every fsync, before and after it takes effect, and
@@ -653,8 +684,8 @@ func pcPlan(syncs []powercut.Sync, ops int, long bool, rng *rand.Rand, randomOps
 	var plan []pcCut
 	if long {
 		for i, s := range syncs {
-			plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d-before", i+1), crash: &powercut.Crash{Sync: i + 1}, kind: pcKind(s)})
-			plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d-after", i+1), crash: &powercut.Crash{Sync: i + 1, After: true}, kind: pcKind(s)})
+			plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d-%s-before", i+1, pcKind(s)), crash: pcCrashAt(syncs, i, false), kind: pcKind(s)})
+			plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d-%s-after", i+1, pcKind(s)), crash: pcCrashAt(syncs, i, true), kind: pcKind(s)})
 		}
 		for range randomOps {
 			n := 1 + rng.IntN(ops)
@@ -682,7 +713,11 @@ func pcPlan(syncs []powercut.Sync, ops int, long bool, rng *rand.Rand, randomOps
 	}
 	sort.Ints(idx)
 	for j, i := range idx {
-		plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d", i+1), crash: &powercut.Crash{Sync: i + 1, After: j%2 == 1}, kind: pcKind(syncs[i])})
+		when := "before"
+		if j%2 == 1 {
+			when = "after"
+		}
+		plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d-%s-%s", i+1, pcKind(syncs[i]), when), crash: pcCrashAt(syncs, i, j%2 == 1), kind: pcKind(syncs[i])})
 	}
 	for range randomOps {
 		n := 1 + rng.IntN(ops)
@@ -700,6 +735,9 @@ func TestSoakPowerCut(t *testing.T) {
 		testenv.Unavailable(t, "the power cuts need FUSE: %v", err)
 	}
 	api := docker(t)
+	if os.Getenv("POWERCUT_DEBUG") != "" {
+		motherLogLevel = "debug"
+	}
 	long := os.Getenv("POWERCUT") != "short"
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("SOAK_SEED"), 10, 64); err == nil {

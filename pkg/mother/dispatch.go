@@ -214,6 +214,18 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 			job = nil
 		}
 	}
+	if job != nil {
+		// The marker names the job, and is made durable before the line
+		// is written: once the line may be on disk (its own fsync, or any
+		// other append's), a power cut must not leave it there without
+		// its job. Left to the marker's deferred fsync, a cut kept the
+		// line and lost the job, and the restart answered the message
+		// never: the adapter does not deliver again what the log holds
+		// (the power-cut soak, issue 35).
+		if err := m.syncInflightNow(cs); err != nil {
+			lg.Warn("cannot fsync in-flight marker; a power cut now could leave this message unanswered", "err", err)
+		}
+	}
 	if m.crashed("reserved") {
 		return
 	}
@@ -276,14 +288,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		}
 	}
 	var logged *pendingSync
-	var marked chan error
 	if job != nil {
-		// The marker names the job: it is made durable with the log line,
-		// before the acknowledgement. A marker left to its deferred fsync
-		// would let a power cut in that second keep the acknowledged
-		// message and lose its job, and no restart would answer it.
-		marked = make(chan error, 1)
-		go func() { marked <- m.syncInflightNow(cs) }()
 		job.TriggerEnd = lm.End
 		logged = newPendingSync()
 		job.logged = logged
@@ -296,9 +301,6 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	if logged != nil {
 		err := ch.CommitLog(lm.End)
 		logged.settle(err)
-		if merr := <-marked; merr != nil {
-			lg.Warn("cannot fsync in-flight marker; a power cut now could leave this message unanswered", "err", merr)
-		}
 		if err != nil {
 			notStored(err)
 			return

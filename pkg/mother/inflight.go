@@ -152,12 +152,12 @@ func (m *Mother) persist(cs *channelState) {
 
 // syncInflightNow makes the channel's in-flight marker durable now, as
 // written last: Deliver calls it for a message to answer, whose job the
-// marker names, so the message's acknowledgement (after its log line's
-// fsync) never comes before its job is durable. Left to the deferred
-// fsync, a power cut in that second kept the acknowledged message in
-// log.jsonl and lost its job from the marker, and the restart answered it
-// never (the power-cut soak, issue 35). One fsync of the file, run beside
-// the log's; the directory's too while the marker's name is new.
+// marker names, before the message's line goes into log.jsonl, so the
+// line is never durable without its job. Left to the deferred fsync, a
+// power cut in that second kept the message (acknowledged, or in the log
+// so the adapter does not deliver it again) and lost its job, and the
+// restart answered it never (the power-cut soak, issue 35). One fsync of
+// the file; the directory's too while the marker's name is new.
 func (m *Mother) syncInflightNow(cs *channelState) error {
 	cs.persistMu.Lock()
 	defer cs.persistMu.Unlock()
