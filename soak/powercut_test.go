@@ -645,6 +645,25 @@ func pcCheckStore(t *testing.T, data string, res *pcResult) int {
 	return events
 }
 
+// pcDupKind names what came twice, for the report.
+func pcDupKind(d string) string {
+	switch {
+	case strings.HasPrefix(d, "task-"):
+		return "an answer"
+	case strings.HasPrefix(d, "event"):
+		return "the event's answer"
+	case strings.HasPrefix(d, "the chick's result"):
+		return "the chick's result"
+	case strings.Contains(d, "chicks for"):
+		return "a chick"
+	case strings.HasPrefix(d, "log.jsonl"):
+		return "a log line"
+	case strings.HasPrefix(d, "context.jsonl"):
+		return "a context message"
+	}
+	return "a chick event"
+}
+
 // pcCrashAt is the crash point at the dry run's i-th fsync: the n-th
 // fsync of its file or directory (its path as a pattern: temp-file
 // suffixes, chick ids, attachment numbers and dates vary from run to
@@ -778,6 +797,8 @@ func TestSoakPowerCut(t *testing.T) {
 	kinds := map[string]*tally{}
 	var all tally
 	var durations []time.Duration
+	acked := 0
+	dupKinds := map[string]int{}
 	for _, c := range plan {
 		var res *pcResult
 		ok := t.Run(c.name, func(t *testing.T) {
@@ -814,6 +835,18 @@ func TestSoakPowerCut(t *testing.T) {
 			}
 		}
 		durations = append(durations, res.took)
+		acked += res.acked
+		for _, d := range res.dups {
+			dupKinds[pcDupKind(d)]++
+		}
+	}
+	sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
+	var total time.Duration
+	for _, d := range durations {
+		total += d
+	}
+	if len(durations) == 0 {
+		t.Fatal("no cut ran")
 	}
 	var parts []string
 	for _, k := range sortedKeys(kinds) {
@@ -825,7 +858,8 @@ func TestSoakPowerCut(t *testing.T) {
 		pass = "long"
 	}
 	figure(t, "%s pass (seed %d): dry run %d fsyncs (%s), %d operations", pass, seed, len(dry.syncs), counts(byKind), dry.ops)
-	figure(t, "cuts run %d, survived %d, records lost %d, cuts with a duplicate answer or record %d", all.run, all.survived, all.lost, all.dup)
+	figure(t, "cuts run %d, survived %d, records lost %d (of %d messages acknowledged before a cut), cuts with a duplicate %d (%s); %s in all, median cut %s",
+		all.run, all.survived, all.lost, acked, all.dup, counts(dupKinds), total.Round(time.Second), durations[len(durations)/2].Round(100*time.Millisecond))
 	figure(t, "per kind cut at: %s", strings.Join(parts, "; "))
 	if all.lost > 0 {
 		t.Errorf("%d acknowledged records lost", all.lost)
