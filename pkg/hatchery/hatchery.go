@@ -124,8 +124,10 @@ type Hatchery struct {
 	// the queue until the hosts' chicks are known (freeHost).
 	reconciling bool
 	watch       clock.Timer
-	probe       clock.Timer
-	keeps       []clock.Timer
+	// lastTick is when the watchdog last checked the heartbeats.
+	lastTick time.Time
+	probe    clock.Timer
+	keeps    []clock.Timer
 }
 
 type host struct {
@@ -155,6 +157,9 @@ type chick struct {
 	// lastSeen is the last time the chick said anything (in the future
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
+	// beats is the watchdog's count of the chick's missed heartbeats and
+	// the gaps it measured between them (watchdog.go). Guarded by h.mu.
+	beats beats
 	// evMu serialises the writes to events and guards lastSeq (the
 	// highest sequence number fsynced: the ack) and written once events
 	// is open; it is never taken with h.mu held.

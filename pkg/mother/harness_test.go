@@ -260,6 +260,8 @@ type harness struct {
 	buttons bool
 	// uploads: the adapter can post files (records "upload").
 	uploads bool
+	// hatch is the hatchery of every Mother booted (nil: none).
+	hatch Hatchery
 }
 
 type harnessOpt func(*harness)
@@ -271,6 +273,7 @@ func withScript(f func(ollamatest.Request) ollamatest.Turn) harnessOpt {
 	return func(h *harness) { h.script = f }
 }
 func withChicks(c ChickCanceller) harnessOpt { return func(h *harness) { h.chick = c } }
+func withHatchery(c Hatchery) harnessOpt     { return func(h *harness) { h.hatch = c } }
 func withEgress(p *egress.Policy) harnessOpt { return func(h *harness) { h.egress = p } }
 func withClock(c clock.Clock) harnessOpt     { return func(h *harness) { h.clock = c } }
 func withButtons() harnessOpt                { return func(h *harness) { h.buttons = true } }
@@ -330,7 +333,7 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{h.logMu, h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tools := append([]agent.Tool{MemoryTool(st.Workspace())}, h.tools...)
-	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick, Egress: h.egress, Clock: h.clock})
+	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick, Chicks: h.hatch, Egress: h.egress, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,11 @@ import (
 // added to her answer, and a long result is attached as a file after it.
 // The job is in the channel's in-flight marker before the report is
 // logged (as a message's is), and the hatchery is told the end was
-// reported only then: a crash at any point leaves either an unreported
-// chick (announced again at start) or a marker (resumed at start).
+// reported only then: a crash at any point leaves an unreported chick
+// (announced again at start), a marker (resumed at start), or, between
+// the two writes, both: then the marker answers it, and the chick is
+// marked reported and its announcements dropped (chicksCarried), so it is
+// answered once.
 
 // ChickSenderID is the sender id of chick reports in log.jsonl.
 const ChickSenderID = "chick"
