@@ -39,6 +39,9 @@ const (
 
 var motherBin, momctlBin string
 
+// motherLogLevel is the --log-level of every Mother the soak starts.
+var motherLogLevel = "info"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "mother-soak-")
 	if err != nil {
@@ -137,7 +140,7 @@ func startMother(t *testing.T, data string, cli bool, env ...string) *proc {
 	b, _ := os.ReadFile(filepath.Join(data, "config.json"))
 	json.Unmarshal(b, &cfg)
 	p.metrics = cfg.Metrics.Listen
-	args := []string{"--log-level", "info", data}
+	args := []string{"--log-level", motherLogLevel, data}
 	if cli {
 		args = append([]string{"--cli"}, args...)
 	}

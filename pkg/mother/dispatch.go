@@ -73,6 +73,10 @@ type Job struct {
 	logFrom int64
 	// interrupted: the job was running when Mother went down.
 	interrupted bool
+	// recovered: the job was read back from an in-flight marker at start
+	// (queued there, maybe running since: the marker written after its
+	// run started may have been lost to a power cut).
+	recovered bool
 	// logged, when set, is the trigger's fsync in flight: the run sends
 	// the model its request meanwhile but shows nothing before it is done
 	// (nil: the trigger is on disk already).
@@ -139,6 +143,13 @@ type channelState struct {
 	// persistMu). An idle channel's marker is kept, saying it is idle, for
 	// its next message: rewritten in place, not removed and made again.
 	marker bool
+	// markerNamed: the marker's name is durable (its directory was
+	// fsynced since it was made), so making its content durable takes
+	// one fsync of the file (guarded by persistMu).
+	markerNamed bool
+	// markerLen is the length of the marker last written (guarded by
+	// persistMu): past a page it is replaced through a rename, a new name.
+	markerLen int
 }
 
 func (cs *channelState) qid() string { return chat.QualifiedID(cs.adapter.Name(), cs.id) }
@@ -210,6 +221,18 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		job = &Job{Kind: KindMessage, Trigger: msg, Late: late}
 		if qerr = m.reserve(cs, ch, job); qerr != nil {
 			job = nil
+		}
+	}
+	if job != nil {
+		// The marker names the job, and is made durable before the line
+		// is written: once the line may be on disk (its own fsync, or any
+		// other append's), a power cut must not leave it there without
+		// its job. Left to the marker's deferred fsync, a cut kept the
+		// line and lost the job, and the restart answered the message
+		// never: the adapter does not deliver again what the log holds
+		// (the power-cut soak, issue 35).
+		if err := m.syncInflightNow(cs); err != nil {
+			lg.Warn("cannot fsync in-flight marker; a power cut now could leave this message unanswered", "err", err)
 		}
 	}
 	if m.crashed("reserved") {

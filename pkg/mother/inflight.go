@@ -124,11 +124,18 @@ func (m *Mother) persist(cs *channelState) {
 			return
 		}
 	}
+	if !cs.marker || max(cs.markerLen, len(b)) > os.Getpagesize() {
+		cs.markerNamed = false // a new file, or replaced through a rename
+	}
 	if err := atomicfile.Overwrite(path, b, 0o600); err != nil {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 		return
 	}
 	cs.marker = true
+	cs.markerLen = max(cs.markerLen, len(b)) // padded to the old length
+	if len(b) > os.Getpagesize() {
+		cs.markerLen = len(b)
+	}
 	if cs.markerFlush == nil {
 		cs.markerFlush = clock.Real{}.AfterFunc(store.FlushAfter, func() {
 			cs.persistMu.Lock()
@@ -136,9 +143,41 @@ func (m *Mother) persist(cs *channelState) {
 			cs.markerFlush = nil
 			if err := syncMarker(path); err != nil {
 				m.logger.Warn("cannot fsync in-flight marker", "channel", cs.qid(), "err", err)
+			} else {
+				cs.markerNamed = true
 			}
 		})
 	}
+}
+
+// syncInflightNow makes the channel's in-flight marker durable now, as
+// written last: Deliver calls it for a message to answer, whose job the
+// marker names, before the message's line goes into log.jsonl, so the
+// line is never durable without its job. Left to the deferred fsync, a
+// power cut in that second kept the message (acknowledged, or in the log
+// so the adapter does not deliver it again) and lost its job, and the
+// restart answered it never (the power-cut soak, issue 35). One fsync of
+// the file; the directory's too while the marker's name is new.
+func (m *Mother) syncInflightNow(cs *channelState) error {
+	cs.persistMu.Lock()
+	defer cs.persistMu.Unlock()
+	if !cs.marker {
+		return nil
+	}
+	path := m.inflightPath(cs.adapter.Name(), cs.id)
+	if !cs.markerNamed {
+		if err := syncMarker(path); err != nil {
+			return err
+		}
+		cs.markerNamed = true
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	serr := fsync.File(f, fsync.KindInflight)
+	return errors.Join(serr, f.Close())
 }
 
 // syncMarker fsyncs the marker at path, if it is there, and its directory.
@@ -249,7 +288,7 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 			ij.TriggerEnd = m.findTrigger(lg, f.Adapter, f.Channel, ij)
 		}
 		j := Job{Kind: KindMessage, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Late: true,
-			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes}
+			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes, recovered: true}
 		if ij.Kind == KindChick {
 			j.Kind, j.Chick, j.Title = KindChick, ij.Chick, "chick "+ij.Chick.ID
 			j.LateNote = "(Late answer: I restarted before I could answer this chick's result.)"

@@ -388,3 +388,39 @@ func TestMarkersLeftEmptyOrBroken(t *testing.T) {
 		t.Errorf("in-flight markers after the start: %v, want only the broken one, moved aside", names)
 	}
 }
+
+// TestRecoveredQueuedJobWhoseRunStartedIsResumed: a power cut leaves the
+// marker as fsynced when the message was delivered (its job queued) and
+// loses the rewrite that said its run had started, while the context holds
+// the message the run synced. The restart resumes the run: it does not
+// take the message for one an earlier run read and skip it, unanswered
+// (the power-cut soak, issue 35).
+func TestRecoveredQueuedJobWhoseRunStartedIsResumed(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	h := newHarness(t, withTools(block))
+	h.say("C1", "please block", false, mention, from("UMARIO", "mario"))
+	block.waitStarted(t)
+	path := filepath.Join(h.data, "state/inflight/rec/C1.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f inflightFile
+	if err := json.Unmarshal(b, &f); err != nil || f.Running == nil {
+		t.Fatalf("marker %s (%v), want a running job", b, err)
+	}
+	f.Queued = append([]inflightJob{*f.Running}, f.Queued...)
+	f.Running = nil
+	b, _ = json.Marshal(f)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	h.boot() // the power cut: a new process on what survived
+	h.idle()
+	replies := texts(h.ad.of("finish"))
+	if len(replies) != 1 || !strings.Contains(replies[0], "answer to: [restart]") {
+		t.Fatalf("replies after the restart = %q, want the resumed run's answer", replies)
+	}
+}

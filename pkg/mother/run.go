@@ -150,6 +150,16 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		lg.Info("trigger already in the context: delivered twice; not answering it again")
 		return nil, nil, &Outcome{Skipped: true}
 	}
+	if synced && job.recovered && !job.interrupted {
+		// Queued in the marker, yet its message is in the context: its
+		// run had started, and the marker saying so was lost (a power cut
+		// within the marker's deferred fsync). Skipping it, as for a
+		// message an earlier run read, left an acknowledged message
+		// unanswered (the power-cut soak, issue 35): resume it instead,
+		// which finds an answer the run had already given.
+		lg.Info("recovered job whose run had started; resuming it")
+		job.interrupted = true
+	}
 	if synced {
 		if !job.interrupted {
 			// An earlier run already read this message along with another one.

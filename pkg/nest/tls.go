@@ -88,7 +88,12 @@ func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.Privat
 		}
 		return cert, key, certPEM, nil
 	}
-	if !errors.Is(cerr, os.ErrNotExist) || !errors.Is(kerr, os.ErrNotExist) {
+	// The key without its certificate is a first start cut short between
+	// the two (a power cut: the key is written first, the certificate
+	// last, so nothing can have used that CA): make the CA again. Left as
+	// an error, Mother never started again (the power-cut soak, issue 35).
+	halfMade := kerr == nil && errors.Is(cerr, os.ErrNotExist)
+	if !halfMade && (!errors.Is(cerr, os.ErrNotExist) || !errors.Is(kerr, os.ErrNotExist)) {
 		return nil, nil, nil, fmt.Errorf("%s: need both %s and %s (%v, %v)", dir, CAFile, CAKeyFile, cerr, kerr)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

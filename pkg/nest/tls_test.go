@@ -160,3 +160,30 @@ func TestLoadTLSKeepsItsCA(t *testing.T) {
 		t.Errorf("damaged CA key: %v, want an error saying what to remove", err)
 	}
 }
+
+// TestLoadTLSAfterACutBetweenTheCAKeyAndItsCertificate: a power cut during
+// the first start can leave the CA's key without its certificate (the key
+// is written first); the next start makes a new CA rather than refusing to
+// start for good. A certificate without its key is still an error.
+func TestLoadTLSAfterACutBetweenTheCAKeyAndItsCertificate(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tls")
+	a, err := nest.LoadTLS(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{nest.CAFile, nest.ServerFile, nest.ServerKeyFile} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	b, err := nest.LoadTLS(dir, nil)
+	if err != nil {
+		t.Fatalf("the CA key without its certificate: %v, want a new CA", err)
+	}
+	if bytes.Equal(a.CAPEM, b.CAPEM) {
+		t.Error("no new CA")
+	}
+	os.Remove(filepath.Join(dir, nest.CAKeyFile))
+	if _, err := nest.LoadTLS(dir, nil); err == nil {
+		t.Error("a CA certificate without its key was accepted")
+	}
+}
