@@ -163,6 +163,10 @@ type chick struct {
 	// written is the highest sequence number written to events, durable
 	// or with its fsync still to come (>= lastSeq).
 	written uint64
+	// evPos is where the last write to events ended (or where it stood
+	// when events was opened): a failure cutting the file back since is
+	// seen against it (guarded by evMu).
+	evPos jsonl.Pos
 	events  *jsonl.File
 	// evBuf and evEnc encode a batch of events (guarded by evMu): one
 	// buffer reused from batch to batch, no copy of each encoded line.

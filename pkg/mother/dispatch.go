@@ -223,7 +223,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	}
 	lm, err := ch.WriteMessage(msg)
 	if err == nil && job == nil {
-		err = ch.CommitLog(lm.End)
+		err = ch.CommitLog(lm)
 	}
 	if err != nil {
 		if job != nil {
@@ -276,7 +276,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	}
 	unlock()
 	if logged != nil {
-		err := ch.CommitLog(lm.End)
+		err := ch.CommitLog(lm)
 		logged.settle(err)
 		if err != nil {
 			notStored(err)

@@ -18,6 +18,8 @@ import (
 type LoggedMessage struct {
 	Msg chat.ChannelMessage
 	End int64
+	// pos is the write's position, for CommitLog (set by WriteMessage).
+	pos jsonl.Pos
 }
 
 // AppendMessage logs one message (a whole message, never a chunk) to
@@ -38,7 +40,7 @@ func (c *Channel) AppendOwnMessage(m chat.ChannelMessage) (LoggedMessage, error)
 
 // WriteMessage is AppendMessage in two steps: it writes the line to
 // log.jsonl (and the day's daily log entry) and returns before the fsync;
-// CommitLog(End) then returns once an fsync covers it (joining one in
+// CommitLog then returns once an fsync covers it (joining one in
 // flight: group commit). In between the caller may start work that shows
 // nothing (Mother sends the model its request while the line goes to
 // disk), but nothing the message causes may be shown, acknowledged or
@@ -47,8 +49,11 @@ func (c *Channel) WriteMessage(m chat.ChannelMessage) (LoggedMessage, error) {
 	return c.appendMessage(m, true)
 }
 
-// CommitLog returns once every line of log.jsonl before end is on disk.
-func (c *Channel) CommitLog(end int64) error { return c.log.Commit(end) }
+// CommitLog returns once the line WriteMessage wrote for lm, and every
+// line before it, is on disk. It fails if the fsync fails, and if a
+// failure since the write cut the line away (jsonl.File): the message was
+// then never stored, and must not be acknowledged.
+func (c *Channel) CommitLog(lm LoggedMessage) error { return c.log.Commit(lm.pos) }
 
 func (c *Channel) appendMessage(m chat.ChannelMessage, deferred bool) (LoggedMessage, error) {
 	if m.ID == "" {
@@ -57,12 +62,18 @@ func (c *Channel) appendMessage(m chat.ChannelMessage, deferred bool) (LoggedMes
 	if m.Attachments == nil {
 		m.Attachments = []chat.ChannelAttachment{}
 	}
-	var end int64
+	var pos jsonl.Pos
 	var err error
 	if deferred {
-		_, end, err = c.log.AppendDeferred(m)
+		_, pos, err = c.log.WriteDeferred(m)
 	} else {
-		_, end, err = c.log.Append(m)
+		var line []byte
+		if line, err = json.Marshal(m); err != nil {
+			return LoggedMessage{}, fmt.Errorf("append message: %w", err)
+		}
+		if _, pos, err = c.log.Write(append(line, '\n')); err == nil {
+			err = c.log.Commit(pos)
+		}
 	}
 	if err != nil {
 		return LoggedMessage{}, err
@@ -71,7 +82,7 @@ func (c *Channel) appendMessage(m chat.ChannelMessage, deferred bool) (LoggedMes
 		// The log is the record; a daily-log failure is reported, not fatal.
 		c.logger.Warn("daily log append failed", "err", err)
 	}
-	return LoggedMessage{Msg: m, End: end}, nil
+	return LoggedMessage{Msg: m, End: pos.End, pos: pos}, nil
 }
 
 // DailyLine renders a message as its line in the daily log and names the
