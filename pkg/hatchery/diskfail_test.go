@@ -1,16 +1,26 @@
 package hatchery_test
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
+	"github.com/mother-chat/mother/pkg/hatchery/docker"
+	"github.com/mother-chat/mother/pkg/hatchery/docker/enginetest"
 )
 
 // failEventSyncs fails every fsync of chick id's events file while on is
@@ -124,5 +134,88 @@ func TestEventsDurableBeforeAFailureStayAcked(t *testing.T) {
 	}))
 	if fmt.Sprint(got) != "[1 2 3 4 5]" {
 		t.Fatalf("stored %v, want 1..5 once each", got)
+	}
+}
+
+// TestSpawnRefusedWhileTheDiskFails: while the data directory cannot be
+// written, a spawn is refused with the reason (ErrDisk, and what the disk
+// monitor says) and nothing is created; once it can, the spawn goes ahead.
+func TestSpawnRefusedWhileTheDiskFails(t *testing.T) {
+	t.Parallel()
+	e := enginetest.New(t)
+	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
+	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
+	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
+	c, err := client.NewClientWithOpts(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
+	must(t, err)
+	var diskErr atomic.Pointer[error]
+	full := errors.New("disk full: write log.jsonl: no space left on device")
+	diskErr.Store(&full)
+	h, err := hatchery.New(hatchery.Options{
+		Config: testConfig("mother-chick:fake"), Dir: t.TempDir(), Logger: testLogger(t), ProbeInterval: time.Hour,
+		Hosts: []hatchery.Host{{Name: "fake", Runtime: docker.New(c), Capacity: 2, MotherAddress: "127.0.0.1:1"}},
+		Disk:  func() error { return *diskErr.Load() },
+	})
+	must(t, err)
+	t.Cleanup(func() { h.Close() })
+	_, err = h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
+	if !errors.Is(err, hatchery.ErrDisk) || !strings.Contains(err.Error(), "disk full: write log.jsonl") {
+		t.Fatalf("spawn on a full disk: %v; want ErrDisk with the reason", err)
+	}
+	if n := len(h.List(true)); n != 0 {
+		t.Fatalf("a refused spawn left %d chicks", n)
+	}
+	var ok error
+	diskErr.Store(&ok)
+	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
+	must(t, err)
+	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+}
+
+// TestRecordNotStoredIsWrittenAgain: a chick record whose append failed
+// (its fsync: the records file is cut back) is appended again, as the
+// chick is then, with the next record that can be stored.
+func TestRecordNotStoredIsWrittenAgain(t *testing.T) {
+	t.Parallel()
+	h, id := runningFakeChick(t)
+	var failing atomic.Bool
+	var mu sync.Mutex
+	path := ""
+	t.Cleanup(fsync.InjectFault(func(p string) error {
+		if filepath.Base(p) != "chicks.jsonl" {
+			return nil
+		}
+		mu.Lock()
+		path = p
+		mu.Unlock()
+		if failing.Load() {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	failing.Store(true)
+	must(t, h.Finish(id, hatchery.Result{Text: "the answer"}))
+	failing.Store(false)
+	other, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "y"})
+	must(t, err)
+	mu.Lock()
+	p := path
+	mu.Unlock()
+	b, err := os.ReadFile(p)
+	must(t, err)
+	var last hatchery.Record
+	seenOther := false
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r hatchery.Record
+		must(t, json.Unmarshal([]byte(line), &r))
+		if r.ID == id {
+			last = r
+		}
+		if r.ID == other.ID {
+			seenOther = true
+		}
+	}
+	if !seenOther || last.Result == nil || last.Result.Text != "the answer" {
+		t.Fatalf("chicks.jsonl's last record of the chick: %+v (the other stored: %v); want its result", last, seenOther)
 	}
 }

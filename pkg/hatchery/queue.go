@@ -32,7 +32,8 @@ type SpawnRequest struct {
 // in the queue. It fails with ErrQueueFull when the queue is full and
 // ErrUnknownTier for a tier not in the configuration, and with
 // ErrImageMissing when every host that serves the tier lacks the chick
-// image. A spawn for a
+// image, and with ErrDisk while the data directory cannot be written (the
+// chick's events could not be kept). A spawn for a
 // person who has reached chicks.maxPerUser or spent today's
 // budgets.userDailyTokens fails with a *RefusedError.
 func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
@@ -52,6 +53,11 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	}
 	if err := h.noImageError(ctx, tier); err != nil {
 		return Info{}, err
+	}
+	if h.disk != nil {
+		if err := h.disk(); err != nil {
+			return Info{}, fmt.Errorf("spawn chick: %w: %w", ErrDisk, err)
+		}
 	}
 	user := Requester(req.Adapter, req.StartedBy)
 	if um, ok := h.meter.(UserMeter); ok && user != "" {

@@ -3,6 +3,7 @@ package telegram
 import (
 	"log/slog"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,11 +67,14 @@ func newAdapter(t *testing.T, fake *telegramtest.Server, dir string, edit func(*
 type platform struct {
 	a    *Adapter
 	fake *telegramtest.Server
+	// updates maps each text sent to its update_id.
+	mu      sync.Mutex
+	updates map[string]int64
 }
 
 func newPlatform(t *testing.T) chattest.Platform {
 	fake := newFake(t)
-	return &platform{a: newAdapter(t, fake, "", nil), fake: fake}
+	return &platform{a: newAdapter(t, fake, "", nil), fake: fake, updates: map[string]int64{}}
 }
 
 func (p *platform) Adapter() chat.Adapter { return p.a }
@@ -102,7 +106,22 @@ func (p *platform) Send(t *testing.T, in chattest.Incoming) {
 	if in.Offline {
 		opts = append(opts, telegramtest.Offline())
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.updates[in.Text] = p.fake.NextUpdateID()
 	p.fake.Post(c, mario.ID, text, opts...)
+}
+
+// Confirmed implements chattest.Confirmer: the bot asked for an offset
+// past the update that carried text.
+func (p *platform) Confirmed(t *testing.T, text string) bool {
+	p.mu.Lock()
+	id, ok := p.updates[text]
+	p.mu.Unlock()
+	if !ok {
+		t.Fatalf("no message %q was sent", text)
+	}
+	return p.fake.Confirmed() >= id
 }
 
 func (p *platform) Answers(t *testing.T, channelID string) []string {

@@ -338,8 +338,7 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			a.process(rctx, ups, true)
-			a.poll(rctx)
+			a.poll(rctx, a.process(rctx, ups, true))
 		}()
 	}
 	a.lg.Info("connected to Telegram", "bot", me.Username, "webhook", a.cfg.WebhookURL != "")
@@ -447,10 +446,18 @@ func (a *Adapter) getUpdates(ctx context.Context, timeout time.Duration) ([]json
 
 // poll long-polls until ctx ends. A failed poll marks the connection lost
 // and is retried with backoff; the first batch after a loss holds what
-// arrived meanwhile and is delivered late.
-func (a *Adapter) poll(ctx context.Context) {
+// arrived meanwhile and is delivered late. An update Mother could not
+// store (notStored: the first batch's) is asked for again once she can.
+func (a *Adapter) poll(ctx context.Context, notStored error) {
 	bo := feed.Backoff{Min: a.opts.BackoffMin, Max: a.opts.BackoffMax}
-	lost := false
+	retry := feed.Backoff{Min: feed.RetryMin, Max: feed.RetryMax}
+	lost, refused := false, notStored != nil
+	if refused {
+		a.lg.Warn("Mother could not store an update; not confirming it, Telegram offers it again", "err", notStored)
+		if feed.WaitRetry(ctx, a.clock, notStored, &retry) != nil {
+			return
+		}
+	}
 	for ctx.Err() == nil {
 		timeout := a.opts.PollTimeout
 		if lost {
@@ -482,43 +489,69 @@ func (a *Adapter) poll(ctx context.Context) {
 			}
 			continue
 		}
-		late := lost
+		late := lost || refused
 		if lost {
 			a.lg.Warn("connection to Telegram was lost; reconnected", "attempts", bo.Attempts())
 			a.conn.Reconnected()
 			bo.Reset()
 			lost = false
 		}
-		a.process(ctx, ups, late)
+		err = a.process(ctx, ups, late)
+		if err == nil {
+			if refused {
+				a.lg.Info("Mother takes messages again; the updates she could not store were offered again", "attempts", retry.Attempts())
+			}
+			refused = false
+			retry.Reset()
+			continue
+		}
+		// Mother could not store an update: its offset stays unconfirmed
+		// and the updates after it untouched, so getUpdates offers them
+		// again, once she can store them (the next are late: they waited).
+		if !refused {
+			a.lg.Warn("Mother could not store an update; not confirming it, Telegram offers it again", "err", err)
+		}
+		refused = true
+		if feed.WaitRetry(ctx, a.clock, err, &retry) != nil {
+			return
+		}
 	}
 }
 
 // process handles a batch of updates in order, storing the offset after
-// each one.
-func (a *Adapter) process(ctx context.Context, ups []json.RawMessage, late bool) {
+// each one. It stops at an update Mother could not store and returns her
+// error: that update and those after it are not confirmed.
+func (a *Adapter) process(ctx context.Context, ups []json.RawMessage, late bool) error {
 	for _, raw := range ups {
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
-		a.handleRaw(ctx, raw, late)
+		if err := a.handleRaw(ctx, raw, late); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // handleRaw handles one update unless it was handled already, and records
-// its id as done.
-func (a *Adapter) handleRaw(ctx context.Context, raw json.RawMessage, late bool) {
+// its id as done, unless Mother could not store it (the error).
+func (a *Adapter) handleRaw(ctx context.Context, raw json.RawMessage, late bool) error {
 	var head struct {
 		UpdateID int64 `json:"update_id"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil || head.UpdateID <= 0 {
 		a.lg.Warn("skipping an update without an update_id", "update", truncate(string(raw), 200))
-		return
+		return nil
 	}
 	if head.UpdateID <= a.off.last() {
-		return // delivered before a restart, or a webhook retry
+		return nil // delivered before a restart, or a webhook retry
 	}
-	channelID := a.handleUpdate(ctx, raw, late)
+	channelID, err := a.handleUpdate(ctx, raw, late)
+	if err != nil {
+		return err
+	}
 	a.off.save(head.UpdateID, channelID)
+	return nil
 }
 
 // ---- webhook ----
@@ -580,8 +613,14 @@ func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.handleMu.Lock()
-	a.handleRaw(r.Context(), raw, false)
+	err = a.handleRaw(r.Context(), raw, false)
 	a.handleMu.Unlock()
+	if err != nil {
+		// Not stored: Telegram sends the update again later.
+		a.lg.Warn("Mother could not store a webhook update; answering 503 so Telegram sends it again", "err", err)
+		http.Error(w, "not stored", http.StatusServiceUnavailable)
+		return
+	}
 	w.WriteHeader(http.StatusOK)
 }
 

@@ -32,11 +32,12 @@ type inbox struct {
 	stops []string
 }
 
-func (i *inbox) Deliver(_ context.Context, _ string, m chat.ChannelMessage, late bool) {
+func (i *inbox) Deliver(_ context.Context, _ string, m chat.ChannelMessage, late bool) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.msgs = append(i.msgs, m)
 	i.late = append(i.late, late)
+	return nil
 }
 
 func (i *inbox) Stop(_ context.Context, _, channelID, userID string) {

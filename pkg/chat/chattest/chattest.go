@@ -60,6 +60,12 @@ const (
 	// ClickReplies: ReplyToClick shows a text to the user who clicked
 	// and to nobody else.
 	ClickReplies Capability = "click-replies"
+	// NotStored: a message Mother could not store (Deliver's error) is
+	// delivered again once she can (its Ready closed), exactly once, and
+	// the message sent after it is not delivered before it. Where the
+	// platform confirms what the adapter handled (Telegram's update
+	// offset; Confirmer), the message is not confirmed meanwhile.
+	NotStored Capability = "not-stored"
 )
 
 // Harness is one adapter under test.
@@ -146,6 +152,12 @@ type Clicker interface {
 	Acknowledged(t *testing.T) int
 }
 
+// Confirmer is a Platform that says whether the platform holds a message
+// as handled by the adapter (Telegram: an update offset past it).
+type Confirmer interface {
+	Confirmed(t *testing.T, text string) bool
+}
+
 // Whispers is a Platform that lists what was shown to single users
 // (ephemeral messages) in a channel.
 type Whispers interface {
@@ -169,6 +181,7 @@ func Run(t *testing.T, h Harness) {
 		{Stop, checkStop},
 		{Choices, checkChoices},
 		{ClickReplies, checkClickReplies},
+		{NotStored, checkNotStored},
 	}
 	for _, c := range checks {
 		// A capability the adapter declares lacking is no claim: it is
@@ -207,14 +220,31 @@ type inbox struct {
 	mu      sync.Mutex
 	got     []Delivery
 	changed chan struct{}
+	// refuse, while set, is a text whose messages Deliver does not take
+	// (as Mother does not when she cannot store them); refused counts
+	// them, and ready is the NotStoredError's channel.
+	refuse  string
+	refused int
+	ready   chan struct{}
 }
 
-func (i *inbox) Deliver(_ context.Context, _ string, msg chat.ChannelMessage, late bool) {
+func (i *inbox) Deliver(_ context.Context, _ string, msg chat.ChannelMessage, late bool) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if i.refuse != "" && strings.Contains(msg.Text, i.refuse) {
+		i.refused++
+		return &chat.NotStoredError{Err: fmt.Errorf("write log.jsonl: no space left on device"), Ready: i.ready}
+	}
 	i.got = append(i.got, Delivery{Msg: msg, Late: late})
 	close(i.changed)
 	i.changed = make(chan struct{})
+	return nil
+}
+
+func (i *inbox) refusals() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.refused
 }
 
 func (i *inbox) Stop(context.Context, string, string, string) {}
@@ -511,6 +541,64 @@ func checkStop(t *testing.T, h Harness) {
 	if _, n := find(in.all(), "anyone?"); n != 0 {
 		t.Errorf("a message was delivered after Stop")
 	}
+}
+
+func checkNotStored(t *testing.T, h Harness) {
+	p, in := started(t, h)
+	p.Send(t, Incoming{Channel: p.Channel(), Text: "first, taken", Mention: true})
+	in.wait(t, "the first message", withText("first, taken"))
+	in.mu.Lock()
+	in.refuse, in.ready = "held while the disk is full", make(chan struct{})
+	ready := in.ready
+	in.mu.Unlock()
+	p.Send(t, Incoming{Channel: p.Channel(), Text: "held while the disk is full", Mention: true})
+	deadline := time.Now().Add(10 * time.Second)
+	for in.refusals() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the adapter never delivered the message")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Send(t, Incoming{Channel: p.Channel(), Text: "sent after it", Mention: true})
+	// Held: not delivered, nor the one after it, nor confirmed.
+	time.Sleep(300 * time.Millisecond)
+	if _, n := find(in.all(), "sent after it"); n != 0 {
+		t.Errorf("the message sent after the one Mother could not store was delivered before it")
+	}
+	if c, ok := p.(Confirmer); ok && c.Confirmed(t, "held while the disk is full") {
+		t.Errorf("the platform holds the message Mother could not store as handled")
+	}
+	in.mu.Lock()
+	in.refuse = ""
+	in.mu.Unlock()
+	close(ready)
+	got := in.wait(t, "the held message and the next", func(ds []Delivery) bool {
+		return withText("held while the disk is full")(ds) && withText("sent after it")(ds)
+	})
+	var order []string
+	for _, d := range got {
+		order = append(order, d.Msg.Text)
+	}
+	_, held := find(got, "held while the disk is full")
+	_, after := find(got, "sent after it")
+	if held != 1 || after != 1 {
+		t.Errorf("delivered %q; want the held message and the next once each", order)
+	}
+	for i, text := range order {
+		if strings.Contains(text, "sent after it") && (i == 0 || !strings.Contains(order[i-1], "held while the disk is full")) {
+			t.Errorf("delivered %q; want the held message first", order)
+		}
+	}
+	if c, ok := p.(Confirmer); ok {
+		deadline := time.Now().Add(10 * time.Second)
+		for !c.Confirmed(t, "sent after it") {
+			if time.Now().After(deadline) {
+				t.Fatal("the messages delivered were never confirmed to the platform")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("refused %d time(s) before the disk came back", in.refusals())
 }
 
 // question is what checkChoices and checkClickReplies ask.

@@ -105,6 +105,23 @@ func (s *Seen) Add(id string) bool {
 	return true
 }
 
+// Forget removes id, so that it counts as new again (a message Mother
+// could not store, to be delivered again).
+func (s *Seen) Forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.set[id]; !ok {
+		return
+	}
+	delete(s.set, id)
+	for i, o := range s.order {
+		if o == id {
+			s.order = append(s.order[:i], s.order[i+1:]...)
+			break
+		}
+	}
+}
+
 // Backoff yields growing waits between reconnect attempts: Min, doubling
 // up to Max, each with up to 20% random jitter added.
 type Backoff struct {
