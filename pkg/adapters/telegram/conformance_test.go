@@ -175,3 +175,11 @@ func TestConformance(t *testing.T) {
 		chattest.ClickReplies: "no choice buttons yet (see choices)",
 	}})
 }
+
+// Admin and DirectMessages implement chattest.DMReader: a private chat's
+// id is its user's.
+func (p *platform) Admin() string { return strconv.FormatInt(mario.ID, 10) }
+
+func (p *platform) DirectMessages(t *testing.T, userID string) []string {
+	return p.Answers(t, userID)
+}

@@ -198,9 +198,10 @@ type Adapter struct {
 }
 
 var (
-	_ chat.Adapter        = (*Adapter)(nil)
-	_ chat.Uploader       = (*Adapter)(nil)
-	_ chat.StatusReporter = (*Adapter)(nil)
+	_ chat.Adapter         = (*Adapter)(nil)
+	_ chat.Uploader        = (*Adapter)(nil)
+	_ chat.StatusReporter  = (*Adapter)(nil)
+	_ chat.DirectMessenger = (*Adapter)(nil)
 )
 
 // New builds a Telegram adapter from its configuration. It does not touch

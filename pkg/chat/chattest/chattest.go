@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +67,10 @@ const (
 	// platform confirms what the adapter handled (Telegram's update
 	// offset; Confirmer), the message is not confirmed meanwhile.
 	NotStored Capability = "not-stored"
+	// DirectMessages: DirectMessage (chat.DirectMessenger) reaches one
+	// user privately, not the shared channel (how Mother tells the admins
+	// of a full disk).
+	DirectMessages Capability = "direct-messages"
 )
 
 // Harness is one adapter under test.
@@ -158,6 +163,13 @@ type Confirmer interface {
 	Confirmed(t *testing.T, text string) bool
 }
 
+// DMReader is a Platform that names a user the adapter may write to
+// directly and lists what that user got from Mother in private.
+type DMReader interface {
+	Admin() string
+	DirectMessages(t *testing.T, userID string) []string
+}
+
 // Whispers is a Platform that lists what was shown to single users
 // (ephemeral messages) in a channel.
 type Whispers interface {
@@ -182,6 +194,7 @@ func Run(t *testing.T, h Harness) {
 		{Choices, checkChoices},
 		{ClickReplies, checkClickReplies},
 		{NotStored, checkNotStored},
+		{DirectMessages, checkDirectMessages},
 	}
 	for _, c := range checks {
 		// A capability the adapter declares lacking is no claim: it is
@@ -599,6 +612,35 @@ func checkNotStored(t *testing.T, h Harness) {
 		}
 	}
 	t.Logf("refused %d time(s) before the disk came back", in.refusals())
+}
+
+func checkDirectMessages(t *testing.T, h Harness) {
+	p, _ := started(t, h)
+	dm, ok := p.Adapter().(chat.DirectMessenger)
+	if !ok {
+		t.Fatalf("the adapter is no chat.DirectMessenger; declare %s lacking", DirectMessages)
+	}
+	r := need[DMReader](t, p, DirectMessages)
+	const text = "disk full: I cannot write /data (a test)"
+	if err := dm.DirectMessage(t.Context(), r.Admin(), text); err != nil {
+		t.Fatalf("DirectMessage: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := r.DirectMessages(t, r.Admin())
+		if slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, text) }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the user's direct messages are %q; want the one sent", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, a := range p.Answers(t, p.Channel()) {
+		if strings.Contains(a, text) {
+			t.Errorf("the direct message was posted in the shared channel too")
+		}
+	}
 }
 
 // question is what checkChoices and checkClickReplies ask.

@@ -660,6 +660,8 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request, path string) int {
 			return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Unknown Guild", "code": 10004})
 		}
 		return s.listMembers(w)
+	case path == "/users/@me/channels" && r.Method == http.MethodPost:
+		return s.openDM(w, r)
 	case len(parts) == 2 && parts[0] == "channels" && r.Method == http.MethodGet:
 		c, ok := s.Channel(parts[1])
 		if !ok {
@@ -695,6 +697,49 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request, path string) int {
 		return s.followup(w, r, parts[1], parts[2])
 	}
 	return notFound(w)
+}
+
+// openDM answers POST /users/@me/channels (Create DM): the DM channel
+// with the recipient, made if there is none yet. Only a member of the
+// guild can be written to (as a bot sharing no guild with a user cannot).
+func (s *Server) openDM(w http.ResponseWriter, r *http.Request) int {
+	var body struct {
+		RecipientID string `json:"recipient_id"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.RecipientID == "" {
+		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body", "code": 50035})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var to *User
+	for i := range s.members {
+		if s.members[i].ID == body.RecipientID {
+			to = &s.members[i]
+		}
+	}
+	if to == nil {
+		return writeJSON(w, http.StatusForbidden, map[string]any{"message": "Cannot send messages to this user", "code": 50007})
+	}
+	for _, c := range s.channels {
+		if c.Type == 1 && len(c.Recipients) == 1 && c.Recipients[0].ID == to.ID {
+			return writeJSON(w, http.StatusOK, c)
+		}
+	}
+	c := &Channel{ID: s.newIDLocked(), Type: 1, Recipients: []User{*to}}
+	s.channels[c.ID] = c
+	return writeJSON(w, http.StatusOK, c)
+}
+
+// DMWith is the DM channel with user id, if one was opened.
+func (s *Server) DMWith(userID string) (Channel, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.channels {
+		if c.Type == 1 && len(c.Recipients) == 1 && c.Recipients[0].ID == userID {
+			return *c, true
+		}
+	}
+	return Channel{}, false
 }
 
 // listMembers answers GET /guilds/{id}/members: the bot and the members,

@@ -392,6 +392,18 @@ func (s *Server) newTSLocked() string {
 	return fmt.Sprintf("%d.%06d", now/1e6, now%1e6)
 }
 
+// IMWith is the id of the IM with user, if there is one.
+func (s *Server) IMWith(user string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.channels {
+		if c.IsIM && c.User == user {
+			return c.ID, true
+		}
+	}
+	return "", false
+}
+
 // AddChannel adds a conversation.
 func (s *Server) AddChannel(c Channel) {
 	s.mu.Lock()
@@ -733,6 +745,26 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) int 
 			return reply(w, map[string]any{"channel": c})
 		}
 		return fail(w, "channel_not_found")
+	case "conversations.open":
+		// The DM with one user: the IM there is, or a new one.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		user := f("users")
+		known := false
+		for _, u := range s.users {
+			known = known || u.ID == user
+		}
+		if !known || strings.Contains(user, ",") {
+			return fail(w, "user_not_found")
+		}
+		for _, c := range s.channels {
+			if c.IsIM && c.User == user {
+				return reply(w, map[string]any{"channel": map[string]any{"id": c.ID}, "already_open": true})
+			}
+		}
+		c := &Channel{ID: "D" + user, IsIM: true, IsMember: true, User: user}
+		s.channels[c.ID] = c
+		return reply(w, map[string]any{"channel": map[string]any{"id": c.ID}})
 	case "conversations.history":
 		return s.history(w, f("channel"), f("oldest"), "")
 	case "conversations.replies":
