@@ -433,6 +433,9 @@ func TestWebhookNotStored(t *testing.T) {
 	if _, _, n := in.byText("while the disk is full"); n != 1 {
 		t.Errorf("delivered %d times, want once", n)
 	}
+	for deadline := time.Now().Add(5 * time.Second); fake.Confirmed() < id && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	in.mu.Lock()
 	refused := 3 - in.refuse
 	in.mu.Unlock()
