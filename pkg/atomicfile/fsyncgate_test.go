@@ -85,14 +85,13 @@ func TestWriteFailuresAreReported(t *testing.T) {
 	path := filepath.Join(dir, "missing", "f")
 	var mu sync.Mutex
 	var heard []string
-	fsync.OnFailure(func(p string, err error) {
+	defer fsync.OnFailure(func(p string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if p == path {
 			heard = append(heard, err.Error())
 		}
-	})
-	defer fsync.OnFailure(nil)
+	})()
 	if err := WriteFile(path, []byte("x"), 0o600); err == nil {
 		t.Fatal("WriteFile into a missing directory succeeded")
 	}

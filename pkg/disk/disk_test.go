@@ -186,12 +186,11 @@ func TestFailingProbeKeepsTheCondition(t *testing.T) {
 		return nil
 	})()
 	// The daemon hears fsync failures through the hook.
-	fsync.OnFailure(func(p string, err error) {
+	defer fsync.OnFailure(func(p string, err error) {
 		if strings.HasPrefix(p, dir) {
 			m.Report(p, err)
 		}
-	})
-	defer fsync.OnFailure(nil)
+	})()
 	m.Report(filepath.Join(dir, "f"), syscall.ENOSPC)
 	for range 3 {
 		clk.Advance(ProbeEvery)

@@ -147,54 +147,46 @@ func CountOf(kind string) uint64 { return counter(kind).Load() }
 
 // ---- failures ----
 
-var onFailure atomic.Pointer[func(path string, err error)]
+var (
+	hookMu sync.Mutex
+	hooks  atomic.Pointer[[]*func(path string, err error)]
+)
 
-// OnFailure makes fn hear every failure Report is told of (nil: none).
-// The daemon sets it once, to its disk monitor; fn must not block.
-func OnFailure(fn func(path string, err error)) {
-	if fn == nil {
-		onFailure.Store(nil)
-		return
-	}
-	onFailure.Store(&fn)
+// OnFailure makes fn hear every failure Report is told of, until remove
+// is called. The daemon sets one, its disk monitor's; fn must not block.
+func OnFailure(fn func(path string, err error)) (remove func()) {
+	return addTo(&hooks, fn)
 }
 
-// Report tells the OnFailure hook that writing or syncing path failed
+// Report tells the OnFailure hooks that writing or syncing path failed
 // with err. File reports its own failures; writers report failed writes.
 func Report(path string, err error) {
 	if err == nil {
 		return
 	}
-	if fn := onFailure.Load(); fn != nil {
-		(*fn)(path, err)
+	if list := hooks.Load(); list != nil {
+		for _, fn := range *list {
+			(*fn)(path, err)
+		}
 	}
 }
 
-// faults are the injected fsync failures (tests only).
-var (
-	faultMu sync.Mutex
-	faults  atomic.Pointer[[]*func(path string) error]
-)
-
-// InjectFault makes File fail, without calling fsync(2), for every file
-// fn returns an error for, until remove is called: for tests, which
-// should match only their own paths (tests run in parallel). The error is
-// returned (and reported) as the fsync's.
-func InjectFault(fn func(path string) error) (remove func()) {
+// addTo adds fn to the list (copy on write) and returns its removal.
+func addTo[F any](list *atomic.Pointer[[]*F], fn F) (remove func()) {
 	p := &fn
-	faultMu.Lock()
-	defer faultMu.Unlock()
-	var list []*func(path string) error
-	if cur := faults.Load(); cur != nil {
-		list = append(list, *cur...)
+	hookMu.Lock()
+	defer hookMu.Unlock()
+	var next []*F
+	if cur := list.Load(); cur != nil {
+		next = append(next, *cur...)
 	}
-	list = append(list, p)
-	faults.Store(&list)
+	next = append(next, p)
+	list.Store(&next)
 	return func() {
-		faultMu.Lock()
-		defer faultMu.Unlock()
-		var keep []*func(path string) error
-		if cur := faults.Load(); cur != nil {
+		hookMu.Lock()
+		defer hookMu.Unlock()
+		var keep []*F
+		if cur := list.Load(); cur != nil {
 			for _, q := range *cur {
 				if q != p {
 					keep = append(keep, q)
@@ -202,11 +194,22 @@ func InjectFault(fn func(path string) error) (remove func()) {
 			}
 		}
 		if len(keep) == 0 {
-			faults.Store(nil)
+			list.Store(nil)
 			return
 		}
-		faults.Store(&keep)
+		list.Store(&keep)
 	}
+}
+
+// faults are the injected fsync failures (tests only).
+var faults atomic.Pointer[[]*func(path string) error]
+
+// InjectFault makes File fail, without calling fsync(2), for every file
+// fn returns an error for, until remove is called: for tests, which
+// should match only their own paths (tests run in parallel). The error is
+// returned (and reported) as the fsync's.
+func InjectFault(fn func(path string) error) (remove func()) {
+	return addTo(&faults, fn)
 }
 
 func injected(path string) error {

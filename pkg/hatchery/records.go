@@ -81,7 +81,9 @@ func (h *Hatchery) loadRecords() error {
 		h.chicks[id] = c
 	}
 	if err := atomicfile.WriteFile(path, buf, 0o600); err != nil {
-		return fmt.Errorf("hatchery: compact records: %w", err)
+		// The file keeps what it had (more lines, the same last word on
+		// each chick): a full disk is no reason to stay down.
+		h.logger.Warn("chicks.jsonl not compacted; kept as it is", "err", err)
 	}
 	j, torn, err := jsonl.OpenWith(path, jsonl.Options{Sync: true, Kind: fsync.KindChicks})
 	if err != nil {
