@@ -3,6 +3,7 @@ package mother
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -176,4 +177,43 @@ func TestChatterNotStoredTellsNobody(t *testing.T) {
 	if posts := h.ad.of("post"); len(posts) != 0 {
 		t.Errorf("chatter not stored made Mother post %q", texts(posts))
 	}
+}
+
+// TestMarkerRewrittenAfterAFailedFsync: when the in-flight marker's fsync
+// fails (and the kernel dropped what it held), it is not fsynced again as
+// it is: it is written again, whole, from the state Mother holds, and
+// then fsynced.
+func TestMarkerRewrittenAfterAFailedFsync(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	h := newHarness(t, withTools(block))
+	marker := filepath.Join(h.data, "state", "inflight", "rec", "C1.json")
+	var fsyncs, failed atomic.Int32
+	defer fsync.InjectFault(func(p string) error {
+		if p != marker {
+			return nil
+		}
+		fsyncs.Add(1)
+		if failed.CompareAndSwap(0, 1) {
+			// The page it could not write is gone: the file is empty.
+			if err := os.Truncate(p, 0); err != nil {
+				t.Error(err)
+			}
+			return syscall.EIO
+		}
+		return nil
+	})()
+	h.say("C1", "please block", false, mention)
+	block.waitStarted(t)
+	waitFor(t, "a second fsync of the marker", func() bool { return fsyncs.Load() >= 2 })
+	b, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f inflightFile
+	if err := json.Unmarshal(bytes.TrimSpace(b), &f); err != nil || f.Running == nil || f.Running.Trigger == nil || f.Running.Trigger.Text != "please block" {
+		t.Fatalf("marker after the failed fsync = %q (%v); want the running job, written again", b, err)
+	}
+	block.release <- struct{}{}
+	h.idle()
 }

@@ -124,8 +124,12 @@ type channelState struct {
 	persistMu sync.Mutex
 	written   uint64
 	// markerFlush is the pending fsync of the in-flight marker (guarded
-	// by persistMu; see persist).
-	markerFlush clock.Timer
+	// by persistMu; see persist). markerData is the marker last written;
+	// markerRewrite: its write or fsync failed, so it is written again,
+	// whole, before the next fsync (armMarkerFlush).
+	markerFlush   clock.Timer
+	markerData    []byte
+	markerRewrite bool
 	// marker: the channel's in-flight marker file is there (guarded by
 	// persistMu). An idle channel's marker is kept, saying it is idle, for
 	// its next message: rewritten in place, not removed and made again.
