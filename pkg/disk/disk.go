@@ -92,7 +92,8 @@ type Event struct {
 	Kind EventKind
 	// Status is the condition (for Cleared: the one that ended).
 	Status Status
-	// Lasted is how long the episode lasted (Cleared only).
+	// Lasted is how long the episode lasted, from its first failure to
+	// the probe that ended it (Cleared only).
 	Lasted time.Duration
 }
 
@@ -320,14 +321,15 @@ func (m *Monitor) runProbe() {
 		m.st = Status{Condition: OK}
 		close(m.ok)
 		if m.episode && m.settling == nil {
-			m.settling = m.clock.AfterFunc(m.settle, func() { m.settled(ended) })
+			lasted := m.clock.Now().Sub(m.episodeSince)
+			m.settling = m.clock.AfterFunc(m.settle, func() { m.settled(ended, lasted) })
 		}
 	}
 }
 
 // settled tells watchers the episode is over, the disk having been fine
 // for Settle.
-func (m *Monitor) settled(ended Status) {
+func (m *Monitor) settled(ended Status, lasted time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.settling = nil
@@ -335,7 +337,7 @@ func (m *Monitor) settled(ended Status) {
 		return
 	}
 	m.episode = false
-	ev := Event{Kind: Cleared, Status: ended, Lasted: clock.Since(m.clock, m.episodeSince)}
+	ev := Event{Kind: Cleared, Status: ended, Lasted: lasted}
 	m.logger.Warn(ev.Message(m.dir), "was", ended.Condition)
 	m.emitLocked(ev)
 }

@@ -40,6 +40,11 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	if strings.TrimSpace(req.Goal) == "" {
 		return Info{}, errors.New("spawn chick: empty goal")
 	}
+	if h.disk != nil {
+		if err := h.disk(); err != nil {
+			return Info{}, fmt.Errorf("spawn chick: %w: %w", ErrDisk, err)
+		}
+	}
 	tier := req.Tier
 	if tier == "" {
 		tier = h.cfg.DefaultTier
@@ -53,11 +58,6 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	}
 	if err := h.noImageError(ctx, tier); err != nil {
 		return Info{}, err
-	}
-	if h.disk != nil {
-		if err := h.disk(); err != nil {
-			return Info{}, fmt.Errorf("spawn chick: %w: %w", ErrDisk, err)
-		}
 	}
 	user := Requester(req.Adapter, req.StartedBy)
 	if um, ok := h.meter.(UserMeter); ok && user != "" {

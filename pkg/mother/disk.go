@@ -19,8 +19,9 @@ const maxUnstored = 1024
 // channel is told once per disk episode when the message called for an
 // answer (answer), so its sender knows why none comes yet; and the
 // adapter gets a chat.NotStoredError: it must not acknowledge the message
-// and delivers it again once the disk can be written (Ready).
-func (m *Mother) notStored(ctx context.Context, a chat.Adapter, msg chat.ChannelMessage, lg *slog.Logger, err error, answer bool) error {
+// and delivers it again once the disk can be written (Ready). cut: the
+// line was written, a run begun for it, and its fsync failed.
+func (m *Mother) notStored(ctx context.Context, a chat.Adapter, msg chat.ChannelMessage, lg *slog.Logger, err error, answer, cut bool) error {
 	lg.Error("message not stored; not acknowledging it, the adapter delivers it again", "err", err)
 	var ready <-chan struct{}
 	if m.disk != nil {
@@ -33,7 +34,7 @@ func (m *Mother) notStored(ctx context.Context, a chat.Adapter, msg chat.Channel
 	// goes to disk) and synced it into the context before the line was
 	// cut away: when it comes again, it is answered whatever the context
 	// says (see load).
-	if len(m.unstored) < maxUnstored {
+	if cut && len(m.unstored) < maxUnstored {
 		m.unstored[qid+"/"+msg.ID] = true
 	}
 	tell := answer && !m.diskTold[qid]

@@ -177,7 +177,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	addressed := Addressed(a.SelfID(), msg)
 	ch, err := m.store.Channel(adapterName, msg.ChannelID)
 	if err != nil {
-		return m.notStored(ctx, a, msg, lg, fmt.Errorf("open channel store: %w", err), addressed && !msg.Sender.IsBot)
+		return m.notStored(ctx, a, msg, lg, fmt.Errorf("open channel store: %w", err), addressed && !msg.Sender.IsBot, false)
 	}
 	if msg.ID == "" {
 		msg.ID = m.newID()
@@ -231,7 +231,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 			m.unreserve(cs)
 		}
 		unlock()
-		return m.notStored(ctx, a, msg, lg, err, answer)
+		return m.notStored(ctx, a, msg, lg, err, answer, false)
 	}
 	if m.crashed("logged") {
 		return nil
@@ -282,7 +282,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 			// The run queued for it sees the failure and ends without a
 			// word (see pendingSync); the adapter delivers the message
 			// again.
-			return m.notStored(ctx, a, msg, lg, err, true)
+			return m.notStored(ctx, a, msg, lg, err, true, true)
 		}
 	}
 	if qerr != nil {
