@@ -486,6 +486,13 @@ func toolResults(r ollamatest.Request) []string {
 	return out
 }
 
+// spawner's answers to a request that names goals: after spawning, and
+// after a resumed run found a chick on every goal already.
+const (
+	startedAnswer = "Started."
+	onItAnswer    = "A chick is already on it."
+)
+
 // spawner is Mother's model for the chick scenarios: a message naming
 // goals ("do job-1 job-2") spawns a chick per goal; after the spawn she
 // says so; anything else she answers herself. After a restart cut her run
@@ -540,9 +547,9 @@ func spawner(prefixes ...string) func(r ollamatest.Request) (ollamatest.Turn, bo
 				if len(missing) > 0 {
 					return spawn(missing), true
 				}
-				return ollamatest.Turn{Text: "A chick is already on it."}, true
+				return ollamatest.Turn{Text: onItAnswer}, true
 			}
-			return ollamatest.Turn{Text: "Started."}, true
+			return ollamatest.Turn{Text: startedAnswer}, true
 		}
 		gs := goals(msg)
 		if len(gs) == 0 {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,8 +54,11 @@ func readLogFile(t *testing.T, data string) []byte {
 // 20 times (SOAK_KILLS), restarting her on the same data directory each
 // time. After each restart: every JSONL line of the store parses, every
 // log line written before the kill is still there, every chick ended
-// (resumed and finished, or reaped) with no container left, the user was
-// told how each chick ended, and every logged message was answered.
+// (resumed and finished, or reaped) with no container left, no goal was
+// started as a second chick, every goal was done, the user was told how
+// each chick ended and told once, and every request was answered once,
+// by a real answer (no error, no "Lost"). Each is a test failure, not
+// only a figure.
 func TestSoakMotherSIGKILL(t *testing.T) {
 	api := docker(t)
 	rounds := envInt("SOAK_KILLS", 20)
@@ -78,13 +82,17 @@ func TestSoakMotherSIGKILL(t *testing.T) {
 
 	atKill := map[string]int{}  // what the chick was doing when Mother died
 	outcome := map[string]int{} // how it ended
-	var told, toldTwice, repaired, resumedRuns, duplicates, goalsDone int
+	var told, toldTwice, repaired, resumedRuns, duplicates, goalsDone, answeredOnce int
 	var minKill, maxKill time.Duration = time.Hour, 0
 	var storeLines int
 	for i := range rounds {
 		goal := fmt.Sprintf("iteration-%d", i)
 		prev := records(t, data)
 		a := startMother(t, data, true)
+		// Her CLI reads stdin from here on: a request written earlier
+		// could die unread in the pipe with her, which is no fault of
+		// hers and would leave nothing to check.
+		a.waitErr(t, "mother ready", 30*time.Second)
 		a.say(t, "please work on "+goal)
 		kill := time.Duration(rng.Int64N(int64(4 * time.Second)))
 		minKill, maxKill = min(minKill, kill), max(maxKill, kill)
@@ -126,14 +134,19 @@ func TestSoakMotherSIGKILL(t *testing.T) {
 				mine = append(mine, r)
 			}
 		}
+		sort.Slice(mine, func(x, y int) bool { return mine[x].CreatedAt.Before(mine[y].CreatedAt) })
 		if len(mine) > 1 {
 			duplicates += len(mine) - 1
+			t.Errorf("round %d: goal %s was started %d times (%s): a resumed run started a chick for a goal that already had one", i, goal, len(mine), chickStates(mine))
 		}
+		done := false
 		for _, r := range mine {
-			if r.Reason == hatchery.ReasonDone {
-				goalsDone++
-				break
-			}
+			done = done || r.Reason == hatchery.ReasonDone
+		}
+		if done {
+			goalsDone++
+		} else {
+			t.Errorf("round %d: goal %s was not done after the restart (killed %s in, chick %s at the kill; its chicks: %s)", i, goal, kill.Round(time.Millisecond), state, chickStates(mine))
 		}
 		for _, r := range mine {
 			if !r.State.Final() {
@@ -141,11 +154,16 @@ func TestSoakMotherSIGKILL(t *testing.T) {
 				continue
 			}
 			outcome[string(r.Reason)]++
-			if n := strings.Count(a.stdout.String()+b.stdout.String(), "(chick "+r.ID+" · "); n > 0 {
-				told++
-				toldTwice += min(n-1, 1)
-			} else {
+			n := strings.Count(a.stdout.String()+b.stdout.String(), "(chick "+r.ID+" · ")
+			switch {
+			case n == 0:
 				t.Errorf("round %d: the user was never told how chick %s ended (%s: %s)\nbefore the kill:\n%s\nafter:\n%s", i, r.ID, r.Reason, r.Outcome, a.stdout.String(), b.stdout.String())
+			case n > 1:
+				told++
+				toldTwice++
+				t.Errorf("round %d: the user was told %d times how chick %s ended (killed %s in, chick %s at the kill)\nbefore the kill:\n%s\nafter:\n%s", i, n, r.ID, kill.Round(time.Millisecond), state, a.stdout.String(), b.stdout.String())
+			default:
+				told++
 			}
 		}
 		if n := len(containers(t, api, data)); n != 0 {
@@ -159,25 +177,54 @@ func TestSoakMotherSIGKILL(t *testing.T) {
 				msgs = append(msgs, m)
 			}
 		}
-		for j, m := range msgs {
+		requests := 0
+		for _, m := range msgs {
 			if m.Text != "please work on "+goal {
 				continue
 			}
-			answered := false
-			for _, later := range msgs[j+1:] {
-				if later.Sender.ID == "mother" {
-					answered = true
+			requests++
+			var answers []string
+			for _, later := range msgs {
+				if later.Sender.ID == "mother" && later.ReplyTo == m.ID {
+					answers = append(answers, later.Text)
 				}
 			}
-			if !answered {
-				t.Errorf("round %d: %q was logged but never answered", i, m.Text)
+			switch {
+			case len(answers) != 1:
+				t.Errorf("round %d: %q was answered %d times, want once: %q", i, m.Text, len(answers), answers)
+			case !realAnswer(answers[0]):
+				t.Errorf("round %d: %q was answered by %q, not by her answer (%q or %q)", i, m.Text, answers[0], startedAnswer, onItAnswer)
+			default:
+				answeredOnce++
 			}
+		}
+		if requests != 1 {
+			t.Errorf("round %d: the request is logged %d times, want once", i, requests)
 		}
 	}
 	figure(t, "%d SIGKILLs at random points %s to %s after the request (seed %d)", rounds, minKill.Round(time.Millisecond), maxKill.Round(time.Millisecond), seed)
 	figure(t, "chick state at the kill: %s", counts(atKill))
-	figure(t, "after the restart: %s; the user told of %d of %d chick endings (%d of them twice); %d of Mother's own runs resumed; %d duplicate chicks; %d of %d goals done", counts(outcome), told, total(outcome), toldTwice, resumedRuns, duplicates, goalsDone, rounds)
+	figure(t, "after the restart: %s; the user told of %d of %d chick endings (%d of them twice); %d of %d requests answered once by her answer; %d of Mother's own runs resumed; %d duplicate chicks; %d of %d goals done", counts(outcome), told, total(outcome), toldTwice, answeredOnce, rounds, resumedRuns, duplicates, goalsDone, rounds)
 	figure(t, "store: %d JSONL lines, all parse; torn tails repaired at start in %d restarts; no log line lost; 0 containers left", storeLines, repaired)
+}
+
+// realAnswer reports whether text is Mother's answer to a request of this
+// scenario (what spawner's model says, after a late or resumed run's
+// note), not an error, a notice or a "Lost".
+func realAnswer(text string) bool {
+	return strings.HasSuffix(text, startedAnswer) || strings.HasSuffix(text, onItAnswer)
+}
+
+// chickStates lists chicks as "id state (reason)".
+func chickStates(rs []hatchery.Record) string {
+	if len(rs) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", r.ID, r.State, r.Reason))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func counts(m map[string]int) string {

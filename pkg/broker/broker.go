@@ -251,7 +251,7 @@ func New(opts Options) (*Broker, error) {
 		resChick: map[string]int64{}, resChannel: map[string]int64{}, resTier: map[string]int64{}, resUser: map[string]int64{}, inFlight: map[string]int{},
 		pending: map[string]Entry{},
 	}
-	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(b.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b.mu.Lock()

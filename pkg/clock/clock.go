@@ -217,6 +217,16 @@ func (c *Fake) AdvanceTo(t time.Time) {
 	}
 }
 
+// Stall moves the clock forward by d without firing the timers that fall
+// due meanwhile: they fire at the next Advance, late, with Now the stalled
+// time, as the timers of a process that was not running (a loaded
+// machine, a long GC pause, a suspended process) fire once it runs again.
+func (c *Fake) Stall(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(max(d, 0))
+}
+
 // Pending is the number of timers not yet fired or stopped.
 func (c *Fake) Pending() int {
 	c.mu.Lock()

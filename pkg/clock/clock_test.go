@@ -47,6 +47,31 @@ func TestFakeFiresInOrder(t *testing.T) {
 	}
 }
 
+// TestFakeStall: a stall moves the time on without firing what falls due;
+// the next Advance fires it once, late (Now is the stalled time), and a
+// ticker's next tick comes a period after that late one.
+func TestFakeStall(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := NewFake(start)
+	var at []time.Duration
+	var tick func()
+	tick = func() {
+		at = append(at, c.Now().Sub(start))
+		c.AfterFunc(time.Second, tick)
+	}
+	c.AfterFunc(time.Second, tick)
+	c.Stall(5 * time.Second)
+	if len(at) != 0 || c.Now().Sub(start) != 5*time.Second {
+		t.Fatalf("during the stall: fired at %v, Now = +%v; want nothing fired, +5s", at, c.Now().Sub(start))
+	}
+	c.Advance(0)
+	c.Advance(time.Second)
+	if len(at) != 2 || at[0] != 5*time.Second || at[1] != 6*time.Second {
+		t.Errorf("after the stall: fired at %v, want once late (+5s), then +6s", at)
+	}
+}
+
 func join(s []string) string {
 	out := ""
 	for i, v := range s {

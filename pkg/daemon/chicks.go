@@ -210,6 +210,27 @@ func (c *chicks) startReconcile(ctx context.Context) {
 	}()
 }
 
+// waitReconciled waits until the reconcile started by startReconcile has
+// ended (the chicks a previous Mother left are resumed, ended or
+// announced), or ctx ends.
+func (c *chicks) waitReconciled(ctx context.Context) error {
+	if c.reconciled == nil {
+		return nil
+	}
+	select {
+	case <-c.reconciled:
+		return nil
+	default:
+		c.logger.Warn("input ended; waiting for the Docker hosts first: the chicks a previous Mother left may be in flight")
+	}
+	select {
+	case <-c.reconciled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // policyEnds drops a chick's own approvals and byte ledger when it ends.
 type policyEnds struct {
 	hatchery.NopObserver

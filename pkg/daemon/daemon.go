@@ -384,7 +384,15 @@ func runCLI(ctx context.Context, p *parts, stdin io.Reader, stdout io.Writer, lo
 	term.Prompt() // after the ready line
 	select {
 	case <-term.Done():
-		if err := p.m.Idle(ctx); err != nil {
+		// The chicks a previous Mother left running are in flight too,
+		// but Idle sees them only once the reconcile in the background
+		// has resumed them: without this wait, stdin ending right after
+		// the start (a script, a pipe) exited under them.
+		err := p.ch.waitReconciled(ctx)
+		if err == nil {
+			err = p.m.Idle(ctx)
+		}
+		if err != nil {
 			logger.Warn("interrupted before the work in flight finished")
 		}
 	case <-ctx.Done():

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/wire"
 )
 
@@ -42,7 +43,7 @@ func LoadSecret(dir string) (Secret, error) {
 	if _, err := rand.Read(b); err != nil {
 		return Secret{}, fmt.Errorf("gate secret: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(dir, 0o700); err != nil {
 		return Secret{}, fmt.Errorf("gate secret: %w", err)
 	}
 	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // StateFile is where approvals are kept, in the state directory
@@ -396,7 +397,7 @@ func (p *Policy) commitLocked(next state) error {
 		if err != nil {
 			return fmt.Errorf("save egress approvals: %w", err)
 		}
-		if err := os.MkdirAll(filepath.Dir(p.path), 0o700); err != nil {
+		if err := fsync.MkdirAll(filepath.Dir(p.path), 0o700); err != nil {
 			return fmt.Errorf("save egress approvals: %w", err)
 		}
 		if err := atomicfile.WriteFile(p.path, append(b, '\n'), 0o600); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // ErrChannelFull is what a Sink returns (wrapped) when the event's channel
@@ -213,7 +214,7 @@ func New(opts Options) (*Watcher, error) {
 		opts.Metrics = nopMetrics{}
 	}
 	for _, d := range []string{opts.Dir, filepath.Join(opts.StateDir, acceptedDir), filepath.Join(opts.StateDir, rejectedDir), filepath.Join(opts.StateDir, expiredDir)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := fsync.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("events: create %s: %w", d, err)
 		}
 	}

@@ -17,14 +17,17 @@
 package fsync
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Kinds of files, for the metric's label. Callers may use others.
@@ -224,3 +227,38 @@ func injected(path string) error {
 	}
 	return nil
 }
+
+// MkdirAll is os.MkdirAll that makes each directory it creates durable:
+// after each mkdir it fsyncs the parent, so a power cut cannot take the
+// new directory's name (and with it every file later made durable in it).
+// Directories that exist are left as they are, unsynced: they were made
+// durable when they were made.
+func MkdirAll(path string, perm os.FileMode) error {
+	path = filepath.Clean(path)
+	if st, err := os.Stat(path); err == nil {
+		if !st.IsDir() {
+			return &os.PathError{Op: "mkdir", Path: path, Err: syscall.ENOTDIR}
+		}
+		return nil
+	}
+	parent := filepath.Dir(path)
+	if parent != path {
+		if err := MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(path, perm); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+				return nil // made meanwhile by someone else, who syncs it
+			}
+		}
+		Report(path, err)
+		return err
+	}
+	return Dir(parent)
+}
+
+// Created makes the name of a file just created in dir durable (an fsync
+// of dir): the file's own fsync does not promise its name.
+func Created(path string) error { return Dir(filepath.Dir(path)) }

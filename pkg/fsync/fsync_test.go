@@ -59,3 +59,28 @@ func TestPauseSetting(t *testing.T) {
 		}
 	}
 }
+
+func TestMkdirAllSyncsEachNewParent(t *testing.T) {
+	root := t.TempDir()
+	before := CountOf(KindDir)
+	if err := MkdirAll(filepath.Join(root, "a", "b", "c"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if n := CountOf(KindDir) - before; n != 3 {
+		t.Errorf("%d directory fsyncs for three new directories, want 3 (each one's parent)", n)
+	}
+	before = CountOf(KindDir)
+	if err := MkdirAll(filepath.Join(root, "a", "b", "c"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if n := CountOf(KindDir) - before; n != 0 {
+		t.Errorf("%d directory fsyncs for directories that exist, want none", n)
+	}
+	f := filepath.Join(root, "file")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirAll(filepath.Join(f, "x"), 0o700); err == nil {
+		t.Error("MkdirAll under a file succeeded")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
@@ -94,7 +95,7 @@ func (h *Hatchery) RecordEgress(id string, e Egress) (Info, error) {
 
 func (h *Hatchery) appendEgressLocked(id string, e Egress) error {
 	dir := filepath.Join(h.dir, id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("chick egress log: %w", err)
 	}
 	j, _, err := jsonl.Open(filepath.Join(dir, egressFile), false)

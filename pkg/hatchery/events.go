@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -47,7 +46,7 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 		return nil
 	}
 	dir := filepath.Join(h.dir, c.rec.ID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("chick events: %w", err)
 	}
 	path := filepath.Join(dir, "events.jsonl")

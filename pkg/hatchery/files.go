@@ -257,7 +257,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 	}
 	relOut := filepath.Join("scratch", "chicks", id, clean)
 	dst := filepath.Join(chDir, relOut)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+	if err := fsync.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return File{}, fmt.Errorf("store file: %w", err)
 	}
 	if err := insideNoLinks(chDir, filepath.Dir(dst)); err != nil {

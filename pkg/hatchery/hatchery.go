@@ -23,12 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/jsonl"
 )
 
@@ -134,8 +134,10 @@ type Hatchery struct {
 	// the queue until the hosts' chicks are known (freeHost).
 	reconciling bool
 	watch       clock.Timer
-	probe       clock.Timer
-	keeps       []clock.Timer
+	// lastTick is when the watchdog last checked the heartbeats.
+	lastTick time.Time
+	probe    clock.Timer
+	keeps    []clock.Timer
 }
 
 type host struct {
@@ -165,6 +167,9 @@ type chick struct {
 	// lastSeen is the last time the chick said anything (in the future
 	// while a startup or reconnect grace runs).
 	lastSeen time.Time
+	// beats is the watchdog's count of the chick's missed heartbeats and
+	// the gaps it measured between them (watchdog.go). Guarded by h.mu.
+	beats beats
 	// evMu serialises the writes to events and guards lastSeq (the
 	// highest sequence number fsynced: the ack) and written once events
 	// is open; it is never taken with h.mu held.
@@ -228,7 +233,7 @@ func New(opts Options) (*Hatchery, error) {
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = 10 * time.Second
 	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("hatchery: %w", err)
 	}
 	inst, err := instanceID(opts.Dir)

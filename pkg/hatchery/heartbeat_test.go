@@ -15,16 +15,17 @@ import (
 	"github.com/mother-chat/mother/pkg/model"
 )
 
-// TestHangSoonAfterFirstContact: the startup grace covers a chick that has
-// not spoken yet; once it has, three missed heartbeats mean hung, even
-// inside what would have been the grace (found by the soak: a chick that
-// froze in its first 30 s was killed only after the grace ran out).
-func TestHangSoonAfterFirstContact(t *testing.T) {
-	t.Parallel()
+// watchedChick spawns a chick (a container that sleeps: it never speaks
+// by itself, the test says when it does with Touch) on a hatchery whose
+// clock is fc, with heartbeats every iv and a startup grace of a minute,
+// and waits until it runs. The watchdog runs on fc: time passes, and
+// heartbeats are missed, only when the test says.
+func watchedChick(t *testing.T, iv time.Duration) (*hatchery.Hatchery, *recorder, *clock.Fake, hatchery.Info) {
+	t.Helper()
 	image := hatcherytest.BuildImage(t)
 	api := hatcherytest.Docker(t)
-	cfg := testConfig(image)
-	cfg.Chicks.HeartbeatInterval = config.Dur(200 * time.Millisecond)
+	cfg := testConfig(image) // kill grace 1s
+	cfg.Chicks.HeartbeatInterval = config.Dur(iv)
 	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
 	if err != nil {
@@ -45,7 +46,16 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 	e := &env{h: h, rec: rec, api: api}
 	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
 	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+	return h, rec, fc, in
+}
 
+// TestHangSoonAfterFirstContact: the startup grace covers a chick that has
+// not spoken yet; once it has, three missed heartbeats mean hung, even
+// inside what would have been the grace (found by the soak: a chick that
+// froze in its first 30 s was killed only after the grace ran out).
+func TestHangSoonAfterFirstContact(t *testing.T) {
+	t.Parallel()
+	h, rec, fc, in := watchedChick(t, 200*time.Millisecond)
 	fc.Advance(2 * time.Second) // silent, but within the startup grace
 	if st := h.State(in.ID); st != hatchery.StateRunning {
 		t.Fatalf("a chick that has not spoken yet was stopped within its startup grace: %s", st)
@@ -53,8 +63,65 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 	h.Touch(in.ID)              // it speaks (joins, sends a heartbeat) ...
 	fc.Advance(2 * time.Second) // ... then goes silent for ten intervals
 	end := rec.wait(t, in.ID, time.Minute)
+	if end.Reason != hatchery.ReasonHung || end.Outcome != "hung: no heartbeat for 600ms" {
+		t.Errorf("ended %s (%s), want hung after three missed heartbeats (600ms): silent for 10 heartbeat intervals after it spoke", end.Reason, end.Outcome)
+	}
+}
+
+// TestMotherStallIsNotAHang: Mother herself does not run for ten heartbeat
+// intervals (a loaded machine, a long GC pause): her watchdog's check
+// comes late, while what the chick sent meanwhile waits in her socket. It
+// counts no missed heartbeat, so the chick, heard right after, runs on
+// (measured from its last sighting, it was taken for hung at once). A
+// chick that stays silent after the stall is still hung three intervals
+// later.
+func TestMotherStallIsNotAHang(t *testing.T) {
+	t.Parallel()
+	iv := 200 * time.Millisecond
+	h, rec, fc, in := watchedChick(t, iv)
+	for range 5 {
+		h.Touch(in.ID)
+		fc.Advance(iv)
+	}
+	fc.Stall(10 * iv) // Mother does not run
+	fc.Advance(0)     // her watchdog's late check
+	h.Touch(in.ID)    // then she reads the heartbeats that waited
+	for range 5 {
+		fc.Advance(iv)
+		h.Touch(in.ID)
+	}
+	if st := h.State(in.ID); st != hatchery.StateRunning {
+		t.Fatalf("after Mother stalled for 10 intervals, a chick heard as soon as she ran again is %s, want running", st)
+	}
+	fc.Stall(10 * iv)
+	fc.Advance(0)
+	fc.Advance(4 * iv) // silent after this stall: three checks on time
+	end := rec.wait(t, in.ID, time.Minute)
 	if end.Reason != hatchery.ReasonHung {
-		t.Errorf("ended %s (%s), want hung: silent for 10 heartbeat intervals after it spoke", end.Reason, end.Outcome)
+		t.Errorf("ended %s (%s), want hung: silent for three intervals after Mother's stall", end.Reason, end.Outcome)
+	}
+}
+
+// TestSlowHeartbeatsAreNotAHang: a chick whose heartbeats arrive later and
+// later (a loaded machine, big events in their way) is not taken for hung
+// when they come 3.5 intervals apart: the threshold follows the gaps
+// measured. Once it stops, it is hung after three of its own gaps.
+func TestSlowHeartbeatsAreNotAHang(t *testing.T) {
+	t.Parallel()
+	iv := 200 * time.Millisecond
+	h, rec, fc, in := watchedChick(t, iv)
+	h.Touch(in.ID)
+	for _, gap := range []float64{2, 2, 3, 3.5, 3.5, 3.5, 3.5, 3.5} {
+		fc.Advance(time.Duration(gap * float64(iv)))
+		if st := h.State(in.ID); st != hatchery.StateRunning {
+			t.Fatalf("a chick heard every %.1f intervals is %s, want running", gap, st)
+		}
+		h.Touch(in.ID)
+	}
+	fc.Advance(20 * iv)
+	end := rec.wait(t, in.ID, time.Minute)
+	if end.Reason != hatchery.ReasonHung || end.Outcome != "hung: no heartbeat for 2.1s" {
+		t.Errorf("ended %s (%s), want hung after three of its 3.5-interval gaps (2.1s)", end.Reason, end.Outcome)
 	}
 }
 
@@ -63,30 +130,7 @@ func TestHangSoonAfterFirstContact(t *testing.T) {
 // killed after the kill grace if it lingers).
 func TestResultStoredIsNotHung(t *testing.T) {
 	t.Parallel()
-	image := hatcherytest.BuildImage(t)
-	api := hatcherytest.Docker(t)
-	cfg := testConfig(image) // kill grace 1s
-	cfg.Chicks.HeartbeatInterval = config.Dur(200 * time.Millisecond)
-	fc := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
-	hostAPI, err := docker.Dial(config.DockerHost{Name: "local"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := hatchery.New(hatchery.Options{
-		Config: cfg, Dir: t.TempDir(), Command: []string{"sleep", "60"}, StartupGrace: time.Minute, Clock: fc, Logger: testLogger(t),
-		Hosts: []hatchery.Host{{Name: "local", Runtime: docker.New(hostAPI), Capacity: 2, MotherAddress: "127.0.0.1:1"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := newRecorder()
-	h.Subscribe(rec)
-	hatcherytest.RemoveOnCleanup(t, api, h.Instance)
-	t.Cleanup(func() { h.Close() })
-	must(t, h.Reconcile(t.Context()))
-	e := &env{h: h, rec: rec, api: api}
-	in := e.spawn(t, hatchery.SpawnRequest{Files: hatchery.Files{ChannelDir: e.channelDir(t)}})
-	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
+	h, rec, fc, in := watchedChick(t, 200*time.Millisecond)
 	h.Touch(in.ID)
 	must(t, h.Finish(in.ID, hatchery.Result{Text: "all done", StopReason: "done"}))
 	fc.Advance(2 * time.Second) // silent for ten intervals; the kill grace passes

@@ -67,7 +67,9 @@ func (h *Hatchery) Assignment(id string) (Assignment, error) {
 // startup (or reconnect) grace: from then on three missed heartbeats mean
 // hung, however early in its life the chick stops. Callers hold h.mu.
 func (h *Hatchery) heardLocked(c *chick) {
-	c.lastSeen = h.clock.Now()
+	now := h.clock.Now()
+	c.beats.heard(now, c.lastSeen)
+	c.lastSeen = now
 }
 
 // Touch records that chick id is alive (any message counts).

@@ -116,7 +116,17 @@ func OpenWith(path string, opts Options) (*File, int, error) {
 	if opts.Kind == "" {
 		opts.Kind = fsync.KindOther
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0o600)
+	} else if err == nil {
+		// Created: its name must be durable before any record in it is
+		// acknowledged (the file's own fsync does not promise it).
+		if serr := fsync.Created(path); serr != nil {
+			f.Close()
+			return nil, 0, fmt.Errorf("open %s: %w", path, serr)
+		}
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("open %s: %w", path, err)
 	}

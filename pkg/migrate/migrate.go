@@ -38,6 +38,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/store"
 )
 
@@ -532,7 +533,7 @@ func copyTree(from, to string) (int, []string) {
 		if _, err := os.Stat(dst); err == nil {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		if err := fsync.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", rel, err))
 			continue
 		}

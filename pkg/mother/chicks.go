@@ -213,15 +213,11 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 	m := o.m
 	m.accessChickEnded(in.ID)
 	m.mu.Lock()
+	_, seen := m.chickViews[in.ID]
 	v := m.viewLocked(in)
 	_, known := m.adapters[in.Adapter]
 	if v != nil {
-		m.chicksEnded[in.ID] = true
-		m.endedOrder = append(m.endedOrder, in.ID)
-		if len(m.endedOrder) > maxEndedViews {
-			delete(m.chicksEnded, m.endedOrder[0])
-			m.endedOrder = m.endedOrder[1:]
-		}
+		m.markEndedLocked(in.ID)
 	}
 	m.mu.Unlock()
 	if v == nil {
@@ -230,8 +226,14 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			if m.chicks != nil {
 				m.chicks.Reported(in.ID) // nobody to tell, now or after a restart
 			}
+			return
 		}
-		return // its end was already posted
+		// Its end was already posted, or is being answered: by this
+		// process, or by a run an in-flight marker carried over a restart
+		// (recoverInflight marks those ended before the hatchery can
+		// announce them).
+		m.logger.Info("the chick's end is already told or being answered; not again", "chick", in.ID)
+		return
 	}
 	v.do(func() {
 		defer func() {
@@ -247,8 +249,53 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			m.answerChickEnd(ctx, v, in)
 			return
 		}
+		if !seen && m.relayedBefore(v, in.ID) {
+			// An end announced again after a restart (no view of it in
+			// this process) that the previous process had relayed and
+			// logged, and crashed before telling the hatchery.
+			m.logger.Info("the chick's result was relayed before the restart; not again", "chick", in.ID)
+			if m.chicks != nil {
+				m.chicks.Reported(in.ID)
+			}
+			return
+		}
 		m.relayChickEnd(ctx, v, in)
 	})
+}
+
+// markEndedLocked records that chick id's end is told (or being
+// answered): its late events, and any announcement of its end again, are
+// dropped. Only the newest maxEndedViews are kept. Caller holds m.mu.
+func (m *Mother) markEndedLocked(id string) {
+	if m.chicksEnded[id] {
+		return
+	}
+	m.chicksEnded[id] = true
+	m.endedOrder = append(m.endedOrder, id)
+	if len(m.endedOrder) > maxEndedViews {
+		delete(m.chicksEnded, m.endedOrder[0])
+		m.endedOrder = m.endedOrder[1:]
+	}
+}
+
+// relayedBefore reports whether the channel's log holds the relayed
+// result of chick id (logChickResult's line). It reads the whole log, so
+// it is asked only of an end this process has not seen the chick of: one
+// announced again after a restart.
+func (m *Mother) relayedBefore(v *chickView, id string) bool {
+	ch, err := m.store.Channel(v.adapter.Name(), v.channel)
+	if err != nil {
+		return false
+	}
+	self, prefix := v.adapter.SelfID(), "[chick "+id+", goal: "
+	_, found, err := ch.FindMessage(0, func(msg chat.ChannelMessage) bool {
+		return msg.Sender.ID == self && strings.HasPrefix(msg.Text, prefix)
+	})
+	if err != nil {
+		m.logger.Warn("cannot look for the chick's relayed result in the log; relaying it", "chick", id, "err", err)
+		return false
+	}
+	return found
 }
 
 // relayChickEnd posts the chick's result as is (chicks.results "relay")

@@ -17,6 +17,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/session"
@@ -330,7 +331,7 @@ func (t *fileTools) put(ctx context.Context, info chat.RunInfo, tool, action str
 		return refuse(own.rel, "the content is not UTF-8 text")
 	}
 	root := filepath.Dir(own.abs)
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	if err := fsync.MkdirAll(root, 0o700); err != nil {
 		return fmt.Errorf("%s: create directory: %w", own.rel, err)
 	}
 	// Check again now that the directories exist: nothing on the way may

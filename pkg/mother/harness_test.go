@@ -265,6 +265,8 @@ type harness struct {
 	// the booted Mother's disk monitor.
 	dms  bool
 	disk *disk.Monitor
+	// hatch is the hatchery of every Mother booted (nil: none).
+	hatch Hatchery
 }
 
 type harnessOpt func(*harness)
@@ -276,6 +278,7 @@ func withScript(f func(ollamatest.Request) ollamatest.Turn) harnessOpt {
 	return func(h *harness) { h.script = f }
 }
 func withChicks(c ChickCanceller) harnessOpt { return func(h *harness) { h.chick = c } }
+func withHatchery(c Hatchery) harnessOpt     { return func(h *harness) { h.hatch = c } }
 func withEgress(p *egress.Policy) harnessOpt { return func(h *harness) { h.egress = p } }
 func withClock(c clock.Clock) harnessOpt     { return func(h *harness) { h.clock = c } }
 func withButtons() harnessOpt                { return func(h *harness) { h.buttons = true } }
@@ -335,7 +338,7 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{h.logMu, h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tools := append([]agent.Tool{MemoryTool(st.Workspace())}, h.tools...)
-	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick, Egress: h.egress, Clock: h.clock, Disk: h.disk})
+	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick, Chicks: h.hatch, Egress: h.egress, Clock: h.clock, Disk: h.disk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func (m *Mother) persist(cs *channelState) {
 	}
 	b, _ := json.Marshal(f)
 	if !cs.marker {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		if err := fsync.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
 			return
 		}
@@ -251,7 +251,7 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 		lg.Warn("in-flight work for an adapter that is not configured; kept for when it is", "path", path)
 		return restartNotice{}, false
 	}
-	var resumed, lost, evs []string
+	var resumed, lost, evs, carried []string
 	var jobs []Job
 	add := func(ij inflightJob, wasRunning bool) {
 		if ij.Kind == KindEvent {
@@ -268,6 +268,7 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 		who := describe(*ij.Trigger)
 		if ij.Kind == KindChick {
 			who = "chick " + ij.Chick.ID + "'s result"
+			carried = append(carried, ij.Chick.ID)
 		}
 		if wasRunning && ij.Resumes >= 1 && !ij.Graceful {
 			if ij.Kind == KindChick {
@@ -319,9 +320,39 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 	}
 	m.mu.Unlock()
 	m.persist(cs)
+	m.chicksCarried(carried)
 	lg.Info("recovered in-flight work after a restart", "resumed", len(jobs), "events", len(evs), "lost", len(lost))
 	text := "I restarted (after a crash or an upgrade) while I had work in this channel.\n- " + strings.Join(lines, "\n- ")
 	return restartNotice{adapter: a, channel: f.Channel, text: text}, true
+}
+
+// chicksCarried takes over the chick ends an in-flight marker carried
+// over a restart (their answer runs are queued again, and the marker
+// rewritten with them, or their results are in the restart notice): the
+// marker, not the hatchery, owns them now. The crash may have come before
+// the previous process told the hatchery so (answerChickEnd tells it only
+// once the run is in the marker), so the hatchery may still hold them as
+// unreported. They are marked ended, so an announcement of them in this
+// process is dropped, and the hatchery is told they were reported, so it
+// does not announce them at all (Mother starts before the hatchery
+// reconciles) nor at any later start. Without this, an announcement that
+// came after the recovered run had answered, or at the next start, was
+// answered a second time.
+func (m *Mother) chicksCarried(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	m.mu.Lock()
+	for _, id := range ids {
+		m.markEndedLocked(id)
+	}
+	m.mu.Unlock()
+	if m.chicks == nil {
+		return
+	}
+	for _, id := range ids {
+		m.chicks.Reported(id)
+	}
 }
 
 // findTrigger returns the end offset in log.jsonl of the message of a job

@@ -3,7 +3,6 @@ package mother
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -11,6 +10,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
 )
 
@@ -22,8 +22,11 @@ import (
 // added to her answer, and a long result is attached as a file after it.
 // The job is in the channel's in-flight marker before the report is
 // logged (as a message's is), and the hatchery is told the end was
-// reported only then: a crash at any point leaves either an unreported
-// chick (announced again at start) or a marker (resumed at start).
+// reported only then: a crash at any point leaves an unreported chick
+// (announced again at start), a marker (resumed at start), or, between
+// the two writes, both: then the marker answers it, and the chick is
+// marked reported and its announcements dropped (chicksCarried), so it is
+// answered once.
 
 // ChickSenderID is the sender id of chick reports in log.jsonl.
 const ChickSenderID = "chick"
@@ -79,7 +82,7 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 	if utf8.RuneCountInString(result) > LongResult {
 		rel := filepath.Join("scratch", "chicks", in.ID, "result.md")
 		path := filepath.Join(ch.Dir(), rel)
-		err := os.MkdirAll(filepath.Dir(path), 0o700)
+		err := fsync.MkdirAll(filepath.Dir(path), 0o700)
 		if err == nil {
 			err = atomicfile.WriteFile(path, []byte(result+"\n"), 0o600)
 		}

@@ -53,6 +53,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
@@ -372,7 +373,7 @@ func (s *Server) Stop() {
 // ListenUnix listens on a unix socket with mode 0600. A stale socket file
 // is replaced; a live one (another Mother) is an error.
 func ListenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := fsync.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	if _, err := os.Lstat(path); err == nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/wire"
 )
 
@@ -58,7 +59,7 @@ const (
 // 0600. c is the clock (nil: the wall clock).
 func LoadTLS(dir string, c clock.Clock) (*TLS, error) {
 	now := clock.OrReal(c).Now
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("nest tls: %w", err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {

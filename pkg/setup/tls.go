@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // DockerTLS are the files GenerateDockerTLS writes, by role.
@@ -51,7 +53,7 @@ func GenerateDockerTLS(dir, serverName string, ips []net.IP, days int, now time.
 		CA: filepath.Join(dir, "ca.pem"), CAKey: filepath.Join(dir, "ca-key.pem"),
 		ServerCert: filepath.Join(dir, "server-cert.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
 		Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(dir, 0o700); err != nil {
 		return out, fmt.Errorf("docker TLS: %w", err)
 	}
 	if _, err := os.Stat(out.CAKey); err == nil {

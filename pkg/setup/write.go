@@ -2,11 +2,11 @@ package setup
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 func (r *run) write(orig []byte) error {
@@ -35,7 +35,7 @@ func (r *run) write(orig []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(r.o.DataDir, 0o700); err != nil {
+	if err := fsync.MkdirAll(r.o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("make the data directory: %w", err)
 	}
 	if err := atomicfile.WriteFile(r.path, data, 0o600); err != nil {

@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/fsync"
 )
 
 // Limits on one proposed skill.
@@ -388,7 +389,7 @@ func Install(skillsDir string, s Skill) (Change, error) {
 	if err := ValidName(s.Name); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(skillsDir, 0o700); err != nil {
+	if err := fsync.MkdirAll(skillsDir, 0o700); err != nil {
 		return "", fmt.Errorf("install skill: %w", err)
 	}
 	if fi, err := os.Lstat(skillsDir); err != nil || !fi.IsDir() {

@@ -66,7 +66,7 @@ func SaveAttachment(channelDir, prefix, name, mimeType string, r io.Reader, max 
 		max = DefaultMaxAttachment
 	}
 	dir := filepath.Join(channelDir, "attachments")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsync.MkdirAll(dir, 0o700); err != nil {
 		return chat.ChannelAttachment{}, fmt.Errorf("save attachment: %w", err)
 	}
 	base := SanitizeFilename(name)
@@ -96,6 +96,9 @@ func SaveAttachment(channelDir, prefix, name, mimeType string, r io.Reader, max 
 	}
 	n, cerr := io.Copy(f, io.LimitReader(r, max+1))
 	serr := fsync.File(f, fsync.KindAttachment)
+	if serr == nil {
+		serr = fsync.Created(path) // its name, in the attachments directory
+	}
 	if err := errors.Join(cerr, serr, f.Close()); err != nil {
 		os.Remove(path)
 		return chat.ChannelAttachment{}, fmt.Errorf("save attachment %s: %w", name, err)

@@ -65,7 +65,7 @@ var (
 
 func openChannel(dir, adapter, id string, logger *slog.Logger, clk clock.Clock) (*Channel, error) {
 	for _, d := range []string{dir, filepath.Join(dir, "attachments"), filepath.Join(dir, "skills"), filepath.Join(dir, "scratch"), filepath.Join(dir, "daily")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := fsync.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}

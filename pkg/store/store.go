@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/fsync"
 
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -103,7 +104,7 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	}
 	ws := filepath.Join(abs, "workspace")
 	for _, d := range []string{abs, ws, filepath.Join(ws, "channels"), filepath.Join(ws, "events"), filepath.Join(ws, "skills")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := fsync.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}

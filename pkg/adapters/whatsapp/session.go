@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/fsync"
 	signallog "go.mau.fi/libsignal/logger"
 	"go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/store/sqlstore"
@@ -52,7 +53,7 @@ type Session struct {
 // A file that is not a usable session (corrupted, not SQLite) is an error
 // that names the file and says how to start over.
 func OpenSession(ctx context.Context, path string, lg *slog.Logger) (*Session, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := fsync.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("whatsapp session: %w", err)
 	}
 	// Create the file 0600 before SQLite does (it would use the umask),

@@ -71,9 +71,9 @@ func (f *fixture) newHatchery(t *testing.T, dir string, capacity int, command ..
 	cfg.SetDefaults("")
 	cfg.Chicks.Image = f.image
 	cfg.Chicks.Network = config.NetworkIsolated
-	// The chicks run command and never beat: a long interval keeps the
-	// watchdog away.
-	cfg.Chicks.HeartbeatInterval = config.Dur(time.Minute)
+	// The chicks run command and never beat: no watchdog (an interval of
+	// 0 starts none), rather than a long interval that keeps it away.
+	cfg.Chicks.HeartbeatInterval = config.Dur(0)
 	cfg.Chicks.KillGrace = config.Dur(2 * time.Second)
 	cfg.Chicks.Timeout = config.Dur(10 * time.Minute)
 	cfg.Chicks.QueueSize = 100
