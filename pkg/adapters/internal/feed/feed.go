@@ -4,8 +4,9 @@
 // stalls the platform connection), a bounded set of already delivered
 // message ids (gateway replays and backfill overlap), reconnect backoff,
 // the connection state reported to momctl and the metrics, the attachment
-// intake with its notes to the user (Intake), and the backfill cursor
-// (Cursor).
+// intake with its notes to the user (Intake), the backfill cursor
+// (Cursor), and the delivery again of a message Mother could not store
+// (Redeliver, WaitRetry).
 package feed
 
 import (
