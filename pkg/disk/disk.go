@@ -142,8 +142,12 @@ type Monitor struct {
 	probe    clock.Timer
 	closed   bool
 	watchers []func(Event)
-	// events keeps watchers' calls in order, off the callers' goroutines.
-	events chan Event
+	// pending are the events not yet given to the watchers, in order,
+	// off the callers' goroutines; they wait for the first watcher (a
+	// condition found before Mother is built is told once she is).
+	// wake is signalled when one is added, or a watcher.
+	pending []Event
+	wake    *sync.Cond
 }
 
 // New returns a Monitor of dir, the data directory. Call Close when done.
@@ -164,8 +168,9 @@ func New(dir string, opts Options) *Monitor {
 	m := &Monitor{
 		dir: abs, logger: opts.Logger.With("component", "disk"), clock: clock.OrReal(opts.Clock),
 		probeEvery: opts.ProbeEvery, settle: opts.Settle,
-		st: Status{Condition: OK}, ok: make(chan struct{}), events: make(chan Event, 16),
+		st: Status{Condition: OK}, ok: make(chan struct{}),
 	}
+	m.wake = sync.NewCond(&m.mu)
 	close(m.ok)
 	go m.deliver()
 	return m
@@ -256,31 +261,46 @@ func (m *Monitor) Ready() <-chan struct{} {
 }
 
 // Watch makes fn hear every Event, in order, on a goroutine of the
-// monitor's (fn may block for a while: the events wait).
+// monitor's (fn may block for a while: the events wait). Events from
+// before the first watcher wait for it.
 func (m *Monitor) Watch(fn func(Event)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.watchers = append(m.watchers, fn)
+	m.wake.Broadcast()
 }
 
+// maxPending bounds the events waiting for watchers: beyond it the oldest
+// goes (watchers that are stuck, or none ever set).
+const maxPending = 16
+
 func (m *Monitor) emitLocked(ev Event) {
-	select {
-	case m.events <- ev:
-	default:
-		// 16 events unread: a watcher is stuck. Dropping one is better
-		// than blocking a write path.
-		m.logger.Warn("disk event dropped: its watchers are stuck", "event", ev.Kind)
+	if len(m.pending) == maxPending {
+		m.logger.Warn("disk event dropped: its watchers are stuck", "event", m.pending[0].Kind)
+		m.pending = m.pending[1:]
 	}
+	m.pending = append(m.pending, ev)
+	m.wake.Broadcast()
 }
 
 func (m *Monitor) deliver() {
-	for ev := range m.events {
-		m.mu.Lock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for {
+		for !m.closed && (len(m.pending) == 0 || len(m.watchers) == 0) {
+			m.wake.Wait()
+		}
+		if m.closed {
+			return
+		}
+		ev := m.pending[0]
+		m.pending = m.pending[1:]
 		ws := append([]func(Event){}, m.watchers...)
 		m.mu.Unlock()
 		for _, fn := range ws {
 			fn(ev)
 		}
+		m.mu.Lock()
 	}
 }
 
@@ -379,7 +399,7 @@ func (m *Monitor) Close() {
 	if m.settling != nil {
 		m.settling.Stop()
 	}
-	close(m.events)
+	m.wake.Broadcast()
 }
 
 func within(path, dir string) bool {

@@ -238,3 +238,19 @@ func TestMessages(t *testing.T) {
 		t.Errorf("cleared: %q", got)
 	}
 }
+
+// TestEventsWaitForTheFirstWatcher: a condition that starts before anyone
+// watches (a full disk at start, before Mother is built) is told to the
+// first watcher.
+func TestEventsWaitForTheFirstWatcher(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := New(dir, Options{Clock: clock.NewFake(time.Unix(1_700_000_000, 0))})
+	t.Cleanup(m.Close)
+	m.Report(filepath.Join(dir, "REFERENCE.md"), syscall.ENOSPC)
+	w := &watched{}
+	m.Watch(w.add)
+	if got := w.kinds(t, 1); got != "started:full" {
+		t.Fatalf("the first watcher heard %q, want the start from before it watched", got)
+	}
+}
