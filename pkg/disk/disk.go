@@ -197,7 +197,7 @@ func Classify(err error) Condition {
 }
 
 // Report tells the monitor that writing or syncing path failed with err
-// (the fsync package's failure hook, see Hook). Failures outside the data
+// (the fsync package's failure hook: fsync.OnFailure(m.Report)). Failures outside the data
 // directory and failures that are not the disk's (Classify) are ignored.
 func (m *Monitor) Report(path string, err error) {
 	c := Classify(err)
@@ -238,9 +238,6 @@ func (m *Monitor) Report(path string, err error) {
 		m.emitLocked(ev)
 	}
 }
-
-// Hook is Report for fsync.OnFailure.
-func (m *Monitor) Hook() func(path string, err error) { return m.Report }
 
 // Status is the disk's state now.
 func (m *Monitor) Status() Status {
