@@ -44,6 +44,7 @@ func init() {
 		{words: []string{"events"}, alias: true, run: (*cli).events},
 		{words: []string{"status"}, help: "versions, adapters, chicks, Docker hosts, budgets today, next events", run: (*cli).status},
 		{words: []string{"tools", "ls"}, help: "host tool servers, their state and tools", run: (*cli).tools},
+		{words: []string{"usage"}, help: "model calls and their cost, summed by day, channel, tier, user, event or model", run: (*cli).usage},
 		{words: []string{"tools", "list"}, alias: true, run: (*cli).tools},
 		{words: []string{"completion"}, help: "a shell completion script for momctl (bash, zsh, fish)", run: (*cli).completion},
 	}

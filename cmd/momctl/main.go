@@ -9,6 +9,7 @@
 //	momctl [--socket PATH] events ls [--json]   (also: momctl events)
 //	momctl [--socket PATH] status [--json]
 //	momctl [--socket PATH] tools ls [--json]
+//	momctl [--socket PATH] usage [--days N] [--by day|channel|tier|user|event|model] [--json]
 //	momctl completion bash|zsh|fish
 package main
 
@@ -33,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -62,6 +64,8 @@ const usage = `usage: momctl [--socket PATH] COMMAND
   events ls [--json]              scheduled events, soonest first ("events" alone too)
   status [--json]                 versions, adapters, chicks, Docker hosts, budgets today, next events
   tools ls [--json]               host tool servers (mcpServers), their state and tools
+  usage [--days N] [--by day|channel|tier|user|event|model] [--json]
+                                  model calls, Mother's own and the chicks', and their cost (default: 7 days, by day)
   completion bash|zsh|fish        a shell completion script for momctl
 
 The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
@@ -466,6 +470,10 @@ type budgetJSON struct {
 	Scope string `json:"scope"`
 	Used  int64  `json:"used"`
 	Limit int64  `json:"limit"`
+	// UsedMicroUSD and LimitMicroUSD are the money spent today and the
+	// money cap (0: none), in millionths of a US dollar.
+	UsedMicroUSD  int64 `json:"usedMicroUSD,omitempty"`
+	LimitMicroUSD int64 `json:"limitMicroUSD,omitempty"`
 }
 
 type eventJSON struct {
@@ -526,7 +534,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 			EngineVersion: h.GetEngineVersion(), Since: optTime(h.GetSince(), h.GetSince() != nil), Error: h.GetError()})
 	}
 	for _, b := range st.GetBudgets() {
-		out.Budgets = append(out.Budgets, budgetJSON{b.GetScope(), b.GetUsedTokens(), b.GetLimitTokens()})
+		out.Budgets = append(out.Budgets, budgetJSON{b.GetScope(), b.GetUsedTokens(), b.GetLimitTokens(), b.GetUsedMicroUsd(), b.GetLimitMicroUsd()})
 	}
 	for _, e := range st.GetNextEvents() {
 		out.NextEvents = append(out.NextEvents, toEventJSON(e))
@@ -629,7 +637,14 @@ func (c *cli) statusText(w io.Writer, out statusJSON, now time.Time) error {
 		if b.Limit > 0 {
 			lim = fmt.Sprintf("of %d, %d left", b.Limit, max(0, b.Limit-b.Used))
 		}
-		fmt.Fprintf(w, "  %s: %d tokens (%s)\n", b.Scope, b.Used, lim)
+		money := ""
+		switch {
+		case b.LimitMicroUSD > 0:
+			money = fmt.Sprintf("; %s (of %s, %s left)", config.FormatMicroUSD(b.UsedMicroUSD), config.FormatMicroUSD(b.LimitMicroUSD), config.FormatMicroUSD(max(0, b.LimitMicroUSD-b.UsedMicroUSD)))
+		case b.UsedMicroUSD > 0:
+			money = fmt.Sprintf("; %s (no cap)", config.FormatMicroUSD(b.UsedMicroUSD))
+		}
+		fmt.Fprintf(w, "  %s: %d tokens (%s)%s\n", b.Scope, b.Used, lim, money)
 	}
 
 	fmt.Fprintln(w, "\nNEXT EVENTS")

@@ -179,9 +179,20 @@ type fakeModels struct {
 	nest.Models
 	budgets   []broker.Budget
 	providers []fallback.Status
+	usage     map[string]broker.Usage
 }
 
 func (f fakeModels) Budgets() []broker.Budget { return f.budgets }
+
+// Usage answers with the report kept for by, asked for days days.
+func (f fakeModels) Usage(days int, by string) (broker.Usage, error) {
+	u, ok := f.usage[by]
+	if !ok {
+		u = broker.Usage{By: by, Total: broker.UsageRow{Key: "total"}}
+	}
+	u.From, u.To = now.AddDate(0, 0, 1-days).Format("2006-01-02"), now.Format("2006-01-02")
+	return u, nil
+}
 
 func (f fakeModels) ProviderStatuses() []fallback.Status { return f.providers }
 
@@ -233,8 +244,19 @@ func busy() world {
 			},
 		},
 		models: fakeModels{budgets: []broker.Budget{
-			{Scope: "tier cloud today", Kind: "tier", Name: "cloud", Used: 12000, Limit: 100000},
+			{Scope: "tier cloud today", Kind: "tier", Name: "cloud", Used: 12000, Limit: 100000, UsedMicroUSD: 420_000, LimitMicroUSD: 5_000_000},
+			{Scope: "Mother's own calls today", Kind: "mother", Used: 30000, UsedMicroUSD: 95_000},
 			{Scope: "channel slack-acme/C1 today", Kind: "channel", Name: "slack-acme/C1", Used: 1234},
+		}, usage: map[string]broker.Usage{
+			"day": {By: "day", Rows: []broker.UsageRow{
+				{Key: "2026-02-28", Calls: 40, InputTokens: 800000, OutputTokens: 20000, CostMicroUSD: 1_234_567},
+				{Key: "2026-03-01", Calls: 3, InputTokens: 9000, OutputTokens: 300, CostMicroUSD: 4_200},
+			}, Total: broker.UsageRow{Key: "total", Calls: 43, InputTokens: 809000, OutputTokens: 20300, CostMicroUSD: 1_238_767}},
+			"tier": {By: "tier", Rows: []broker.UsageRow{
+				{Key: "cloud", Calls: 30, InputTokens: 600000, OutputTokens: 15000, CostMicroUSD: 1_100_000},
+				{Key: broker.MotherKey, Calls: 10, InputTokens: 200000, OutputTokens: 5000, CostMicroUSD: 138_767},
+				{Key: "local", Calls: 3, InputTokens: 9000, OutputTokens: 300},
+			}, Total: broker.UsageRow{Key: "total", Calls: 43, InputTokens: 809000, OutputTokens: 20300, CostMicroUSD: 1_238_767}},
 		}, providers: []fallback.Status{
 			{Name: "ollama", LastOK: now.Add(-time.Minute)},
 			{Name: "openai:vllm", Down: true, Since: now.Add(-20 * time.Second), Until: now.Add(40 * time.Second), Failures: 2,
@@ -328,6 +350,11 @@ func TestCommands(t *testing.T) {
 		{name: "tools-ls", args: []string{"tools", "ls"}, world: busy},
 		{name: "tools-ls-json", args: []string{"tools", "ls", "--json"}, world: busy},
 		{name: "tools-ls-empty", args: []string{"tools", "ls"}, world: empty},
+		{name: "usage", args: []string{"usage"}, world: busy},
+		{name: "usage-by-tier", args: []string{"usage", "--days", "14", "--by", "tier"}, world: busy},
+		{name: "usage-json", args: []string{"usage", "--by", "tier", "--json"}, world: busy},
+		{name: "usage-empty", args: []string{"usage", "--by", "model"}, world: empty},
+		{name: "usage-bad-by", args: []string{"usage", "--by", "colour"}, world: busy, code: 2},
 		{name: "version", args: []string{"--version"}},
 		{name: "help-flag", args: []string{"--help"}},
 		{name: "help-word", args: []string{"help"}},

@@ -348,16 +348,17 @@ func TestChickWholePath(t *testing.T) {
 	if !found {
 		t.Errorf("chick result not logged as Mother's message in log.jsonl: %+v", logged)
 	}
-	// Every model call of the chick went through the broker's ledger.
-	entries, _ := filepath.Glob(filepath.Join(data, "chicks", "usage", "*.jsonl"))
-	var lines int
-	for _, e := range entries {
-		b, _ := os.ReadFile(e)
-		// Settlements: a call's reservation line is not a call.
-		lines += strings.Count(string(b), "\n") - strings.Count(string(b), `"kind":"reserve"`)
+	// Every model call of the chick went through the broker's ledger, and
+	// so did Mother's own (each settled as it was reserved).
+	kinds := map[string]int{}
+	for _, l := range readLedger(t, data) {
+		kinds[l.Kind]++
 	}
-	if lines != 3 {
-		t.Errorf("ledger has %d calls, want 3", lines)
+	if kinds[""] != 3 {
+		t.Errorf("ledger has %d chick calls, want 3 (%v)", kinds[""], kinds)
+	}
+	if kinds["mother"] == 0 || kinds["mother"] != kinds["mother-reserve"] || kinds["reserve"] != 3 {
+		t.Errorf("ledger lines by kind: %v, want Mother's own calls reserved and settled", kinds)
 	}
 }
 

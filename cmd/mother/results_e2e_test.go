@@ -130,17 +130,18 @@ func TestChickResultAnsweredWholePath(t *testing.T) {
 			if mode == "answer" && (!report || !answer) {
 				t.Errorf("log.jsonl: chick report logged %v, Mother's answer logged %v", report, answer)
 			}
-			// Her run on the result is hers: the chick's ledger holds its
-			// own three calls and nothing else.
-			entries, _ := filepath.Glob(filepath.Join(data, "chicks", "usage", "*.jsonl"))
-			var lines int
-			for _, e := range entries {
-				b, _ := os.ReadFile(e)
-				// Settlements: a call's reservation line is not a call.
-				lines += strings.Count(string(b), "\n") - strings.Count(string(b), `"kind":"reserve"`)
+			// Her run on the result is hers: the ledger holds the chick's
+			// own three calls, and her calls as hers (kind "mother"), in
+			// answer mode one more than in relay mode.
+			kinds := map[string]int{}
+			for _, l := range readLedger(t, data) {
+				kinds[l.Kind]++
 			}
-			if lines != 3 {
-				t.Errorf("chick ledger has %d calls, want the chick's 3", lines)
+			if kinds[""] != 3 {
+				t.Errorf("the ledger has %d chick calls, want the chick's 3 (%v)", kinds[""], kinds)
+			}
+			if own := kinds["mother"]; own != kinds["mother-reserve"] || mode == "answer" && own < 3 || mode == "relay" && own < 2 {
+				t.Errorf("Mother's own calls in the ledger: %v", kinds)
 			}
 		})
 	}

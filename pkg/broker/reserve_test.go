@@ -39,9 +39,13 @@ func ledger(t *testing.T, dir string) (total int64, settled, open int) {
 			}
 			var e broker.Entry
 			must(t, json.Unmarshal([]byte(line), &e))
-			if e.Kind == broker.KindReserve {
+			switch e.Kind {
+			case broker.KindReserve, broker.KindMotherReserve:
 				reserved[e.Call] = true
 				continue
+			case "", broker.KindMother:
+			default:
+				continue // a notice given
 			}
 			delete(reserved, e.Call)
 			total += e.Input + e.Output

@@ -266,6 +266,15 @@ type RunInfo struct {
 	IsAdmin bool
 	// ChannelDir is the channel's directory in the store.
 	ChannelDir string
+	// Kind is what the run answers: "message" (a person's message),
+	// "event" or "chick" (a chick's result); empty outside Mother's runs.
+	Kind string
+	// Event is the event file of a scheduled event's run ("backup.json");
+	// empty for any other run.
+	Event string
+	// EventMaySchedule: an admin allowed that event's runs to schedule
+	// events of their own.
+	EventMaySchedule bool
 }
 
 // QualifiedChannel is "<adapter>/<channelId>".

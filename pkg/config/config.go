@@ -34,8 +34,14 @@ type Config struct {
 	GRPC GRPC `json:"grpc"`
 	// Admin is momctl's unix socket.
 	Admin Admin `json:"admin"`
-	// Budgets are hard token and time caps.
+	// Budgets are hard token and money caps.
 	Budgets Budgets `json:"budgets"`
+	// Prices are what model calls cost, in US dollars per million
+	// tokens, keyed "<provider>/<model>" ("anthropic/claude-sonnet-4-5")
+	// or "<provider>/*" for every model of a provider (a local server's
+	// electricity). Anthropic's models have list prices by default
+	// (DefaultPrices); any other model costs nothing unless priced here.
+	Prices map[string]Price `json:"prices"`
 	// Events tunes the scheduled-events watcher.
 	Events Events `json:"events"`
 	// Context tunes the model context management.
@@ -67,6 +73,10 @@ type Model struct {
 	// Fallbacks answer in turn when the provider is down, overloaded or
 	// silent (see Providers.Cooldown).
 	Fallbacks []Fallback `json:"fallbacks"`
+	// MaxOutputTokens caps one answer of Mother's model: the output limit
+	// sent to the provider and what the broker reserves for the answer
+	// against her budgets before the call.
+	MaxOutputTokens int `json:"maxOutputTokens"`
 }
 
 // Providers holds provider endpoints and keys.
@@ -156,7 +166,9 @@ type Admin struct {
 	Socket string `json:"socket"`
 }
 
-// Budgets are hard caps. Zero means unlimited.
+// Budgets are hard caps. Zero means unlimited. Token caps count chicks'
+// tokens; money caps count chicks' spend and, at channel and user scope,
+// Mother's own too. Mother's own calls have caps of their own (Mother).
 type Budgets struct {
 	// ChickTokens caps the tokens of one chick.
 	ChickTokens Tokens `json:"chickTokens"`
@@ -167,6 +179,37 @@ type Budgets struct {
 	// UserDailyTokens caps chick tokens per requester per day across
 	// channels (0: no cap); chicks of events count against no user.
 	UserDailyTokens Tokens `json:"userDailyTokens"`
+	// ChickUSD caps what one chick may spend.
+	ChickUSD USD `json:"chickUSD"`
+	// ChannelDailyUSD caps what a channel may spend per day: its chicks'
+	// calls and Mother's own runs there together.
+	ChannelDailyUSD USD `json:"channelDailyUSD"`
+	// TierDailyUSD caps what each tier's chicks may spend per day.
+	TierDailyUSD map[string]USD `json:"tierDailyUSD"`
+	// UserDailyUSD caps what one person may spend per day: the chicks
+	// they asked for and Mother's runs on their messages.
+	UserDailyUSD USD `json:"userDailyUSD"`
+	// Mother caps Mother's own model calls.
+	Mother MotherBudgets `json:"mother"`
+}
+
+// MotherBudgets cap Mother's own model calls: her runs (answers, events,
+// her answers to chicks' results), their compaction, every retry and
+// fallback. Zero means no cap.
+type MotherBudgets struct {
+	// DailyUSD caps what her own calls spend per day, everywhere.
+	DailyUSD USD `json:"dailyUSD"`
+	// ChannelDailyUSD caps what her own calls spend per channel per day.
+	ChannelDailyUSD USD `json:"channelDailyUSD"`
+	// EventDailyUSD caps what the runs of one scheduled event spend per
+	// day; a periodic event that reaches it is paused until the next day
+	// (default 1; "unlimited": no cap).
+	EventDailyUSD USD `json:"eventDailyUSD"`
+	// DailyTokens, ChannelDailyTokens and EventDailyTokens are the same
+	// caps in tokens (for a model that costs nothing).
+	DailyTokens        Tokens `json:"dailyTokens"`
+	ChannelDailyTokens Tokens `json:"channelDailyTokens"`
+	EventDailyTokens   Tokens `json:"eventDailyTokens"`
 }
 
 // Events tunes the events watcher.

@@ -44,6 +44,9 @@ const (
 	DefaultAnthropicBaseURL   = "https://api.anthropic.com"
 	DefaultChickTokenBudget   = 2_000_000
 	DefaultChannelDailyTokens = 0
+	// DefaultModelMaxOutputTokens caps one answer of Mother's model
+	// (model.maxOutputTokens).
+	DefaultModelMaxOutputTokens = 8192
 	// DefaultEgressMaxBytes caps what one chick sends out through its gate.
 	DefaultEgressMaxBytes = "256m"
 	// DefaultEventMaxBytes caps one chick event (chicks.events.maxEventBytes).
@@ -66,6 +69,10 @@ const (
 	DefaultGateConns              = 512
 	DefaultGatePrefaceTimeout     = 5 * time.Second
 )
+
+// DefaultEventDailyUSD caps what one scheduled event's runs spend per
+// day (budgets.mother.eventDailyUSD): a dollar.
+const DefaultEventDailyUSD USD = 1_000_000
 
 // Defaults of the broker's limits on chicks' model calls.
 const (
@@ -198,6 +205,9 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if c.Model.MaxParallel == 0 {
 		c.Model.MaxParallel = DefaultModelParallel
+	}
+	if c.Model.MaxOutputTokens == 0 {
+		c.Model.MaxOutputTokens = DefaultModelMaxOutputTokens
 	}
 	if c.Providers.Cooldown.Duration == 0 {
 		c.Providers.Cooldown = Dur(DefaultProviderCooldown)
@@ -358,6 +368,9 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if c.Budgets.ChickTokens == 0 {
 		c.Budgets.ChickTokens = DefaultChickTokenBudget
+	}
+	if c.Budgets.Mother.EventDailyUSD == 0 {
+		c.Budgets.Mother.EventDailyUSD = DefaultEventDailyUSD
 	}
 	if c.Events.OneShotGrace.Duration == 0 && c.Events.OneShotGrace.invalid == "" {
 		c.Events.OneShotGrace = Dur(DefaultOneShotGrace)

@@ -28,6 +28,7 @@ func (c *Config) Validate() error {
 	c.validateChicks(&p)
 	c.validateGRPC(&p)
 	c.validateBudgets(&p)
+	c.validatePrices(&p)
 	c.validateQueues(&p)
 	c.validateContext(&p)
 	c.validateMCPServers(&p)
@@ -89,6 +90,9 @@ func (c *Config) validateModel(p *problems) {
 	c.checkFallbacks(p, "model.fallbacks", c.Model.Fallbacks)
 	if c.Model.MaxParallel < 0 {
 		p.bad("model.maxParallel", "must be positive")
+	}
+	if c.Model.MaxOutputTokens < 0 {
+		p.bad("model.maxOutputTokens", "must be positive")
 	}
 }
 
@@ -411,6 +415,50 @@ func (c *Config) validateBudgets(p *problems) {
 		}
 		if n < 0 {
 			p.bad("budgets.tierDailyTokens."+t, "must not be negative")
+		}
+	}
+	for _, t := range sortedKeys(c.Budgets.TierDailyUSD) {
+		if _, ok := c.Chicks.Tiers[t]; !ok {
+			p.bad("budgets.tierDailyUSD."+t, "unknown tier %q (tiers: %s)", t, strings.Join(sortedKeys(c.Chicks.Tiers), ", "))
+		}
+	}
+	mb := c.Budgets.Mother
+	for field, n := range map[string]Tokens{"dailyTokens": mb.DailyTokens, "channelDailyTokens": mb.ChannelDailyTokens, "eventDailyTokens": mb.EventDailyTokens} {
+		if n < 0 {
+			p.bad("budgets.mother."+field, "must not be negative (0: no cap)")
+		}
+	}
+	// A money cap below a single call's least cost refuses every call:
+	// said at start rather than found out by a silent channel.
+	if u := mb.EventDailyUSD; u > 0 && u < minUSDCap {
+		p.bad("budgets.mother.eventDailyUSD", "%s is less than a cent: every event run would be refused (\"unlimited\": no cap)", u)
+	}
+}
+
+// minUSDCap is the smallest money cap that is not a mistake: a cent.
+const minUSDCap = 10_000
+
+// validatePrices checks prices: keys "<provider>/<model>" (or
+// "<provider>/*") of a provider Mother knows, and no negative price.
+func (c *Config) validatePrices(p *problems) {
+	for _, key := range sortedKeys(c.Prices) {
+		f := "prices." + key
+		prov, mod, ok := strings.Cut(key, "/")
+		if !ok || prov == "" || mod == "" {
+			p.bad(f, "the key must be \"<provider>/<model>\" (\"anthropic/claude-sonnet-4-5\", \"ollama/qwen3:14b\") or \"<provider>/*\"")
+			continue
+		}
+		switch {
+		case prov == "ollama" || prov == "anthropic":
+		case prov == "openai" || strings.HasPrefix(prov, "openai:"):
+			if _, err := c.Providers.OpenAIEndpoint(prov); err != nil {
+				p.bad(f, "%v", err)
+			}
+		default:
+			p.bad(f, "unknown provider %q (\"ollama\", \"anthropic\" or \"openai:<name>\" of providers.openai)", prov)
+		}
+		if pr := c.Prices[key]; pr.InputPerMTok < 0 || pr.OutputPerMTok < 0 {
+			p.bad(f, "must not be negative")
 		}
 	}
 }

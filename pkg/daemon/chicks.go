@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/disk"
@@ -257,4 +258,23 @@ func (c *chicks) close() {
 	if err := c.broker.Close(); err != nil {
 		c.logger.Warn("close broker", "err", err)
 	}
+}
+
+// motherCaller tells the broker whose one of Mother's own calls is, from
+// her run's context: its channel, the person whose message it answers
+// (qualified by adapter) and the scheduled event it runs.
+func motherCaller(ctx context.Context) broker.Caller {
+	c := broker.Caller{Kind: broker.CallerMother}
+	info, ok := chat.RunInfoFrom(ctx)
+	if !ok {
+		return c
+	}
+	if info.Adapter != "" && info.ChannelID != "" {
+		c.Channel = info.QualifiedChannel()
+	}
+	if info.UserID != "" {
+		c.User = hatchery.Requester(info.Adapter, info.UserID)
+	}
+	c.Event = info.Event
+	return c
 }

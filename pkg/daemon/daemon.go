@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/adapters/cli"
+	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
@@ -25,7 +26,6 @@ import (
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model"
-	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/prompt"
@@ -201,15 +201,6 @@ func Run(ctx context.Context, opts Options) error {
 	// Every provider is built once; Mother's model and each tier with
 	// fallbacks share the providers' health (the status page shows it).
 	models := providers.NewSet(cfg.Providers, opts.Clock, nil)
-	provider, err := models.Model(cfg.Model.Provider, cfg.Model.ID, cfg.Model.Fallbacks, func(from, to fallback.Target, err error) {
-		base.Warn("model call goes to a fallback", "from", from.String(), "to", to.String(), "err", err)
-	})
-	// A burst across many channels queues here rather than opening a
-	// stream per channel (see model.Limit).
-	provider = model.Limit(provider, cfg.Model.MaxParallel)
-	if err != nil {
-		return r.fail(configErr(fmt.Errorf("model.provider: %w", err)))
-	}
 	// Host tools: the MCP servers of config.json, called through
 	// invoke_tool, listed in the prompt, and offered to chicks as far as
 	// chicks.hostTools allows.
@@ -220,12 +211,21 @@ func Run(ctx context.Context, opts Options) error {
 		defer cancel()
 		_ = host.close(cctx)
 	}()
-	mx := metrics.New(metrics.Options{Version: opts.Version, Prices: tierPrices(cfg), Clock: opts.Clock})
+	mx := metrics.New(metrics.Options{Version: opts.Version, Clock: opts.Clock})
 	ch, err := startChicks(cfg, st, dk, host, models, base, mx, opts.Version, opts.Clock)
 	if err != nil {
 		return r.fail(err)
 	}
 	defer ch.close()
+	// Mother's own model goes through the broker like a chick's: every
+	// call reserved against her caps before it is sent.
+	provider, err := ch.broker.MotherModel(motherCaller)
+	if err != nil {
+		return r.fail(configErr(fmt.Errorf("model.provider: %w", err)))
+	}
+	// A burst across many channels queues here rather than opening a
+	// stream per channel (see model.Limit).
+	provider = model.Limit(provider, cfg.Model.MaxParallel)
 	// Events target "<adapter>/<channel>"; in terminal mode the one
 	// adapter is "cli", so "local" alone also works.
 	adapterNames := cfg.SortedAdapterNames()
@@ -254,6 +254,9 @@ func Run(ctx context.Context, opts Options) error {
 		return r.fail(err)
 	}
 	ch.hatchery.Subscribe(m.ChickObserver())
+	ch.broker.SetNotifier(func(n broker.Notice) {
+		m.Notify(mother.SpendNotice{Channel: n.Channel, Admins: n.Admins, Level: n.Level, Scope: n.Scope, Text: n.Text})
+	})
 	ch.nest.SetAdapters(m)
 	ch.nest.SetAccess(m)
 	ch.nest.SetContributions(m)

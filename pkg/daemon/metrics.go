@@ -35,7 +35,7 @@ func serveMetrics(mc config.Metrics, mx *metrics.Metrics, page *statuspage.Page,
 	mux := http.NewServeMux()
 	mux.Handle("/", mx.Handler())
 	ph := page.Handler()
-	for _, p := range []string{"GET /status", "GET /status/live", "GET /status.json", "GET /status.js", "GET /status.css"} {
+	for _, p := range []string{"GET /status", "GET /status/live", "GET /status/spend.svg", "GET /status.json", "GET /status.js", "GET /status.css"} {
 		mux.Handle(p, ph)
 	}
 	var h http.Handler = mux
@@ -82,24 +82,13 @@ func requireToken(token string, next http.Handler) http.Handler {
 	})
 }
 
-// tierPrices are the configured tier prices, for the cost metric.
-func tierPrices(cfg *config.Config) map[string]config.Price {
-	out := map[string]config.Price{}
-	for name, t := range cfg.Chicks.Tiers {
-		if t.Price != nil {
-			out[name] = *t.Price
-		}
-	}
-	return out
-}
-
 // statusPage builds the status page over Mother's parts; it hears the
 // chicks' events and follows config reloads (the secrets it must never
 // show).
 func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide, dk *disk.Monitor) *statuspage.Page {
 	page := statuspage.New(statuspage.Options{Version: opts.Version, ChickImage: cfg.Chicks.Image, StartedAt: opts.Clock.Now(), Secrets: cfg.SecretValues(), Clock: opts.Clock})
 	ch.hatchery.Subscribe(page)
-	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models, Disk: dk})
+	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models, Spend: ch.broker, Disk: dk})
 	host.onReload(func(cur *config.Config) { page.SetSecrets(cur.SecretValues()) })
 	return page
 }

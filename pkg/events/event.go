@@ -40,6 +40,11 @@ type Event struct {
 	Schedule string `json:"schedule,omitempty"`
 	// Timezone is an IANA zone name (periodic only).
 	Timezone string `json:"timezone,omitempty"`
+	// MaySchedule lets the event's runs schedule events of their own
+	// (schedule_event). Without it they may not: only an admin's message
+	// can allow it (schedule_event's may_schedule), so that an event
+	// cannot multiply itself.
+	MaySchedule bool `json:"maySchedule,omitempty"`
 }
 
 // MaxTextLen caps an event's text, in characters.

@@ -18,21 +18,30 @@ import (
 )
 
 // Tools are Mother's safe tools for events in the channel of the current
-// run (chat.RunInfoFrom): schedule_event, list_events, cancel_event. They
-// write and remove files in the events directory (atomically) and tell the
-// watcher at once, so she never needs a shell for this.
+// run (chat.RunInfoFrom): schedule_event, list_events, cancel_event,
+// resume_event. They write and remove files in the events directory
+// (atomically) and tell the watcher at once, so she never needs a shell
+// for this.
+//
+// An event's run may not schedule events unless an admin allowed it: a
+// run that an admin's message triggered may create an event with
+// may_schedule, whose runs may then schedule events (without
+// may_schedule themselves). So no event can multiply itself without an
+// admin having said so in chat.
 func Tools(w *Watcher) []agent.Tool {
-	return []agent.Tool{&scheduleTool{w}, &listTool{w}, &cancelTool{w}}
+	return []agent.Tool{&scheduleTool{w}, &listTool{w}, &cancelTool{w}, &resumeTool{w}}
 }
 
 type scheduleTool struct{ w *Watcher }
 type listTool struct{ w *Watcher }
 type cancelTool struct{ w *Watcher }
+type resumeTool struct{ w *Watcher }
 
 var (
 	_ agent.Tool = (*scheduleTool)(nil)
 	_ agent.Tool = (*listTool)(nil)
 	_ agent.Tool = (*cancelTool)(nil)
+	_ agent.Tool = (*resumeTool)(nil)
 )
 
 func runChannel(ctx context.Context) (string, error) {
@@ -67,7 +76,8 @@ func (t *scheduleTool) Spec() model.ToolSpec {
 "at":{"type":"string","description":"one-shot: ISO 8601 time with offset"},
 "schedule":{"type":"string","description":"periodic: cron expression"},
 "timezone":{"type":"string","description":"periodic: IANA time zone"},
-"replace":{"type":"boolean","description":"overwrite an existing event of this channel with the same name"}},
+"replace":{"type":"boolean","description":"overwrite an existing event of this channel with the same name"},
+"may_schedule":{"type":"boolean","description":"let this event's runs schedule events of their own; only when an admin asks for it in chat"}},
 "required":["name","type","text"]}`),
 	}
 }
@@ -77,23 +87,31 @@ func (t *scheduleTool) Run(ctx context.Context, raw json.RawMessage) (agent.Resu
 	if err != nil {
 		return agent.Result{}, err
 	}
+	info, _ := chat.RunInfoFrom(ctx)
+	if info.Event != "" && !info.EventMaySchedule {
+		return agent.Result{}, fmt.Errorf("not scheduled: this is a run of event %s, and an event may not schedule events unless an admin allowed it (an admin asks for %s to be scheduled again with may_schedule)", info.Event, info.Event)
+	}
 	var a struct {
-		Name     string `json:"name"`
-		Type     Type   `json:"type"`
-		Text     string `json:"text"`
-		At       string `json:"at"`
-		Schedule string `json:"schedule"`
-		Timezone string `json:"timezone"`
-		Replace  bool   `json:"replace"`
+		Name        string `json:"name"`
+		Type        Type   `json:"type"`
+		Text        string `json:"text"`
+		At          string `json:"at"`
+		Schedule    string `json:"schedule"`
+		Timezone    string `json:"timezone"`
+		Replace     bool   `json:"replace"`
+		MaySchedule bool   `json:"may_schedule"`
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return agent.Result{}, fmt.Errorf("arguments: %w", err)
+	}
+	if a.MaySchedule && (!info.IsAdmin || info.Kind != "message") {
+		return agent.Result{}, errors.New("not scheduled: may_schedule lets an event schedule events, and only an admin's own message may allow it; schedule it without may_schedule")
 	}
 	file, err := fileName(a.Name)
 	if err != nil {
 		return agent.Result{}, err
 	}
-	ev := Event{Type: a.Type, ChannelID: ch, Text: a.Text, At: a.At, Schedule: a.Schedule, Timezone: a.Timezone}
+	ev := Event{Type: a.Type, ChannelID: ch, Text: a.Text, At: a.At, Schedule: a.Schedule, Timezone: a.Timezone, MaySchedule: a.MaySchedule}
 	spec, err := Validate(ev, t.w.Resolve)
 	if err != nil {
 		return agent.Result{}, err
@@ -175,8 +193,16 @@ func (t *listTool) Run(ctx context.Context, _ json.RawMessage) (agent.Result, er
 			}
 			fmt.Fprintf(&b, ", next %s", in.Next.In(loc).Format("Mon 2006-01-02 15:04 MST"))
 		}
-		if in.State != "scheduled" && in.State != "idle" {
+		switch {
+		case in.State == "paused" && in.PausedUntil.IsZero():
+			fmt.Fprintf(&b, " (paused until resumed: %s)", in.Reason)
+		case in.State == "paused":
+			fmt.Fprintf(&b, " (paused until %s: %s)", in.PausedUntil.Local().Format("Mon 2006-01-02 15:04 MST"), in.Reason)
+		case in.State != "scheduled" && in.State != "idle":
 			fmt.Fprintf(&b, " (%s)", in.State)
+		}
+		if in.MaySchedule {
+			b.WriteString(" (may schedule events)")
 		}
 		fmt.Fprintf(&b, ": %s\n", in.Text)
 	}
@@ -222,4 +248,37 @@ func (t *cancelTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result
 	}
 	_ = t.w.Reload(file)
 	return agent.Result{Text: fmt.Sprintf("Cancelled %s.", file)}, nil
+}
+
+func (t *resumeTool) Spec() model.ToolSpec {
+	return model.ToolSpec{
+		Name:        "resume_event",
+		Description: "Resume one of this channel's periodic events that was paused (after failing again and again, or at its daily money cap: resuming does not lift the cap).",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"the event's file name"}},"required":["name"]}`),
+	}
+}
+
+func (t *resumeTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result, error) {
+	ch, err := runChannel(ctx)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	var a struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return agent.Result{}, fmt.Errorf("arguments: %w", err)
+	}
+	file, err := fileName(a.Name)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	was, err := t.w.Resume(file, ch)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	if !was {
+		return agent.Result{Text: fmt.Sprintf("%s was not paused.", file)}, nil
+	}
+	return agent.Result{Text: fmt.Sprintf("Resumed %s: it runs again at its next time.", file)}, nil
 }

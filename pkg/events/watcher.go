@@ -42,6 +42,12 @@ type Result struct {
 	// shutdown cut the run short: the event then runs again at the next
 	// start.
 	Finished bool
+	// Failed marks a run that ended in an error (not stopped by a user):
+	// a periodic event counts them in a row (Firing.Failures).
+	Failed bool
+	// Pause, when set, pauses a periodic event (Mother's decision: a cap
+	// reached, too many failures in a row).
+	Pause *Pause
 }
 
 // Firing is one occurrence of an event, handed to the Sink.
@@ -60,6 +66,12 @@ type Firing struct {
 	// down, or restarted during its run); Note says why.
 	Late bool
 	Note string
+	// Failures is how many of a periodic event's runs before this one
+	// failed in a row.
+	Failures int
+	// MaySchedule: an admin allowed this event's runs to schedule events
+	// (Event.MaySchedule).
+	MaySchedule bool
 
 	cancelled func() bool
 }
@@ -170,6 +182,8 @@ type entry struct {
 	attempts int
 	err      error
 	out      *firing // the occurrence pending, queued or running
+	// health is a periodic event's failures in a row and pause (pause.go).
+	health *health
 }
 
 type firing struct {
@@ -213,7 +227,7 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = nopMetrics{}
 	}
-	for _, d := range []string{opts.Dir, filepath.Join(opts.StateDir, acceptedDir), filepath.Join(opts.StateDir, rejectedDir), filepath.Join(opts.StateDir, expiredDir)} {
+	for _, d := range []string{opts.Dir, filepath.Join(opts.StateDir, acceptedDir), filepath.Join(opts.StateDir, rejectedDir), filepath.Join(opts.StateDir, expiredDir), filepath.Join(opts.StateDir, healthDir)} {
 		if err := fsync.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("events: create %s: %w", d, err)
 		}
@@ -487,6 +501,12 @@ func (w *Watcher) load(name string, startup bool) {
 	}
 	w.seq++
 	e = &entry{name: name, raw: data, spec: spec, version: w.seq}
+	if spec.Type == Periodic {
+		// Its failures and pause, unless the file changed since.
+		e.health = w.readHealth(name, data)
+	} else {
+		w.removeHealth(name)
+	}
 	w.entries[name] = e
 	lg.Info("event loaded", "type", spec.Type, "channel", spec.Qualified())
 	w.arm(e, startup, mtime)
@@ -584,6 +604,11 @@ func (w *Watcher) wake(name string, version int) {
 	}
 	due := e.next
 	e.next = time.Time{}
+	if w.pausedNow(e, now) {
+		w.logger.Info("periodic event is paused; this occurrence does not run", "file", e.name, "due", due, "why", e.health.Reason)
+		w.schedule(e, e.spec.Next(now))
+		return
+	}
 	note := ""
 	if late := now.Sub(due); late > time.Minute {
 		note = fmt.Sprintf("this event was due at %s and runs %s late", fmtTime(due), roundLate(late))
@@ -606,8 +631,11 @@ func (w *Watcher) fire(e *entry, due time.Time, late bool, note string) {
 	f := &firing{Firing: Firing{
 		File: e.name, Type: s.Type, Schedule: s.ScheduleLabel(),
 		Adapter: s.Adapter, ChannelID: s.Channel, Text: s.Text,
-		Due: due, Late: late, Note: note,
+		Due: due, Late: late, Note: note, MaySchedule: s.MaySchedule,
 	}, version: e.version}
+	if e.health != nil {
+		f.Failures = e.health.Failures
+	}
 	f.cancelled = func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -679,6 +707,9 @@ func (w *Watcher) finished(f *firing, r Result) {
 		lg.Info("event run interrupted by shutdown; it runs again at the next start")
 		return
 	default:
+		if f.Type == Periodic && e != nil && e.version == f.version {
+			w.noteResult(e, r)
+		}
 		if f.Type != Periodic && e != nil && e.version == f.version {
 			w.dropEntry(e)
 			delete(w.entries, f.File)
@@ -700,6 +731,7 @@ func (w *Watcher) remove(name, why string) {
 	}
 	w.dropEntry(e)
 	delete(w.entries, name)
+	w.removeHealth(name)
 	w.logger.Info("event cancelled", "file", name, "why", why)
 }
 
@@ -779,10 +811,17 @@ type Info struct {
 	// Next is the next planned run (zero when none is planned).
 	Next time.Time `json:"next,omitzero"`
 	// State is "scheduled", "waiting" (its channel's event queue is full),
-	// "queued" (handed to Mother: queued or running), "invalid" (does not
-	// parse; being retried) or "idle".
+	// "queued" (handed to Mother: queued or running), "paused" (a
+	// periodic event Mother paused: PausedUntil, Reason), "invalid" (does
+	// not parse; being retried) or "idle".
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
+	// PausedUntil is when a paused event runs again by itself (zero:
+	// when resumed); Reason why it was paused.
+	PausedUntil time.Time `json:"pausedUntil,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+	// MaySchedule: its runs may schedule events (an admin allowed it).
+	MaySchedule bool `json:"maySchedule,omitempty"`
 }
 
 // List returns every known event, soonest first. channel, if not empty,
@@ -808,8 +847,10 @@ func (w *Watcher) List(channel string) []Info {
 		if channel != "" && s.Qualified() != channel {
 			continue
 		}
-		in.Type, in.Channel, in.Text, in.Schedule, in.Timezone = s.Type, s.Qualified(), s.Text, s.ScheduleLabel(), s.Timezone
+		in.Type, in.Channel, in.Text, in.Schedule, in.Timezone, in.MaySchedule = s.Type, s.Qualified(), s.Text, s.ScheduleLabel(), s.Timezone, s.MaySchedule
 		switch {
+		case e.health != nil && e.health.Paused && (e.health.Until.IsZero() || w.o.Clock.Now().Before(e.health.Until)):
+			in.State, in.PausedUntil, in.Reason = "paused", e.health.Until, e.health.Reason
 		case e.out != nil && e.out.submitted:
 			in.State = "queued"
 		case e.out != nil:

@@ -14,7 +14,6 @@ import (
 
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
@@ -75,13 +74,13 @@ func dashboardExprs(t *testing.T) []string {
 // whose gauges have something to report: every family Mother exports.
 func allFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	mx := metrics.New(metrics.Options{Version: "v1", Prices: map[string]config.Price{"claude": {InputPerMTok: 3, OutputPerMTok: 15}}})
+	mx := metrics.New(metrics.Options{Version: "v1"})
 	st := &state{
 		depths:  map[string]int{"discord": 1},
 		reports: []chat.AdapterReport{{Name: "discord", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected}}},
 		chicks:  []hatchery.Info{{Record: hatchery.Record{State: hatchery.StateRunning}}},
 		hosts:   []hatchery.HostStatus{{Name: "p40", Up: true, Running: 1, Capacity: 6}},
-		budgets: []broker.Budget{{Kind: "tier", Name: "claude", Used: 700, Limit: 1000}},
+		budgets: []broker.Budget{{Kind: "tier", Name: "claude", Used: 700, Limit: 1000, UsedMicroUSD: 420_000, LimitMicroUSD: 5_000_000}},
 	}
 	mx.Watch(st, st, st)
 	mx.MessageIn("discord")
@@ -90,7 +89,8 @@ func allFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	mx.ChickSpawned(hatchery.Record{Tier: "claude"})
 	mx.ChickJoined(hatchery.Record{Tier: "claude", Host: "p40"}, time.Second)
 	mx.ChickFinished(hatchery.Record{Tier: "claude", Reason: hatchery.ReasonDone}, time.Minute)
-	mx.ModelCall("claude", model.Usage{InputTokens: 10, OutputTokens: 1}, nil)
+	mx.ModelCall(broker.Caller{Tier: "claude"}, model.Usage{InputTokens: 10, OutputTokens: 1}, 45, nil)
+	mx.ModelCall(broker.Caller{Kind: broker.CallerMother, Channel: "discord/1"}, model.Usage{InputTokens: 10, OutputTokens: 1}, 45, nil)
 	mx.EventFired(events.Periodic, false)
 	mx.GateConnection("pypi.org:443", "allowed", "claude", 10, 20)
 	// The fsync counts are the process's: one fsync makes the family

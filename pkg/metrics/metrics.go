@@ -31,7 +31,6 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/hatchery"
@@ -75,9 +74,6 @@ type ProviderState interface {
 type Options struct {
 	// Version is Mother's version (mother_build_info).
 	Version string
-	// Prices are the chick tiers' prices (config chicks.tiers.*.price);
-	// tiers without one count no cost.
-	Prices map[string]config.Price
 	// Clock tells the time (default clock.Real).
 	Clock clock.Clock
 }
@@ -91,7 +87,6 @@ type Metrics struct {
 	hatchery.NopObserver
 
 	reg     *prometheus.Registry
-	prices  map[string]config.Price
 	version string
 	clock   clock.Clock
 	started time.Time
@@ -103,6 +98,7 @@ type Metrics struct {
 	chicksSpawned, chicksFinished   *prometheus.CounterVec
 	chickSeconds, spawnSeconds      *prometheus.HistogramVec
 	modelCalls, chickTokens, costUS *prometheus.CounterVec
+	ownCalls, ownCost               *prometheus.CounterVec
 	eventsFired                     *prometheus.CounterVec
 	gateConns, egressBytes          *prometheus.CounterVec
 
@@ -136,7 +132,7 @@ func New(opts Options) *Metrics {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), destinations: map[string]bool{}, prices: opts.Prices, version: opts.Version, clock: opts.Clock, started: opts.Clock.Now()}
+	m := &Metrics{reg: prometheus.NewRegistry(), destinations: map[string]bool{}, version: opts.Version, clock: opts.Clock, started: opts.Clock.Now()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 		m.reg.MustRegister(c)
@@ -158,7 +154,9 @@ func New(opts Options) *Metrics {
 	m.spawnSeconds = histogram("chick_spawn_seconds", "Spawn latency: from asking the Docker host for a chick's container to the chick dialling Mother.", []float64{0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60}, "host")
 	m.modelCalls = counter("chick_model_calls_total", "Chicks' model calls through the broker, by tier and result (ok, error, refused: a budget).", "tier", "result")
 	m.chickTokens = counter("chick_model_tokens_total", "Chicks' model tokens, by tier and direction (input, output).", "tier", "direction")
-	m.costUS = counter("chick_model_cost_usd_total", "Chicks' model cost in US dollars, for tiers with a configured price.", "tier")
+	m.costUS = counter("chick_model_cost_usd_total", "Chicks' model cost in US dollars, at the price of the model that answered (config prices, chicks.tiers.*.price).", "tier")
+	m.ownCalls = counter("own_model_calls_total", "Mother's own model calls through the broker (every turn, compaction, retry and fallback), by result (ok, error, refused: a cap).", "result")
+	m.ownCost = counter("own_model_cost_usd_total", "Mother's own model cost in US dollars, at the price of the model that answered (config prices).")
 	m.gateConns = counter("gate_connections_total", "Connections of isolated chicks through their gate, by destination (host:port; \"other\" beyond the first 200) and outcome (allowed, refused, blocked_address, capped, failed).", "destination", "outcome")
 	m.egressBytes = counter("chick_egress_bytes_total", "Bytes isolated chicks exchanged through their gate, by tier and direction (out: sent, counted against chicks.egress.maxBytes; in: received).", "tier", "direction")
 	m.eventsFired = counter("events_fired_total", "Scheduled events fired, by type (immediate, one-shot, periodic).", "type")
@@ -225,7 +223,7 @@ func (m *Metrics) ChickFinished(r hatchery.Record, ran time.Duration) {
 }
 
 // ModelCall implements broker.Metrics.
-func (m *Metrics) ModelCall(tier string, u model.Usage, err error) {
+func (m *Metrics) ModelCall(c broker.Caller, u model.Usage, costMicroUSD int64, err error) {
 	result := "ok"
 	switch {
 	case err == nil:
@@ -234,11 +232,18 @@ func (m *Metrics) ModelCall(tier string, u model.Usage, err error) {
 	default:
 		result = "error"
 	}
-	m.modelCalls.WithLabelValues(tier, result).Inc()
-	m.chickTokens.WithLabelValues(tier, "input").Add(float64(u.InputTokens))
-	m.chickTokens.WithLabelValues(tier, "output").Add(float64(u.OutputTokens))
-	if p, ok := m.prices[tier]; ok {
-		m.costUS.WithLabelValues(tier).Add((float64(u.InputTokens)*p.InputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6)
+	if c.Kind == broker.CallerMother {
+		m.ownCalls.WithLabelValues(result).Inc()
+		if costMicroUSD > 0 {
+			m.ownCost.WithLabelValues().Add(float64(costMicroUSD) / 1e6)
+		}
+		return
+	}
+	m.modelCalls.WithLabelValues(c.Tier, result).Inc()
+	m.chickTokens.WithLabelValues(c.Tier, "input").Add(float64(u.InputTokens))
+	m.chickTokens.WithLabelValues(c.Tier, "output").Add(float64(u.OutputTokens))
+	if costMicroUSD > 0 {
+		m.costUS.WithLabelValues(c.Tier).Add(float64(costMicroUSD) / 1e6)
 	}
 }
 
@@ -282,6 +287,9 @@ var (
 	descBudgetUsed = prometheus.NewDesc(Namespace+"_budget_used_tokens", "Chick tokens used today, per tier (and per channel when channels have a cap).", []string{"kind", "name"}, nil)
 	descBudgetLim  = prometheus.NewDesc(Namespace+"_budget_limit_tokens", "Daily token caps that are set.", []string{"kind", "name"}, nil)
 	descBudgetLeft = prometheus.NewDesc(Namespace+"_budget_remaining_tokens", "Tokens left today under each daily cap that is set.", []string{"kind", "name"}, nil)
+	descSpendUsed  = prometheus.NewDesc(Namespace+"_budget_used_usd", "US dollars spent today, per tier, Mother's own (kind mother), and per channel or event when it has a money cap.", []string{"kind", "name"}, nil)
+	descSpendLim   = prometheus.NewDesc(Namespace+"_budget_limit_usd", "Daily money caps that are set.", []string{"kind", "name"}, nil)
+	descSpendLeft  = prometheus.NewDesc(Namespace+"_budget_remaining_usd", "US dollars left today under each daily money cap that is set.", []string{"kind", "name"}, nil)
 	descHealthy    = prometheus.NewDesc(Namespace+"_healthy", "1 when Mother's core answers its health check (as /healthz), else 0.", nil, nil)
 	descUptime     = prometheus.NewDesc(Namespace+"_uptime_seconds", "Seconds since Mother started.", nil, nil)
 	descFsyncs     = prometheus.NewDesc(Namespace+"_store_fsyncs_total", "fsync(2) calls on Mother's files, by kind (log, context, chick_events, chicks, usage, replace, dir, attachment, other).", []string{"kind"}, nil)
@@ -290,7 +298,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descHealthy, descUptime, descFsyncs, descProvUp, descEstimated, descDiskOK} {
+	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descSpendUsed, descSpendLim, descSpendLeft, descHealthy, descUptime, descFsyncs, descProvUp, descEstimated, descDiskOK} {
 		ch <- d
 	}
 }
@@ -344,16 +352,25 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if bs != nil {
 		for _, b := range bs.Budgets() {
-			if b.Kind == "channel" && b.Limit <= 0 {
-				continue // uncapped channels: no series per channel
-			}
 			if b.Kind == "user" {
 				continue // no user ids in metrics (momctl status shows them)
 			}
-			gauge(descBudgetUsed, float64(b.Used), b.Kind, b.Name)
+			// Channels and events have a series each only in a unit they
+			// are capped in (their number has no bound).
+			each := b.Kind == "channel" || b.Kind == "mother-channel" || b.Kind == "event"
+			if !each || b.Limit > 0 {
+				gauge(descBudgetUsed, float64(b.Used), b.Kind, b.Name)
+			}
 			if b.Limit > 0 {
 				gauge(descBudgetLim, float64(b.Limit), b.Kind, b.Name)
 				gauge(descBudgetLeft, float64(max(0, b.Limit-b.Used)), b.Kind, b.Name)
+			}
+			if !each || b.LimitMicroUSD > 0 {
+				gauge(descSpendUsed, float64(b.UsedMicroUSD)/1e6, b.Kind, b.Name)
+			}
+			if b.LimitMicroUSD > 0 {
+				gauge(descSpendLim, float64(b.LimitMicroUSD)/1e6, b.Kind, b.Name)
+				gauge(descSpendLeft, float64(max(0, b.LimitMicroUSD-b.UsedMicroUSD))/1e6, b.Kind, b.Name)
 			}
 		}
 	}

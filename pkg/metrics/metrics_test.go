@@ -15,7 +15,6 @@ import (
 
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/jsonl"
@@ -66,13 +65,15 @@ func (providerState) EstimatedCalls() map[string]int64 {
 
 func TestCountersAndGaugesAreScraped(t *testing.T) {
 	t.Parallel()
-	mx := metrics.New(metrics.Options{Version: "v1.2.3", Prices: map[string]config.Price{"claude": {InputPerMTok: 3, OutputPerMTok: 15}}})
+	mx := metrics.New(metrics.Options{Version: "v1.2.3"})
 	st := &state{
 		depths:  map[string]int{"discord": 2, "slack": 0},
 		reports: []chat.AdapterReport{{Name: "discord", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected, Reconnects: 3}}, {Name: "slack", Type: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting}}},
 		chicks:  []hatchery.Info{{Record: hatchery.Record{State: hatchery.StateRunning}}, {Record: hatchery.Record{State: hatchery.StateQueued}}, {Record: hatchery.Record{State: hatchery.StateRunning}}},
 		hosts:   []hatchery.HostStatus{{Name: "p40", Up: true, Running: 2, Capacity: 6, GateRestarts: 3}, {Name: "spare", Up: false, Capacity: 2}},
-		budgets: []broker.Budget{{Kind: "tier", Name: "local", Used: 100}, {Kind: "tier", Name: "claude", Used: 700, Limit: 1000}, {Kind: "channel", Name: "slack/C1", Used: 5}},
+		budgets: []broker.Budget{{Kind: "tier", Name: "local", Used: 100}, {Kind: "tier", Name: "claude", Used: 700, Limit: 1000}, {Kind: "channel", Name: "slack/C1", Used: 5},
+			{Kind: "mother", Used: 9000, UsedMicroUSD: 250_000, LimitMicroUSD: 1_000_000}, {Kind: "event", Name: "check.json", UsedMicroUSD: 5},
+			{Kind: "channel", Name: "slack/C2", UsedMicroUSD: 300_000, LimitMicroUSD: 2_000_000}},
 	}
 	mx.Watch(st, st, st)
 	mx.WatchProviders(providerState{})
@@ -86,9 +87,14 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 	mx.ChickJoined(hatchery.Record{Tier: "claude", Host: "p40"}, 2*time.Second)
 	mx.ChickFinished(hatchery.Record{Tier: "claude", State: hatchery.StateDone, Reason: hatchery.ReasonDone}, time.Minute)
 	mx.ChickFinished(hatchery.Record{Tier: "local", State: hatchery.StateFailed, Reason: hatchery.ReasonNoStart}, 0)
-	mx.ModelCall("claude", model.Usage{InputTokens: 1_000_000, OutputTokens: 100_000}, nil)
-	mx.ModelCall("claude", model.Usage{}, fmt.Errorf("broker: %w", model.ErrBudgetExhausted))
-	mx.ModelCall("local", model.Usage{InputTokens: 7}, errors.New("boom"))
+	claude, local := broker.Caller{Tier: "claude"}, broker.Caller{Tier: "local"}
+	// The broker prices the calls: 1M in at $3 and 100k out at $15.
+	mx.ModelCall(claude, model.Usage{InputTokens: 1_000_000, OutputTokens: 100_000}, 4_500_000, nil)
+	mx.ModelCall(claude, model.Usage{}, 0, fmt.Errorf("broker: %w", model.ErrBudgetExhausted))
+	mx.ModelCall(local, model.Usage{InputTokens: 7}, 0, errors.New("boom"))
+	own := broker.Caller{Kind: broker.CallerMother, Channel: "discord/1"}
+	mx.ModelCall(own, model.Usage{InputTokens: 2000, OutputTokens: 100}, 7_500, nil)
+	mx.ModelCall(own, model.Usage{}, 0, &model.BudgetError{Scope: "mother", Msg: "budget exhausted"})
 	mx.EventFired(events.Periodic, false)
 
 	srv := httptest.NewServer(mx.Handler())
@@ -115,6 +121,9 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		{"mother_chick_model_calls_total", []string{"tier", "local", "result", "error"}, 1},
 		{"mother_chick_model_tokens_total", []string{"tier", "claude", "direction", "output"}, 100_000},
 		{"mother_chick_model_cost_usd_total", []string{"tier", "claude"}, 3 + 1.5},
+		{"mother_own_model_calls_total", []string{"result", "ok"}, 1},
+		{"mother_own_model_calls_total", []string{"result", "refused"}, 1},
+		{"mother_own_model_cost_usd_total", nil, 0.0075},
 		{"mother_events_fired_total", []string{"type", "periodic"}, 1},
 		{"mother_queue_depth", []string{"adapter", "discord"}, 2},
 		{"mother_adapter_connected", []string{"adapter", "discord"}, 1},
@@ -129,6 +138,11 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 		{"mother_gate_restarts_total", []string{"host", "p40"}, 3},
 		{"mother_budget_used_tokens", []string{"kind", "tier", "name", "local"}, 100},
 		{"mother_budget_remaining_tokens", []string{"kind", "tier", "name", "claude"}, 300},
+		{"mother_budget_used_usd", []string{"kind", "mother"}, 0.25},
+		{"mother_budget_limit_usd", []string{"kind", "mother"}, 1},
+		{"mother_budget_remaining_usd", []string{"kind", "mother"}, 0.75},
+		{"mother_budget_remaining_usd", []string{"kind", "channel", "name", "slack/C2"}, 1.7},
+		{"mother_budget_used_tokens", []string{"kind", "mother"}, 9000},
 		{"mother_healthy", nil, 1},
 		{"mother_build_info", []string{"version", "v1.2.3"}, 1},
 		{"mother_model_provider_up", []string{"provider", "ollama"}, 1},
@@ -146,6 +160,9 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 	}
 	if _, ok := s.Value("mother_budget_used_tokens", "kind", "channel"); ok {
 		t.Error("a budget series for an uncapped channel (unbounded label values)")
+	}
+	if _, ok := s.Value("mother_budget_used_usd", "kind", "event"); ok {
+		t.Error("a money series for an event without a money cap")
 	}
 	if _, ok := s.Value("go_goroutines"); !ok {
 		t.Error("no Go runtime metrics")

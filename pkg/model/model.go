@@ -206,6 +206,30 @@ var (
 	ErrInvalidRequest = errors.New("invalid model request")
 )
 
+// BudgetError is a call refused on one cap: errors.Is(err,
+// ErrBudgetExhausted). It says which cap, and when it resets, so that
+// whoever made the call can act on it (Mother pauses a periodic event
+// until its cap resets).
+type BudgetError struct {
+	// Scope is the cap's kind ("chick", "channel", "tier", "user",
+	// "mother", "mother-channel", "event") and Name what it caps (a
+	// chick's id, a qualified channel, an event file; empty for
+	// Mother's own daily cap).
+	Scope, Name string
+	// Unit is what the cap counts: "tokens" or "usd".
+	Unit string
+	// Reset is when a daily cap resets (zero for a cap that does not: a
+	// chick's own).
+	Reset time.Time
+	// Msg says it all for a person.
+	Msg string
+}
+
+func (e *BudgetError) Error() string { return e.Msg }
+
+// Is makes a BudgetError match ErrBudgetExhausted.
+func (e *BudgetError) Is(target error) bool { return target == ErrBudgetExhausted }
+
 // TransientError marks an error worth retrying (5xx, overload, reset).
 type TransientError struct{ Err error }
 

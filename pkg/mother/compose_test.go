@@ -33,7 +33,13 @@ func TestComposeRun(t *testing.T) {
 	admin := chat.ChannelMessage{ID: "m2", ChannelID: "C1", Sender: chat.Sender{ID: "U9"}, Text: "hi"}
 	noSender := chat.ChannelMessage{ID: "m3", ChannelID: "C1", Text: "hi"}
 	with := func(f func(*runState)) runState { s := base; f(&s); return s }
-	infoWith := func(user string, isAdmin bool) chat.RunInfo { i := info; i.UserID, i.IsAdmin = user, isAdmin; return i }
+	infoWith := func(user string, isAdmin bool) chat.RunInfo {
+		i := info
+		i.UserID, i.IsAdmin, i.Kind = user, isAdmin, "message"
+		return i
+	}
+	eventInfo := info
+	eventInfo.Kind, eventInfo.Event, eventInfo.EventMaySchedule = "event", "check.json", true
 	for _, c := range []struct {
 		name string
 		st   runState
@@ -45,8 +51,10 @@ func TestComposeRun(t *testing.T) {
 			runRequest{Prompt: wantPrompt, Info: infoWith("U9", true), Trigger: &admin}},
 		{"an empty sender is never an admin", with(func(s *runState) { s.Job = Job{Trigger: noSender}; s.Admins = []string{""} }),
 			runRequest{Prompt: wantPrompt, Info: infoWith("", false), Trigger: &noSender}},
-		{"event: no trigger, no user", with(func(s *runState) { s.Job = Job{Kind: KindEvent, Trigger: msg} }),
-			runRequest{Prompt: wantPrompt, Info: info}},
+		{"event: no trigger, no user, the event's file and leave", with(func(s *runState) {
+			s.Job = Job{Kind: KindEvent, Trigger: msg, EventFile: "check.json", EventMaySchedule: true}
+		}),
+			runRequest{Prompt: wantPrompt, Info: eventInfo}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

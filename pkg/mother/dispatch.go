@@ -52,6 +52,12 @@ type Job struct {
 	EventText string
 	// EventFile is an event's file name, for logs and restart notices.
 	EventFile string
+	// EventPeriodic marks a periodic event's run; EventFailures is how
+	// many of its runs before failed in a row; EventMaySchedule says an
+	// admin allowed its runs to schedule events.
+	EventPeriodic    bool
+	EventFailures    int
+	EventMaySchedule bool
 	// Chick is the ended chick a KindChick job answers; its Trigger is
 	// the chick's report, logged already.
 	Chick *ChickEnd
@@ -92,6 +98,9 @@ type Outcome struct {
 	Shutdown bool
 	// Skipped: the job did not run (already answered, or cancelled).
 	Skipped bool
+	// Pause: a periodic event's run that a daily cap refused pauses the
+	// event until the cap resets.
+	Pause *events.Pause
 }
 
 // channelState is one channel's queue and runner. Fields are guarded by

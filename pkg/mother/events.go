@@ -16,13 +16,24 @@ var _ events.Sink = (*Mother)(nil)
 // done reports Finished unless a shutdown cut the run short.
 func (m *Mother) Submit(_ context.Context, f events.Firing, done func(events.Result)) error {
 	job := Job{
-		Kind:      KindEvent,
-		EventText: f.Line(),
-		EventFile: f.File,
-		Title:     "event " + f.File,
-		Late:      f.Late,
-		Cancelled: f.Cancelled,
-		Done:      func(o Outcome) { done(events.Result{Finished: !o.Shutdown}) },
+		Kind:             KindEvent,
+		EventText:        f.Line(),
+		EventFile:        f.File,
+		EventPeriodic:    f.Type == events.Periodic,
+		EventFailures:    f.Failures,
+		EventMaySchedule: f.MaySchedule,
+		Title:            "event " + f.File,
+		Late:             f.Late,
+		Cancelled:        f.Cancelled,
+	}
+	job.Done = func(o Outcome) {
+		r, text := eventResult(job, o)
+		if text != "" {
+			if a, ok := m.Adapter(f.Adapter); ok {
+				m.post(m.ctx, a, f.ChannelID, text)
+			}
+		}
+		done(r)
 	}
 	if f.Late && f.Note != "" {
 		job.LateNote = "(Late: " + f.Note + ".)"

@@ -117,6 +117,8 @@ type Mother struct {
 	egress   *egress.Policy
 	accessMu sync.Mutex
 	access   map[string]*accessRequest
+	// spend says the broker's spend notices in order (spend.go).
+	spend notices
 	// crashHook, set only by tests, is asked at the crash points of the
 	// message path (see crashed).
 	crashHook func(point string) bool
@@ -328,6 +330,7 @@ func (m *Mother) Shutdown(ctx context.Context) error {
 	m.cancel()
 	m.stopAccess()
 	werr := m.idleJobs(ctx)
+	m.closeNotices(ctx)
 	var errs []error
 	for _, n := range names {
 		a, _ := m.Adapter(n)

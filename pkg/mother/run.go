@@ -103,6 +103,12 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		lg.Warn("run failed", "stop", out.StopReason, "err", out.Err)
 	}
 	final, silent := composeAnswer(out, job, stopping != nil, shutdown)
+	pause, paused := budgetPause(job, out)
+	if pause != nil {
+		// A periodic event at a daily cap: said once, and paused until
+		// the cap resets rather than refused again at every occurrence.
+		final, silent = paused, false
+	}
 	m.record(ctx, a, ch, sess, reply, job, final, lg)
 	if final != "" && !(out.StopReason == agent.StopAborted && shutdown) {
 		m.attachChickResult(ctx, a, channelID, ch.Dir(), job.Chick)
@@ -111,6 +117,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Ran: true, Err: out.Err, Silent: silent,
 		Stopped:  out.StopReason == agent.StopAborted && stopping != nil,
 		Shutdown: out.StopReason == agent.StopAborted && shutdown,
+		Pause:    pause,
 	}
 }
 
@@ -220,7 +227,10 @@ func composeRun(st runState) runRequest {
 			HostTools:  st.HostTools,
 			Limits:     st.Limits,
 		},
-		Info: chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir},
+		Info: chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir, Kind: string(st.Job.kind())},
+	}
+	if st.Job.kind() == KindEvent {
+		req.Info.Event, req.Info.EventMaySchedule = st.Job.EventFile, st.Job.EventMaySchedule
 	}
 	if st.Job.kind() == KindMessage {
 		req.Info.UserID = st.Job.Trigger.Sender.ID

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/wire"
@@ -146,7 +147,7 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 		}
 	}
 	for _, b := range a.s.models.Budgets() {
-		out.Budgets = append(out.Budgets, &pb.BudgetStatus{Scope: b.Scope, UsedTokens: b.Used, LimitTokens: b.Limit})
+		out.Budgets = append(out.Budgets, &pb.BudgetStatus{Scope: b.Scope, UsedTokens: b.Used, LimitTokens: b.Limit, UsedMicroUsd: b.UsedMicroUSD, LimitMicroUsd: b.LimitMicroUSD})
 	}
 	for i, e := range a.s.eventList() {
 		if i == 5 {
@@ -183,6 +184,39 @@ func (a *adminService) ListEvents(context.Context, *pb.ListEventsRequest) (*pb.L
 	out := &pb.ListEventsResponse{}
 	for _, e := range a.s.eventList() {
 		out.Events = append(out.Events, eventInfo(e))
+	}
+	return out, nil
+}
+
+// defaultUsageDays is GetUsage's span when the request names none.
+const defaultUsageDays = 7
+
+// maxUsageDays bounds GetUsage's span: a ledger file is read per day.
+const maxUsageDays = 366
+
+// GetUsage sums the usage ledger of the last days (momctl usage).
+func (a *adminService) GetUsage(_ context.Context, req *pb.GetUsageRequest) (*pb.GetUsageResponse, error) {
+	ur, ok := a.s.models.(UsageReporter)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "this Mother keeps no usage ledger")
+	}
+	days := int(req.GetDays())
+	switch {
+	case days == 0:
+		days = defaultUsageDays
+	case days < 0 || days > maxUsageDays:
+		return nil, status.Errorf(codes.InvalidArgument, "days must be 1 to %d, not %d", maxUsageDays, days)
+	}
+	u, err := ur.Usage(days, req.GetBy())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	row := func(r broker.UsageRow) *pb.UsageRow {
+		return &pb.UsageRow{Key: r.Key, Calls: r.Calls, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicroUsd: r.CostMicroUSD}
+	}
+	out := &pb.GetUsageResponse{From: u.From, To: u.To, By: u.By, Total: row(u.Total)}
+	for _, r := range u.Rows {
+		out.Rows = append(out.Rows, row(r))
 	}
 	return out, nil
 }

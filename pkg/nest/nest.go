@@ -145,6 +145,12 @@ type ProviderHealth interface {
 	ProviderStatuses() []fallback.Status
 }
 
+// UsageReporter is a Models that sums its usage ledger (broker.Broker),
+// for momctl usage.
+type UsageReporter interface {
+	Usage(days int, by string) (broker.Usage, error)
+}
+
 // Options build a Server.
 type Options struct {
 	Chicks    Chicks

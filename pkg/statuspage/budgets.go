@@ -1,11 +1,18 @@
 package statuspage
 
-import "strconv"
+import (
+	"strconv"
 
-// Budget is one of today's budgets.
+	"github.com/mother-chat/mother/pkg/config"
+)
+
+// Budget is one of today's budgets, in tokens or in money.
 type Budget struct {
 	Scope string `json:"scope"`
-	Used  int64  `json:"used"`
+	// Unit is "tokens", or "usd" for a money budget, whose Used and Limit
+	// are micro-dollars.
+	Unit string `json:"unit"`
+	Used int64  `json:"used"`
 	// Limit is 0 when there is no cap.
 	Limit int64 `json:"limit"`
 	// Percent is Used of Limit in whole percent, rounded down (so 100
@@ -18,12 +25,36 @@ type Budget struct {
 // in the warning colour; at 100 it shows it full.
 const WarnPercent = 80
 
-func newBudget(scope string, used, limit int64) Budget {
-	b := Budget{Scope: scope, Used: used, Limit: limit}
+func newBudget(scope, unit string, used, limit int64) Budget {
+	b := Budget{Scope: scope, Unit: unit, Used: used, Limit: limit}
 	if limit > 0 {
 		b.Percent = max(0, used) * 100 / limit
 	}
 	return b
+}
+
+// Amount writes n in the budget's unit: "120,400" tokens, "$1.25".
+func (b Budget) Amount(n int64) string {
+	if b.Unit == "usd" {
+		return config.FormatMicroUSD(n)
+	}
+	return Thousands(n)
+}
+
+// UnitWord is what follows an amount: " tokens", or nothing for dollars.
+func (b Budget) UnitWord() string {
+	if b.Unit == "usd" {
+		return ""
+	}
+	return " tokens"
+}
+
+// ID names the budget's row: its scope, and "usd" for money.
+func (b Budget) ID() string {
+	if b.Unit == "usd" {
+		return b.Scope + " usd"
+	}
+	return b.Scope
 }
 
 // Capped reports whether the budget has a cap.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mother-chat/mother/pkg/broker"
 )
 
 //go:embed static
@@ -68,6 +70,14 @@ func Age(d time.Duration) string {
 func (p *Page) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { p.render(w, "page") })
+	mux.HandleFunc("GET /status/spend.svg", func(w http.ResponseWriter, r *http.Request) {
+		svg, err := p.spendChart()
+		if err != nil {
+			http.Error(w, "the spend chart: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		p.write(w, "image/svg+xml", svg)
+	})
 	mux.HandleFunc("GET /status/live", func(w http.ResponseWriter, r *http.Request) { p.render(w, "live") })
 	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
 		var buf bytes.Buffer
@@ -87,9 +97,46 @@ func (p *Page) Handler() http.Handler {
 	return mux
 }
 
+// pageData is what the whole page shows: the snapshot (its live part)
+// and the spend chart, drawn once per page load (not at every refresh of
+// the live part: it reads 14 days of ledger).
+type pageData struct {
+	Snapshot
+	// Chart is the spend chart's SVG; ChartError why there is none.
+	Chart      template.HTML
+	ChartError string
+}
+
+// spendChart draws the last ChartDays days' spend (none without a
+// source).
+func (p *Page) spendChart() ([]byte, error) {
+	p.mu.Lock()
+	src := p.src.Spend
+	p.mu.Unlock()
+	var days []broker.DaySpend
+	if src != nil {
+		var err error
+		if days, err = src.DailySpend(ChartDays); err != nil {
+			return nil, err
+		}
+	}
+	return SpendChart(days), nil
+}
+
 func (p *Page) render(w http.ResponseWriter, name string) {
 	var buf bytes.Buffer
-	if err := page.ExecuteTemplate(&buf, name, p.Snapshot()); err != nil {
+	var data any = p.Snapshot()
+	if name == "page" {
+		pd := pageData{Snapshot: data.(Snapshot)}
+		if svg, err := p.spendChart(); err != nil {
+			pd.ChartError = err.Error()
+		} else {
+			// Drawn here from numbers and escaped names only.
+			pd.Chart = template.HTML(svg)
+		}
+		data = pd
+	}
+	if err := page.ExecuteTemplate(&buf, name, data); err != nil {
 		http.Error(w, "render the status page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -92,6 +92,8 @@ type Sources struct {
 	Budgets     Budgets
 	Events      Events
 	ToolServers ToolServers
+	// Spend draws the chart of the last days' spend.
+	Spend Spend
 }
 
 // Options build a Page.
@@ -483,7 +485,15 @@ func (p *Page) Snapshot() Snapshot {
 	}
 	if src.Budgets != nil {
 		for _, b := range src.Budgets.Budgets() {
-			out.Budgets = append(out.Budgets, newBudget(s(b.Scope), b.Used, b.Limit))
+			// Tokens unless only money is capped and no token was used
+			// (Mother's own on a priced model), money once any is spent
+			// or capped.
+			if b.Limit > 0 || b.Used > 0 || b.LimitMicroUSD == 0 {
+				out.Budgets = append(out.Budgets, newBudget(s(b.Scope), "tokens", b.Used, b.Limit))
+			}
+			if b.LimitMicroUSD > 0 || b.UsedMicroUSD > 0 {
+				out.Budgets = append(out.Budgets, newBudget(s(b.Scope), "usd", b.UsedMicroUSD, b.LimitMicroUSD))
+			}
 		}
 	}
 	if src.Events != nil {

@@ -1,6 +1,7 @@
 // Package providers builds model.Providers from configuration, so Mother
 // and the broker pick Ollama, Anthropic or an OpenAI-compatible endpoint
-// the same way, and chain a model with its fallbacks.
+// the same way. The broker chains a model with its fallbacks, each
+// metered (pkg/broker): no model call goes around it.
 package providers
 
 import (
@@ -33,9 +34,8 @@ func New(cfg config.Providers, name string, httpClient *http.Client) (model.Prov
 	}
 }
 
-// Set builds each configured provider once and chains models with their
-// fallbacks; every chain shares the Set's Health, which the status page
-// shows.
+// Set builds each configured provider once; every fallback chain the
+// broker builds shares the Set's Health, which the status page shows.
 type Set struct {
 	cfg    config.Providers
 	hc     *http.Client
@@ -73,30 +73,6 @@ func (s *Set) Get(name string) (model.Provider, error) {
 	}
 	s.byName[name] = p
 	return p, nil
-}
-
-// Model returns the provider for a model: the provider itself, or, with
-// fallbacks, a chain of it and them. onFallback, if set, hears of each
-// call that goes to a fallback.
-func (s *Set) Model(provider, id string, fallbacks []config.Fallback, onFallback func(from, to fallback.Target, err error)) (model.Provider, error) {
-	p, err := s.Get(provider)
-	if err != nil {
-		return nil, err
-	}
-	if len(fallbacks) == 0 {
-		return p, nil
-	}
-	targets := []fallback.Target{{Name: provider, Model: id, Provider: p}}
-	for i, fb := range fallbacks {
-		fp, err := s.Get(fb.Provider)
-		if err != nil {
-			return nil, fmt.Errorf("fallbacks[%d]: %w", i, err)
-		}
-		targets = append(targets, fallback.Target{Name: fb.Provider, Model: fb.Model, Provider: fp})
-	}
-	c := fallback.New(s.health, s.cfg.FirstTokenTimeout.Duration, targets...)
-	c.OnFallback = onFallback
-	return c, nil
 }
 
 // Statuses is the health of the providers the Set's chains call.

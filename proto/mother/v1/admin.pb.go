@@ -846,10 +846,14 @@ func (x *AdapterStatus) GetError() string {
 }
 
 type BudgetStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
-	UsedTokens    int64                  `protobuf:"varint,2,opt,name=used_tokens,json=usedTokens,proto3" json:"used_tokens,omitempty"`
-	LimitTokens   int64                  `protobuf:"varint,3,opt,name=limit_tokens,json=limitTokens,proto3" json:"limit_tokens,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Scope       string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	UsedTokens  int64                  `protobuf:"varint,2,opt,name=used_tokens,json=usedTokens,proto3" json:"used_tokens,omitempty"`
+	LimitTokens int64                  `protobuf:"varint,3,opt,name=limit_tokens,json=limitTokens,proto3" json:"limit_tokens,omitempty"`
+	// Money spent today and the money cap (0: none), in millionths of a
+	// US dollar.
+	UsedMicroUsd  int64 `protobuf:"varint,4,opt,name=used_micro_usd,json=usedMicroUsd,proto3" json:"used_micro_usd,omitempty"`
+	LimitMicroUsd int64 `protobuf:"varint,5,opt,name=limit_micro_usd,json=limitMicroUsd,proto3" json:"limit_micro_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -901,6 +905,20 @@ func (x *BudgetStatus) GetUsedTokens() int64 {
 func (x *BudgetStatus) GetLimitTokens() int64 {
 	if x != nil {
 		return x.LimitTokens
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetUsedMicroUsd() int64 {
+	if x != nil {
+		return x.UsedMicroUsd
+	}
+	return 0
+}
+
+func (x *BudgetStatus) GetLimitMicroUsd() int64 {
+	if x != nil {
+		return x.LimitMicroUsd
 	}
 	return 0
 }
@@ -1712,6 +1730,216 @@ func (*ChickEventsResponse_Event) isChickEventsResponse_Kind() {}
 
 func (*ChickEventsResponse_Ended) isChickEventsResponse_Kind() {}
 
+type GetUsageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Days is how many days back, today included (0: 7).
+	Days int32 `protobuf:"varint,1,opt,name=days,proto3" json:"days,omitempty"`
+	// By is what the rows sum by: "day" (default), "channel", "tier"
+	// (Mother's own calls are one row), "user", "event" or "model".
+	By            string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageRequest) Reset() {
+	*x = GetUsageRequest{}
+	mi := &file_mother_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageRequest) ProtoMessage() {}
+
+func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
+func (*GetUsageRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetUsageRequest) GetDays() int32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+func (x *GetUsageRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+// UsageRow sums settled calls.
+type UsageRow struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Key          string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Calls        int64                  `protobuf:"varint,2,opt,name=calls,proto3" json:"calls,omitempty"`
+	InputTokens  int64                  `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens int64                  `protobuf:"varint,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Cost in millionths of a US dollar.
+	CostMicroUsd  int64 `protobuf:"varint,5,opt,name=cost_micro_usd,json=costMicroUsd,proto3" json:"cost_micro_usd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRow) Reset() {
+	*x = UsageRow{}
+	mi := &file_mother_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRow) ProtoMessage() {}
+
+func (x *UsageRow) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
+func (*UsageRow) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *UsageRow) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UsageRow) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *UsageRow) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *UsageRow) GetCostMicroUsd() int64 {
+	if x != nil {
+		return x.CostMicroUsd
+	}
+	return 0
+}
+
+type GetUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// From and To are the first and last day (local, "2006-01-02").
+	From          string      `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string      `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	By            string      `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	Rows          []*UsageRow `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
+	Total         *UsageRow   `protobuf:"bytes,5,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUsageResponse) Reset() {
+	*x = GetUsageResponse{}
+	mi := &file_mother_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUsageResponse) ProtoMessage() {}
+
+func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
+func (*GetUsageResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetUsageResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *GetUsageResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *GetUsageResponse) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *GetUsageResponse) GetRows() []*UsageRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetTotal() *UsageRow {
+	if x != nil {
+		return x.Total
+	}
+	return nil
+}
+
 var File_mother_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mother_v1_admin_proto_rawDesc = "" +
@@ -1756,12 +1984,14 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"reconnects\x18\x04 \x01(\x03R\n" +
 	"reconnects\x120\n" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"h\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xb6\x01\n" +
 	"\fBudgetStatus\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x1f\n" +
 	"\vused_tokens\x18\x02 \x01(\x03R\n" +
 	"usedTokens\x12!\n" +
-	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\"\xeb\x01\n" +
+	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\x12$\n" +
+	"\x0eused_micro_usd\x18\x04 \x01(\x03R\fusedMicroUsd\x12&\n" +
+	"\x0flimit_micro_usd\x18\x05 \x01(\x03R\rlimitMicroUsd\"\xeb\x01\n" +
 	"\n" +
 	"HostStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
@@ -1824,7 +2054,22 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x13ChickEventsResponse\x12-\n" +
 	"\x05event\x18\x01 \x01(\v2\x15.mother.v1.AgentEventH\x00R\x05event\x12,\n" +
 	"\x05ended\x18\x02 \x01(\v2\x14.mother.v1.ChickInfoH\x00R\x05endedB\x06\n" +
-	"\x04kind*\xd4\x01\n" +
+	"\x04kind\"5\n" +
+	"\x0fGetUsageRequest\x12\x12\n" +
+	"\x04days\x18\x01 \x01(\x05R\x04days\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\"\xa0\x01\n" +
+	"\bUsageRow\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05calls\x18\x02 \x01(\x03R\x05calls\x12!\n" +
+	"\finput_tokens\x18\x03 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x04 \x01(\x03R\foutputTokens\x12$\n" +
+	"\x0ecost_micro_usd\x18\x05 \x01(\x03R\fcostMicroUsd\"\x9a\x01\n" +
+	"\x10GetUsageResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12'\n" +
+	"\x04rows\x18\x04 \x03(\v2\x13.mother.v1.UsageRowR\x04rows\x12)\n" +
+	"\x05total\x18\x05 \x01(\v2\x13.mother.v1.UsageRowR\x05total*\xd4\x01\n" +
 	"\n" +
 	"ChickState\x12\x1b\n" +
 	"\x17CHICK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -1855,7 +2100,7 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\rToolTransport\x12\x1e\n" +
 	"\x1aTOOL_TRANSPORT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_TRANSPORT_STDIO\x10\x01\x12\x17\n" +
-	"\x13TOOL_TRANSPORT_HTTP\x10\x022\x96\x04\n" +
+	"\x13TOOL_TRANSPORT_HTTP\x10\x022\xdb\x04\n" +
 	"\fAdminService\x12I\n" +
 	"\n" +
 	"ListChicks\x12\x1c.mother.v1.ListChicksRequest\x1a\x1d.mother.v1.ListChicksResponse\x12F\n" +
@@ -1865,7 +2110,8 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListEvents\x12\x1c.mother.v1.ListEventsRequest\x1a\x1d.mother.v1.ListEventsResponse\x12F\n" +
 	"\tListTools\x12\x1b.mother.v1.ListToolsRequest\x1a\x1c.mother.v1.ListToolsResponse\x12N\n" +
-	"\vChickEvents\x12\x1d.mother.v1.ChickEventsRequest\x1a\x1e.mother.v1.ChickEventsResponse0\x01B8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
+	"\vChickEvents\x12\x1d.mother.v1.ChickEventsRequest\x1a\x1e.mother.v1.ChickEventsResponse0\x01\x12C\n" +
+	"\bGetUsage\x12\x1a.mother.v1.GetUsageRequest\x1a\x1b.mother.v1.GetUsageResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
 
 var (
 	file_mother_v1_admin_proto_rawDescOnce sync.Once
@@ -1880,7 +2126,7 @@ func file_mother_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mother_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_mother_v1_admin_proto_goTypes = []any{
 	(ChickState)(0),               // 0: mother.v1.ChickState
 	(AdapterState)(0),             // 1: mother.v1.AdapterState
@@ -1908,60 +2154,67 @@ var file_mother_v1_admin_proto_goTypes = []any{
 	(*ListToolsResponse)(nil),     // 23: mother.v1.ListToolsResponse
 	(*ChickEventsRequest)(nil),    // 24: mother.v1.ChickEventsRequest
 	(*ChickEventsResponse)(nil),   // 25: mother.v1.ChickEventsResponse
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
-	(*ToolSpec)(nil),              // 28: mother.v1.ToolSpec
-	(*AgentEvent)(nil),            // 29: mother.v1.AgentEvent
+	(*GetUsageRequest)(nil),       // 26: mother.v1.GetUsageRequest
+	(*UsageRow)(nil),              // 27: mother.v1.UsageRow
+	(*GetUsageResponse)(nil),      // 28: mother.v1.GetUsageResponse
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*ToolSpec)(nil),              // 31: mother.v1.ToolSpec
+	(*AgentEvent)(nil),            // 32: mother.v1.AgentEvent
 }
 var file_mother_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: mother.v1.ChickInfo.state:type_name -> mother.v1.ChickState
-	26, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
+	29, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: mother.v1.ListChicksResponse.chicks:type_name -> mother.v1.ChickInfo
-	27, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
+	30, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
 	0,  // 4: mother.v1.KillChickResponse.state:type_name -> mother.v1.ChickState
 	1,  // 5: mother.v1.AdapterStatus.state:type_name -> mother.v1.AdapterState
-	26, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
-	26, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
-	26, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	29, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
+	29, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
+	29, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	13, // 9: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
 	5,  // 10: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
 	14, // 11: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
 	18, // 12: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
 	15, // 13: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
 	17, // 14: mother.v1.GetStatusResponse.providers:type_name -> mother.v1.ProviderStatus
-	26, // 15: mother.v1.ProviderStatus.since:type_name -> google.protobuf.Timestamp
-	26, // 16: mother.v1.ProviderStatus.until:type_name -> google.protobuf.Timestamp
-	26, // 17: mother.v1.ProviderStatus.last_ok:type_name -> google.protobuf.Timestamp
+	29, // 15: mother.v1.ProviderStatus.since:type_name -> google.protobuf.Timestamp
+	29, // 16: mother.v1.ProviderStatus.until:type_name -> google.protobuf.Timestamp
+	29, // 17: mother.v1.ProviderStatus.last_ok:type_name -> google.protobuf.Timestamp
 	2,  // 18: mother.v1.EventInfo.type:type_name -> mother.v1.EventType
-	26, // 19: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
+	29, // 19: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
 	18, // 20: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
 	3,  // 21: mother.v1.ToolServerInfo.state:type_name -> mother.v1.ToolServerState
-	28, // 22: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
+	31, // 22: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
 	4,  // 23: mother.v1.ToolServerInfo.transport:type_name -> mother.v1.ToolTransport
-	26, // 24: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
-	26, // 25: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
+	29, // 24: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
+	29, // 25: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
 	22, // 26: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
-	29, // 27: mother.v1.ChickEventsResponse.event:type_name -> mother.v1.AgentEvent
+	32, // 27: mother.v1.ChickEventsResponse.event:type_name -> mother.v1.AgentEvent
 	5,  // 28: mother.v1.ChickEventsResponse.ended:type_name -> mother.v1.ChickInfo
-	6,  // 29: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
-	8,  // 30: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
-	10, // 31: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
-	12, // 32: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
-	19, // 33: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
-	21, // 34: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
-	24, // 35: mother.v1.AdminService.ChickEvents:input_type -> mother.v1.ChickEventsRequest
-	7,  // 36: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
-	9,  // 37: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
-	11, // 38: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
-	16, // 39: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
-	20, // 40: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
-	23, // 41: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
-	25, // 42: mother.v1.AdminService.ChickEvents:output_type -> mother.v1.ChickEventsResponse
-	36, // [36:43] is the sub-list for method output_type
-	29, // [29:36] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	27, // 29: mother.v1.GetUsageResponse.rows:type_name -> mother.v1.UsageRow
+	27, // 30: mother.v1.GetUsageResponse.total:type_name -> mother.v1.UsageRow
+	6,  // 31: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
+	8,  // 32: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
+	10, // 33: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
+	12, // 34: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
+	19, // 35: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
+	21, // 36: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
+	24, // 37: mother.v1.AdminService.ChickEvents:input_type -> mother.v1.ChickEventsRequest
+	26, // 38: mother.v1.AdminService.GetUsage:input_type -> mother.v1.GetUsageRequest
+	7,  // 39: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
+	9,  // 40: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
+	11, // 41: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
+	16, // 42: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
+	20, // 43: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
+	23, // 44: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
+	25, // 45: mother.v1.AdminService.ChickEvents:output_type -> mother.v1.ChickEventsResponse
+	28, // 46: mother.v1.AdminService.GetUsage:output_type -> mother.v1.GetUsageResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_admin_proto_init() }
@@ -1981,7 +2234,7 @@ func file_mother_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_admin_proto_rawDesc), len(file_mother_v1_admin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	AdminService_ListEvents_FullMethodName  = "/mother.v1.AdminService/ListEvents"
 	AdminService_ListTools_FullMethodName   = "/mother.v1.AdminService/ListTools"
 	AdminService_ChickEvents_FullMethodName = "/mother.v1.AdminService/ChickEvents"
+	AdminService_GetUsage_FullMethodName    = "/mother.v1.AdminService/GetUsage"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -47,6 +48,9 @@ type AdminServiceClient interface {
 	// follow, each new one as it arrives, until the chick ends: its last
 	// message is then ended, and the stream closes.
 	ChickEvents(ctx context.Context, in *ChickEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ChickEventsResponse], error)
+	// GetUsage sums the usage ledger's settled calls of the last days,
+	// Mother's own and the chicks', with their cost.
+	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
 }
 
 type adminServiceClient struct {
@@ -145,6 +149,16 @@ func (c *adminServiceClient) ChickEvents(ctx context.Context, in *ChickEventsReq
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_ChickEventsClient = grpc.ServerStreamingClient[ChickEventsResponse]
 
+func (c *adminServiceClient) GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUsageResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -164,6 +178,9 @@ type AdminServiceServer interface {
 	// follow, each new one as it arrives, until the chick ends: its last
 	// message is then ended, and the stream closes.
 	ChickEvents(*ChickEventsRequest, grpc.ServerStreamingServer[ChickEventsResponse]) error
+	// GetUsage sums the usage ledger's settled calls of the last days,
+	// Mother's own and the chicks', with their cost.
+	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -194,6 +211,9 @@ func (UnimplementedAdminServiceServer) ListTools(context.Context, *ListToolsRequ
 }
 func (UnimplementedAdminServiceServer) ChickEvents(*ChickEventsRequest, grpc.ServerStreamingServer[ChickEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method ChickEvents not implemented")
+}
+func (UnimplementedAdminServiceServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -328,6 +348,24 @@ func _AdminService_ChickEvents_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_ChickEventsServer = grpc.ServerStreamingServer[ChickEventsResponse]
 
+func _AdminService_GetUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetUsage(ctx, req.(*GetUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -354,6 +392,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _AdminService_ListTools_Handler,
+		},
+		{
+			MethodName: "GetUsage",
+			Handler:    _AdminService_GetUsage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
