@@ -76,7 +76,7 @@ var children = map[string]func(dir string, ack func(int)) error{
 					return err
 				}
 			}
-			if err := j.Commit(j.Size()); err != nil {
+			if err := j.Flush(); err != nil {
 				return err
 			}
 			for k := range 3 {

@@ -14,11 +14,20 @@ import (
 // WriteFile replaces path with data: write a temp file in the same
 // directory, fsync it, rename it over path, fsync the directory. Readers see
 // the old content or the new, never a mix, and a crash leaves one of them.
+//
+// A failed fsync of the temp file is final (fsyncgate: Linux may have
+// dropped the pages it could not write, and a second fsync would succeed
+// without them): the temp file is removed, never renamed, and path keeps
+// its old content; a retry writes a new temp file from data. A failed
+// fsync of the directory returns an error although path already holds the
+// new content: it may not survive a crash, so it must not be acknowledged,
+// and a retry replaces it again. Failures are reported to the fsync
+// package's failure hook.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", path, err)
 	}
 	name := tmp.Name()
 	ok := false
@@ -29,22 +38,28 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		}
 	}()
 	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", path, err)
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", path, err)
 	}
 	if err := fsync.File(tmp, fsync.KindReplace); err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", path, err)
 	}
 	if err := os.Rename(name, path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
+		return failed("replace", path, err)
 	}
 	ok = true
 	return fsync.Dir(dir)
+}
+
+// failed reports err (writing path) to the failure hook and wraps it.
+func failed(op, path string, err error) error {
+	fsync.Report(path, err)
+	return fmt.Errorf("%s %s: %w", op, path, err)
 }
 
 // WriteFileNoSync replaces path with data through a temp file and rename,
@@ -55,7 +70,7 @@ func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", path, err)
 	}
 	name := tmp.Name()
 	_, werr := tmp.Write(data)
@@ -70,7 +85,7 @@ func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
 	}
 	if werr != nil {
 		os.Remove(name)
-		return fmt.Errorf("write %s: %w", path, werr)
+		return failed("write", path, werr)
 	}
 	return nil
 }
@@ -93,7 +108,7 @@ func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
 func Overwrite(path string, data []byte, perm os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, perm)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return failed("write", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -114,7 +129,7 @@ func Overwrite(path string, data []byte, perm os.FileMode) error {
 		werr = cerr
 	}
 	if werr != nil {
-		return fmt.Errorf("write %s: %w", path, werr)
+		return failed("write", path, werr)
 	}
 	return nil
 }

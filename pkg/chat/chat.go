@@ -101,7 +101,17 @@ type Inbox interface {
 	// message they see (mentions or not); the dispatcher logs it and decides
 	// whether it triggers a run. Late marks a message that arrived while
 	// Mother was down (backfill).
-	Deliver(ctx context.Context, adapter string, msg ChannelMessage, late bool)
+	//
+	// It returns nil once the message is Mother's: stored (and, if it
+	// calls for one, its answer queued), or dropped for good (it can never
+	// be stored: a channel id that cannot be a directory). It returns an
+	// error matching ErrNotStored when Mother could not store it (a full
+	// or failing disk): the adapter must then not mark the message handled
+	// on its platform (no update offset confirmed, no catch-up cursor
+	// moved past it, no "seen" kept) and delivers it again later, see
+	// RetryReady. docs/adapters.md says what "handled" is on each
+	// platform.
+	Deliver(ctx context.Context, adapter string, msg ChannelMessage, late bool) error
 	// Stop asks to abort the current run in a channel (a stop button).
 	Stop(ctx context.Context, adapter, channelID, userID string)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
@@ -50,7 +51,7 @@ type chicks struct {
 // with the host tools chicks.hostTools allows), AdminService on the admin
 // socket. A grpc.listen port of 0 picks a free port, and the chicks are
 // told the real one.
-func startChicks(cfg *config.Config, st *store.Store, host *hostSide, models *providers.Set, logger *slog.Logger, mx *metrics.Metrics, version string, clk clock.Clock) (*chicks, error) {
+func startChicks(cfg *config.Config, st *store.Store, dk *disk.Monitor, host *hostSide, models *providers.Set, logger *slog.Logger, mx *metrics.Metrics, version string, clk clock.Clock) (*chicks, error) {
 	dir := filepath.Join(st.DataDir(), "chicks")
 	lis, err := net.Listen("tcp", cfg.GRPC.Listen)
 	if err != nil {
@@ -85,7 +86,7 @@ func startChicks(cfg *config.Config, st *store.Store, host *hostSide, models *pr
 		br.Close()
 		return nil, err
 	}
-	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: openHost(cfg, logger, clk), Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM, GateKeys: gateKeys})
+	h, err := hatchery.New(hatchery.Options{Config: cfg, Dir: dir, Dial: openHost(cfg, logger, clk), Clock: clk, Logger: logger, Meter: br, CAPEM: tl.CAPEM, GateKeys: gateKeys, Disk: dk.Err})
 	if err != nil {
 		lis.Close()
 		br.Close()

@@ -21,7 +21,9 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/events"
+	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
@@ -168,6 +170,12 @@ func Run(ctx context.Context, opts Options) error {
 		return r.fail(err)
 	}
 	defer st.Close()
+	// The data directory's disk: every failed write or fsync of Mother's
+	// files is reported to it; a full or failing disk makes her refuse
+	// what she could not keep until a probe can write again.
+	dk := disk.New(st.DataDir(), disk.Options{Logger: base, Clock: opts.Clock})
+	defer dk.Close()
+	defer fsync.OnFailure(dk.Report)()
 
 	// MOTHER.md, MEMORY.md and SYSTEM.md are created on first start;
 	// REFERENCE.md is regenerated at every start.
@@ -177,7 +185,10 @@ func Run(ctx context.Context, opts Options) error {
 		logger.Info("workspace files created", "files", strings.Join(created, ", "))
 	}
 	if err := prompt.WriteReference(st.Workspace(), time.Local, prompt.LimitsFrom(cfg)); err != nil {
-		return r.fail(err)
+		// The one from the last start is there (or none: the prompt
+		// then lacks its pointer to it); a full disk is no reason to
+		// stay down.
+		logger.Warn("REFERENCE.md not written; the last one stays", "err", err)
 	}
 	// Mother's own read, confined to the workspace and to the channel of
 	// the run. Her write and edit (confined to her own files) come with
@@ -201,7 +212,7 @@ func Run(ctx context.Context, opts Options) error {
 		_ = host.close(cctx)
 	}()
 	mx := metrics.New(metrics.Options{Version: opts.Version, Clock: opts.Clock})
-	ch, err := startChicks(cfg, st, host, models, base, mx, opts.Version, opts.Clock)
+	ch, err := startChicks(cfg, st, dk, host, models, base, mx, opts.Version, opts.Clock)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -238,7 +249,7 @@ func Run(ctx context.Context, opts Options) error {
 	motherTools = append(motherTools, events.Tools(watcher)...)
 	motherTools = append(motherTools, host.tools.InvokeTool())
 	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
-		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy})
+		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy, Disk: dk})
 	if err != nil {
 		return r.fail(err)
 	}
@@ -251,7 +262,8 @@ func Run(ctx context.Context, opts Options) error {
 	ch.nest.SetContributions(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
 	mx.WatchProviders(models)
-	page := statusPage(cfg, opts, m, ch, watcher, host)
+	mx.WatchDisk(dk)
+	page := statusPage(cfg, opts, m, ch, watcher, host, dk)
 	stopMetrics, err := serveMetrics(cfg.Metrics, mx, page, base)
 	if err != nil {
 		return r.fail(err)

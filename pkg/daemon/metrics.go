@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/mother"
@@ -84,10 +85,10 @@ func requireToken(token string, next http.Handler) http.Handler {
 // statusPage builds the status page over Mother's parts; it hears the
 // chicks' events and follows config reloads (the secrets it must never
 // show).
-func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide) *statuspage.Page {
+func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide, dk *disk.Monitor) *statuspage.Page {
 	page := statuspage.New(statuspage.Options{Version: opts.Version, ChickImage: cfg.Chicks.Image, StartedAt: opts.Clock.Now(), Secrets: cfg.SecretValues(), Clock: opts.Clock})
 	ch.hatchery.Subscribe(page)
-	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models, Spend: ch.broker})
+	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models, Spend: ch.broker, Disk: dk})
 	host.onReload(func(cur *config.Config) { page.SetSecrets(cur.SecretValues()) })
 	return page
 }

@@ -3,6 +3,11 @@
 // mother_store_fsyncs_total metric and the bench. It is the one place
 // Mother's stores call fsync, so the count is complete for them.
 //
+// It is also where a failed write or fsync is heard: File reports its own
+// failures, and the writers report theirs (Report), to the one hook the
+// daemon sets (OnFailure: the disk monitor, which tells a full or failing
+// disk from other errors). Tests make fsyncs fail with InjectFault.
+//
 // A test hook lets an end-to-end test kill a real process between a
 // batch's write and its fsync: with MOTHER_TEST_PAUSE_BEFORE_FSYNC set to
 // "<kind>:<n>", the n-th fsync of that kind (counting from 1) announces
@@ -61,7 +66,16 @@ func File(f *os.File, kind string) error {
 	beforeSync(kind)
 	counter(kind).Add(1)
 	runtime.Gosched()
-	return f.Sync()
+	if err := injected(f.Name()); err != nil {
+		err = &os.PathError{Op: "sync", Path: f.Name(), Err: err}
+		Report(f.Name(), err)
+		return err
+	}
+	err := f.Sync()
+	if err != nil {
+		Report(f.Name(), err)
+	}
+	return err
 }
 
 // Dir fsyncs the directory dir (after a rename or a create in it) and
@@ -134,6 +148,86 @@ func beforeSync(kind string) {
 // CountOf is kind's number of fsyncs since the process started.
 func CountOf(kind string) uint64 { return counter(kind).Load() }
 
+// ---- failures ----
+
+var (
+	hookMu sync.Mutex
+	hooks  atomic.Pointer[[]*func(path string, err error)]
+)
+
+// OnFailure makes fn hear every failure Report is told of, until remove
+// is called. The daemon sets one, its disk monitor's; fn must not block.
+func OnFailure(fn func(path string, err error)) (remove func()) {
+	return addTo(&hooks, fn)
+}
+
+// Report tells the OnFailure hooks that writing or syncing path failed
+// with err. File reports its own failures; writers report failed writes.
+func Report(path string, err error) {
+	if err == nil {
+		return
+	}
+	if list := hooks.Load(); list != nil {
+		for _, fn := range *list {
+			(*fn)(path, err)
+		}
+	}
+}
+
+// addTo adds fn to the list (copy on write) and returns its removal.
+func addTo[F any](list *atomic.Pointer[[]*F], fn F) (remove func()) {
+	p := &fn
+	hookMu.Lock()
+	defer hookMu.Unlock()
+	var next []*F
+	if cur := list.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, p)
+	list.Store(&next)
+	return func() {
+		hookMu.Lock()
+		defer hookMu.Unlock()
+		var keep []*F
+		if cur := list.Load(); cur != nil {
+			for _, q := range *cur {
+				if q != p {
+					keep = append(keep, q)
+				}
+			}
+		}
+		if len(keep) == 0 {
+			list.Store(nil)
+			return
+		}
+		list.Store(&keep)
+	}
+}
+
+// faults are the injected fsync failures (tests only).
+var faults atomic.Pointer[[]*func(path string) error]
+
+// InjectFault makes File fail, without calling fsync(2), for every file
+// fn returns an error for, until remove is called: for tests, which
+// should match only their own paths (tests run in parallel). The error is
+// returned (and reported) as the fsync's.
+func InjectFault(fn func(path string) error) (remove func()) {
+	return addTo(&faults, fn)
+}
+
+func injected(path string) error {
+	list := faults.Load()
+	if list == nil {
+		return nil
+	}
+	for _, fn := range *list {
+		if err := (*fn)(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // MkdirAll is os.MkdirAll that makes each directory it creates durable:
 // after each mkdir it fsyncs the parent, so a power cut cannot take the
 // new directory's name (and with it every file later made durable in it).
@@ -159,6 +253,7 @@ func MkdirAll(path string, perm os.FileMode) error {
 				return nil // made meanwhile by someone else, who syncs it
 			}
 		}
+		Report(path, err)
 		return err
 	}
 	return Dir(parent)

@@ -54,16 +54,24 @@ func (h *Hatchery) openEventsLocked(c *chick) error {
 	if err != nil {
 		return fmt.Errorf("chick events: %w", err)
 	}
+	mark := j.Mark()
+	last := lastStoredSeq(path, mark.End)
+	c.events, c.lastSeq, c.written, c.evPos = j, last, last, mark
+	return nil
+}
+
+// lastStoredSeq is the highest sequence number in the events file at
+// path, up to size.
+func lastStoredSeq(path string, size int64) uint64 {
 	var last uint64
-	_ = jsonl.Scan(path, 0, j.Size(), func(line []byte, _, _ int64) error {
+	_ = jsonl.Scan(path, 0, size, func(line []byte, _, _ int64) error {
 		var se storedEvent
 		if json.Unmarshal(line, &se) == nil && se.Seq > last {
 			last = se.Seq
 		}
 		return nil
 	})
-	c.events, c.lastSeq, c.written = j, last, last
-	return nil
+	return last
 }
 
 // RecordEvent stores one event of chick id and returns the highest stored
@@ -111,6 +119,8 @@ type Written struct {
 	End   int64
 	Seq   uint64
 	Acked uint64
+	// pos is End as the events file gave it, for its Commit.
+	pos jsonl.Pos
 }
 
 // WriteEvents is RecordEvents' first half: the new events of the batch
@@ -146,6 +156,32 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err e
 
 	c.evMu.Lock()
 	defer c.evMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		w, gap, err = h.writeEventsLocked(c, j, info, evs)
+		if !errors.Is(err, jsonl.ErrCut) || attempt == 2 {
+			return w, gap, err
+		}
+	}
+}
+
+// writeEventsLocked is WriteEvents with c.evMu held. It fails with
+// jsonl.ErrCut when the events file was cut back after a failure just
+// before its write: it is then called again.
+func (h *Hatchery) writeEventsLocked(c *chick, j *jsonl.File, info Info, evs []SeqEvent) (w Written, gap, err error) {
+	if j.CutSince(c.evPos) {
+		// A failure cut the events file back to what was durable
+		// (jsonl.File): what it holds now is the chick's stored events,
+		// written and durable, whatever the commits in flight then had
+		// counted. The chick resends from its ack; what the file holds
+		// is dropped as a duplicate, the rest taken again.
+		if err := j.Recover(); err != nil {
+			return Written{Acked: c.lastSeq}, nil, h.endedOr(c, err)
+		}
+		mark := j.Mark()
+		c.written = lastStoredSeq(j.Path(), mark.End)
+		c.lastSeq = max(c.lastSeq, c.written)
+		c.evPos = mark
+	}
 	last := c.written
 	if c.evEnc == nil {
 		c.evEnc = json.NewEncoder(&c.evBuf) // the same bytes as json.Marshal, and a newline
@@ -190,17 +226,20 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err e
 		// acknowledged: the observers render the events while the fsync
 		// runs (rendering is no acknowledgement; if the fsync fails the
 		// chick resends them).
-		if _, _, err := j.Write(buf); err != nil {
+		_, pos, err := j.WriteAfter(c.evPos, buf)
+		if err != nil {
 			return Written{Acked: c.lastSeq}, nil, h.endedOr(c, err)
 		}
+		c.evPos = pos
 		for _, e := range fresh {
 			h.obs.ChickEvent(info, e.Event)
 		}
 		c.written = last
 	}
-	// The file's end covers every event written so far, this session's
-	// or an earlier one's whose fsync has not returned yet.
-	w = Written{End: j.Size(), Seq: c.written, Acked: c.lastSeq}
+	// The last write's end covers every event written so far, this
+	// session's or an earlier one's whose fsync has not returned yet (and
+	// its commit fails if a failure has cut them away since).
+	w = Written{End: c.evPos.End, Seq: c.written, Acked: c.lastSeq, pos: c.evPos}
 	if flooded != "" {
 		// What was written is still for the caller to commit. The chick
 		// is stopped without evMu held: Stop may call its engine.
@@ -215,8 +254,9 @@ func (h *Hatchery) WriteEvents(id string, evs []SeqEvent) (w Written, gap, err e
 // CommitEvents is RecordEvents' second half: it waits for an fsync that
 // covers w (shared with whatever else was written meanwhile) and returns
 // the ack, the highest durable sequence number. If the fsync fails, the
-// events written but not durable are forgotten as written, so that the
-// chick's resend from its last ack is taken again.
+// events file is cut back to what was durable (jsonl.File) and the next
+// WriteEvents takes up what it holds, so that the chick's resend from its
+// last ack is taken again; none of the events not durable is acknowledged.
 func (h *Hatchery) CommitEvents(id string, w Written) (uint64, error) {
 	h.mu.Lock()
 	c, ok := h.chicks[id]
@@ -231,10 +271,9 @@ func (h *Hatchery) CommitEvents(id string, w Written) (uint64, error) {
 	if j == nil {
 		return w.Acked, h.endedOr(c, errors.New("chick events: not open"))
 	}
-	err := j.Commit(w.End)
+	err := j.Commit(w.pos)
 	c.evMu.Lock()
 	if err != nil {
-		c.written = c.lastSeq
 		acked := c.lastSeq
 		c.evMu.Unlock()
 		return acked, h.endedOr(c, err)

@@ -81,6 +81,11 @@ type Options struct {
 	// GateCommand overrides the gate container's entrypoint and command
 	// (tests); empty: the chick image's entrypoint with "gate".
 	GateCommand []string
+	// Disk, if set, says why the data directory cannot be written now
+	// (disk.Monitor.Err: "disk full: ..."), nil when it can: a spawn is
+	// refused meanwhile (ErrDisk), since the chick's events could not be
+	// kept.
+	Disk func() error
 }
 
 // Hatchery manages every chick of one Mother instance.
@@ -105,6 +110,11 @@ type Hatchery struct {
 	proxy    bool
 	keys     GateKeys
 	gateCmd  []string
+	// disk says why the data directory cannot be written (nil: none).
+	disk func() error
+	// unpersisted are the chicks whose last record could not be stored
+	// (guarded by mu; see persist).
+	unpersisted map[string]bool
 
 	probeEvery time.Duration
 	probeTO    time.Duration
@@ -168,7 +178,11 @@ type chick struct {
 	// written is the highest sequence number written to events, durable
 	// or with its fsync still to come (>= lastSeq).
 	written uint64
-	events  *jsonl.File
+	// evPos is where the last write to events ended (or where it stood
+	// when events was opened): a failure cutting the file back since is
+	// seen against it (guarded by evMu).
+	evPos  jsonl.Pos
+	events *jsonl.File
 	// evBuf and evEnc encode a batch of events (guarded by evMu): one
 	// buffer reused from batch to batch, no copy of each encoded line.
 	evBuf bytes.Buffer
@@ -235,6 +249,7 @@ func New(opts Options) (*Hatchery, error) {
 		probeEvery: opts.ProbeInterval, probeTO: opts.ProbeTimeout,
 		isolated: cfg.Chicks.Network == config.NetworkIsolated || cfg.Chicks.Network == config.NetworkNone,
 		proxy:    cfg.Chicks.Network == config.NetworkIsolated, keys: opts.GateKeys, gateCmd: opts.GateCommand,
+		disk: opts.Disk,
 	}
 	if h.keys == nil {
 		h.keys = newProcessKeys()

@@ -32,12 +32,18 @@ type SpawnRequest struct {
 // in the queue. It fails with ErrQueueFull when the queue is full and
 // ErrUnknownTier for a tier not in the configuration, and with
 // ErrImageMissing when every host that serves the tier lacks the chick
-// image. A spawn for a
+// image, and with ErrDisk while the data directory cannot be written (the
+// chick's events could not be kept). A spawn for a
 // person who has reached chicks.maxPerUser or spent today's
 // budgets.userDailyTokens fails with a *RefusedError.
 func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	if strings.TrimSpace(req.Goal) == "" {
 		return Info{}, errors.New("spawn chick: empty goal")
+	}
+	if h.disk != nil {
+		if err := h.disk(); err != nil {
+			return Info{}, fmt.Errorf("spawn chick: %w: %w", ErrDisk, err)
+		}
 	}
 	tier := req.Tier
 	if tier == "" {

@@ -81,7 +81,9 @@ func (h *Hatchery) loadRecords() error {
 		h.chicks[id] = c
 	}
 	if err := atomicfile.WriteFile(path, buf, 0o600); err != nil {
-		return fmt.Errorf("hatchery: compact records: %w", err)
+		// The file keeps what it had (more lines, the same last word on
+		// each chick): a full disk is no reason to stay down.
+		h.logger.Warn("chicks.jsonl not compacted; kept as it is", "err", err)
 	}
 	j, torn, err := jsonl.OpenWith(path, jsonl.Options{Sync: true, Kind: fsync.KindChicks})
 	if err != nil {
@@ -95,13 +97,35 @@ func (h *Hatchery) loadRecords() error {
 	return nil
 }
 
-// persist appends c's record. Callers hold h.mu.
+// persist appends c's record. A record that could not be stored (a full
+// or failing disk) is appended again, as it is then, with the next record
+// that can be. Callers hold h.mu.
 func (h *Hatchery) persist(c *chick) {
 	if h.records == nil {
 		return
 	}
 	if _, _, err := h.records.Append(c.rec); err != nil {
-		h.logger.Error("cannot persist chick record", "chick", c.rec.ID, "err", err)
+		if h.unpersisted == nil {
+			h.unpersisted = map[string]bool{}
+		}
+		if !h.unpersisted[c.rec.ID] {
+			h.logger.Error("cannot persist chick record; it is written again with the next one that can be", "chick", c.rec.ID, "err", err)
+		}
+		h.unpersisted[c.rec.ID] = true
+		return
+	}
+	delete(h.unpersisted, c.rec.ID)
+	for id := range h.unpersisted {
+		o, ok := h.chicks[id]
+		if !ok {
+			delete(h.unpersisted, id)
+			continue
+		}
+		if _, _, err := h.records.Append(o.rec); err != nil {
+			return
+		}
+		delete(h.unpersisted, id)
+		h.logger.Info("chick record persisted after an earlier failure", "chick", id)
 	}
 }
 

@@ -64,6 +64,9 @@ var (
 	// ErrUserLimit: the requester already has chicks.maxPerUser chicks
 	// running or queued (wrapped in a *RefusedError).
 	ErrUserLimit = errors.New("per-person chick limit reached")
+	// ErrDisk: the data directory cannot be written (a full or failing
+	// disk): a chick's events could not be kept, so none is spawned.
+	ErrDisk = errors.New("chick events cannot be stored")
 )
 
 // RefusedError is a spawn refused by a per-person limit

@@ -27,7 +27,7 @@ func TestBatchAndGroupCommitShareOneFsync(t *testing.T) {
 		t.Errorf("a batch of 3 took %d fsyncs, want 1", got)
 	}
 	// Three writes made before one commit: that commit covers them all.
-	var end int64
+	var end Pos
 	for i := range 3 {
 		_, end, err = j.Write(fmt.Appendf(nil, "{\"b\":%d}\n", i))
 		if err != nil {
@@ -41,7 +41,7 @@ func TestBatchAndGroupCommitShareOneFsync(t *testing.T) {
 		t.Errorf("3 writes and one commit: %d fsyncs in all, want 2", got)
 	}
 	// An earlier offset is covered already: no fsync.
-	if err := j.Commit(end - 8); err != nil {
+	if err := j.Commit(Pos{End: end.End - 8}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fsync.CountOf(kind); got != 2 {

@@ -31,26 +31,62 @@ import (
 //
 // Group commit: appends that arrive while an fsync is in flight do not
 // each fsync; the first of them to wake runs one fsync that covers all of
-// them. A failed fsync is sticky: the file refuses every later append,
-// since the kernel may have dropped the pages it could not write.
+// them.
+//
+// A failed fsync (or a write that fails with anything but a full disk) is
+// never retried on the same descriptor: Linux may have dropped the pages
+// it could not write and marked them clean, so a second fsync would
+// succeed without the data ("fsyncgate"). The descriptor is closed, and
+// every write not covered by an earlier fsync fails (none of them was
+// acknowledged). The file is opened again, cut back to its last durable
+// length (the unsynced tail is neither trusted nor kept), its tail read
+// again to check it ends with a whole line, and fsynced; then it takes
+// appends again. If that fails too (the disk still fails), the next write
+// tries again.
 type File struct {
 	path string
 	kind string
 	sync bool
 
-	mu   sync.Mutex // guards f, size and the writes
-	f    *os.File
-	size int64
+	// mu guards the writes, and f, size and closed. f, size, gen, cuts
+	// and broken change only with smu and mu both held, so either lock
+	// is enough to read them.
+	mu     sync.Mutex
+	f      *os.File // nil when closed, or given up after a failure
+	size   int64
+	closed bool
 
 	smu     sync.Mutex // guards the commit state; taken before mu, never after
 	scond   *sync.Cond
 	synced  int64 // every byte before synced is on disk
 	syncing bool
-	failed  error
+	// gen counts the descriptors given up after a failure; cuts says,
+	// for each generation that ended, how far its writes were kept.
+	gen  uint64
+	cuts []cut
+	// broken is the failure that made the file give up its descriptor,
+	// until it is open again.
+	broken error
 
 	flushAfter time.Duration
 	clock      clock.Clock
 	flushTimer clock.Timer // pending deferred flush, guarded by smu
+}
+
+// Pos is where a write ended: its end offset in the file, in the file's
+// generation at the time (a failure starts a new one, see File). Commit
+// takes it.
+type Pos struct {
+	End int64
+	gen uint64
+}
+
+// cut records that the generations from..(the next cut's from - 1) ended
+// with the file cut back to at (its durable length), because of err.
+type cut struct {
+	from uint64
+	at   int64
+	err  error
 }
 
 // Options tune Open.
@@ -208,31 +244,39 @@ func (j *File) AppendBatch(vs ...any) (start, end int64, err error) {
 // in '\n' (the caller encoded them), with one write(2), and with Sync set
 // waits for the fsync that covers them.
 func (j *File) AppendLines(lines []byte) (start, end int64, err error) {
-	start, end, err = j.Write(lines)
+	start, p, err := j.Write(lines)
 	if err != nil {
-		return start, end, err
+		return start, p.End, err
 	}
 	if !j.sync {
 		j.scheduleFlush()
-		return start, end, nil
+		return start, p.End, nil
 	}
-	return start, end, j.Commit(end)
+	return start, p.End, j.Commit(p)
 }
 
 // AppendDeferred writes v as one line and returns without waiting for an
 // fsync: for a record nobody is told about (it must not be acknowledged),
 // made durable by the file's next fsync, or FlushAfter later, or at Close.
-// A killed process loses nothing written; a power loss may lose it.
+// A killed process loses nothing written; a power loss may lose it, and
+// so may a failed fsync (see File).
 func (j *File) AppendDeferred(v any) (start, end int64, err error) {
+	start, p, err := j.WriteDeferred(v)
+	return start, p.End, err
+}
+
+// WriteDeferred is AppendDeferred returning the write's Pos, for a caller
+// that commits it later (Commit) before acknowledging it.
+func (j *File) WriteDeferred(v any) (start int64, p Pos, err error) {
 	line, err := json.Marshal(v)
 	if err != nil {
-		return 0, 0, fmt.Errorf("encode record for %s: %w", j.path, err)
+		return 0, Pos{}, fmt.Errorf("encode record for %s: %w", j.path, err)
 	}
-	start, end, err = j.Write(append(line, '\n'))
+	start, p, err = j.Write(append(line, '\n'))
 	if err == nil {
 		j.scheduleFlush()
 	}
-	return start, end, err
+	return start, p, err
 }
 
 // scheduleFlush arms the deferred flush, if the file has one and none is
@@ -243,117 +287,15 @@ func (j *File) scheduleFlush() {
 	}
 	j.smu.Lock()
 	defer j.smu.Unlock()
-	if j.flushTimer != nil || j.failed != nil {
+	if j.flushTimer != nil {
 		return
 	}
 	j.flushTimer = j.clock.AfterFunc(j.flushAfter, func() {
 		j.smu.Lock()
 		j.flushTimer = nil
 		j.smu.Unlock()
-		_ = j.Commit(j.Size())
+		_ = j.Flush()
 	})
-}
-
-// Write writes lines (whole lines, each ending in '\n') with one write(2)
-// and returns at once, before any fsync: the caller must not acknowledge
-// them before Commit(end) returns.
-func (j *File) Write(lines []byte) (start, end int64, err error) {
-	if len(lines) == 0 || lines[len(lines)-1] != '\n' {
-		return 0, 0, fmt.Errorf("append %s: not whole lines", j.path)
-	}
-	j.smu.Lock()
-	failed := j.failed
-	j.smu.Unlock()
-	if failed != nil {
-		return 0, 0, failed
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.f == nil {
-		return 0, 0, fmt.Errorf("append %s: closed", j.path)
-	}
-	n, err := j.f.Write(lines)
-	if err != nil {
-		if n > 0 {
-			// A short write leaves a torn line; cut it now rather than at
-			// the next open so later appends stay whole.
-			_ = j.f.Truncate(j.size)
-		}
-		return 0, 0, fmt.Errorf("append %s: %w", j.path, err)
-	}
-	start = j.size
-	j.size += int64(n)
-	return start, j.size, nil
-}
-
-// Commit returns once every byte before end is on disk: it joins an fsync
-// in flight if that one covers end, and otherwise runs (or waits for) the
-// next one, which covers every write made before it starts.
-func (j *File) Commit(end int64) error {
-	j.smu.Lock()
-	defer j.smu.Unlock()
-	for j.synced < end {
-		if j.failed != nil {
-			return j.failed
-		}
-		if j.syncing {
-			j.scond.Wait()
-			continue
-		}
-		j.syncing = true
-		j.mu.Lock()
-		f, target := j.f, j.size
-		j.mu.Unlock()
-		j.smu.Unlock()
-		var err error
-		if f == nil {
-			err = fmt.Errorf("sync %s: closed", j.path)
-		} else if serr := fsync.File(f, j.kind); serr != nil {
-			err = fmt.Errorf("sync %s: %w", j.path, serr)
-		}
-		j.smu.Lock()
-		j.syncing = false
-		if err != nil {
-			j.failed = err
-		} else if target > j.synced {
-			j.synced = target
-		}
-		j.scond.Broadcast()
-	}
-	return nil
-}
-
-// Size is the length of the whole lines written so far.
-func (j *File) Size() int64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.size
-}
-
-// Close closes the file once no fsync is in flight. Appends after Close
-// fail.
-func (j *File) Close() error {
-	var ferr error
-	if j.flushAfter > 0 {
-		ferr = j.Commit(j.Size())
-	}
-	j.smu.Lock()
-	if j.flushTimer != nil {
-		j.flushTimer.Stop()
-		j.flushTimer = nil
-	}
-	for j.syncing {
-		j.scond.Wait()
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.smu.Unlock()
-	if j.f == nil {
-		return nil
-	}
-	err := j.f.Close()
-	j.f = nil
-	return errors.Join(ferr, err)
 }
 
 // Scan calls fn for each whole line of path from offset start up to

@@ -113,6 +113,7 @@ type Metrics struct {
 	budgets BudgetState
 	// providers is read for the providers' gauges (WatchProviders).
 	providers ProviderState
+	disk      DiskState
 }
 
 var (
@@ -297,7 +298,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descSpendUsed, descSpendLim, descSpendLeft, descHealthy, descUptime, descFsyncs, descProvUp, descEstimated} {
+	for _, d := range []*prometheus.Desc{descQueue, descConnected, descReconnects, descChicks, descHostUp, descHostRun, descHostCap, descGateRest, descBudgetUsed, descBudgetLim, descBudgetLeft, descSpendUsed, descSpendLim, descSpendLeft, descHealthy, descUptime, descFsyncs, descProvUp, descEstimated, descDiskOK} {
 		ch <- d
 	}
 }
@@ -320,6 +321,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range fsync.Counts() {
 		ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(f.N), f.Kind)
 	}
+	c.collectDisk(ch)
 	if ms != nil {
 		depths := ms.QueueDepths()
 		for _, a := range sortedKeys(depths) {
@@ -397,10 +399,12 @@ type Health struct {
 	UptimeSeconds float64 `json:"uptime_seconds"`
 	// AdaptersDown, HostsDown and ModelServersDown name what is not
 	// connected. Mother is degraded when every model server her own
-	// model has is down, or every Docker host is.
+	// model has is down, or every Docker host is, or when her data
+	// directory cannot be written (Disk says why).
 	AdaptersDown     []string `json:"adapters_down,omitempty"`
 	HostsDown        []string `json:"hosts_down,omitempty"`
 	ModelServersDown []string `json:"model_servers_down,omitempty"`
+	Disk             string   `json:"disk,omitempty"`
 }
 
 func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
@@ -423,6 +427,10 @@ func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var reasons []string
+	if err := m.diskErr(); err != nil {
+		h.Disk = err.Error()
+		reasons = append(reasons, err.Error()+": Mother stores no messages (they wait on their platform) and starts no chicks")
+	}
 	if cs != nil {
 		hosts := cs.HostStates()
 		for _, hs := range hosts {

@@ -169,6 +169,10 @@ func TestCountersAndGaugesAreScraped(t *testing.T) {
 	}
 }
 
+type diskState struct{ err error }
+
+func (d *diskState) Err() error { return d.err }
+
 func TestHealthz(t *testing.T) {
 	t.Parallel()
 	mx := metrics.New(metrics.Options{Version: "v9"})
@@ -214,6 +218,23 @@ func TestHealthz(t *testing.T) {
 		t.Errorf("Mother's model server down: %d %+v, want 503 degraded", code, h)
 	}
 	(*servers)[0].Up = true
+	// The data directory full: degraded, saying so.
+	d := &diskState{err: errors.New("disk full: write log.jsonl: no space left on device")}
+	mx.WatchDisk(d)
+	if code, h := get(); code != 503 || h.Status != "degraded" || !strings.HasPrefix(h.Reason, "disk full: write log.jsonl") || h.Disk != d.err.Error() {
+		t.Errorf("disk full: %d %+v, want 503 degraded with the reason", code, h)
+	}
+	s := metricstest.Get(t, srv.URL+"/metrics")
+	if v, ok := s.Value("mother_disk_ok"); !ok || v != 0 {
+		t.Errorf("mother_disk_ok = %v (present %v) on a full disk, want 0", v, ok)
+	}
+	d.err = nil
+	if code, h := get(); code != 200 || h.Disk != "" {
+		t.Errorf("disk fine again: %d %+v, want 200", code, h)
+	}
+	if v, _ := metricstest.Get(t, srv.URL+"/metrics").Value("mother_disk_ok"); v != 1 {
+		t.Errorf("mother_disk_ok = %v once the disk is fine, want 1", v)
+	}
 	st.healthy = errors.New("core lock not available")
 	if code, h := get(); code != 503 || h.Status != "unhealthy" || !strings.Contains(h.Error, "core lock") {
 		t.Errorf("unhealthy: %d %+v, want 503 with the reason", code, h)

@@ -137,8 +137,12 @@ type channelState struct {
 	persistMu sync.Mutex
 	written   uint64
 	// markerFlush is the pending fsync of the in-flight marker (guarded
-	// by persistMu; see persist).
-	markerFlush clock.Timer
+	// by persistMu; see persist). markerData is the marker last written;
+	// markerRewrite: its write or fsync failed, so it is written again,
+	// whole, before the next fsync (armMarkerFlush).
+	markerFlush   clock.Timer
+	markerData    []byte
+	markerRewrite bool
 	// marker: the channel's in-flight marker file is there (guarded by
 	// persistMu). An idle channel's marker is kept, saying it is idle, for
 	// its next message: rewritten in place, not removed and made again.
@@ -173,21 +177,27 @@ func (m *Mother) channelFor(a chat.Adapter, channelID string) *channelState {
 // (IsMention), or is posted in a thread she started
 // (Metadata[chat.MetaThreadStarter] == the adapter's SelfID). Her own
 // messages and other bots' messages are logged and never answered.
-func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.ChannelMessage, late bool) {
+//
+// It returns nil once the message is hers (logged, its job queued or
+// kept), or dropped for good (an adapter or channel id she can never
+// store). It returns a chat.NotStoredError when she could not log it (a
+// full or failing disk): nothing was queued, and the adapter must not
+// acknowledge the message but deliver it again (see notStored).
+func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.ChannelMessage, late bool) error {
 	lg := m.logger.With("channel", chat.QualifiedID(adapterName, msg.ChannelID), "msg_id", msg.ID)
 	a, cs, err := m.state(adapterName, msg.ChannelID)
 	if err != nil {
-		lg.Error("message not logged", "err", err)
-		return
+		lg.Error("message dropped: it can never be stored", "err", err)
+		return nil
 	}
 	if msg.Choice {
 		m.choose(ctx, a, msg, late)
-		return
+		return nil
 	}
+	addressed := Addressed(a.SelfID(), msg)
 	ch, err := m.store.Channel(adapterName, msg.ChannelID)
 	if err != nil {
-		lg.Error("cannot open channel store; message not logged", "err", err)
-		return
+		return m.notStored(ctx, a, msg, lg, fmt.Errorf("open channel store: %w", err), addressed && !msg.Sender.IsBot, false)
 	}
 	if msg.ID == "" {
 		msg.ID = m.newID()
@@ -201,7 +211,6 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	// the log, so a crash between the two leaves a job the next start
 	// finds (logging the message then if it is missing), never a logged
 	// message nobody answers.
-	addressed := Addressed(a.SelfID(), msg)
 	stopAll, isStop := ParseStop(msg.Text)
 	refused := msg.IsDM && !m.mayDM(adapterName, msg.Sender.ID)
 	access := !refused && !msg.Sender.IsBot && msg.Sender.ID != a.SelfID() && m.isAccessAnswer(a, msg, late, addressed)
@@ -236,7 +245,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		}
 	}
 	if m.crashed("reserved") {
-		return
+		return nil
 	}
 	// The line is written here and made durable by its fsync (shared
 	// with whatever else is appended meanwhile: group commit). A message
@@ -245,55 +254,46 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	// before the fsync is done, and this returns (the adapter's
 	// acknowledgement) only after it. Every other message is on disk
 	// before anything else happens, as before.
-	notStored := func(err error) {
-		lg.Error("cannot log message", "err", err)
-		if _, perr := a.Post(ctx, msg.ChannelID, "I could not store your message (disk problem?), so I am not answering it. The operator has the details in my log."); perr != nil {
-			lg.Error("cannot post notice", "err", perr)
-		} else {
-			m.metrics.MessageOut(adapterName)
-		}
-	}
 	lm, err := ch.WriteMessage(msg)
 	if err == nil && job == nil {
-		err = ch.CommitLog(lm.End)
+		err = ch.CommitLog(lm)
 	}
 	if err != nil {
 		if job != nil {
 			m.unreserve(cs)
 		}
 		unlock()
-		notStored(err)
-		return
+		return m.notStored(ctx, a, msg, lg, err, answer, false)
 	}
 	if m.crashed("logged") {
-		return
+		return nil
 	}
 	lg.Debug("message logged", "mention", msg.IsMention, "dm", msg.IsDM, "late", late)
 	if msg.Sender.ID == a.SelfID() {
-		return
+		return nil
 	}
 	m.metrics.MessageIn(adapterName)
 	if msg.Sender.IsBot {
-		return
+		return nil
 	}
 	if refused {
 		unlock()
 		m.refuseDM(ctx, a, ch, msg, lg)
-		return
+		return nil
 	}
 	if access {
 		m.handleAccessAnswer(ctx, a, msg, late, addressed, unlock)
-		return
+		return nil
 	}
 	if isStop {
 		switch {
 		case late:
 			lg.Info("ignoring a stop that arrived while Mother was down")
-			return
+			return nil
 		case addressed || m.busy(chat.QualifiedID(adapterName, msg.ChannelID)):
 			unlock()
 			m.stop(ctx, a, msg.ChannelID, msg.Sender.ID, stopAll)
-			return
+			return nil
 		}
 	}
 	var logged *pendingSync
@@ -308,11 +308,13 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	}
 	unlock()
 	if logged != nil {
-		err := ch.CommitLog(lm.End)
+		err := ch.CommitLog(lm)
 		logged.settle(err)
 		if err != nil {
-			notStored(err)
-			return
+			// The run queued for it sees the failure and ends without a
+			// word (see pendingSync); the adapter delivers the message
+			// again.
+			return m.notStored(ctx, a, msg, lg, err, true, true)
 		}
 	}
 	if qerr != nil {
@@ -331,6 +333,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 			m.metrics.MessageOut(adapterName)
 		}
 	}
+	return nil
 }
 
 // state returns the adapter and the channel's state, creating it.

@@ -17,6 +17,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/ollama"
@@ -260,6 +261,10 @@ type harness struct {
 	buttons bool
 	// uploads: the adapter can post files (records "upload").
 	uploads bool
+	// dms: the adapter sends direct messages (records "dm"); disk is
+	// the booted Mother's disk monitor.
+	dms  bool
+	disk *disk.Monitor
 	// hatch is the hatchery of every Mother booted (nil: none).
 	hatch Hatchery
 }
@@ -333,7 +338,7 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	}
 	logger := slog.New(slog.NewTextHandler(lockedWriter{h.logMu, h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tools := append([]agent.Tool{MemoryTool(st.Workspace())}, h.tools...)
-	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick, Chicks: h.hatch, Egress: h.egress, Clock: h.clock})
+	m, err := New(Options{Config: h.cfg, Store: st, Provider: p, Logger: logger, Tools: tools, Canceller: h.chick, Chicks: h.hatch, Egress: h.egress, Clock: h.clock, Disk: h.disk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,6 +353,9 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	}
 	if h.uploads {
 		added = uploadAdapter{ad}
+	}
+	if h.dms {
+		added = dmAdapter{ad}
 	}
 	if err := m.AddAdapter(added); err != nil {
 		t.Fatal(err)

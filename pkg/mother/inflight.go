@@ -115,6 +115,9 @@ func (m *Mother) persist(cs *channelState) {
 	path := m.inflightPath(f.Adapter, f.Channel)
 	idle := f.Running == nil && len(f.Queued) == 0
 	if idle && !cs.marker {
+		// No marker on disk, and none needed: nor a rewrite of one that
+		// could not be written.
+		cs.markerRewrite, cs.markerData = false, nil
 		return
 	}
 	b, _ := json.Marshal(f)
@@ -127,8 +130,12 @@ func (m *Mother) persist(cs *channelState) {
 	if !cs.marker || max(cs.markerLen, len(b)) > os.Getpagesize() {
 		cs.markerNamed = false // a new file, or replaced through a rename
 	}
+	cs.markerData = b
 	if err := atomicfile.Overwrite(path, b, 0o600); err != nil {
 		m.logger.Error("cannot write in-flight marker; a crash now would not be reported", "channel", cs.qid(), "err", err)
+		// Written again, whole, before its next fsync.
+		cs.markerRewrite = true
+		m.armMarkerFlush(cs, path)
 		return
 	}
 	cs.marker = true
@@ -136,18 +143,44 @@ func (m *Mother) persist(cs *channelState) {
 	if len(b) > os.Getpagesize() {
 		cs.markerLen = len(b)
 	}
-	if cs.markerFlush == nil {
-		cs.markerFlush = clock.Real{}.AfterFunc(store.FlushAfter, func() {
-			cs.persistMu.Lock()
-			defer cs.persistMu.Unlock()
-			cs.markerFlush = nil
-			if err := syncMarker(path); err != nil {
-				m.logger.Warn("cannot fsync in-flight marker", "channel", cs.qid(), "err", err)
-			} else {
-				cs.markerNamed = true
-			}
-		})
+	m.armMarkerFlush(cs, path)
+}
+
+// armMarkerFlush arms the fsync of the channel's marker, store.FlushAfter
+// from now, unless one is pending. A failed fsync is never retried on what
+// the file holds (fsyncgate: the kernel may have dropped the page it could
+// not write and marked it clean): the marker is written again, whole, from
+// the last state (markerData), then fsynced, FlushAfter later, until that
+// works. Caller holds cs.persistMu.
+func (m *Mother) armMarkerFlush(cs *channelState, path string) {
+	if cs.markerFlush != nil {
+		return
 	}
+	cs.markerFlush = clock.Real{}.AfterFunc(store.FlushAfter, func() {
+		cs.persistMu.Lock()
+		defer cs.persistMu.Unlock()
+		cs.markerFlush = nil
+		err := error(nil)
+		if cs.markerRewrite {
+			err = atomicfile.Overwrite(path, cs.markerData, 0o600)
+		}
+		if err == nil {
+			err = syncMarker(path)
+		}
+		if err != nil {
+			if !cs.markerRewrite {
+				m.logger.Warn("cannot fsync in-flight marker; writing it again whole until it can be", "channel", cs.qid(), "err", err)
+			}
+			cs.markerRewrite = true
+			m.armMarkerFlush(cs, path)
+			return
+		}
+		cs.markerNamed = true // syncMarker fsyncs the file, then its directory
+		if cs.markerRewrite {
+			m.logger.Info("in-flight marker written and fsynced again after a failure", "channel", cs.qid())
+			cs.markerRewrite, cs.marker = false, true
+		}
+	})
 }
 
 // syncInflightNow makes the channel's in-flight marker durable now, as
@@ -165,11 +198,20 @@ func (m *Mother) syncInflightNow(cs *channelState) error {
 		return nil
 	}
 	path := m.inflightPath(cs.adapter.Name(), cs.id)
-	if !cs.markerNamed {
-		if err := syncMarker(path); err != nil {
+	if cs.markerRewrite {
+		// Its last write or fsync failed: what the file holds is not
+		// trusted (fsyncgate). Written again, whole, then fsynced.
+		if err := atomicfile.Overwrite(path, cs.markerData, 0o600); err != nil {
 			return err
 		}
-		cs.markerNamed = true
+		cs.markerNamed = false
+	}
+	if !cs.markerNamed {
+		if err := syncMarker(path); err != nil {
+			cs.markerRewrite = true
+			return err
+		}
+		cs.markerNamed, cs.markerRewrite = true, false
 		return nil
 	}
 	f, err := os.Open(path)
@@ -177,6 +219,9 @@ func (m *Mother) syncInflightNow(cs *channelState) error {
 		return err
 	}
 	serr := fsync.File(f, fsync.KindInflight)
+	if serr != nil {
+		cs.markerRewrite = true
+	}
 	return errors.Join(serr, f.Close())
 }
 

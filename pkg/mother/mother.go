@@ -18,6 +18,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/memtrim"
 	"github.com/mother-chat/mother/pkg/model"
@@ -54,6 +55,11 @@ type Options struct {
 	// destinations (RequestAccess; admins answer "allow", "always" or
 	// "deny" in the channel) and keeps the approvals.
 	Egress *egress.Policy
+	// Disk, if set, watches the data directory's disk: messages Mother
+	// could not store are reported to it (and the adapters wait on it
+	// before delivering them again), and the admins are told when it
+	// fills or fails, and when it is fine again.
+	Disk *disk.Monitor
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -116,6 +122,14 @@ type Mother struct {
 	// crashHook, set only by tests, is asked at the crash points of the
 	// message path (see crashed).
 	crashHook func(point string) bool
+
+	// disk watches the data directory's disk (nil: none). unstored holds
+	// the messages whose logging was cut away after their run had begun;
+	// diskTold the channels told, this disk episode, that their messages
+	// cannot be stored (both guarded by mu; see disk.go).
+	disk     *disk.Monitor
+	unstored map[string]bool
+	diskTold map[string]bool
 }
 
 // New builds Mother's core.
@@ -153,6 +167,9 @@ func New(opts Options) (*Mother, error) {
 		ready:            make(chan struct{}),
 		egress:           opts.Egress,
 		access:           map[string]*accessRequest{},
+		disk:             opts.Disk,
+		unstored:         map[string]bool{},
+		diskTold:         map[string]bool{},
 	}
 	m.settled = sync.NewCond(&m.mu)
 	m.trimmer = memtrim.New(opts.Clock, trimDelay, m.logger)
@@ -183,6 +200,9 @@ func New(opts Options) (*Mother, error) {
 		return nil, err
 	}
 	m.agent = ag
+	if m.disk != nil {
+		m.disk.Watch(m.diskEvent)
+	}
 	return m, nil
 }
 

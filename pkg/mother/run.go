@@ -144,6 +144,22 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		}
 	}()
 	synced := job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd)
+	if job.kind() == KindMessage && m.takeUnstored(a.Name(), channelID, job.Trigger.ID) {
+		// Its first logging was cut away (a failed fsync) after a run had
+		// begun, which may have synced it into the context: whatever the
+		// context holds, this is its first answer. The sync skips what
+		// the context holds and moves its cursor.
+		lg.Info("answering a message logged again after the disk failed under it")
+		if !synced {
+			if _, err := sess.Sync(job.TriggerEnd); err != nil {
+				lg.Error("cannot sync log into context", "err", err)
+				m.post(ctx, a, channelID, "I could not read this channel's log, so I am not answering. The operator has the details in my log.")
+				return nil, nil, &Outcome{Err: err}
+			}
+		}
+		kept = true
+		return ch, sess, nil
+	}
 	if !synced && !job.interrupted && job.kind() == KindMessage && sess.Holds(job.Trigger.ID) {
 		// The same message logged again further on (an adapter delivered
 		// it a second time after a restart): the first was answered.

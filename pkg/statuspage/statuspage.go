@@ -34,6 +34,7 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
@@ -76,9 +77,15 @@ type Providers interface {
 	ModelServers() []model.ServerStatus
 }
 
+// DiskState reports the data directory's disk (disk.Monitor).
+type DiskState interface {
+	Status() disk.Status
+}
+
 // Sources are where the page reads its facts; any may be nil (that part
 // of the page is then empty).
 type Sources struct {
+	Disk        DiskState
 	Providers   Providers
 	Adapters    Adapters
 	Chicks      Chicks
@@ -319,7 +326,19 @@ type Snapshot struct {
 	ToolServers  []ToolServer  `json:"toolServers"`
 	Providers    []Provider    `json:"providers"`
 	ModelServers []ModelServer `json:"modelServers"`
-	refresh      time.Duration
+	// Disk is the data directory's disk (nil: not watched).
+	Disk    *Disk `json:"disk,omitempty"`
+	refresh time.Duration
+}
+
+// Disk is the data directory's disk: State is "ok", "full" or
+// "failing"; while not ok, Error says why ("disk full: ...") and Since
+// when it began, and Probe what the last probe found.
+type Disk struct {
+	State string     `json:"state"`
+	Error string     `json:"error,omitempty"`
+	Since *time.Time `json:"since,omitempty"`
+	Probe string     `json:"probe,omitempty"`
 }
 
 // RefreshMillis is how often the page fetches its live part, in
@@ -498,6 +517,14 @@ func (p *Page) Snapshot() Snapshot {
 			out.ToolServers = append(out.ToolServers, ts)
 		}
 		sort.Slice(out.ToolServers, func(i, j int) bool { return out.ToolServers[i].Name < out.ToolServers[j].Name })
+	}
+	if src.Disk != nil {
+		st := src.Disk.Status()
+		d := &Disk{State: string(st.Condition), Since: optTime(st.Since), Probe: s(st.Probe)}
+		if err := st.Err(); err != nil {
+			d.Error = s(err.Error())
+		}
+		out.Disk = d
 	}
 	if src.Providers != nil {
 		for _, st := range src.Providers.ModelServers() {

@@ -14,6 +14,7 @@ import (
 	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
@@ -257,5 +258,45 @@ func TestThousands(t *testing.T) {
 		if got := Thousands(n); got != want {
 			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+type diskState struct{ st disk.Status }
+
+func (d *diskState) Status() disk.Status { return d.st }
+
+// TestDiskShown: a full disk is shown with why and since when, the last
+// probe's failure, and no secret; a disk that is fine says so.
+func TestDiskShown(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	p := New(Options{Version: "v1", StartedAt: start, Secrets: []string{secret}, Clock: clk})
+	d := &diskState{st: disk.Status{Condition: disk.Full, Reason: "write /data/" + secret + "/log.jsonl: no space left on device", Since: start, Probe: "probe: no space left on device"}}
+	p.Watch(Sources{Disk: d})
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+	clk.Advance(90 * time.Second)
+	html, _ := get(t, srv.URL+"/status")
+	for _, want := range []string{`<section id="disk" class="state-full">`, `<span class="state">full</span> for 1m30s: disk full: write /data/[redacted]/log.jsonl: no space left on device`, "last probe: probe: no space left on device"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("/status lacks %q:\n%s", want, html)
+		}
+	}
+	if strings.Contains(html, secret) {
+		t.Errorf("/status shows the secret")
+	}
+	js, _ := get(t, srv.URL+"/status.json")
+	var snap Snapshot
+	if err := json.Unmarshal([]byte(js), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Disk == nil || snap.Disk.State != "full" || !strings.HasPrefix(snap.Disk.Error, "disk full: ") || snap.Disk.Since == nil {
+		t.Errorf("status.json disk: %+v", snap.Disk)
+	}
+	d.st = disk.Status{Condition: disk.OK}
+	html, _ = get(t, srv.URL+"/status")
+	if !strings.Contains(html, `<section id="disk" class="state-ok">`) || strings.Contains(html, "no space left") {
+		t.Errorf("/status with the disk fine again:\n%s", html)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/user"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
@@ -63,8 +65,9 @@ type Adapter struct {
 }
 
 var (
-	_ chat.Adapter        = (*Adapter)(nil)
-	_ chat.StatusReporter = (*Adapter)(nil)
+	_ chat.Adapter         = (*Adapter)(nil)
+	_ chat.StatusReporter  = (*Adapter)(nil)
+	_ chat.DirectMessenger = (*Adapter)(nil)
 )
 
 func (a *Adapter) setState(s chat.ConnState) {
@@ -146,7 +149,7 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 				continue
 			}
 			now := a.now()
-			in.Deliver(ctx, a.name, chat.ChannelMessage{
+			msg := chat.ChannelMessage{
 				ID:          strconv.FormatInt(now.UnixNano(), 10) + "-" + strconv.FormatUint(a.seq.Add(1), 10),
 				ChannelID:   ChannelID,
 				Timestamp:   now,
@@ -155,7 +158,12 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 				Attachments: []chat.ChannelAttachment{},
 				IsMention:   true,
 				IsDM:        true,
-			}, false)
+			}
+			// A line Mother could not store (a full disk) is held, and
+			// the lines after it wait in the pipe, until she can.
+			if feed.Redeliver(ctx, clock.Real{}, slog.New(slog.DiscardHandler), msg.ID, func() error { return in.Deliver(ctx, a.name, msg, false) }) != nil {
+				return
+			}
 		}
 		if err := sc.Err(); err != nil {
 			a.printf("input error: %v\n", err)
@@ -179,6 +187,13 @@ func (a *Adapter) Users() []chat.UserInfo { return []chat.UserInfo{a.user} }
 func (a *Adapter) Post(_ context.Context, _ string, markdown string) (string, error) {
 	a.printf("%s\n", strings.TrimRight(markdown, "\n"))
 	return "", nil
+}
+
+// DirectMessage implements chat.DirectMessenger: whoever sits at the
+// terminal is the operator, so a message for an admin is printed.
+func (a *Adapter) DirectMessage(ctx context.Context, _ string, markdown string) error {
+	_, err := a.Post(ctx, ChannelID, markdown)
+	return err
 }
 
 // Upload prints where an attached file is (the terminal has no uploads).

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/chat/chattest"
@@ -96,13 +97,33 @@ func TestConformance(t *testing.T) {
 	chattest.Run(t, chattest.Harness{
 		New: newTerminal,
 		Lacks: map[chattest.Capability]string{
-			chattest.Mentions:      "the terminal is one direct channel: every line is addressed to Mother",
-			chattest.AttachmentsIn: "lines on stdin carry no files",
-			chattest.Edits:         "stdout is append-only: progress is a line per tool, never edited",
-			chattest.RateLimit:     "no platform to limit it",
-			chattest.Reconnect:     "no connection to lose: the channel ends with stdin",
-			chattest.Choices:       "a terminal has no buttons: the operator types the answer",
-			chattest.ClickReplies:  "no buttons, so no clicks to answer",
+			chattest.Mentions:       "the terminal is one direct channel: every line is addressed to Mother",
+			chattest.AttachmentsIn:  "lines on stdin carry no files",
+			chattest.Edits:          "stdout is append-only: progress is a line per tool, never edited",
+			chattest.RateLimit:      "no platform to limit it",
+			chattest.DirectMessages: "the terminal is one channel and whoever sits at it is the operator: a direct message is printed there (TestDirectMessagePrints)",
+			chattest.Reconnect:      "no connection to lose: the channel ends with stdin",
+			chattest.Choices:        "a terminal has no buttons: the operator types the answer",
+			chattest.ClickReplies:   "no buttons, so no clicks to answer",
 		},
 	})
+}
+
+// TestDirectMessagePrints: a message for an admin is printed on the
+// terminal, its operator's.
+func TestDirectMessagePrints(t *testing.T) {
+	p := newTerminal(t).(*terminal)
+	if err := p.a.DirectMessage(t.Context(), "", "disk full: I cannot write /data"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if a := p.Answers(t, ChannelID); len(a) == 1 && strings.Contains(a[0], "disk full: I cannot write /data") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("printed %q", p.Answers(t, ChannelID))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -214,5 +214,6 @@ func (a *Adapter) choose(ctx context.Context, in chat.Inbox, i *discordgo.Intera
 		msg.Metadata = meta
 	}
 	a.lg.Info("choice clicked", "channel", channelID, "user", user.ID, "message", msg.ReplyTo)
-	in.Deliver(ctx, a.name, msg, false)
+	// A click is handled, never stored: Deliver does not fail for it.
+	_ = in.Deliver(ctx, a.name, msg, false)
 }

@@ -154,3 +154,14 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	chattest.Run(t, chattest.Harness{Limit: 2000, New: newPlatform})
 }
+
+// Admin and DirectMessages implement chattest.DMReader.
+func (p *platform) Admin() string { return mario.ID }
+
+func (p *platform) DirectMessages(t *testing.T, userID string) []string {
+	c, ok := p.fake.DMWith(userID)
+	if !ok {
+		return nil
+	}
+	return p.Answers(t, c.ID)
+}

@@ -139,9 +139,10 @@ type channelInfo struct {
 }
 
 var (
-	_ chat.Adapter        = (*Adapter)(nil)
-	_ chat.Uploader       = (*Adapter)(nil)
-	_ chat.StatusReporter = (*Adapter)(nil)
+	_ chat.Adapter         = (*Adapter)(nil)
+	_ chat.Uploader        = (*Adapter)(nil)
+	_ chat.StatusReporter  = (*Adapter)(nil)
+	_ chat.DirectMessenger = (*Adapter)(nil)
 )
 
 // New builds a Discord adapter from its configuration.

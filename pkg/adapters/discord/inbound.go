@@ -127,11 +127,20 @@ func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) 
 	if len(meta) > 0 {
 		msg.Metadata = meta
 	}
-	msg.Attachments, msg.Text = a.download(ctx, channelID, m, msg.Text)
 	a.mu.Lock()
 	in := a.inbox
 	a.mu.Unlock()
-	in.Deliver(ctx, a.name, msg, d.late)
+	// A message Mother could not store (a full disk) is held here, and
+	// the adapter's queue behind it, until she can: Discord sends nothing
+	// again, and the message counts as handled only once it is in the
+	// channel's log (where the catch-up after a restart starts).
+	err = feed.Redeliver(ctx, a.clock, a.lg, m.ID, func() error {
+		msg.Attachments, msg.Text = a.download(ctx, channelID, m, text)
+		return in.Deliver(ctx, a.name, msg, d.late)
+	})
+	if err != nil {
+		a.seen.Forget(m.ID) // stopping: fetched again by the next start's catch-up
+	}
 }
 
 // IsThread reports whether the channel is a thread.

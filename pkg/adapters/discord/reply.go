@@ -223,3 +223,14 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	}
 	return nil
 }
+
+// DirectMessage implements chat.DirectMessenger: a post in the DM channel
+// with user userID (Create DM opens it, or finds the one there is).
+func (a *Adapter) DirectMessage(ctx context.Context, userID, markdown string) error {
+	ch, err := a.s.UserChannelCreate(userID, discordgo.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("discord: open a DM with %s: %w", userID, err)
+	}
+	_, err = a.Post(ctx, ch.ID, markdown)
+	return err
+}

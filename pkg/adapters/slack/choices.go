@@ -194,5 +194,6 @@ func (a *Adapter) choose(ctx context.Context, cb slack.InteractionCallback, chan
 		return
 	}
 	a.lg.Info("choice clicked", "channel", channel, "user", cb.User.ID, "message", msg.ReplyTo)
-	in.Deliver(ctx, a.name, msg, false)
+	// A click is handled, never stored: Deliver does not fail for it.
+	_ = in.Deliver(ctx, a.name, msg, false)
 }

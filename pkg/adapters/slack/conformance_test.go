@@ -170,3 +170,14 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	chattest.Run(t, chattest.Harness{Limit: messageLimit, New: newPlatform})
 }
+
+// Admin and DirectMessages implement chattest.DMReader.
+func (p *platform) Admin() string { return mario.ID }
+
+func (p *platform) DirectMessages(t *testing.T, userID string) []string {
+	c, ok := p.fake.IMWith(userID)
+	if !ok {
+		return nil
+	}
+	return p.Answers(t, c)
+}

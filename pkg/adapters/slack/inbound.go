@@ -155,11 +155,22 @@ func (a *Adapter) handle(ctx context.Context, in incoming) {
 			msg.Metadata[chat.MetaThreadStarter] = m.ParentUserId
 		}
 	}
-	msg.Attachments, msg.Text = a.download(ctx, in.channel, m, msg.Text)
 	a.mu.Lock()
 	inbox := a.inbox
 	a.mu.Unlock()
-	inbox.Deliver(ctx, a.name, msg, in.late)
+	// A message Mother could not store (a full disk) is held here, and
+	// the adapter's queue behind it, until she can. Its envelope was
+	// acknowledged on receipt (Slack's own retries of an envelope stop
+	// within minutes, a full disk can last hours): the message counts as
+	// handled only once it is in the channel's log, where the catch-up
+	// after a restart starts.
+	err := feed.Redeliver(ctx, a.clock, a.lg, in.channel+"/"+m.Timestamp, func() error {
+		msg.Attachments, msg.Text = a.download(ctx, in.channel, m, text)
+		return inbox.Deliver(ctx, a.name, msg, in.late)
+	})
+	if err != nil {
+		a.seen.Forget(in.channel + "/" + m.Timestamp) // stopping: fetched again by the next start's catch-up
+	}
 }
 
 // tsTime reads a Slack ts ("1734567890.123456").

@@ -174,3 +174,14 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	}
 	return nil
 }
+
+// DirectMessage implements chat.DirectMessenger: a post in the DM with
+// userID, which conversations.open opens (or finds) first.
+func (a *Adapter) DirectMessage(ctx context.Context, userID, markdown string) error {
+	ch, _, _, err := a.api.OpenConversationContext(ctx, &slack.OpenConversationParameters{Users: []string{userID}})
+	if err != nil {
+		return fmt.Errorf("slack: open a DM with %s: %w", userID, err)
+	}
+	_, err = a.Post(ctx, ch.ID, markdown)
+	return err
+}

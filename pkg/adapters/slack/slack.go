@@ -118,9 +118,10 @@ type Adapter struct {
 }
 
 var (
-	_ chat.Adapter        = (*Adapter)(nil)
-	_ chat.Uploader       = (*Adapter)(nil)
-	_ chat.StatusReporter = (*Adapter)(nil)
+	_ chat.Adapter         = (*Adapter)(nil)
+	_ chat.Uploader        = (*Adapter)(nil)
+	_ chat.StatusReporter  = (*Adapter)(nil)
+	_ chat.DirectMessenger = (*Adapter)(nil)
 )
 
 // New builds a Slack adapter.

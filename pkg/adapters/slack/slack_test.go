@@ -51,12 +51,13 @@ type inbox struct {
 
 func newInbox() *inbox { return &inbox{changed: make(chan struct{})} }
 
-func (i *inbox) Deliver(_ context.Context, _ string, msg chat.ChannelMessage, late bool) {
+func (i *inbox) Deliver(_ context.Context, _ string, msg chat.ChannelMessage, late bool) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.msgs = append(i.msgs, delivered{msg, late})
 	close(i.changed)
 	i.changed = make(chan struct{})
+	return nil
 }
 
 func (i *inbox) Stop(_ context.Context, adapter, channelID, userID string) {

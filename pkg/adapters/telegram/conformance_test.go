@@ -3,6 +3,7 @@ package telegram
 import (
 	"log/slog"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,11 +67,14 @@ func newAdapter(t *testing.T, fake *telegramtest.Server, dir string, edit func(*
 type platform struct {
 	a    *Adapter
 	fake *telegramtest.Server
+	// updates maps each text sent to its update_id.
+	mu      sync.Mutex
+	updates map[string]int64
 }
 
 func newPlatform(t *testing.T) chattest.Platform {
 	fake := newFake(t)
-	return &platform{a: newAdapter(t, fake, "", nil), fake: fake}
+	return &platform{a: newAdapter(t, fake, "", nil), fake: fake, updates: map[string]int64{}}
 }
 
 func (p *platform) Adapter() chat.Adapter { return p.a }
@@ -102,7 +106,22 @@ func (p *platform) Send(t *testing.T, in chattest.Incoming) {
 	if in.Offline {
 		opts = append(opts, telegramtest.Offline())
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.updates[in.Text] = p.fake.NextUpdateID()
 	p.fake.Post(c, mario.ID, text, opts...)
+}
+
+// Confirmed implements chattest.Confirmer: the bot asked for an offset
+// past the update that carried text.
+func (p *platform) Confirmed(t *testing.T, text string) bool {
+	p.mu.Lock()
+	id, ok := p.updates[text]
+	p.mu.Unlock()
+	if !ok {
+		t.Fatalf("no message %q was sent", text)
+	}
+	return p.fake.Confirmed() >= id
 }
 
 func (p *platform) Answers(t *testing.T, channelID string) []string {
@@ -155,4 +174,12 @@ func TestConformance(t *testing.T) {
 		chattest.Choices:      "not built yet: choices (inline keyboards) are on Discord and Slack; Telegram admins type the answer",
 		chattest.ClickReplies: "no choice buttons yet (see choices)",
 	}})
+}
+
+// Admin and DirectMessages implement chattest.DMReader: a private chat's
+// id is its user's.
+func (p *platform) Admin() string { return strconv.FormatInt(mario.ID, 10) }
+
+func (p *platform) DirectMessages(t *testing.T, userID string) []string {
+	return p.Answers(t, userID)
 }

@@ -20,26 +20,28 @@ import (
 
 // handleUpdate handles one update and returns the channel it concerned
 // ("" if none). Malformed updates are logged and skipped; nothing here may
-// panic the daemon.
-func (a *Adapter) handleUpdate(ctx context.Context, raw json.RawMessage, late bool) (channelID string) {
+// panic the daemon. An error (Mother could not store the message, see
+// chat.Inbox) means the update is not handled: its offset must not be
+// confirmed.
+func (a *Adapter) handleUpdate(ctx context.Context, raw json.RawMessage, late bool) (channelID string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			a.lg.Error("skipping an update that broke the adapter", "panic", fmt.Sprint(r))
-			channelID = ""
+			channelID, err = "", nil
 		}
 	}()
 	var u models.Update
 	if err := json.Unmarshal(raw, &u); err != nil {
 		a.lg.Warn("skipping a malformed update", "err", err, "update", truncate(string(raw), 200))
-		return ""
+		return "", nil
 	}
 	switch {
 	case u.Message != nil:
 		return a.handleMessage(ctx, u.Message, late)
 	case u.CallbackQuery != nil:
-		return a.handleCallback(ctx, u.CallbackQuery, late)
+		return a.handleCallback(ctx, u.CallbackQuery, late), nil
 	}
-	return ""
+	return "", nil
 }
 
 // topicOf is the forum topic a message belongs to (0: none).
@@ -50,15 +52,15 @@ func topicOf(m *models.Message) int {
 	return 0
 }
 
-func (a *Adapter) handleMessage(ctx context.Context, m *models.Message, late bool) string {
+func (a *Adapter) handleMessage(ctx context.Context, m *models.Message, late bool) (string, error) {
 	if m.ID <= 0 || m.Chat.ID == 0 {
 		a.lg.Warn("skipping a malformed message", "id", m.ID, "chat", m.Chat.ID)
-		return ""
+		return "", nil
 	}
 	channelID := ChannelID(m.Chat.ID, topicOf(m))
 	if err := chat.ValidID(channelID); err != nil {
 		a.lg.Warn("skipping a message with an unusable chat id", "err", err)
-		return ""
+		return "", nil
 	}
 	from := m.From
 	if from == nil && m.SenderChat != nil {
@@ -67,21 +69,22 @@ func (a *Adapter) handleMessage(ctx context.Context, m *models.Message, late boo
 	}
 	if from == nil || from.ID == 0 {
 		a.lg.Warn("skipping a message without a sender", "chat", m.Chat.ID, "id", m.ID)
-		return ""
+		return "", nil
 	}
-	if !a.seen.Add(strconv.FormatInt(m.Chat.ID, 10) + ":" + strconv.Itoa(m.ID)) {
-		return channelID
+	seenKey := strconv.FormatInt(m.Chat.ID, 10) + ":" + strconv.Itoa(m.ID)
+	if !a.seen.Add(seenKey) {
+		return channelID, nil
 	}
 	a.mu.Lock()
 	self := a.self
 	loggedUpTo := a.logged[channelID]
 	a.mu.Unlock()
 	if int64(m.ID) <= loggedUpTo {
-		return channelID // already in the channel's log: delivered before a restart
+		return channelID, nil // already in the channel's log: delivered before a restart
 	}
-	a.cursor.Note(channelID, strconv.Itoa(m.ID))
 	if from.ID == self.ID {
-		return channelID // Mother logs her own answers herself
+		a.cursor.Note(channelID, strconv.Itoa(m.ID))
+		return channelID, nil // Mother logs her own answers herself
 	}
 	text, entities := m.Text, m.Entities
 	if text == "" {
@@ -135,10 +138,16 @@ func (a *Adapter) handleMessage(ctx context.Context, m *models.Message, late boo
 	in := a.inbox
 	a.mu.Unlock()
 	if ctx.Err() != nil {
-		return channelID
+		return channelID, nil
 	}
-	in.Deliver(ctx, a.name, msg, late)
-	return channelID
+	if err := in.Deliver(ctx, a.name, msg, late); err != nil {
+		// Not stored: Telegram offers the update again (its offset is
+		// not confirmed), and then it must count as new.
+		a.seen.Forget(seenKey)
+		return channelID, err
+	}
+	a.cursor.Note(channelID, strconv.Itoa(m.ID))
+	return channelID, nil
 }
 
 // learn records the sender and the chat, and returns the sender as Mother

@@ -341,3 +341,14 @@ func isImage(name string) bool {
 	}
 	return false
 }
+
+// DirectMessage implements chat.DirectMessenger: a post in the private
+// chat with userID (a private chat's id is its user's id). Telegram lets a
+// bot write only to a user who has started a chat with it.
+func (a *Adapter) DirectMessage(ctx context.Context, userID, markdown string) error {
+	if _, err := strconv.ParseInt(userID, 10, 64); err != nil {
+		return fmt.Errorf("telegram: %q is not a user id", userID)
+	}
+	_, err := a.Post(ctx, userID, markdown)
+	return err
+}

@@ -40,17 +40,11 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,7 +55,6 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
-	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -198,9 +191,10 @@ type Adapter struct {
 }
 
 var (
-	_ chat.Adapter        = (*Adapter)(nil)
-	_ chat.Uploader       = (*Adapter)(nil)
-	_ chat.StatusReporter = (*Adapter)(nil)
+	_ chat.Adapter         = (*Adapter)(nil)
+	_ chat.Uploader        = (*Adapter)(nil)
+	_ chat.StatusReporter  = (*Adapter)(nil)
+	_ chat.DirectMessenger = (*Adapter)(nil)
 )
 
 // New builds a Telegram adapter from its configuration. It does not touch
@@ -338,8 +332,7 @@ func (a *Adapter) Start(ctx context.Context, in chat.Inbox) error {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			a.process(rctx, ups, true)
-			a.poll(rctx)
+			a.poll(rctx, a.process(rctx, ups, true))
 		}()
 	}
 	a.lg.Info("connected to Telegram", "bot", me.Username, "webhook", a.cfg.WebhookURL != "")
@@ -382,299 +375,6 @@ func (a *Adapter) Stop(ctx context.Context) error {
 		return fmt.Errorf("telegram: stop webhook listener: %w", err)
 	}
 	return nil
-}
-
-// ---- long polling ----
-
-// apiError is a Bot API error answer.
-type apiError struct {
-	Code        int
-	Description string
-	RetryAfter  time.Duration
-}
-
-func (e *apiError) Error() string {
-	if e.RetryAfter > 0 {
-		return fmt.Sprintf("HTTP %d: %s (retry after %v)", e.Code, e.Description, e.RetryAfter)
-	}
-	return fmt.Sprintf("HTTP %d: %s", e.Code, e.Description)
-}
-
-// getUpdates fetches the updates after the stored offset, waiting up to
-// timeout for one to arrive. Each update is returned raw: a malformed one
-// is skipped alone.
-func (a *Adapter) getUpdates(ctx context.Context, timeout time.Duration) ([]json.RawMessage, error) {
-	body, _ := json.Marshal(map[string]any{
-		"offset":          a.off.next(),
-		"timeout":         int(timeout / time.Second),
-		"allowed_updates": []string{"message", "callback_query"},
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.api+"/bot"+a.cfg.BotToken.Value()+"/getUpdates", bytes.NewReader(body))
-	if err != nil {
-		return nil, errors.New(a.redact(err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.opts.Client.Do(req)
-	if err != nil {
-		return nil, errors.New(a.redact(err))
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read updates: %s", a.redact(err))
-	}
-	var r struct {
-		OK          bool              `json:"ok"`
-		Result      []json.RawMessage `json:"result"`
-		ErrorCode   int               `json:"error_code"`
-		Description string            `json:"description"`
-		Parameters  struct {
-			RetryAfter int `json:"retry_after"`
-		} `json:"parameters"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("getUpdates: HTTP %d, undecodable answer: %v", resp.StatusCode, err)
-	}
-	if !r.OK {
-		code := r.ErrorCode
-		if code == 0 {
-			code = resp.StatusCode
-		}
-		return nil, &apiError{Code: code, Description: r.Description, RetryAfter: time.Duration(r.Parameters.RetryAfter) * time.Second}
-	}
-	return r.Result, nil
-}
-
-// poll long-polls until ctx ends. A failed poll marks the connection lost
-// and is retried with backoff; the first batch after a loss holds what
-// arrived meanwhile and is delivered late.
-func (a *Adapter) poll(ctx context.Context) {
-	bo := feed.Backoff{Min: a.opts.BackoffMin, Max: a.opts.BackoffMax}
-	lost := false
-	for ctx.Err() == nil {
-		timeout := a.opts.PollTimeout
-		if lost {
-			timeout = 0 // just what is pending
-		}
-		ups, err := a.getUpdates(ctx, timeout)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			var ae *apiError
-			if errors.As(err, &ae) && ae.Code == http.StatusTooManyRequests {
-				a.lg.Info("rate limited by Telegram while polling; waiting", "retry_after", ae.RetryAfter)
-				if clock.Sleep(ctx, a.clock, max(ae.RetryAfter, time.Second)) != nil {
-					return
-				}
-				continue
-			}
-			wait := bo.Next()
-			a.conn.Lost(err)
-			lost = true
-			if errors.As(err, &ae) && ae.Code == http.StatusConflict {
-				a.lg.Error("getUpdates refused: another client polls this bot, or a webhook is set", "err", err, "retry_in", wait.Round(time.Millisecond))
-			} else {
-				a.lg.Warn("polling Telegram failed; retrying", "attempt", bo.Attempts(), "retry_in", wait.Round(time.Millisecond), "err", err)
-			}
-			if clock.Sleep(ctx, a.clock, wait) != nil {
-				return
-			}
-			continue
-		}
-		late := lost
-		if lost {
-			a.lg.Warn("connection to Telegram was lost; reconnected", "attempts", bo.Attempts())
-			a.conn.Reconnected()
-			bo.Reset()
-			lost = false
-		}
-		a.process(ctx, ups, late)
-	}
-}
-
-// process handles a batch of updates in order, storing the offset after
-// each one.
-func (a *Adapter) process(ctx context.Context, ups []json.RawMessage, late bool) {
-	for _, raw := range ups {
-		if ctx.Err() != nil {
-			return
-		}
-		a.handleRaw(ctx, raw, late)
-	}
-}
-
-// handleRaw handles one update unless it was handled already, and records
-// its id as done.
-func (a *Adapter) handleRaw(ctx context.Context, raw json.RawMessage, late bool) {
-	var head struct {
-		UpdateID int64 `json:"update_id"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil || head.UpdateID <= 0 {
-		a.lg.Warn("skipping an update without an update_id", "update", truncate(string(raw), 200))
-		return
-	}
-	if head.UpdateID <= a.off.last() {
-		return // delivered before a restart, or a webhook retry
-	}
-	channelID := a.handleUpdate(ctx, raw, late)
-	a.off.save(head.UpdateID, channelID)
-}
-
-// ---- webhook ----
-
-// startWebhook listens on webhookListen and registers webhookURL.
-func (a *Adapter) startWebhook(ctx context.Context) error {
-	ln, err := net.Listen("tcp", a.cfg.WebhookListen)
-	if err != nil {
-		return fmt.Errorf("telegram: webhook listener: %w", err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(a.serveWebhook), ReadHeaderTimeout: 10 * time.Second}
-	a.mu.Lock()
-	a.srv = srv
-	a.mu.Unlock()
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.lg.Error("webhook listener stopped", "err", err)
-			a.conn.Down(err)
-		}
-	}()
-	_, err = a.bot.SetWebhook(ctx, &bot.SetWebhookParams{
-		URL:            a.cfg.WebhookURL,
-		SecretToken:    a.cfg.WebhookSecret.Value(),
-		AllowedUpdates: []string{"message", "callback_query"},
-	})
-	if err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("telegram: setWebhook: %s", a.redact(err))
-	}
-	a.conn.Connected()
-	return nil
-}
-
-// WebhookSecretHeader carries the webhook's secret token.
-const WebhookSecretHeader = "X-Telegram-Bot-Api-Secret-Token"
-
-func (a *Adapter) serveWebhook(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "POST only", http.StatusMethodNotAllowed)
-		return
-	}
-	if r.Header.Get(WebhookSecretHeader) != a.cfg.WebhookSecret.Value() {
-		a.lg.Warn("refusing a webhook request without the secret token", "remote", r.RemoteAddr)
-		http.Error(w, "forbidden", http.StatusForbidden)
-		return
-	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
-	if err != nil {
-		http.Error(w, "bad body", http.StatusBadRequest)
-		return
-	}
-	a.mu.Lock()
-	stopping := a.stopping
-	a.mu.Unlock()
-	if stopping {
-		http.Error(w, "stopping", http.StatusServiceUnavailable)
-		return
-	}
-	a.handleMu.Lock()
-	a.handleRaw(r.Context(), raw, false)
-	a.handleMu.Unlock()
-	w.WriteHeader(http.StatusOK)
-}
-
-// ---- the durable offset ----
-
-// offsets keeps the id of the last update handled, in memory and in a
-// small file written atomically.
-type offsets struct {
-	files chat.Files
-	dir   string
-	lg    *slog.Logger
-
-	mu   sync.Mutex
-	path string
-	id   int64
-}
-
-type offsetState struct {
-	LastUpdateID int64 `json:"lastUpdateId"`
-}
-
-// load finds the offset file (in dir, or beside the adapter's channel
-// directories) and reads it.
-func (o *offsets) load() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.dir != "" {
-		o.path = filepath.Join(o.dir, offsetFile)
-	} else if o.files != nil {
-		ids, err := o.files.LoggedChannels()
-		if err != nil {
-			o.lg.Warn("cannot list channels to find the update offset", "err", err)
-		}
-		if len(ids) > 0 {
-			if dir, err := o.files.ChannelDir(ids[0]); err == nil {
-				o.path = filepath.Join(filepath.Dir(dir), offsetFile)
-			}
-		}
-	}
-	if o.path == "" {
-		return
-	}
-	data, err := os.ReadFile(o.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	var st offsetState
-	if err == nil {
-		err = json.Unmarshal(data, &st)
-	}
-	if err != nil {
-		o.lg.Warn("cannot read the update offset; starting from what Telegram holds", "path", o.path, "err", err)
-		return
-	}
-	o.id = st.LastUpdateID
-}
-
-func (o *offsets) last() int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.id
-}
-
-// next is the offset getUpdates asks for: the update after the last one
-// handled (0: whatever Telegram holds).
-func (o *offsets) next() int64 {
-	if id := o.last(); id > 0 {
-		return id + 1
-	}
-	return 0
-}
-
-// save records update id as handled. Until a file place is known (no
-// channel yet), the first channel's directory tells it.
-func (o *offsets) save(id int64, channelID string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if id <= o.id {
-		return
-	}
-	o.id = id
-	if o.path == "" && o.files != nil && channelID != "" {
-		if dir, err := o.files.ChannelDir(channelID); err == nil {
-			o.path = filepath.Join(filepath.Dir(dir), offsetFile)
-		}
-	}
-	if o.path == "" {
-		return
-	}
-	data, _ := json.Marshal(offsetState{LastUpdateID: id})
-	if err := atomicfile.WriteFile(o.path, data, 0o600); err != nil {
-		o.lg.Error("cannot store the update offset", "err", err)
-	}
 }
 
 // ---- what the adapter knows ----

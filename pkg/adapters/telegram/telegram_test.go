@@ -30,13 +30,21 @@ type inbox struct {
 	msgs  []chat.ChannelMessage
 	late  []bool
 	stops []string
+	// refuse, while > 0, is how many more deliveries fail as Mother's do
+	// when she cannot store a message.
+	refuse int
 }
 
-func (i *inbox) Deliver(_ context.Context, _ string, m chat.ChannelMessage, late bool) {
+func (i *inbox) Deliver(_ context.Context, _ string, m chat.ChannelMessage, late bool) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if i.refuse > 0 {
+		i.refuse--
+		return &chat.NotStoredError{Err: errors.New("no space left on device")}
+	}
 	i.msgs = append(i.msgs, m)
 	i.late = append(i.late, late)
+	return nil
 }
 
 func (i *inbox) Stop(_ context.Context, _, channelID, userID string) {
@@ -396,6 +404,43 @@ func TestWebhook(t *testing.T) {
 	}
 	if _, _, n := in.byText("forged"); n != 0 {
 		t.Errorf("a forged update was delivered")
+	}
+}
+
+// TestWebhookNotStored: an update Mother could not store is answered 503,
+// so Telegram sends it again; it is delivered once she takes it.
+func TestWebhookNotStored(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	a := newAdapter(t, fake, "", func(s *Settings, _ *config.Adapter) {
+		s.WebhookURL = "http://" + addr + "/hook"
+		s.WebhookListen = addr
+		s.WebhookSecret = "s3cret_token"
+	})
+	in := start(t, a)
+	in.mu.Lock()
+	in.refuse = 3
+	in.mu.Unlock()
+	id := fake.NextUpdateID()
+	fake.Post(dmChat.ID, mario.ID, "while the disk is full")
+	in.wait(t, "while the disk is full")
+	if _, _, n := in.byText("while the disk is full"); n != 1 {
+		t.Errorf("delivered %d times, want once", n)
+	}
+	for deadline := time.Now().Add(5 * time.Second); fake.Confirmed() < id && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	in.mu.Lock()
+	refused := 3 - in.refuse
+	in.mu.Unlock()
+	if refused != 3 || fake.Confirmed() < id {
+		t.Errorf("refused %d times, confirmed up to %d; want 3 refusals and update %d confirmed in the end", refused, fake.Confirmed(), id)
 	}
 }
 

@@ -148,3 +148,15 @@ func TestAnswersSplitWithinTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// Admin and DirectMessages implement chattest.DMReader: admins are named
+// by their phone-number JIDs.
+func (p *platform) Admin() string { return mario.String() }
+
+func (p *platform) DirectMessages(t *testing.T, userID string) []string {
+	j, err := types.ParseJID(userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Answers(t, ChannelID(j))
+}

@@ -109,14 +109,23 @@ func (a *Adapter) handleMessage(ctx context.Context, e *events.Message, late boo
 	if raw != text {
 		cm.RawText = raw
 	}
-	cm.Attachments, cm.Text = a.download(ctx, channelID, info.ID, msg, cm.Text)
 	a.mu.Lock()
 	in := a.inbox
 	a.mu.Unlock()
 	if ctx.Err() != nil || in == nil {
 		return
 	}
-	in.Deliver(ctx, a.name, cm, late)
+	// A message Mother could not store (a full disk) is held here, and
+	// the adapter's queue behind it, until she can: the phone's servers
+	// do not send a message again once this device has it.
+	key := info.Chat.ToNonAD().String() + "/" + info.ID
+	err := feed.Redeliver(ctx, a.clock, a.lg, key, func() error {
+		cm.Attachments, cm.Text = a.download(ctx, channelID, info.ID, msg, text)
+		return in.Deliver(ctx, a.name, cm, late)
+	})
+	if err != nil {
+		a.lg.Error("stopping with a message Mother could not store; it is lost", "id", info.ID, "channel", channelID)
+	}
 }
 
 // markSeen records a message as handled, in memory and in the session

@@ -386,3 +386,15 @@ func isImage(name string) bool {
 	}
 	return false
 }
+
+// DirectMessage implements chat.DirectMessenger: a post in the chat with
+// userID, a phone-number JID ("4915112345678@s.whatsapp.net", as admins
+// are configured).
+func (a *Adapter) DirectMessage(ctx context.Context, userID, markdown string) error {
+	jid, err := types.ParseJID(userID)
+	if err != nil || jid.User == "" {
+		return fmt.Errorf("whatsapp: %q is not a user's JID", userID)
+	}
+	_, err = a.Post(ctx, ChannelID(jid), markdown)
+	return err
+}

@@ -196,9 +196,10 @@ type Adapter struct {
 }
 
 var (
-	_ chat.Adapter        = (*Adapter)(nil)
-	_ chat.Uploader       = (*Adapter)(nil)
-	_ chat.StatusReporter = (*Adapter)(nil)
+	_ chat.Adapter         = (*Adapter)(nil)
+	_ chat.Uploader        = (*Adapter)(nil)
+	_ chat.StatusReporter  = (*Adapter)(nil)
+	_ chat.DirectMessenger = (*Adapter)(nil)
 )
 
 // New builds a WhatsApp adapter from its configuration. It touches neither

@@ -41,13 +41,14 @@ type inbox struct {
 
 func newInbox() *inbox { return &inbox{changed: make(chan struct{})} }
 
-func (i *inbox) Deliver(_ context.Context, _ string, m chat.ChannelMessage, late bool) {
+func (i *inbox) Deliver(_ context.Context, _ string, m chat.ChannelMessage, late bool) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.msgs = append(i.msgs, m)
 	i.late = append(i.late, late)
 	close(i.changed)
 	i.changed = make(chan struct{})
+	return nil
 }
 
 func (i *inbox) Stop(context.Context, string, string, string) {}

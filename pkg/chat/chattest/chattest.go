@@ -60,6 +60,16 @@ const (
 	// ClickReplies: ReplyToClick shows a text to the user who clicked
 	// and to nobody else.
 	ClickReplies Capability = "click-replies"
+	// NotStored: a message Mother could not store (Deliver's error) is
+	// delivered again once she can (its Ready closed), exactly once, and
+	// the message sent after it is not delivered before it. Where the
+	// platform confirms what the adapter handled (Telegram's update
+	// offset; Confirmer), the message is not confirmed meanwhile.
+	NotStored Capability = "not-stored"
+	// DirectMessages: DirectMessage (chat.DirectMessenger) reaches one
+	// user privately, not the shared channel (how Mother tells the admins
+	// of a full disk).
+	DirectMessages Capability = "direct-messages"
 )
 
 // Harness is one adapter under test.
@@ -169,6 +179,8 @@ func Run(t *testing.T, h Harness) {
 		{Stop, checkStop},
 		{Choices, checkChoices},
 		{ClickReplies, checkClickReplies},
+		{NotStored, checkNotStored},
+		{DirectMessages, checkDirectMessages},
 	}
 	for _, c := range checks {
 		// A capability the adapter declares lacking is no claim: it is
@@ -207,14 +219,31 @@ type inbox struct {
 	mu      sync.Mutex
 	got     []Delivery
 	changed chan struct{}
+	// refuse, while set, is a text whose messages Deliver does not take
+	// (as Mother does not when she cannot store them); refused counts
+	// them, and ready is the NotStoredError's channel.
+	refuse  string
+	refused int
+	ready   chan struct{}
 }
 
-func (i *inbox) Deliver(_ context.Context, _ string, msg chat.ChannelMessage, late bool) {
+func (i *inbox) Deliver(_ context.Context, _ string, msg chat.ChannelMessage, late bool) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if i.refuse != "" && strings.Contains(msg.Text, i.refuse) {
+		i.refused++
+		return &chat.NotStoredError{Err: fmt.Errorf("write log.jsonl: no space left on device"), Ready: i.ready}
+	}
 	i.got = append(i.got, Delivery{Msg: msg, Late: late})
 	close(i.changed)
 	i.changed = make(chan struct{})
+	return nil
+}
+
+func (i *inbox) refusals() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.refused
 }
 
 func (i *inbox) Stop(context.Context, string, string, string) {}

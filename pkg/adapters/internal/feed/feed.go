@@ -4,8 +4,9 @@
 // stalls the platform connection), a bounded set of already delivered
 // message ids (gateway replays and backfill overlap), reconnect backoff,
 // the connection state reported to momctl and the metrics, the attachment
-// intake with its notes to the user (Intake), and the backfill cursor
-// (Cursor).
+// intake with its notes to the user (Intake), the backfill cursor
+// (Cursor), and the delivery again of a message Mother could not store
+// (Redeliver, WaitRetry).
 package feed
 
 import (
@@ -103,6 +104,23 @@ func (s *Seen) Add(id string) bool {
 		s.order = s.order[1:]
 	}
 	return true
+}
+
+// Forget removes id, so that it counts as new again (a message Mother
+// could not store, to be delivered again).
+func (s *Seen) Forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.set[id]; !ok {
+		return
+	}
+	delete(s.set, id)
+	for i, o := range s.order {
+		if o == id {
+			s.order = append(s.order[:i], s.order[i+1:]...)
+			break
+		}
+	}
 }
 
 // Backoff yields growing waits between reconnect attempts: Min, doubling
