@@ -172,7 +172,9 @@ func (m *Mother) armMarkerFlush(cs *channelState, path string) {
 				m.logger.Warn("cannot fsync in-flight marker; writing it again whole until it can be", "channel", cs.qid(), "err", err)
 			}
 			cs.markerRewrite = true
-			m.armMarkerFlush(cs, path)
+			if m.ctx.Err() == nil {
+				m.armMarkerFlush(cs, path)
+			} // stopped: not again; the next start recovers from what the log holds
 			return
 		}
 		cs.markerNamed = true // syncMarker fsyncs the file, then its directory
