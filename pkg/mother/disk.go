@@ -83,32 +83,42 @@ func (m *Mother) diskEvent(ev disk.Event) {
 	case <-m.ctx.Done():
 		return
 	}
+	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+	defer cancel()
+	m.tellAdmins(ctx, text, "disk "+string(ev.Kind))
+}
+
+// tellAdmins sends text to the admins of every adapter by direct message
+// (the terminal prints it), logging each as about, and reports how many
+// were told.
+func (m *Mother) tellAdmins(ctx context.Context, text, about string) int {
 	m.mu.Lock()
 	names := append([]string(nil), m.order...)
 	m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-	defer cancel()
+	told := 0
 	for _, name := range names {
 		a, _ := m.Adapter(name)
 		targets := m.adminTargets(name)
 		dm, ok := a.(chat.DirectMessenger)
 		switch {
 		case len(targets) == 0:
-			m.logger.Warn("no admin to tell of the disk", "adapter", name, "event", ev.Kind)
+			m.logger.Warn("no admin to tell", "adapter", name, "about", about)
 			continue
 		case !ok:
-			m.logger.Warn("cannot tell the admins of the disk: the adapter has no direct messages", "adapter", name, "event", ev.Kind)
+			m.logger.Warn("cannot tell the admins: the adapter has no direct messages", "adapter", name, "about", about)
 			continue
 		}
 		for _, user := range targets {
 			if err := dm.DirectMessage(ctx, user, text); err != nil {
-				m.logger.Error("cannot tell an admin of the disk", "adapter", name, "admin", user, "event", ev.Kind, "err", err)
+				m.logger.Error("cannot tell an admin", "adapter", name, "admin", user, "about", about, "err", err)
 				continue
 			}
+			told++
 			m.metrics.MessageOut(name)
-			m.logger.Info("admin told of the disk", "adapter", name, "admin", user, "event", ev.Kind)
+			m.logger.Info("admin told", "adapter", name, "admin", user, "about", about)
 		}
 	}
+	return told
 }
 
 // adminTargets are whom Mother tells of her own trouble on an adapter:

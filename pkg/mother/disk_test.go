@@ -223,3 +223,33 @@ func TestMarkerRewrittenAfterAFailedFsync(t *testing.T) {
 	block.release <- struct{}{}
 	h.idle()
 }
+
+// A spend notice about a cap that is not the channel's (Mother's own
+// daily cap, a tier's) goes to the admins by direct message; one about the
+// channel's own cap is said in the channel.
+func TestSpendNoticeForTheAdminsIsADirectMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withDisk(clock.NewFake(time.Unix(1_700_000_000, 0))))
+	h.m.Notify(SpendNotice{Channel: "rec/C1", Admins: true, Level: 80, Scope: "mother", Text: "My own model use has used 80% of today's cap"})
+	waitFor(t, "the admin told", func() bool { return len(h.ad.of("dm")) == 1 })
+	if dm := h.ad.of("dm")[0]; dm.Channel != "UADMIN" || dm.Text != "For the admins: My own model use has used 80% of today's cap" {
+		t.Errorf("direct message %+v", dm)
+	}
+	h.m.Notify(SpendNotice{Channel: "rec/C1", Level: 80, Scope: "channel", Text: "This channel has used 80% of today's cap"})
+	waitFor(t, "the channel told", func() bool {
+		for _, p := range texts(h.ad.of("post")) {
+			if p == "This channel has used 80% of today's cap" {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(h.ad.of("dm")); n != 1 {
+		t.Errorf("%d direct messages, want only the admins' one", n)
+	}
+	for _, p := range texts(h.ad.of("post")) {
+		if strings.Contains(p, "For the admins") {
+			t.Errorf("the admins' notice was also posted in the channel: %q", p)
+		}
+	}
+}

@@ -14,7 +14,8 @@ import (
 
 // SpendNotice is a warning about a daily cap the broker gives once a day
 // (at 80% of the cap, and when it stops a call): Mother says it in
-// Channel, addressed to the admins when the cap is not that channel's.
+// Channel, or, when the cap is not that channel's, to the admins by direct
+// message (in Channel when no admin can be reached that way).
 type SpendNotice struct {
 	// Channel is the qualified channel to say it in (empty: nowhere but
 	// the log).
@@ -78,7 +79,13 @@ func (m *Mother) sayNotices(queue <-chan SpendNotice, done chan<- struct{}) {
 		}
 		text := n.Text
 		if n.Admins {
+			// Not this channel's cap: the admins are told directly,
+			// where the platforms let Mother (the channel of the call
+			// otherwise).
 			text = "For the admins: " + text
+			if m.tellAdmins(m.ctx, text, "spend cap "+n.Scope) > 0 {
+				continue
+			}
 		}
 		m.post(m.ctx, a, channelID, text)
 	}
