@@ -42,12 +42,15 @@ import (
 // restarts Mother on it, lets her recover, and checks the store against
 // what had been acknowledged.
 
+// The conversation is Mario's private chat with Mother (he is an admin):
+// in a group the adapter paces its posts at Telegram's 20 a minute, and a
+// cut whose recovery posts a chick's result twice would wait a minute.
 var (
-	pcGroup = telegramtest.Chat{ID: -1001234567890, Type: "supergroup", Title: "Family"}
+	pcGroup = telegramtest.Chat{ID: 555, Type: "private"}
 	pcMario = telegramtest.User{ID: 555, FirstName: "Mario", Username: "mario"}
 )
 
-const pcGroupID = "-1001234567890"
+const pcGroupID = "555"
 
 // pcTask is one message of the conversation: what Mother is asked, what
 // her model does with it, and the token her answer carries.
@@ -194,6 +197,9 @@ type pcResult struct {
 	kind     string // the kind of the fsync the power failed at, as it happened
 	acked    int    // updates acknowledged to Telegram before the cut
 	events   int    // chick events in the store after recovery
+	// recovery is from the restart to the end of the conversation; stop,
+	// the restarted Mother's SIGTERM to her exit.
+	recovery, stop time.Duration
 	// chicksAtCut is the number of chick containers running at the cut.
 	chicksAtCut int
 	losses      []string
@@ -275,6 +281,12 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 	// (stop), or when something did not come in time (a problem).
 	converse := func(starts int, stop func() bool) bool {
 		until := func(what string, d time.Duration, cond func() bool) bool {
+			began := time.Now()
+			defer func() {
+				if w := time.Since(began); w > 10*time.Second {
+					t.Logf("%s: waited %s for %s (getMe #%d)", c.name, w.Round(time.Millisecond), what, starts)
+				}
+			}()
 			deadline := time.Now().Add(d)
 			for !cond() {
 				if stop() {
@@ -377,14 +389,21 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 	// The restart, on what survived, at the same place.
 	pc2 := pc.RemountT(t)
 	secondStart := pcGetMes(tg) + 1
+	restarted := time.Now()
 	b := startMother(t, pc2.Mountpoint(), false)
 	if !converse(secondStart, func() bool { return false }) {
 		res.problems = append(res.problems, "not recovered: "+pcState(t, tg, backing, posted))
 	}
+	res.recovery = time.Since(restarted)
+	if res.recovery > 30*time.Second {
+		t.Logf("%s: a slow recovery; Telegram:\n%s\nthe restarted Mother's log (tail):\n%s", c.name, pcState(t, tg, backing, posted), tail(b.stderr.String(), 80))
+	}
 	time.Sleep(1500 * time.Millisecond) // would a duplicate follow?
+	stopping := time.Now()
 	if code := b.stop(t, time.Minute); code != 0 {
 		res.problems = append(res.problems, fmt.Sprintf("the restarted Mother exited %d", code))
 	}
+	res.stop = time.Since(stopping)
 
 	// Every requested answer exactly once.
 	for _, task := range pcTasks {
@@ -812,7 +831,7 @@ func TestSoakPowerCut(t *testing.T) {
 			for _, d := range res.dups {
 				t.Logf("twice: %s", d)
 			}
-			t.Logf("%s: power failed at %s (%s); %d updates acknowledged; %d chicks running; %d chick events stored; %s", c.name, res.kind, res.frozenBy, res.acked, res.chicksAtCut, res.events, res.took.Round(time.Millisecond))
+			t.Logf("%s: power failed at %s (%s); %d updates acknowledged; %d chicks running; %d chick events stored; %s (recovery %s, stop %s)", c.name, res.kind, res.frozenBy, res.acked, res.chicksAtCut, res.events, res.took.Round(time.Millisecond), res.recovery.Round(time.Millisecond), res.stop.Round(time.Millisecond))
 		})
 		if res == nil {
 			res = &pcResult{kind: c.kind, problems: []string{"did not finish"}}
