@@ -218,17 +218,7 @@ func (t *cancelTool) Spec() model.ToolSpec {
 }
 
 func (t *cancelTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result, error) {
-	ch, err := runChannel(ctx)
-	if err != nil {
-		return agent.Result{}, err
-	}
-	var a struct {
-		Name string `json:"name"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return agent.Result{}, fmt.Errorf("arguments: %w", err)
-	}
-	file, err := fileName(a.Name)
+	ch, file, err := namedEvent(ctx, raw)
 	if err != nil {
 		return agent.Result{}, err
 	}
@@ -259,17 +249,7 @@ func (t *resumeTool) Spec() model.ToolSpec {
 }
 
 func (t *resumeTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result, error) {
-	ch, err := runChannel(ctx)
-	if err != nil {
-		return agent.Result{}, err
-	}
-	var a struct {
-		Name string `json:"name"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return agent.Result{}, fmt.Errorf("arguments: %w", err)
-	}
-	file, err := fileName(a.Name)
+	ch, file, err := namedEvent(ctx, raw)
 	if err != nil {
 		return agent.Result{}, err
 	}
@@ -281,4 +261,20 @@ func (t *resumeTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result
 		return agent.Result{Text: fmt.Sprintf("%s was not paused.", file)}, nil
 	}
 	return agent.Result{Text: fmt.Sprintf("Resumed %s: it runs again at its next time.", file)}, nil
+}
+
+// namedEvent is the run's channel and the event file that a tool's
+// {"name": ...} argument names (cancel_event, resume_event).
+func namedEvent(ctx context.Context, raw json.RawMessage) (ch, file string, err error) {
+	if ch, err = runChannel(ctx); err != nil {
+		return "", "", err
+	}
+	var a struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return "", "", fmt.Errorf("arguments: %w", err)
+	}
+	file, err = fileName(a.Name)
+	return ch, file, err
 }
