@@ -94,16 +94,10 @@ func startChicks(cfg *config.Config, st *store.Store, dk *disk.Monitor, host *ho
 	}
 	// The metrics count spawns, joins and ends as a lifecycle subscriber.
 	h.Subscribe(mx)
-	// The gates' side: their tokens and the chicks' gate keys derive from
-	// a secret kept beside the nest's CA; the policy keeps the admins'
-	// approvals in DATA/state/egress.json and follows config reloads.
-	secret, err := egress.LoadSecret(filepath.Join(dir, "tls"))
-	if err != nil {
-		lis.Close()
-		h.Close()
-		br.Close()
-		return nil, err
-	}
+	// The gates' side: the same secret (gateKeys); the policy keeps the
+	// admins' approvals in DATA/state/egress.json and follows config
+	// reloads.
+	secret := gateKeys
 	policy, err := egress.NewPolicy(egress.Options{
 		Config: cfg.Chicks, StateDir: filepath.Join(st.DataDir(), "state"), Logger: logger,
 		LoadSent: func(id string) int64 {
