@@ -598,7 +598,7 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 	} else if args, problem := CheckArgs(a.checks[call.Name], call.Args); problem != "" {
 		res = Result{Text: fmt.Sprintf("The arguments of this %s call are not right, so it was not run:\n%s\nCall it again with corrected arguments.", call.Name, problem), IsError: true}
 	} else {
-		res = runSafely(ctx, t, args)
+		res = runSafely(withCall(ctx, call), t, args)
 		if ctx.Err() != nil && !res.IsError {
 			res.IsError = true
 			res.Text += "\n(aborted)"
@@ -607,6 +607,24 @@ func (a *Agent) runTool(ctx context.Context, call model.ToolCall, emit func(Even
 	emit(Event{Type: EventToolEnd, Time: a.cfg.Clock.Now(), ToolCallID: call.ID, ToolName: call.Name, Label: label, Args: call.Args,
 		Result: res.Text, IsError: res.IsError, Duration: a.cfg.Clock.Now().Sub(start)})
 	return res
+}
+
+type callKey struct{}
+
+// withCall returns ctx carrying the call a tool runs for.
+func withCall(ctx context.Context, call model.ToolCall) context.Context {
+	return context.WithValue(ctx, callKey{}, call.ID)
+}
+
+// CallID is the id of the tool call a tool's Run is running for (as the
+// model's reply gave it, or as the agent made it up for a call written
+// as text): the assistant message in the history that holds the call
+// has it. Empty outside a tool's Run. Providers reuse ids across turns
+// ("call_1" in every reply), so an id names a call only within its
+// assistant message.
+func CallID(ctx context.Context) string {
+	id, _ := ctx.Value(callKey{}).(string)
+	return id
 }
 
 // runSafely runs a tool, turning an error or a panic into an error result

@@ -72,6 +72,12 @@ type Firing struct {
 	// MaySchedule: an admin allowed this event's runs to schedule events
 	// (Event.MaySchedule).
 	MaySchedule bool
+	// Resumed marks an occurrence accepted before a restart whose run was
+	// not known to have finished: its accepted marker was still there.
+	// The run may have finished all the same (a power cut can bring back
+	// a marker removed after it), so the Sink checks what it has stored
+	// of the occurrence before it runs it again (Key names it).
+	Resumed bool
 
 	cancelled func() bool
 }
@@ -85,6 +91,10 @@ func (f Firing) Line() string {
 	}
 	return l
 }
+
+// Key names the occurrence: its file and when it fell due. An occurrence
+// resumed after a restart (Resumed) has the key it had before.
+func (f Firing) Key() string { return f.File + "@" + f.Due.UTC().Format(time.RFC3339Nano) }
 
 // Cancelled reports whether the event was deleted or changed after this
 // occurrence was queued; the Sink skips such a run.
@@ -523,7 +533,7 @@ func (w *Watcher) arm(e *entry, startup bool, mtime time.Time) {
 			if due.IsZero() {
 				due = now
 			}
-			w.fire(e, due, true, fmt.Sprintf("Mother restarted before this event's run finished; it was due at %s and runs again now", fmtTime(due)))
+			w.fire(e, due, true, fmt.Sprintf("Mother restarted before this event's run finished; it was due at %s and runs again now", fmtTime(due)), true)
 			if s.Type == Periodic {
 				w.schedule(e, s.Next(now))
 			}
@@ -536,7 +546,7 @@ func (w *Watcher) arm(e *entry, startup bool, mtime time.Time) {
 			w.expire(e, "stale immediate event: the file was written while Mother was not running")
 			return
 		}
-		w.fire(e, now, false, "")
+		w.fire(e, now, false, "", false)
 	case OneShot:
 		switch late := now.Sub(s.at); {
 		case late < 0:
@@ -549,7 +559,7 @@ func (w *Watcher) arm(e *entry, startup bool, mtime time.Time) {
 					note = fmt.Sprintf("this event was due at %s while Mother was not running; it runs %s late", fmtTime(s.at), roundLate(late))
 				}
 			}
-			w.fire(e, s.at, note != "", note)
+			w.fire(e, s.at, note != "", note, false)
 		default:
 			w.expire(e, fmt.Sprintf("one-shot event missed: it was due at %s, more than %s ago", fmtTime(s.at), w.o.Grace))
 		}
@@ -613,15 +623,16 @@ func (w *Watcher) wake(name string, version int) {
 	if late := now.Sub(due); late > time.Minute {
 		note = fmt.Sprintf("this event was due at %s and runs %s late", fmtTime(due), roundLate(late))
 	}
-	w.fire(e, due, note != "", note)
+	w.fire(e, due, note != "", note, false)
 	if e.spec.Type == Periodic {
 		w.schedule(e, e.spec.Next(now))
 	}
 }
 
 // fire accepts one occurrence: marker first, then the channel's pending
-// list. Caller holds w.mu.
-func (w *Watcher) fire(e *entry, due time.Time, late bool, note string) {
+// list. resumed: its marker was left by a run before a restart
+// (Firing.Resumed). Caller holds w.mu.
+func (w *Watcher) fire(e *entry, due time.Time, late bool, note string, resumed bool) {
 	s := e.spec
 	lg := w.logger.With("file", e.name, "channel", s.Qualified())
 	if e.out != nil {
@@ -631,7 +642,7 @@ func (w *Watcher) fire(e *entry, due time.Time, late bool, note string) {
 	f := &firing{Firing: Firing{
 		File: e.name, Type: s.Type, Schedule: s.ScheduleLabel(),
 		Adapter: s.Adapter, ChannelID: s.Channel, Text: s.Text,
-		Due: due, Late: late, Note: note, MaySchedule: s.MaySchedule,
+		Due: due, Late: late, Note: note, MaySchedule: s.MaySchedule, Resumed: resumed,
 	}, version: e.version}
 	if e.health != nil {
 		f.Failures = e.health.Failures

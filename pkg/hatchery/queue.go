@@ -26,6 +26,13 @@ type SpawnRequest struct {
 	StartedBy string
 	// SkillsTo is where the skills it sends back go (Record.SkillsTo).
 	SkillsTo string
+	// Key, if set, names the request: Spawn hatches at most one chick
+	// per key (Record.Key). Mother's spawn_chick sets it to the run's
+	// message and the call's place in the run, so a run a power cut sent
+	// back to before its spawn_chick call (its context not yet durable,
+	// the chick's record already) gets the chick it had asked for again,
+	// not a second one.
+	Key string
 }
 
 // Spawn creates a chick: it starts at once when a slot is free, or waits
@@ -35,10 +42,15 @@ type SpawnRequest struct {
 // image, and with ErrDisk while the data directory cannot be written (the
 // chick's events could not be kept). A spawn for a
 // person who has reached chicks.maxPerUser or spent today's
-// budgets.userDailyTokens fails with a *RefusedError.
+// budgets.userDailyTokens fails with a *RefusedError. A request whose
+// Key a chick already has returns that chick with ErrSpawnedBefore,
+// whatever state it is in, and spawns nothing.
 func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	if strings.TrimSpace(req.Goal) == "" {
 		return Info{}, errors.New("spawn chick: empty goal")
+	}
+	if in, ok := h.Spawned(req.Key); ok {
+		return in, fmt.Errorf("spawn chick: %w (%s)", ErrSpawnedBefore, in.ID)
 	}
 	if h.disk != nil {
 		if err := h.disk(); err != nil {
@@ -70,6 +82,10 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	if h.closed {
 		return Info{}, ErrClosed
 	}
+	if c := h.byKeyLocked(req.Key); c != nil {
+		// Spawned meanwhile (the checks above run without the lock).
+		return h.info(c), fmt.Errorf("spawn chick: %w (%s)", ErrSpawnedBefore, c.rec.ID)
+	}
 	if err := h.checkUserLocked(user); err != nil {
 		return Info{}, err
 	}
@@ -78,7 +94,7 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 		rec: Record{
 			ID: id, Adapter: req.Adapter, ChannelID: req.ChannelID, ChannelDir: req.Files.ChannelDir, Skills: req.Files.SharedSkills,
 			Goal: req.Goal, Tier: tier, Model: t.Model, System: req.System, State: StateQueued, CreatedAt: h.clock.Now(),
-			StartedBy: req.StartedBy, SkillsTo: req.SkillsTo,
+			StartedBy: req.StartedBy, SkillsTo: req.SkillsTo, Key: req.Key,
 		},
 		stopCh: make(chan struct{}),
 		ended:  make(chan struct{}),
@@ -97,6 +113,35 @@ func (h *Hatchery) Spawn(ctx context.Context, req SpawnRequest) (Info, error) {
 	}
 	h.begin(c, hs)
 	return h.info(c), nil
+}
+
+// Spawned returns the chick spawned for request key (SpawnRequest.Key),
+// if the hatchery knows one: a live chick, or an ended one it still
+// remembers (MaxRemembered; after a restart, every record chicks.jsonl
+// holds, up to that many ended ones).
+func (h *Hatchery) Spawned(key string) (Info, bool) {
+	if key == "" {
+		return Info{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.byKeyLocked(key); c != nil {
+		return h.info(c), true
+	}
+	return Info{}, false
+}
+
+// byKeyLocked is the chick spawned for key, or nil. Callers hold h.mu.
+func (h *Hatchery) byKeyLocked(key string) *chick {
+	if key == "" {
+		return nil
+	}
+	for _, c := range h.chicks {
+		if c.rec.Key == key {
+			return c
+		}
+	}
+	return nil
 }
 
 // checkUserLocked refuses a chick of user when they already have

@@ -67,6 +67,10 @@ var (
 	// ErrDisk: the data directory cannot be written (a full or failing
 	// disk): a chick's events could not be kept, so none is spawned.
 	ErrDisk = errors.New("chick events cannot be stored")
+	// ErrSpawnedBefore: a chick was spawned for the request's Key
+	// already (SpawnRequest.Key); Spawn returns it with this error and
+	// starts no other.
+	ErrSpawnedBefore = errors.New("a chick was spawned for this request already")
 )
 
 // RefusedError is a spawn refused by a per-person limit
@@ -137,6 +141,10 @@ type Record struct {
 	// when Mother starts is announced again by Reconcile, so an end that
 	// came just before a crash is not lost.
 	Unreported bool `json:"unreported,omitempty"`
+	// Key is the request it was spawned for (SpawnRequest.Key), so a
+	// request made again after a crash finds it instead of hatching a
+	// second chick.
+	Key string `json:"key,omitempty"`
 }
 
 // SkillsToWorkspace is Record.SkillsTo for a chick whose skills go to the

@@ -31,6 +31,9 @@ type Hatchery interface {
 	Config() config.Chicks
 	// Reported records that a chick's end has been told to its channel.
 	Reported(id string)
+	// Spawned returns the chick spawned for a request key
+	// (hatchery.SpawnRequest.Key), if there is one.
+	Spawned(key string) (hatchery.Info, bool)
 }
 
 // chickView renders one chick in its channel: events in order on their own
@@ -333,7 +336,9 @@ func (m *Mother) logChickResult(v *chickView, in hatchery.Info, platformID, text
 	}
 	if _, err := ch.AppendMessage(msg); err != nil {
 		m.logger.Error("cannot log chick result", "chick", in.ID, "err", err)
+		return
 	}
+	m.logger.Info("chick result stored", "chick", in.ID, "channel", chat.QualifiedID(v.adapter.Name(), v.channel), "reply_id", platformID)
 }
 
 // chickSummary is the text posted when a chick ends: its answer (or what
@@ -459,13 +464,17 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 		Adapter: ri.Adapter, ChannelID: ri.ChannelID, Goal: in.Goal, Tier: in.Tier, StartedBy: ri.UserID, SkillsTo: skillsTo,
 		System: m.chickPrompt(ri, a),
 		Files:  hatchery.Files{ChannelDir: ri.ChannelDir, SharedSkills: filepath.Join(m.store.Workspace(), "skills")},
+		Key:    spawnKey(ctx),
 	})
-	if err == nil {
+	if err == nil || errors.Is(err, hatchery.ErrSpawnedBefore) && !info.State.Final() {
 		m.viewLocked(info)
 	}
 	m.mu.Unlock()
 	var refused *hatchery.RefusedError
 	switch {
+	case errors.Is(err, hatchery.ErrSpawnedBefore):
+		m.logger.Info("spawn_chick asked again for a chick hatched before a restart; not hatching another", "chick", info.ID, "channel", ri.QualifiedChannel(), "state", info.State)
+		return agent.Result{Text: m.spawnedBefore(info)}, nil
 	case errors.Is(err, hatchery.ErrQueueFull):
 		return agent.Result{Text: "Not started: every chick slot is busy and the queue is full. Tell the user to try again later.", IsError: true}, nil
 	case errors.Is(err, hatchery.ErrImageMissing):

@@ -52,6 +52,9 @@ type Job struct {
 	EventText string
 	// EventFile is an event's file name, for logs and restart notices.
 	EventFile string
+	// EventKey names an event's occurrence (events.Firing.Key); its line
+	// in log.jsonl carries it (MetaOccurrence).
+	EventKey string
 	// EventPeriodic marks a periodic event's run; EventFailures is how
 	// many of its runs before failed in a row; EventMaySchedule says an
 	// admin allowed its runs to schedule events.
@@ -567,6 +570,9 @@ func (m *Mother) logEvent(cs *channelState, job *Job) error {
 		Sender:      chat.Sender{ID: EventSenderID, Username: "event", IsBot: true},
 		Text:        job.EventText,
 		Attachments: []chat.ChannelAttachment{},
+	}
+	if job.EventKey != "" {
+		msg.Metadata = map[string]any{MetaOccurrence: job.EventKey}
 	}
 	lm, err := ch.AppendMessage(msg)
 	if err != nil {

@@ -3,6 +3,7 @@ package mother
 import (
 	"context"
 
+	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/events"
 )
 
@@ -38,5 +39,33 @@ func (m *Mother) Submit(_ context.Context, f events.Firing, done func(events.Res
 	if f.Late && f.Note != "" {
 		job.LateNote = "(Late: " + f.Note + ".)"
 	}
+	job.EventKey = f.Key()
+	if f.Resumed {
+		m.resumeEvent(f, &job)
+	}
 	return m.Enqueue(f.Adapter, f.ChannelID, job)
+}
+
+// MetaOccurrence is, on an event's line in log.jsonl, the occurrence it
+// is (events.Firing.Key).
+const MetaOccurrence = "occurrence"
+
+// resumeEvent finds an occurrence resumed after a restart in the
+// channel's log: its line logged before, its run is that line's job
+// again (answered, if log.jsonl holds Mother's answer to it, and then
+// not run again: the restart brought back an accepted marker the run had
+// removed). Not found: it is logged afresh when it is queued.
+func (m *Mother) resumeEvent(f events.Firing, job *Job) {
+	ch, err := m.store.Channel(f.Adapter, f.ChannelID)
+	if err != nil {
+		return
+	}
+	key := f.Key()
+	lm, found, err := ch.FindMessage(0, func(msg chat.ChannelMessage) bool {
+		return msg.Sender.ID == EventSenderID && msg.Metadata[MetaOccurrence] == key
+	})
+	if err != nil || !found {
+		return
+	}
+	job.Trigger, job.TriggerEnd, job.recovered = lm.Msg, lm.End, true
 }

@@ -93,11 +93,14 @@ type runLogKey struct{}
 type runLog struct {
 	ch   *store.Channel
 	sess *session.Session
+	// trigger is the id of the message the run answers (its log line).
+	trigger string
 }
 
-// withRunLog returns ctx carrying the run's channel store and session.
-func withRunLog(ctx context.Context, ch *store.Channel, sess *session.Session) context.Context {
-	return context.WithValue(ctx, runLogKey{}, runLog{ch: ch, sess: sess})
+// withRunLog returns ctx carrying the run's channel store and session and
+// the id of the message it answers.
+func withRunLog(ctx context.Context, ch *store.Channel, sess *session.Session, trigger string) context.Context {
+	return context.WithValue(ctx, runLogKey{}, runLog{ch: ch, sess: sess, trigger: trigger})
 }
 
 const ownFilesHelp = "you may write MOTHER.md, SYSTEM.md and skills/<name>/... (the workspace's, on an admin's request) and this channel's skills/<name>/..."

@@ -322,6 +322,18 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 			who = "chick " + ij.Chick.ID + "'s result"
 			carried = append(carried, ij.Chick.ID)
 		}
+		if ij.TriggerEnd == 0 {
+			ij.TriggerEnd = m.findTrigger(lg, f.Adapter, f.Channel, ij)
+		}
+		if m.answeredInLog(lg, a, f.Channel, ij) {
+			// Its answer is in log.jsonl, fsynced before the marker could
+			// say the job was done: the crash came after the answer, so
+			// the channel is told nothing. The job is queued all the
+			// same, and its run (answeredBefore) only keeps the context
+			// in step with the log.
+			jobs = append(jobs, Job{Kind: ij.Kind, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Chick: ij.Chick, recovered: true})
+			return
+		}
 		if wasRunning && ij.Resumes >= 1 && !ij.Graceful {
 			if ij.Kind == KindChick {
 				// The result itself is not lost: it is posted as it came.
@@ -330,9 +342,6 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 			}
 			lost = append(lost, fmt.Sprintf("Lost: my answer to %s was cut off by a restart twice, so I am not trying again. Ask again if you still need it.", who))
 			return
-		}
-		if ij.TriggerEnd == 0 {
-			ij.TriggerEnd = m.findTrigger(lg, f.Adapter, f.Channel, ij)
 		}
 		j := Job{Kind: KindMessage, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Late: true,
 			LateNote: "(Late answer: I restarted before I could answer this.)", resumes: ij.Resumes, recovered: true}
@@ -361,7 +370,7 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 		add(q, false)
 	}
 	lines := append(append(append([]string{}, resumed...), evs...), lost...)
-	if len(lines) == 0 {
+	if len(lines) == 0 && len(jobs) == 0 {
 		_ = os.Remove(path)
 		return restartNotice{}, false
 	}
@@ -374,6 +383,9 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 	m.persist(cs)
 	m.chicksCarried(carried)
 	lg.Info("recovered in-flight work after a restart", "resumed", len(jobs), "events", len(evs), "lost", len(lost))
+	if len(lines) == 0 {
+		return restartNotice{}, false
+	}
 	text := "I restarted (after a crash or an upgrade) while I had work in this channel.\n- " + strings.Join(lines, "\n- ")
 	return restartNotice{adapter: a, channel: f.Channel, text: text}, true
 }
@@ -405,6 +417,24 @@ func (m *Mother) chicksCarried(ids []string) {
 	for _, id := range ids {
 		m.chicks.Reported(id)
 	}
+}
+
+// answeredInLog reports whether log.jsonl holds Mother's answer to the
+// trigger of recovered job ij (her message replying to it, after it).
+func (m *Mother) answeredInLog(lg *slog.Logger, a chat.Adapter, channel string, ij inflightJob) bool {
+	ch, err := m.store.Channel(a.Name(), channel)
+	if err != nil {
+		return false
+	}
+	self := a.SelfID()
+	_, found, err := ch.FindMessage(ij.TriggerEnd, func(msg chat.ChannelMessage) bool {
+		return answers(msg, self, ij.Trigger.ID)
+	})
+	if err != nil {
+		lg.Warn("cannot look for a recovered job's answer in the log; resuming it", "msg_id", ij.Trigger.ID, "err", err)
+		return false
+	}
+	return found
 }
 
 // findTrigger returns the end offset in log.jsonl of the message of a job

@@ -120,6 +120,13 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 		lg.Info("shutting down; the chick's result is answered after the restart", "err", err)
 		return
 	}
+	// Durable before the report's line and before the hatchery is told
+	// the end was reported (as a message's job, Deliver): left to the
+	// marker's deferred fsync, a power cut after Reported's fsync lost
+	// the job and left the hatchery with nothing to announce again.
+	if err := m.syncInflightNow(cs); err != nil {
+		lg.Warn("cannot fsync in-flight marker; a power cut now could leave this chick's result unanswered", "err", err)
+	}
 	if m.crashed("chick reserved") {
 		cs.order.Unlock()
 		return

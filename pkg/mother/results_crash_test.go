@@ -87,6 +87,8 @@ func (f *fakeHatchery) Spawn(context.Context, hatchery.SpawnRequest) (hatchery.I
 	return hatchery.Info{}, errors.New("this test spawns no chicks")
 }
 
+func (f *fakeHatchery) Spawned(string) (hatchery.Info, bool) { return hatchery.Info{}, false }
+
 func (f *fakeHatchery) Stop(id string, _ hatchery.Reason, _ string, _ time.Duration) (hatchery.State, error) {
 	return "", hatchery.ErrUnknownChick
 }

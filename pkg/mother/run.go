@@ -56,7 +56,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Job:        job,
 	})
 	system := prompt.Build(req.Prompt)
-	ctx = withRunLog(chat.WithRunInfo(ctx, req.Info), ch, sess)
+	ctx = withRunLog(chat.WithRunInfo(ctx, req.Info), ch, sess, job.Trigger.ID)
 	reply := a.NewReply(ctx, channelID, req.Trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
 	began := m.now()
@@ -109,7 +109,7 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		// the cap resets rather than refused again at every occurrence.
 		final, silent = paused, false
 	}
-	m.record(ctx, a, ch, sess, reply, job, final, lg)
+	m.record(ctx, a, ch, sess, reply, job, final, out.StopReason == agent.StopAborted && shutdown, lg)
 	if final != "" && !(out.StopReason == agent.StopAborted && shutdown) {
 		m.attachChickResult(ctx, a, channelID, ch.Dir(), job.Chick)
 	}
@@ -144,6 +144,9 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		}
 	}()
 	synced := job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd)
+	if job.recovered && m.answeredBefore(ch, sess, a.SelfID(), job, synced, lg) {
+		return nil, nil, &Outcome{Skipped: true}
+	}
 	if job.kind() == KindMessage && m.takeUnstored(a.Name(), channelID, job.Trigger.ID) {
 		// Its first logging was cut away (a failed fsync) after a run had
 		// begun, which may have synced it into the context: whatever the
@@ -155,6 +158,16 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 				lg.Error("cannot sync log into context", "err", err)
 				m.post(ctx, a, channelID, "I could not read this channel's log, so I am not answering. The operator has the details in my log.")
 				return nil, nil, &Outcome{Err: err}
+			}
+		}
+		if h := sess.History(); len(h) > 0 && h[len(h)-1].Role != model.RoleUser {
+			// The abandoned run's own steps follow the message in the
+			// context (it showed none of them): it is carried on from
+			// there, and an answer it had reached is posted, rather than
+			// the model asked again with that answer as the last word.
+			if !m.resumeContext(ch, sess, job.Trigger.ID, lg) {
+				m.recordFinished(ctx, a, ch, sess, job, lg)
+				return nil, nil, &Outcome{Skipped: true}
 			}
 		}
 		kept = true
@@ -182,7 +195,7 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 			lg.Debug("trigger already answered with an earlier message")
 			return nil, nil, &Outcome{Skipped: true}
 		}
-		if !resumeContext(sess, lg) {
+		if !m.resumeContext(ch, sess, job.Trigger.ID, lg) {
 			m.recordFinished(ctx, a, ch, sess, job, lg)
 			return nil, nil, &Outcome{Skipped: true}
 		}
@@ -296,8 +309,21 @@ func composeAnswer(out agent.Output, job Job, stopped, shutdown bool) (final str
 	return final, silent
 }
 
+// MetaInterrupted marks, in log.jsonl, Mother's reply to a run a shutdown
+// cut short ("Interrupted: I am shutting down…"): it is not the run's
+// answer, and the run is resumed at the next start.
+const MetaInterrupted = "interrupted"
+
+// answers reports whether logged message msg is Mother's answer (self is
+// her sender id) to message trigger: her reply to it, not a shutdown's
+// interruption notice.
+func answers(msg chat.ChannelMessage, self, trigger string) bool {
+	return msg.Sender.ID == self && msg.ReplyTo == trigger && msg.Metadata[MetaInterrupted] == nil
+}
+
 // record posts the answer and keeps it in the channel's log and context.
-func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, sess *session.Session, reply chat.Reply, job Job, final string, lg *slog.Logger) {
+// interrupted: final is a shutdown's interruption notice, not an answer.
+func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, sess *session.Session, reply chat.Reply, job Job, final string, interrupted bool, lg *slog.Logger) {
 	// Finish with a context that outlives an abort, so "Stopped." is shown.
 	fctx := context.WithoutCancel(ctx)
 	platformID, err := reply.Finish(fctx, final)
@@ -321,40 +347,63 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 		Text:      final,
 		ReplyTo:   job.Trigger.ID,
 	}
-	if _, err := ch.AppendOwnMessage(msg); err != nil {
+	if interrupted {
+		msg.Metadata = map[string]any{MetaInterrupted: "shutdown"}
+	}
+	// Durable before anything that follows it (the marker saying the
+	// job is done, the next job): a power cut after this fsync finds the
+	// answer in the log, and the recovery does not post it again. The
+	// one window left is the platform's answer to the post and this
+	// fsync (docs/dispatch.md, Restarts).
+	if _, err := ch.AppendMessage(msg); err != nil {
 		lg.Error("cannot log reply", "err", err)
-	} else if m.crashed("answer logged") {
 		return
-	} else if err := sess.MarkSeen(id); err != nil {
+	}
+	lg.Info("answer stored", "reply_id", id)
+	if m.crashed("answer logged") {
+		return
+	}
+	if err := sess.MarkSeen(id); err != nil {
 		lg.Error("cannot mark reply as seen in context", "err", err)
 	}
 }
 
-// recordFinished completes a run cut off by a restart after it had
-// finished (its context ends with the answer). If log.jsonl holds no
-// reply of hers to the trigger, the crash came between the answer and its
-// log line, before or after it was posted (she cannot tell which), so the
-// answer is posted again and logged: twice is better than not at all.
-func (m *Mother) recordFinished(ctx context.Context, a chat.Adapter, ch *store.Channel, sess *session.Session, job Job, lg *slog.Logger) {
-	self := a.SelfID()
+// answeredBefore reports whether log.jsonl holds Mother's answer to a
+// recovered job's message: the run had answered, and its answer was
+// fsynced before the marker could say the job was done (record), so a
+// crash after the answer finds it here and the job is not run again. If
+// the context ends with that answer (the run's last step) but the crash
+// came before the answer was marked as in it, it is marked now, or the
+// next sync adds it again; a context that lost its tail to a power cut
+// gets the answer back from the next sync, as her turn.
+func (m *Mother) answeredBefore(ch *store.Channel, sess *session.Session, self string, job Job, synced bool, lg *slog.Logger) bool {
 	logged, found, err := ch.FindMessage(job.TriggerEnd, func(msg chat.ChannelMessage) bool {
-		return msg.Sender.ID == self && msg.ReplyTo == job.Trigger.ID
+		return answers(msg, self, job.Trigger.ID)
 	})
 	if err != nil {
-		lg.Error("cannot look for the interrupted run's answer in the log", "err", err)
-		return
+		lg.Warn("cannot look for a recovered job's answer in the log; running it", "err", err)
+		return false
 	}
-	if found {
-		lg.Info("the interrupted run had already answered; nothing to resume")
-		if !sess.Holds(logged.Msg.ID) {
-			// The crash came before the answer was marked as in the
-			// context: mark it now, or the next sync adds it again.
-			if err := sess.MarkSeen(logged.Msg.ID); err != nil {
-				lg.Error("cannot mark reply as seen in context", "err", err)
-			}
+	if !found {
+		return false
+	}
+	lg.Info("the recovered job had been answered before the restart; nothing to resume", "reply_id", logged.Msg.ID)
+	h := sess.History()
+	ends := len(h) > 0 && h[len(h)-1].Role == model.RoleAssistant && len(h[len(h)-1].ToolCalls) == 0
+	if synced && ends && !sess.Holds(logged.Msg.ID) {
+		if err := sess.MarkSeen(logged.Msg.ID); err != nil {
+			lg.Error("cannot mark reply as seen in context", "err", err)
 		}
-		return
 	}
+	return true
+}
+
+// recordFinished completes a run cut off after it had finished (its
+// context ends with the answer) whose answer log.jsonl does not hold
+// (answeredBefore): the crash came between the answer and its log line,
+// before or after it was posted (she cannot tell which), so the answer is
+// posted again and logged: twice is better than not at all.
+func (m *Mother) recordFinished(ctx context.Context, a chat.Adapter, ch *store.Channel, sess *session.Session, job Job, lg *slog.Logger) {
 	h := sess.History()
 	final, silent := composeAnswer(agent.Output{Final: h[len(h)-1].Content, StopReason: agent.StopDone}, job, false, false)
 	if silent || final == "" {
@@ -367,7 +416,7 @@ func (m *Mother) recordFinished(ctx context.Context, a chat.Adapter, ch *store.C
 		trigger = &t
 	}
 	reply := a.NewReply(ctx, ch.ID, trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), ch.ID)})
-	m.record(ctx, a, ch, sess, reply, job, final, lg)
+	m.record(ctx, a, ch, sess, reply, job, final, false, lg)
 }
 
 // ResumeNote is the context note a run resumed after a restart starts
@@ -375,10 +424,11 @@ func (m *Mother) recordFinished(ctx context.Context, a chat.Adapter, ch *store.C
 const ResumeNote = "[restart] Mother restarted while answering the message above and the run was cut off. Continue from where it stopped; check before repeating anything that changes things (a tool call may or may not have taken effect)."
 
 // resumeContext prepares the context of a run cut off by a restart: tool
-// calls left without a result get an error result, then a note says what
-// happened. It reports false when the run had in fact finished (the
-// context ends with a final answer).
-func resumeContext(sess *session.Session, lg *slog.Logger) bool {
+// calls left without a result get one (interruptedResult: what became of
+// a spawn_chick call, else an error saying it may or may not have taken
+// effect), then a note says what happened. It reports false when the run
+// had in fact finished (the context ends with a final answer).
+func (m *Mother) resumeContext(ch *store.Channel, sess *session.Session, trigger string, lg *slog.Logger) bool {
 	h := sess.History()
 	if n := len(h); n > 0 && h[n-1].Role == model.RoleAssistant && len(h[n-1].ToolCalls) == 0 {
 		return false
@@ -393,8 +443,7 @@ func resumeContext(sess *session.Session, lg *slog.Logger) bool {
 		if msg.Role == model.RoleAssistant {
 			for _, c := range msg.ToolCalls {
 				if !answered[c.ID] {
-					if err := sess.Append(model.Message{Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
-						Content: "interrupted: Mother restarted before this tool call finished; it may or may not have taken effect"}); err != nil {
+					if err := sess.Append(m.interruptedResult(sess.Records(), ch, trigger, c)); err != nil {
 						lg.Error("cannot record interrupted tool call", "err", err)
 					}
 				}

@@ -47,7 +47,7 @@ func TestContextTailLostIsRebuiltFromTheLog(t *testing.T) {
 		if err := s.Append(model.Message{Role: model.RoleAssistant, Content: out.Text}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ch.AppendOwnMessage(out); err != nil {
+		if _, err := ch.AppendMessage(out); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.MarkSeen(out.ID); err != nil {

@@ -29,15 +29,6 @@ func (c *Channel) AppendMessage(m chat.ChannelMessage) (LoggedMessage, error) {
 	return c.appendMessage(m, false)
 }
 
-// AppendOwnMessage is AppendMessage for a message nobody waits on being
-// logged (Mother's reply, already posted): it returns once the line is
-// written, and the log's next fsync (the next message's, or FlushAfter
-// later) makes it durable. After a power loss in between, the run's
-// recovery finds the answer missing from the log and posts it again.
-func (c *Channel) AppendOwnMessage(m chat.ChannelMessage) (LoggedMessage, error) {
-	return c.appendMessage(m, true)
-}
-
 // WriteMessage is AppendMessage in two steps: it writes the line to
 // log.jsonl (and the day's daily log entry) and returns before the fsync;
 // CommitLog then returns once an fsync covers it (joining one in
