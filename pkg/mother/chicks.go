@@ -470,6 +470,9 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 		m.viewLocked(info)
 	}
 	m.mu.Unlock()
+	if err == nil && m.crashed("chick spawned") {
+		return agent.Result{}, errors.New("crashed")
+	}
 	var refused *hatchery.RefusedError
 	switch {
 	case errors.Is(err, hatchery.ErrSpawnedBefore):
