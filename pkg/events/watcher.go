@@ -3,102 +3,20 @@ package events
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/fsync"
 )
-
-// ErrChannelFull is what a Sink returns (wrapped) when the event's channel
-// already has its maximum of queued events. The watcher keeps the event
-// and offers it again when one of the channel's event runs finishes.
-var ErrChannelFull = errors.New("channel event queue full")
-
-// Sink runs fired events; Mother's dispatcher implements it.
-type Sink interface {
-	// Submit queues f's run in its channel and calls done exactly once,
-	// from another goroutine, when the run has ended or was skipped
-	// (f.Cancelled). An error wrapping ErrChannelFull means "try again
-	// later"; done is then never called, nor for any other error.
-	Submit(ctx context.Context, f Firing, done func(Result)) error
-}
-
-// Result is how a submitted event run ended.
-type Result struct {
-	// Finished is true when the event is done with: it ran (successfully
-	// or not), was stopped by a user, or was skipped. It is false when a
-	// shutdown cut the run short: the event then runs again at the next
-	// start.
-	Finished bool
-	// Failed marks a run that ended in an error (not stopped by a user):
-	// a periodic event counts them in a row (Firing.Failures).
-	Failed bool
-	// Pause, when set, pauses a periodic event (Mother's decision: a cap
-	// reached, too many failures in a row).
-	Pause *Pause
-}
-
-// Firing is one occurrence of an event, handed to the Sink.
-type Firing struct {
-	// File is the event's file name ("dentist.json").
-	File     string
-	Type     Type
-	Schedule string
-	Adapter  string
-	// ChannelID is the adapter's channel id (unqualified).
-	ChannelID string
-	Text      string
-	// Due is when the occurrence fell due.
-	Due time.Time
-	// Late marks an occurrence that runs later than planned (Mother was
-	// down, or restarted during its run); Note says why.
-	Late bool
-	Note string
-	// Failures is how many of a periodic event's runs before this one
-	// failed in a row.
-	Failures int
-	// MaySchedule: an admin allowed this event's runs to schedule events
-	// (Event.MaySchedule).
-	MaySchedule bool
-	// Resumed marks an occurrence accepted before a restart whose run was
-	// not known to have finished: its accepted marker was still there.
-	// The run may have finished all the same (a power cut can bring back
-	// a marker removed after it), so the Sink checks what it has stored
-	// of the occurrence before it runs it again (Key names it).
-	Resumed bool
-
-	cancelled func() bool
-}
-
-// Line is the message the agent receives: "[EVENT:<file>:<type>:<schedule>]
-// <text>", followed by the lateness note on its own paragraph.
-func (f Firing) Line() string {
-	l := Line(f.File, f.Type, f.Schedule, f.Text)
-	if f.Note != "" {
-		l += "\n\n(" + f.Note + ")"
-	}
-	return l
-}
-
-// Key names the occurrence: its file and when it fell due. An occurrence
-// resumed after a restart (Resumed) has the key it had before.
-func (f Firing) Key() string { return f.File + "@" + f.Due.UTC().Format(time.RFC3339Nano) }
-
-// Cancelled reports whether the event was deleted or changed after this
-// occurrence was queued; the Sink skips such a run.
-func (f Firing) Cancelled() bool { return f.cancelled != nil && f.cancelled() }
 
 // Options configure a Watcher.
 type Options struct {
@@ -770,116 +688,4 @@ func (w *Watcher) expire(e *entry, why string) {
 		return
 	}
 	w.logger.Warn("event will not run; moved aside", "file", e.name, "why", why, "moved_to", dst)
-}
-
-func (w *Watcher) moveAside(name, sub string) (string, error) {
-	stamp := w.o.Clock.Now().UTC().Format("20060102T150405Z")
-	dst := filepath.Join(w.o.StateDir, sub, stamp+"-"+name)
-	if err := os.Rename(filepath.Join(w.o.Dir, name), dst); err != nil {
-		return "", err
-	}
-	return dst, nil
-}
-
-type marker struct {
-	Due      time.Time `json:"due"`
-	Accepted time.Time `json:"accepted"`
-}
-
-func (w *Watcher) markerPath(name string) string {
-	return filepath.Join(w.o.StateDir, acceptedDir, name)
-}
-
-func (w *Watcher) writeMarker(name string, due time.Time) error {
-	b, _ := json.Marshal(marker{Due: due, Accepted: w.o.Clock.Now()})
-	return atomicfile.WriteFile(w.markerPath(name), b, 0o600)
-}
-
-func (w *Watcher) readMarker(name string) (time.Time, bool) {
-	b, err := os.ReadFile(w.markerPath(name))
-	if err != nil {
-		return time.Time{}, false
-	}
-	var m marker
-	_ = json.Unmarshal(b, &m) // a torn marker still means "accepted"
-	return m.Due, true
-}
-
-func (w *Watcher) removeMarker(name string) {
-	if err := os.Remove(w.markerPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		w.logger.Error("cannot remove accepted marker", "file", name, "err", err)
-	}
-}
-
-// Info describes one event file, for list_events and momctl.
-type Info struct {
-	File     string `json:"file"`
-	Type     Type   `json:"type,omitempty"`
-	Channel  string `json:"channel,omitempty"`
-	Text     string `json:"text,omitempty"`
-	Schedule string `json:"schedule,omitempty"`
-	Timezone string `json:"timezone,omitempty"`
-	// Next is the next planned run (zero when none is planned).
-	Next time.Time `json:"next,omitzero"`
-	// State is "scheduled", "waiting" (its channel's event queue is full),
-	// "queued" (handed to Mother: queued or running), "paused" (a
-	// periodic event Mother paused: PausedUntil, Reason), "invalid" (does
-	// not parse; being retried) or "idle".
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-	// PausedUntil is when a paused event runs again by itself (zero:
-	// when resumed); Reason why it was paused.
-	PausedUntil time.Time `json:"pausedUntil,omitzero"`
-	Reason      string    `json:"reason,omitempty"`
-	// MaySchedule: its runs may schedule events (an admin allowed it).
-	MaySchedule bool `json:"maySchedule,omitempty"`
-}
-
-// List returns every known event, soonest first. channel, if not empty,
-// keeps only that qualified channel's events.
-func (w *Watcher) List(channel string) []Info {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []Info
-	for _, e := range w.entries {
-		in := Info{File: e.name, Next: e.next, State: "idle"}
-		if e.spec == nil {
-			if channel != "" {
-				continue
-			}
-			in.State = "invalid"
-			if e.err != nil {
-				in.Error = e.err.Error()
-			}
-			out = append(out, in)
-			continue
-		}
-		s := e.spec
-		if channel != "" && s.Qualified() != channel {
-			continue
-		}
-		in.Type, in.Channel, in.Text, in.Schedule, in.Timezone, in.MaySchedule = s.Type, s.Qualified(), s.Text, s.ScheduleLabel(), s.Timezone, s.MaySchedule
-		switch {
-		case e.health != nil && e.health.Paused && (e.health.Until.IsZero() || w.o.Clock.Now().Before(e.health.Until)):
-			in.State, in.PausedUntil, in.Reason = "paused", e.health.Until, e.health.Reason
-		case e.out != nil && e.out.submitted:
-			in.State = "queued"
-		case e.out != nil:
-			in.State = "waiting"
-		case !e.next.IsZero():
-			in.State = "scheduled"
-		}
-		out = append(out, in)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Next.IsZero() != b.Next.IsZero() {
-			return b.Next.IsZero()
-		}
-		if !a.Next.Equal(b.Next) {
-			return a.Next.Before(b.Next)
-		}
-		return a.File < b.File
-	})
-	return out
 }

@@ -367,8 +367,13 @@ func TestAcceptedEventRunsAgainAfterCrash(t *testing.T) {
 		}
 	}
 	clk.Advance(5 * time.Minute)
+	keys := map[string]string{}
 	for range 3 {
-		f.sink.next(t) // queued, never finished: the process "dies" here
+		sb := f.sink.next(t) // queued, never finished: the process "dies" here
+		keys[sb.f.File] = sb.f.Key()
+		if sb.f.Resumed {
+			t.Errorf("%s: a first run is Resumed", sb.f.File)
+		}
 	}
 	f.w.Stop()
 
@@ -385,6 +390,10 @@ func TestAcceptedEventRunsAgainAfterCrash(t *testing.T) {
 		got[sb.f.File] = sb.f
 		if !sb.f.Late || !strings.Contains(sb.f.Note, "restarted before this event's run finished") {
 			t.Errorf("%s re-run: late %v, note %q; want a late run that says why", sb.f.File, sb.f.Late, sb.f.Note)
+		}
+		// The same occurrence: the Sink can find what it stored of it.
+		if !sb.f.Resumed || sb.f.Key() != keys[sb.f.File] {
+			t.Errorf("%s re-run: resumed %v, key %q; want resumed, key %q as before the restart", sb.f.File, sb.f.Resumed, sb.f.Key(), keys[sb.f.File])
 		}
 		sb.done(Result{Finished: true})
 	}

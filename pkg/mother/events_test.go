@@ -189,3 +189,66 @@ func TestStopEndsEventForGood(t *testing.T) {
 		t.Errorf("stopped event rendered %q", fin)
 	}
 }
+
+// TestEventAnsweredOnceAcrossAPowerCut: an event's run answers, and the
+// power cut brings back what the run's end had removed without an fsync
+// (its file and its accepted marker); the log.jsonl lines, fsynced, hold
+// the occurrence and the answer. The next start finds the occurrence
+// again (Firing.Resumed, the same Key) and Mother finds its answer: not
+// run again, the event line not logged again, the event done with.
+func TestEventAnsweredOnceAcrossAPowerCut(t *testing.T) {
+	t.Parallel()
+	block := newBlockTool()
+	clk := clock.NewFake(evT0)
+	h := newHarness(t, withTools(block))
+	w := h.startEvents(clk)
+	h.writeEvent(w, "hook.json", `{"type":"immediate","channelId":"rec/C1","text":"please block"}`)
+	block.waitStarted(t)
+	// What the cut brings back: the event file and its accepted marker,
+	// as they were while the run went on.
+	file := filepath.Join(h.st.EventsDir(), "hook.json")
+	marker := filepath.Join(h.data, "state", "events", "accepted", "hook.json")
+	saved := map[string][]byte{}
+	for _, p := range []string{file, marker} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved[p] = b
+	}
+	block.release <- struct{}{}
+	waitFor(t, "hook.json deleted after its run", func() bool { return !h.eventExists("hook.json") })
+	h.idle()
+	if fin := texts(h.ad.of("finish")); len(fin) != 1 || fin[0] != "tool said: released" {
+		t.Fatalf("answers = %q, want the run's one", fin)
+	}
+	w.Stop()
+	for p, b := range saved {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h.boot()
+	h.startEvents(clk)
+	waitFor(t, "hook.json done with again", func() bool { return !h.eventExists("hook.json") })
+	h.idle()
+	if fin := texts(h.ad.of("finish")); len(fin) != 0 {
+		t.Errorf("answers after the restart = %q, want none (it was answered)", fin)
+	}
+	var lines, answers int
+	for _, m := range h.logged("C1") {
+		switch {
+		case m.Sender.ID == EventSenderID:
+			lines++
+		case m.Sender.ID == "UMOTHER":
+			answers++
+		}
+	}
+	if lines != 1 || answers != 1 {
+		t.Errorf("log.jsonl holds %d event lines and %d answers, want 1 and 1", lines, answers)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the accepted marker is still there (%v)", err)
+	}
+}
