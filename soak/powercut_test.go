@@ -771,9 +771,10 @@ func pcPathPattern(p string) string {
 }
 
 // pcPlan picks the cuts: short, a sample of the dry run's fsyncs that
-// covers every kind (the first of each kind, and a few more spread over
-// the run); long, every fsync, before and after it takes effect, and
-// random operations between fsyncs.
+// covers every kind (the first of each kind, a few more spread over the
+// run, and the first answer's line before and after it takes effect);
+// long, every fsync, before and after it takes effect, and random
+// operations between fsyncs.
 func pcPlan(syncs []powercut.Sync, ops int, long bool, rng *rand.Rand, randomOps int) []pcCut {
 	var plan []pcCut
 	if long {
@@ -799,6 +800,20 @@ func pcPlan(syncs []powercut.Sync, ops int, long bool, rng *rand.Rand, randomOps
 	for j := 1; j <= 4; j++ {
 		picked[j*len(syncs)/5] = true
 	}
+	// The first answer's line (the second log fsync: the first message's
+	// line, then her answer's), before it takes effect (the answer
+	// window: posted, not stored, posted again) and after (stored: never
+	// posted again); not picked above.
+	answer, logs := -1, 0
+	for i, s := range syncs {
+		if pcKind(s) == "log" {
+			if logs++; logs == 2 {
+				answer = i
+				break
+			}
+		}
+	}
+	delete(picked, answer)
 	var idx []int
 	for i := range picked {
 		if i < len(syncs) {
@@ -812,6 +827,15 @@ func pcPlan(syncs []powercut.Sync, ops int, long bool, rng *rand.Rand, randomOps
 			when = "after"
 		}
 		plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d-%s-%s", i+1, pcKind(syncs[i]), when), crash: pcCrashAt(syncs, i, j%2 == 1), kind: pcKind(syncs[i])})
+	}
+	if answer >= 0 {
+		for _, after := range []bool{false, true} {
+			when := "before"
+			if after {
+				when = "after"
+			}
+			plan = append(plan, pcCut{name: fmt.Sprintf("fsync-%03d-log-answer-%s", answer+1, when), crash: pcCrashAt(syncs, answer, after), kind: "log"})
+		}
 	}
 	for range randomOps {
 		n := 1 + rng.IntN(ops)

@@ -285,20 +285,24 @@ func TestCrashWhileStartingKeepsACutOffRun(t *testing.T) {
 }
 
 // TestCrashAroundTheAnswer crashes Mother after her answer was posted but
-// before it was logged, and just after it was logged. The next Mother
-// posts it again in the first case (she cannot tell whether it reached
-// the channel) and not in the second; either way the log then holds one
+// before it was logged, and just after it was logged (fsynced), the
+// second also with a power cut that took the context's tail (the answer
+// in it; the marker still says the run is on). The next Mother posts it
+// again in the first case (she cannot tell whether it reached the
+// channel) and not in the others; either way the log then holds one
 // answer, and the context holds it once.
 func TestCrashAroundTheAnswer(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		point string
 		again bool
+		keep  string // of context.jsonl, as cutContext
 	}{
-		{"answer posted", true},
-		{"answer logged", false},
+		{"answer posted", true, "all"},
+		{"answer logged", false, "all"},
+		{"answer logged", false, "through the message"},
 	} {
-		t.Run(tc.point, func(t *testing.T) {
+		t.Run(tc.point+", context "+tc.keep, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			hit, frozen := make(chan struct{}), make(chan struct{})
@@ -317,6 +321,7 @@ func TestCrashAroundTheAnswer(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatalf("the run never reached the crash point %q", tc.point)
 			}
+			cutContext(t, filepath.Join(h.data, "workspace", "channels", "rec", "C1", "context.jsonl"), msg.ID, tc.keep)
 
 			h.boot()
 			h.idle()
