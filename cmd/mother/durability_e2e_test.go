@@ -28,9 +28,9 @@ func TestKilledBetweenWriteAndFsyncKeepsEveryAcknowledgedRecord(t *testing.T) {
 	defer fake.Close()
 	data := t.TempDir()
 	env := []string{"MOTHER_OLLAMA_URL=" + fake.URL}
-	// The 4th fsync of a log.jsonl: one message's own, or a later one's
-	// that also covers Mother's reply to the one before.
-	p := startMother(t, append(env, fsync.PauseEnv+"=log:4"), "--cli", "--log-level", "debug", data)
+	// The 5th fsync of a log.jsonl: m3's line (each message's line is
+	// fsynced, then Mother's answer's, before the next message comes).
+	p := startMother(t, append(env, fsync.PauseEnv+"=log:5"), "--cli", "--log-level", "debug", data)
 	t.Cleanup(func() { t.Log(p.stderr.String()) })
 	paused := 0
 	for i := 1; i <= 20 && paused == 0; i++ {

@@ -144,6 +144,7 @@ func TestAccessApprovedOnce(t *testing.T) {
 	if ok, _ := a.policy.Allowed(ci(in), "pypi.org", 443); ok {
 		t.Error("the approval outlived the chick")
 	}
+	a.idle() // the chick's end answered, its marker written, before the cleanup
 }
 
 func TestAccessApprovedAlwaysSurvivesAReload(t *testing.T) {
@@ -289,6 +290,7 @@ func TestAccessAskedTwiceJoinsTheWait(t *testing.T) {
 	if r := answer(t, r1); r.g.Granted || r.g.Message != "the chick has ended" {
 		t.Errorf("after the chick ended: %+v", r.g)
 	}
+	a.idle() // the chick's end answered, its marker written, before the cleanup
 }
 
 func TestAccessEndsAtShutdownAndCtx(t *testing.T) {

@@ -210,6 +210,7 @@ func TestAccessButtonsLapse(t *testing.T) {
 	if e := a.ad.of("end")[1]; e.ReplyTo != req.ID || !strings.HasSuffix(e.Text, "\nThe chick ended before an admin answered.") {
 		t.Errorf("end = %+v", e)
 	}
+	a.idle() // the chick's end answered, its marker written, before the cleanup
 }
 
 // TestAccessClickWithoutClickReplier: an adapter that cannot answer a

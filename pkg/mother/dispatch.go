@@ -80,6 +80,10 @@ type Job struct {
 	// (queued there, maybe running since: the marker written after its
 	// run started may have been lost to a power cut).
 	recovered bool
+	// relogged: the message comes again after a failed fsync cut its
+	// line away under a run that had begun (notStored); it is answered
+	// whatever the context holds.
+	relogged bool
 	// logged, when set, is the trigger's fsync in flight: the run sends
 	// the model its request meanwhile but shows nothing before it is done
 	// (nil: the trigger is on disk already).
@@ -230,7 +234,10 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	var job *Job
 	var qerr error
 	if answer {
-		job = &Job{Kind: KindMessage, Trigger: msg, Late: late}
+		// relogged is taken here, when the job of the delivery that
+		// brings the message again is made: the run of the delivery it
+		// failed under may still be loading, and must not take it.
+		job = &Job{Kind: KindMessage, Trigger: msg, Late: late, relogged: m.takeUnstored(adapterName, msg.ChannelID, msg.ID)}
 		if qerr = m.reserve(cs, ch, job); qerr != nil {
 			job = nil
 		}
@@ -262,11 +269,14 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		err = ch.CommitLog(lm)
 	}
 	if err != nil {
+		relogged := job != nil && job.relogged
 		if job != nil {
 			m.unreserve(cs)
 		}
 		unlock()
-		return m.notStored(ctx, a, msg, lg, err, answer, false)
+		// Not written at all: a message that came back after a cut
+		// keeps that mark for its next delivery.
+		return m.notStored(ctx, a, msg, lg, err, answer, relogged)
 	}
 	if m.crashed("logged") {
 		return nil

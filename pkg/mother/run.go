@@ -147,7 +147,7 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 	if job.recovered && m.answeredBefore(ch, sess, a.SelfID(), job, synced, lg) {
 		return nil, nil, &Outcome{Skipped: true}
 	}
-	if job.kind() == KindMessage && m.takeUnstored(a.Name(), channelID, job.Trigger.ID) {
+	if job.kind() == KindMessage && job.relogged {
 		// Its first logging was cut away (a failed fsync) after a run had
 		// begun, which may have synced it into the context: whatever the
 		// context holds, this is its first answer. The sync skips what
@@ -160,12 +160,16 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 				return nil, nil, &Outcome{Err: err}
 			}
 		}
-		if h := sess.History(); len(h) > 0 && h[len(h)-1].Role != model.RoleUser {
+		if abandonedRun(sess.Records(), job.Trigger.ID) {
 			// The abandoned run's own steps follow the message in the
 			// context (it showed none of them): it is carried on from
-			// there, and an answer it had reached is posted, rather than
-			// the model asked again with that answer as the last word.
+			// there, and an answer it had reached is posted (once this
+			// line is on disk), rather than the model asked again with
+			// that answer as the last word.
 			if !m.resumeContext(ch, sess, job.Trigger.ID, lg) {
+				if err := job.logged.wait(); err != nil {
+					return nil, nil, &Outcome{Ran: true, Err: err, Silent: true}
+				}
 				m.recordFinished(ctx, a, ch, sess, job, lg)
 				return nil, nil, &Outcome{Skipped: true}
 			}
@@ -366,6 +370,33 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 	if err := sess.MarkSeen(id); err != nil {
 		lg.Error("cannot mark reply as seen in context", "err", err)
 	}
+}
+
+// abandonedRun reports whether the context holds the record of message
+// trigger followed by steps of a run on it (assistant turns, tool
+// results) and nothing else said after it.
+func abandonedRun(recs []store.ContextRecord, trigger string) bool {
+	at := -1
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Type == store.RecordMessage && recs[i].MsgID == trigger {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		return false
+	}
+	steps := false
+	for _, r := range recs[at+1:] {
+		if r.Message == nil {
+			continue
+		}
+		if r.Message.Role == model.RoleUser {
+			return false
+		}
+		steps = true
+	}
+	return steps
 }
 
 // answeredBefore reports whether log.jsonl holds Mother's answer to a
