@@ -43,8 +43,38 @@ func HostsVolume(instance string) string { return GateName(instance) + "-hosts" 
 // made by an older Mother are replaced.
 const gateSpecVersion = "1"
 
-// EnsureGate implements hatchery.Gater.
+// EnsureGate implements hatchery.Gater. A gate the engine listed, or
+// has just made, and then does not know when it is started ("No such
+// container": seen once in the power-cut soak's 278 cuts, on the restart
+// after a Mother killed while her gate was being set up) is removed and
+// made again, once.
 func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery.GateStatus, error) {
+	st, err := r.ensureGate(ctx, s)
+	var gone *vanished
+	if !errors.As(err, &gone) {
+		return st, err
+	}
+	if rerr := r.removeGate(ctx, gone.id); rerr != nil {
+		return st, err
+	}
+	st, err = r.ensureGate(ctx, s)
+	if errors.As(err, &gone) {
+		err = gone.err
+	}
+	return st, err
+}
+
+// vanished is a gate container gone between its listing (or creation)
+// and its start.
+type vanished struct {
+	id  string
+	err error
+}
+
+func (v *vanished) Error() string { return v.err.Error() }
+func (v *vanished) Unwrap() error { return v.err }
+
+func (r *Runtime) ensureGate(ctx context.Context, s hatchery.GateSpec) (hatchery.GateStatus, error) {
 	name := GateName(s.Instance)
 	st := hatchery.GateStatus{Volume: name}
 	if s.Instance == "" || s.HostName == "" {
@@ -138,7 +168,11 @@ func (r *Runtime) EnsureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 	// Not running, and the engine's restart policy not on it: started.
 	if keep == nil || (keep.State != hatchery.ContainerRunning && keep.State != "restarting") {
 		if err := r.api.ContainerStart(ctx, st.ID, container.StartOptions{}); err != nil {
-			return st, fmt.Errorf("gate: start container %s: %w", name, classify(err))
+			err = fmt.Errorf("gate: start container %s: %w", name, classify(err))
+			if errors.Is(err, hatchery.ErrContainerNotFound) {
+				return st, &vanished{id: st.ID, err: err}
+			}
+			return st, err
 		}
 		st.Started = true
 	}

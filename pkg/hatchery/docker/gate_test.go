@@ -356,3 +356,55 @@ func TestFakeEngineIsolatedChickHostsFile(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeEngineEnsureGateMadeAgainWhenItVanishes: a gate the engine
+// lists and then does not know when it is started ("No such container")
+// is removed and made again, once; gone twice, the error is the start's.
+func TestFakeEngineEnsureGateMadeAgainWhenItVanishes(t *testing.T) {
+	t.Parallel()
+	img := enginetest.JSON(200, map[string]any{"Id": "sha256:img"})
+	vol := enginetest.JSON(200, map[string]any{"Name": "mother-gate-m-1", "Driver": "local", "Labels": map[string]string{hatchery.LabelGateSpec: hashOf(gateSpecVersion, gateVolumeOptions("65534:65534"))}})
+	ghost := enginetest.JSON(200, []map[string]any{{"Id": "g1", "State": "exited", "Labels": gateLabels("m-1", "gpu1", keptHash())}})
+	noSuch := enginetest.Error(404, "No such container: g1")
+
+	e, rt := fakeGateRuntime(t)
+	e.On(http.MethodGet, "/images/{}/json", img)
+	e.On(http.MethodGet, "/volumes/{}", vol)
+	e.On(http.MethodGet, "/containers/json", enginetest.JSON(200, []any{}))
+	e.OnOnce(http.MethodGet, "/containers/json", ghost)
+	e.On(http.MethodDelete, "/containers/{}", enginetest.Error(404, "No such container: g1"))
+	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "g2"}))
+	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
+	e.OnOnce(http.MethodPost, "/containers/{}/start", noSuch)
+	st, err := rt.EnsureGate(context.Background(), gateSpec())
+	if want := (hatchery.GateStatus{ID: "g2", Volume: "mother-gate-m-1", Created: true, Started: true}); err != nil || st != want {
+		t.Fatalf("EnsureGate = %+v, %v; want %+v", st, err, want)
+	}
+	removed := false
+	for _, c := range e.Calls() {
+		removed = removed || c == "DELETE /containers/g1"
+	}
+	if !removed {
+		t.Errorf("the vanished gate was not removed: %q", e.Calls())
+	}
+
+	// Gone again: no third try.
+	e2, rt2 := fakeGateRuntime(t)
+	e2.On(http.MethodGet, "/images/{}/json", img)
+	e2.On(http.MethodGet, "/volumes/{}", vol)
+	e2.On(http.MethodGet, "/containers/json", ghost)
+	e2.On(http.MethodDelete, "/containers/{}", enginetest.Answer{Status: 204})
+	e2.On(http.MethodPost, "/containers/{}/start", noSuch)
+	if _, err := rt2.EnsureGate(context.Background(), gateSpec()); !errors.Is(err, hatchery.ErrContainerNotFound) || !strings.Contains(err.Error(), "start container mother-gate-m-1") {
+		t.Fatalf("EnsureGate with the gate gone twice = %v; want the start's error", err)
+	}
+	starts := 0
+	for _, c := range e2.Calls() {
+		if strings.HasSuffix(c, "/start") {
+			starts++
+		}
+	}
+	if starts != 2 {
+		t.Errorf("%d starts, want 2 (one retry)", starts)
+	}
+}
