@@ -80,13 +80,20 @@ func TestFollowEvents(t *testing.T) {
 // until the test ends, and waits until it runs.
 func runningFakeChick(t *testing.T) (*hatchery.Hatchery, string) {
 	t.Helper()
-	e := enginetest.New(t)
-	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
-	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
-	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
-	h, _ := fakeHatchery(t, e, 30*time.Second)
+	h, _ := fakeHatchery(t, runningEngine(t), 30*time.Second)
 	in, err := h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x"})
 	must(t, err)
 	waitState(t, h, in.ID, hatchery.StateRunning, time.Minute)
 	return h, in.ID
+}
+
+// runningEngine is a fake engine whose containers are created, start and
+// run until the test ends.
+func runningEngine(t *testing.T) *enginetest.Engine {
+	t.Helper()
+	e := enginetest.New(t)
+	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
+	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
+	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
+	return e
 }

@@ -2,7 +2,6 @@ package hatchery_test
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
-	"github.com/mother-chat/mother/pkg/hatchery/docker/enginetest"
 )
 
 // TestSpawnKeyHatchesOnce: a request key (SpawnRequest.Key) hatches one
@@ -21,10 +19,7 @@ import (
 // container; another key, or none, hatches another.
 func TestSpawnKeyHatchesOnce(t *testing.T) {
 	t.Parallel()
-	e := enginetest.New(t)
-	e.On(http.MethodPost, "/containers/create", enginetest.JSON(201, map[string]any{"Id": "k1"}))
-	e.On(http.MethodPost, "/containers/{}/wait", enginetest.Pending())
-	e.On(http.MethodPost, "/containers/{}/start", enginetest.Answer{Status: 204})
+	e := runningEngine(t)
 	c, err := client.NewClientWithOpts(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
 	must(t, err)
 	dir := t.TempDir()

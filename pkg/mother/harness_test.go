@@ -372,6 +372,34 @@ func (h *harness) boot(extra ...func(*recAdapter)) {
 	})
 }
 
+// freezeAt makes the next booted Mother stop for good at crash point
+// point (see crashed), as a process that died there: the returned channel
+// is closed when she reaches it. Nothing of her runs on until the test
+// ends.
+func (h *harness) freezeAt(point string) <-chan struct{} {
+	hit, frozen := make(chan struct{}), make(chan struct{})
+	h.t.Cleanup(func() { close(frozen) })
+	h.m.crashHook = func(p string) bool {
+		if p != point {
+			return false
+		}
+		close(hit)
+		<-frozen
+		return true
+	}
+	return hit
+}
+
+// waitClosed waits for ch, failing the test after 10 s.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
 var msgSeq atomic.Int64
 
 type msgOpt func(*chat.ChannelMessage)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery"
@@ -105,22 +104,9 @@ func TestSpawnOnceAcrossAPowerCut(t *testing.T) {
 			t.Parallel()
 			hatch := newKeyHatchery()
 			h := newHarness(t, withHatchery(hatch), withScript(hatchScript), withChickResults(config.ResultsRelay))
-			hit, frozen := make(chan struct{}), make(chan struct{})
-			t.Cleanup(func() { close(frozen) })
-			h.m.crashHook = func(p string) bool {
-				if p != "chick spawned" {
-					return false
-				}
-				close(hit)
-				<-frozen // the process is gone: nothing of it runs on
-				return true
-			}
+			hit := h.freezeAt("chick spawned")
 			msg := h.say("C1", "please hatch", false, mention)
-			select {
-			case <-hit:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the run never spawned its chick")
-			}
+			waitClosed(t, hit, "the run to spawn its chick")
 			cutContext(t, filepath.Join(h.data, "workspace", "channels", "rec", "C1", "context.jsonl"), msg.ID, tc.keep)
 
 			h.boot()

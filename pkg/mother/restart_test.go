@@ -305,22 +305,9 @@ func TestCrashAroundTheAnswer(t *testing.T) {
 		t.Run(tc.point+", context "+tc.keep, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
-			hit, frozen := make(chan struct{}), make(chan struct{})
-			t.Cleanup(func() { close(frozen) })
-			h.m.crashHook = func(p string) bool {
-				if p != tc.point {
-					return false
-				}
-				close(hit)
-				<-frozen // the process is gone: nothing of it runs on
-				return true
-			}
+			hit := h.freezeAt(tc.point)
 			msg := h.say("C1", "hello", false, mention)
-			select {
-			case <-hit:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("the run never reached the crash point %q", tc.point)
-			}
+			waitClosed(t, hit, "the run to reach the crash point "+tc.point)
 			cutContext(t, filepath.Join(h.data, "workspace", "channels", "rec", "C1", "context.jsonl"), msg.ID, tc.keep)
 
 			h.boot()
