@@ -191,11 +191,12 @@ func TestStopEndsEventForGood(t *testing.T) {
 }
 
 // TestEventAnsweredOnceAcrossAPowerCut: an event's run answers, and the
-// power cut brings back what the run's end had removed without an fsync
-// (its file and its accepted marker); the log.jsonl lines, fsynced, hold
-// the occurrence and the answer. The next start finds the occurrence
-// again (Firing.Resumed, the same Key) and Mother finds its answer: not
-// run again, the event line not logged again, the event done with.
+// power cut brings back what the run's end had removed or changed without
+// an fsync (its file, its accepted marker, the channel's in-flight
+// marker); the log.jsonl lines, fsynced, hold the occurrence and the
+// answer. The next start finds the occurrence again (Firing.Resumed, the
+// same Key) and Mother finds its answer: not run again, the event line
+// not logged again, no restart notice, the event done with.
 func TestEventAnsweredOnceAcrossAPowerCut(t *testing.T) {
 	t.Parallel()
 	block := newBlockTool()
@@ -204,12 +205,13 @@ func TestEventAnsweredOnceAcrossAPowerCut(t *testing.T) {
 	w := h.startEvents(clk)
 	h.writeEvent(w, "hook.json", `{"type":"immediate","channelId":"rec/C1","text":"please block"}`)
 	block.waitStarted(t)
-	// What the cut brings back: the event file and its accepted marker,
-	// as they were while the run went on.
+	// What the cut brings back: the event file, its accepted marker and
+	// the channel's in-flight marker, as they were while the run went on.
 	file := filepath.Join(h.st.EventsDir(), "hook.json")
 	marker := filepath.Join(h.data, "state", "events", "accepted", "hook.json")
+	inflight := filepath.Join(h.data, "state", "inflight", "rec", "C1.json")
 	saved := map[string][]byte{}
-	for _, p := range []string{file, marker} {
+	for _, p := range []string{file, marker, inflight} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
@@ -235,6 +237,9 @@ func TestEventAnsweredOnceAcrossAPowerCut(t *testing.T) {
 	h.idle()
 	if fin := texts(h.ad.of("finish")); len(fin) != 0 {
 		t.Errorf("answers after the restart = %q, want none (it was answered)", fin)
+	}
+	if posts := texts(h.ad.of("post")); len(posts) != 0 {
+		t.Errorf("notices after the restart = %q, want none (nothing was cut off)", posts)
 	}
 	var lines, answers int
 	for _, m := range h.logged("C1") {

@@ -69,7 +69,8 @@ type inflightJob struct {
 
 func toInflight(j *Job) inflightJob {
 	ij := inflightJob{Kind: j.kind(), Late: j.Late, Event: j.EventFile, Resumes: j.resumes, Interrupted: j.interrupted}
-	if ij.Kind == KindMessage || ij.Kind == KindChick {
+	if ij.Kind == KindMessage || ij.Kind == KindChick || ij.Kind == KindEvent && j.Trigger.ID != "" {
+		// An event's line, once logged: what the restart notice looks up.
 		t := j.Trigger
 		ij.Trigger, ij.TriggerEnd, ij.LogFrom = &t, j.TriggerEnd, j.logFrom
 		ij.Chick = j.Chick
@@ -307,6 +308,12 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 	var jobs []Job
 	add := func(ij inflightJob, wasRunning bool) {
 		if ij.Kind == KindEvent {
+			if ij.Trigger != nil && m.answeredInLog(lg, a, f.Channel, ij) {
+				// Answered, and a power cut took the marker's last word:
+				// the events watcher may offer it again, and Mother finds
+				// the answer (resumeEvent); nothing to tell.
+				return
+			}
 			state := "was waiting"
 			if wasRunning {
 				state = "was cut off"
