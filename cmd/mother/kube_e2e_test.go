@@ -61,8 +61,9 @@ func kubeChickData(t *testing.T, hosts func(cluster map[string]any) []any) *kube
 	// A chick in a Pod shares the 2 cores with the cluster, at
 	// chickData's heartbeat (500 ms): a pause of the loaded machine is not
 	// taken for a hang, since the watchdog counts no heartbeat missed in
-	// a check of its own that came late and follows the gaps it measures
-	// between the chick's messages.
+	// a check of its own that came late, follows the gaps it measures
+	// between the chick's messages, and gives a silence in the chick's
+	// first intervals, before any is measured, four intervals each.
 	// The nest listens on the cluster's bridge: where Pods reach this
 	// machine.
 	cfg["grpc"] = map[string]any{"listen": net.JoinHostPort(k.GatewayIP, "0")}

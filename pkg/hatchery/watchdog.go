@@ -27,6 +27,15 @@ import (
 //     measured for that chick (a quarter interval late is jitter, not
 //     delay). A chick that stops is still caught: its silence grows
 //     without end.
+//   - Until the chick has been heard for gapWindow intervals (since its
+//     first word to this process: after a Mother restart too), nothing is
+//     measured yet, and a silence that began then is expected to last up
+//     to maxStretch intervals: a chick starting up on a loaded machine
+//     (its Pod's first seconds on a busy CI node: a false hang of a
+//     healthy chick in TestKubernetesMomctl) is not taken for hung before
+//     its delay could be measured. A chick that hangs that early is
+//     caught after missedBeats such intervals instead of missedBeats
+//     heartbeat intervals.
 //
 // A chick is hung once it has missed missedBeats heartbeats and been
 // silent for missedBeats expected intervals.
@@ -45,12 +54,17 @@ type beats struct {
 	// chick; next is where the next one goes.
 	gaps [gapWindow]time.Duration
 	next int
+	// first is when the chick was first heard (zero: not yet).
+	first time.Time
 }
 
 // heard records that the chick spoke at now, its previous word at last
 // (in the future while a grace runs: no gap then).
 func (b *beats) heard(now, last time.Time) {
 	b.missed = 0
+	if b.first.IsZero() {
+		b.first = now
+	}
 	if last.IsZero() || !now.After(last) {
 		return
 	}
@@ -58,11 +72,16 @@ func (b *beats) heard(now, last time.Time) {
 	b.next++
 }
 
-// expected is the interval the chick is expected to speak in: iv, or its
-// longest recent gap when that is later than a quarter interval's jitter,
-// rounded up to a quarter interval (so the outcome reads "no heartbeat
-// for 2.25s", not "2.2371s"), at most maxStretch intervals.
-func (b *beats) expected(iv time.Duration) time.Duration {
+// expected is the interval the chick, last heard at last, is expected to
+// speak in: iv, or its longest recent gap when that is later than a
+// quarter interval's jitter, rounded up to a quarter interval (so the
+// outcome reads "no heartbeat for 2.25s", not "2.2371s"), at most
+// maxStretch intervals; maxStretch intervals when last came before the
+// chick had been heard for gapWindow intervals (nothing measured yet).
+func (b *beats) expected(iv time.Duration, last time.Time) time.Duration {
+	if b.first.IsZero() || last.Sub(b.first) < gapWindow*iv {
+		return maxStretch * iv
+	}
 	q := max(iv/4, 1)
 	e := iv
 	for _, g := range b.gaps {
@@ -81,7 +100,7 @@ func (b *beats) expected(iv time.Duration) time.Duration {
 // (missedBeats expected intervals).
 func (b *beats) tick(now, last time.Time, iv time.Duration, late bool) (bool, time.Duration) {
 	silent := now.Sub(last)
-	exp := b.expected(iv)
+	exp := b.expected(iv, last)
 	if late || silent <= exp {
 		return false, 0
 	}
@@ -137,7 +156,7 @@ func (h *Hatchery) checkHeartbeats(iv time.Duration) {
 			continue
 		}
 		if is, limit := c.beats.tick(now, c.lastSeen, iv, late); is {
-			hung = append(hung, verdict{id, limit, c.beats.expected(iv)})
+			hung = append(hung, verdict{id, limit, c.beats.expected(iv, c.lastSeen)})
 		}
 	}
 	h.mu.Unlock()
