@@ -80,6 +80,9 @@ type Job struct {
 	// (queued there, maybe running since: the marker written after its
 	// run started may have been lost to a power cut).
 	recovered bool
+	// answer is Mother's answer to Trigger that log.jsonl held when the
+	// job was recovered (nil: none): its run is not run again.
+	answer *chat.ChannelMessage
 	// relogged: the message comes again after a failed fsync cut its
 	// line away under a run that had begun (notStored); it is answered
 	// whatever the context holds.

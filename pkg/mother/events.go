@@ -41,7 +41,9 @@ func (m *Mother) Submit(_ context.Context, f events.Firing, done func(events.Res
 	}
 	job.EventKey = f.Key()
 	if f.Resumed {
-		m.resumeEvent(f, &job)
+		if a, ok := m.Adapter(f.Adapter); ok {
+			m.resumeEvent(a, f, &job)
+		}
 	}
 	return m.Enqueue(f.Adapter, f.ChannelID, job)
 }
@@ -55,7 +57,7 @@ const MetaOccurrence = "occurrence"
 // again (answered, if log.jsonl holds Mother's answer to it, and then
 // not run again: the restart brought back an accepted marker the run had
 // removed). Not found: it is logged afresh when it is queued.
-func (m *Mother) resumeEvent(f events.Firing, job *Job) {
+func (m *Mother) resumeEvent(a chat.Adapter, f events.Firing, job *Job) {
 	ch, err := m.store.Channel(f.Adapter, f.ChannelID)
 	if err != nil {
 		return
@@ -68,4 +70,5 @@ func (m *Mother) resumeEvent(f events.Firing, job *Job) {
 		return
 	}
 	job.Trigger, job.TriggerEnd, job.recovered = lm.Msg, lm.End, true
+	job.answer = m.loggedAnswer(m.logger, a, f.ChannelID, lm.Msg, lm.End)
 }

@@ -308,7 +308,7 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 	var jobs []Job
 	add := func(ij inflightJob, wasRunning bool) {
 		if ij.Kind == KindEvent {
-			if ij.Trigger != nil && m.answeredInLog(lg, a, f.Channel, ij) {
+			if ij.Trigger != nil && m.loggedAnswer(lg, a, f.Channel, *ij.Trigger, ij.TriggerEnd) != nil {
 				// Answered, and a power cut took the marker's last word:
 				// the events watcher may offer it again, and Mother finds
 				// the answer (resumeEvent); nothing to tell.
@@ -332,13 +332,13 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 		if ij.TriggerEnd == 0 {
 			ij.TriggerEnd = m.findTrigger(lg, f.Adapter, f.Channel, ij)
 		}
-		if m.answeredInLog(lg, a, f.Channel, ij) {
+		if ans := m.loggedAnswer(lg, a, f.Channel, *ij.Trigger, ij.TriggerEnd); ans != nil {
 			// Its answer is in log.jsonl, fsynced before the marker could
 			// say the job was done: the crash came after the answer, so
 			// the channel is told nothing. The job is queued all the
 			// same, and its run (answeredBefore) only keeps the context
 			// in step with the log.
-			jobs = append(jobs, Job{Kind: ij.Kind, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Chick: ij.Chick, recovered: true})
+			jobs = append(jobs, Job{Kind: ij.Kind, Trigger: *ij.Trigger, TriggerEnd: ij.TriggerEnd, Chick: ij.Chick, recovered: true, answer: ans})
 			return
 		}
 		if wasRunning && ij.Resumes >= 1 && !ij.Graceful {
@@ -426,22 +426,26 @@ func (m *Mother) chicksCarried(ids []string) {
 	}
 }
 
-// answeredInLog reports whether log.jsonl holds Mother's answer to the
-// trigger of recovered job ij (her message replying to it, after it).
-func (m *Mother) answeredInLog(lg *slog.Logger, a chat.Adapter, channel string, ij inflightJob) bool {
+// loggedAnswer is Mother's answer to a recovered job's trigger that the
+// channel's log.jsonl holds after from (her message replying to it), or
+// nil: looked up once, when the job is recovered.
+func (m *Mother) loggedAnswer(lg *slog.Logger, a chat.Adapter, channel string, trigger chat.ChannelMessage, from int64) *chat.ChannelMessage {
 	ch, err := m.store.Channel(a.Name(), channel)
 	if err != nil {
-		return false
+		return nil
 	}
 	self := a.SelfID()
-	_, found, err := ch.FindMessage(ij.TriggerEnd, func(msg chat.ChannelMessage) bool {
-		return answers(msg, self, ij.Trigger.ID)
+	lm, found, err := ch.FindMessage(from, func(msg chat.ChannelMessage) bool {
+		return answers(msg, self, trigger.ID)
 	})
 	if err != nil {
-		lg.Warn("cannot look for a recovered job's answer in the log; resuming it", "msg_id", ij.Trigger.ID, "err", err)
-		return false
+		lg.Warn("cannot look for a recovered job's answer in the log; resuming it", "msg_id", trigger.ID, "err", err)
+		return nil
 	}
-	return found
+	if !found {
+		return nil
+	}
+	return &lm.Msg
 }
 
 // findTrigger returns the end offset in log.jsonl of the message of a job

@@ -46,13 +46,7 @@ func spawnKeyOf(ch *store.Channel, trigger string, n int) string {
 // assistant message is searched for it: the step being run, or the one
 // a restart cut off.
 func spawnOrdinal(recs []store.ContextRecord, trigger, callID string) int {
-	start := 0
-	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].Type == store.RecordMessage && recs[i].MsgID == trigger {
-			start = i + 1
-			break
-		}
-	}
+	start := triggerRecord(recs, trigger) + 1
 	last := -1
 	for i := len(recs) - 1; i >= start; i-- {
 		if m := recs[i].Message; m != nil && m.Role == model.RoleAssistant {

@@ -144,7 +144,8 @@ func (m *Mother) load(ctx context.Context, a chat.Adapter, channelID string, job
 		}
 	}()
 	synced := job.TriggerEnd > 0 && sess.Synced(job.TriggerEnd)
-	if job.recovered && m.answeredBefore(ch, sess, a.SelfID(), job, synced, lg) {
+	if job.answer != nil {
+		m.answeredBefore(sess, job.answer, synced, lg)
 		return nil, nil, &Outcome{Skipped: true}
 	}
 	if job.kind() == KindMessage && job.relogged {
@@ -372,17 +373,22 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 	}
 }
 
+// triggerRecord is the index in recs of the last record of log message
+// trigger, or -1.
+func triggerRecord(recs []store.ContextRecord, trigger string) int {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Type == store.RecordMessage && recs[i].MsgID == trigger {
+			return i
+		}
+	}
+	return -1
+}
+
 // abandonedRun reports whether the context holds the record of message
 // trigger followed by steps of a run on it (assistant turns, tool
 // results) and nothing else said after it.
 func abandonedRun(recs []store.ContextRecord, trigger string) bool {
-	at := -1
-	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].Type == store.RecordMessage && recs[i].MsgID == trigger {
-			at = i
-			break
-		}
-	}
+	at := triggerRecord(recs, trigger)
 	if at < 0 {
 		return false
 	}
@@ -399,34 +405,22 @@ func abandonedRun(recs []store.ContextRecord, trigger string) bool {
 	return steps
 }
 
-// answeredBefore reports whether log.jsonl holds Mother's answer to a
-// recovered job's message: the run had answered, and its answer was
-// fsynced before the marker could say the job was done (record), so a
-// crash after the answer finds it here and the job is not run again. If
-// the context ends with that answer (the run's last step) but the crash
-// came before the answer was marked as in it, it is marked now, or the
-// next sync adds it again; a context that lost its tail to a power cut
-// gets the answer back from the next sync, as her turn.
-func (m *Mother) answeredBefore(ch *store.Channel, sess *session.Session, self string, job Job, synced bool, lg *slog.Logger) bool {
-	logged, found, err := ch.FindMessage(job.TriggerEnd, func(msg chat.ChannelMessage) bool {
-		return answers(msg, self, job.Trigger.ID)
-	})
-	if err != nil {
-		lg.Warn("cannot look for a recovered job's answer in the log; running it", "err", err)
-		return false
-	}
-	if !found {
-		return false
-	}
-	lg.Info("the recovered job had been answered before the restart; nothing to resume", "reply_id", logged.Msg.ID)
+// answeredBefore settles a recovered job whose answer log.jsonl held
+// (Job.answer: the run had answered, and its answer was fsynced before
+// the marker could say the job was done, record), which is not run
+// again. If the context ends with that answer (the run's last step) but
+// the crash came before the answer was marked as in it, it is marked
+// now, or the next sync adds it again; a context that lost its tail to a
+// power cut gets the answer back from the next sync, as her turn.
+func (m *Mother) answeredBefore(sess *session.Session, answer *chat.ChannelMessage, synced bool, lg *slog.Logger) {
+	lg.Info("the recovered job had been answered before the restart; nothing to resume", "reply_id", answer.ID)
 	h := sess.History()
 	ends := len(h) > 0 && h[len(h)-1].Role == model.RoleAssistant && len(h[len(h)-1].ToolCalls) == 0
-	if synced && ends && !sess.Holds(logged.Msg.ID) {
-		if err := sess.MarkSeen(logged.Msg.ID); err != nil {
+	if synced && ends && !sess.Holds(answer.ID) {
+		if err := sess.MarkSeen(answer.ID); err != nil {
 			lg.Error("cannot mark reply as seen in context", "err", err)
 		}
 	}
-	return true
 }
 
 // recordFinished completes a run cut off after it had finished (its
