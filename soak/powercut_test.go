@@ -110,7 +110,7 @@ func pcModel() *ollamatest.Server {
 		done := false
 		for _, m := range r.Messages[at+1:] {
 			if m.Role == "tool" {
-				done = !strings.Contains(m.Content, "may or may not have taken effect") && !strings.Contains(m.Content, "did not take effect")
+				done = !pcCutOff(m.Content)
 			}
 		}
 		var call *ollamatest.Call
@@ -142,7 +142,7 @@ func pcModel() *ollamatest.Server {
 				if !done {
 					var listed bool
 					for _, m := range r.Messages[at+1:] {
-						listed = listed || m.Role == "tool" && !strings.Contains(m.Content, "may or may not") && !strings.Contains(m.Content, "did not take effect")
+						listed = listed || m.Role == "tool" && !pcCutOff(m.Content)
 					}
 					if !listed {
 						return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "list_chicks", Args: map[string]any{"label": "checking", "all": true}}}}
@@ -155,6 +155,13 @@ func pcModel() *ollamatest.Server {
 		}
 		return ollamatest.Turn{Text: task.answer()}
 	})
+}
+
+// pcCutOff says whether a tool result is a call a restart cut off that
+// is to be made again: it may or may not have taken effect, or it did
+// not.
+func pcCutOff(result string) bool {
+	return strings.Contains(result, "may or may not have taken effect") || strings.Contains(result, "did not take effect")
 }
 
 // pcKind is the fsync kind (pkg/fsync) of an fsync the filesystem saw.
