@@ -490,7 +490,7 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 		res.problems = append(res.problems, fmt.Sprintf("%d chick containers left after recovery", n))
 	}
 	res.took = time.Since(start)
-	if len(res.losses)+len(res.problems) > 0 {
+	if len(res.losses)+len(res.problems)+len(res.dups) > 0 {
 		logMu.Lock()
 		t.Logf("%s: the filesystem's log (tail):\n%s", c.name, strings.Join(fsLog[max(0, len(fsLog)-30):], "\n"))
 		logMu.Unlock()

@@ -508,7 +508,7 @@ func (m *Mother) postLoggedWith(a chat.Adapter, channelID, text, replyTo string,
 	ch, err := m.store.Channel(a.Name(), channelID)
 	if err == nil {
 		_, err = ch.AppendMessage(chat.ChannelMessage{ID: id, ChannelID: channelID, Timestamp: m.now(),
-			Sender: chat.Sender{ID: a.SelfID(), Username: "mother", IsBot: true}, Text: text, ReplyTo: replyTo})
+			Sender: ownSender(a), Text: text, ReplyTo: replyTo})
 	}
 	if err != nil {
 		m.logger.Error("cannot log notice", "channel", chat.QualifiedID(a.Name(), channelID), "err", err)

@@ -292,7 +292,7 @@ func (m *Mother) relayedBefore(v *chickView, id string) bool {
 	}
 	self, prefix := v.adapter.SelfID(), "[chick "+id+", goal: "
 	_, found, err := ch.FindMessage(0, func(msg chat.ChannelMessage) bool {
-		return msg.Sender.ID == self && strings.HasPrefix(msg.Text, prefix)
+		return ownLine(msg, self) && strings.HasPrefix(msg.Text, prefix)
 	})
 	if err != nil {
 		m.logger.Warn("cannot look for the chick's relayed result in the log; relaying it", "chick", id, "err", err)
@@ -331,7 +331,7 @@ func (m *Mother) logChickResult(v *chickView, in hatchery.Info, platformID, text
 	}
 	msg := chat.ChannelMessage{
 		ID: platformID, ChannelID: v.channel, Timestamp: m.now(),
-		Sender: chat.Sender{ID: v.adapter.SelfID(), Username: "mother", IsBot: true},
+		Sender: ownSender(v.adapter),
 		Text:   fmt.Sprintf("[chick %s, goal: %s]\n%s", in.ID, oneLine(in.Goal, 300), text),
 	}
 	if _, err := ch.AppendMessage(msg); err != nil {

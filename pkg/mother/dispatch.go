@@ -402,7 +402,7 @@ func (m *Mother) refuseDM(ctx context.Context, a chat.Adapter, ch *store.Channel
 	if id == "" {
 		id = m.newID()
 	}
-	reply := chat.ChannelMessage{ID: id, ChannelID: msg.ChannelID, Timestamp: m.now(), Sender: chat.Sender{ID: a.SelfID(), Username: "mother", IsBot: true}, Text: DMRefusal, ReplyTo: msg.ID}
+	reply := chat.ChannelMessage{ID: id, ChannelID: msg.ChannelID, Timestamp: m.now(), Sender: ownSender(a), Text: DMRefusal, ReplyTo: msg.ID}
 	if _, err := ch.AppendMessage(reply); err != nil {
 		lg.Error("cannot log refusal", "err", err)
 	}

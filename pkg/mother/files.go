@@ -33,7 +33,7 @@ const MaxOwnFileBytes = prompt.MaxOwnFileKB << 10
 // FileSenderUsername is the username of the log.jsonl records of Mother's
 // file writes (the sender id is the adapter's own, as for her replies);
 // their Metadata holds MetaFileWrite.
-const FileSenderUsername = "mother"
+const FileSenderUsername = OwnUsername
 
 // MetaFileWrite is the Metadata key of a file-write record in log.jsonl:
 // {"tool", "action" (created, replaced, appended, edited), "path" (relative

@@ -40,9 +40,13 @@ type rec struct {
 }
 
 // recAdapter is a chat.Adapter that records what Mother asks it to render.
+// Like the platform adapters (Telegram's getMe, Discord's READY, Slack's
+// auth.test), it knows its own id only once started: Mother's recovery,
+// which runs before the adapters start, cannot ask it.
 type recAdapter struct {
 	name, self string
 	onStart    func(in chat.Inbox)
+	started    atomic.Bool
 
 	mu   sync.Mutex
 	recs []rec
@@ -60,6 +64,7 @@ func (a *recAdapter) Start(_ context.Context, in chat.Inbox) error {
 	a.mu.Lock()
 	a.in = in
 	a.mu.Unlock()
+	a.started.Store(true)
 	if a.onStart != nil {
 		a.onStart(in)
 	}
@@ -68,7 +73,12 @@ func (a *recAdapter) Start(_ context.Context, in chat.Inbox) error {
 func (a *recAdapter) Stop(context.Context) error   { return nil }
 func (a *recAdapter) Channels() []chat.ChannelInfo { return nil }
 func (a *recAdapter) Users() []chat.UserInfo       { return nil }
-func (a *recAdapter) SelfID() string               { return a.self }
+func (a *recAdapter) SelfID() string {
+	if !a.started.Load() {
+		return ""
+	}
+	return a.self
+}
 
 func (a *recAdapter) add(r rec) string {
 	a.mu.Lock()

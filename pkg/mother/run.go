@@ -320,10 +320,38 @@ func composeAnswer(out agent.Output, job Job, stopped, shutdown bool) (final str
 const MetaInterrupted = "interrupted"
 
 // answers reports whether logged message msg is Mother's answer (self is
-// her sender id) to message trigger: her reply to it, not a shutdown's
-// interruption notice.
+// her sender id, as ownLine) to message trigger: her reply to it, not a
+// shutdown's interruption notice.
 func answers(msg chat.ChannelMessage, self, trigger string) bool {
-	return msg.Sender.ID == self && msg.ReplyTo == trigger && msg.Metadata[MetaInterrupted] == nil
+	return ownLine(msg, self) && msg.ReplyTo == trigger && msg.Metadata[MetaInterrupted] == nil
+}
+
+// OwnUsername is the sender name of the lines Mother logs herself.
+const OwnUsername = "mother"
+
+// ownSender is the sender of the lines Mother logs herself (her replies,
+// notices, relayed chick results): her id on a's platform, OwnUsername, a
+// bot.
+func ownSender(a chat.Adapter) chat.Sender {
+	return chat.Sender{ID: a.SelfID(), Username: OwnUsername, IsBot: true}
+}
+
+// ownLine reports whether logged message msg is one Mother logged
+// herself, self being her id on the platform. Before an adapter has
+// connected it does not know that id (Telegram's getMe, Discord's READY
+// and Slack's auth.test come with its start, and a Pi back from a power
+// cut may have no network yet), but the restart's recovery, which runs
+// before the adapters start, must still find the answers she logged
+// before the cut: with self "", a line from a bot named OwnUsername is
+// hers. (A platform user is never logged as a bot named
+// exactly "mother" by Telegram, whose bot names end in "bot"; another
+// bot of that name on Discord or Slack replying to the same message
+// before she recovers would only keep her from posting again.)
+func ownLine(msg chat.ChannelMessage, self string) bool {
+	if self == "" {
+		return msg.Sender.IsBot && msg.Sender.Username == OwnUsername
+	}
+	return msg.Sender.ID == self
 }
 
 // record posts the answer and keeps it in the channel's log and context.
@@ -348,7 +376,7 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 		ID:        id,
 		ChannelID: ch.ID,
 		Timestamp: m.now(),
-		Sender:    chat.Sender{ID: a.SelfID(), Username: "mother", IsBot: true},
+		Sender:    ownSender(a),
 		Text:      final,
 		ReplyTo:   job.Trigger.ID,
 	}
