@@ -30,11 +30,6 @@ import (
 // budget (prompt.BudgetMotherMD) on top.
 const MaxOwnFileBytes = prompt.MaxOwnFileKB << 10
 
-// FileSenderUsername is the username of the log.jsonl records of Mother's
-// file writes (the sender id is the adapter's own, as for her replies);
-// their Metadata holds MetaFileWrite.
-const FileSenderUsername = OwnUsername
-
 // MetaFileWrite is the Metadata key of a file-write record in log.jsonl:
 // {"tool", "action" (created, replaced, appended, edited), "path" (relative
 // to the workspace), "bytes", "requestedBy"}.
@@ -373,13 +368,14 @@ func (t *fileTools) record(ctx context.Context, info chat.RunInfo, tool, action,
 			return
 		}
 	}
-	self := ""
+	// Mother's own line (ownSender), its Metadata holding MetaFileWrite.
+	sender := chat.Sender{Username: OwnUsername, IsBot: true}
 	if a, ok := m.Adapter(info.Adapter); ok {
-		self = a.SelfID()
+		sender = ownSender(a)
 	}
 	msg := chat.ChannelMessage{
 		ID: m.newID(), ChannelID: info.ChannelID, Timestamp: m.now(),
-		Sender:      chat.Sender{ID: self, Username: FileSenderUsername, IsBot: true},
+		Sender:      sender,
 		Text:        fmt.Sprintf("[%s] %s %s (%d bytes)", tool, action, rel, n),
 		Attachments: []chat.ChannelAttachment{},
 		Metadata: map[string]any{MetaFileWrite: map[string]any{

@@ -330,7 +330,7 @@ func answers(msg chat.ChannelMessage, self, trigger string) bool {
 const OwnUsername = "mother"
 
 // ownSender is the sender of the lines Mother logs herself (her replies,
-// notices, relayed chick results): her id on a's platform, OwnUsername, a
+// notices, relayed chick results, file writes): her id on a's platform, OwnUsername, a
 // bot.
 func ownSender(a chat.Adapter) chat.Sender {
 	return chat.Sender{ID: a.SelfID(), Username: OwnUsername, IsBot: true}
@@ -343,10 +343,8 @@ func ownSender(a chat.Adapter) chat.Sender {
 // cut may have no network yet), but the restart's recovery, which runs
 // before the adapters start, must still find the answers she logged
 // before the cut: with self "", a line from a bot named OwnUsername is
-// hers. (A platform user is never logged as a bot named
-// exactly "mother" by Telegram, whose bot names end in "bot"; another
-// bot of that name on Discord or Slack replying to the same message
-// before she recovers would only keep her from posting again.)
+// hers. (Telegram bot names end in "bot"; another bot named "mother" on
+// Discord or Slack could at worst keep her from posting an answer again.)
 func ownLine(msg chat.ChannelMessage, self string) bool {
 	if self == "" {
 		return msg.Sender.IsBot && msg.Sender.Username == OwnUsername
