@@ -1,6 +1,7 @@
 // Package cli is the terminal adapter: the terminal is one channel
 // ("cli/local"), each line on stdin is a message from the local user, and
-// replies and progress are written to stdout.
+// replies and progress are written to stdout, with every control
+// character but newline and tab shown visibly (package termtext).
 package cli
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/termtext"
 )
 
 // ChannelID is the terminal's one channel.
@@ -205,10 +207,16 @@ func (a *Adapter) Upload(_ context.Context, _ string, path, title string) error 
 	return nil
 }
 
+// printf is the adapter's one way to the terminal. What it prints holds
+// text a chick or a model wrote (labels, results, titles, answers,
+// notices), so every control character in it is shown, not obeyed
+// (termtext): an escape sequence cannot set the window title, clear the
+// screen or write the clipboard.
 func (a *Adapter) printf(format string, args ...any) {
+	s := termtext.String(fmt.Sprintf(format, args...))
 	a.outMu.Lock()
 	defer a.outMu.Unlock()
-	fmt.Fprintf(a.out, format, args...)
+	io.WriteString(a.out, s)
 }
 
 // NewReply renders one run: a line per tool as it starts ("→ label"), a

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/chat/chattest"
 )
@@ -125,5 +126,55 @@ func TestDirectMessagePrints(t *testing.T) {
 			t.Fatalf("printed %q", p.Answers(t, ChannelID))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// hostileText carries what a hostile chick or model puts in its text: a
+// window title (OSC 0 ended by BEL), a clear screen, a clipboard write
+// (OSC 52 ended by ST), a C1 CSI, a carriage return and DEL.
+const hostileText = "A\x1b]0;pwned\x07B\x1b[2JC\x1b]52;c;cm0gLXJmIH4K\x1b\\D\u009b31mE\rF\x7fG"
+
+// TestControlsShown: every way the adapter prints (progress labels, tool
+// errors, the fallback's name, the answer, notices, attachments' titles
+// and paths, the run's title) shows a control character, never sends it
+// to the terminal, and keeps the text around it.
+func TestControlsShown(t *testing.T) {
+	p := newTerminal(t).(*terminal)
+	ctx := t.Context()
+	r := p.a.NewReply(ctx, ChannelID, nil, chat.ReplyOptions{Title: "title " + hostileText})
+	r.Event(ctx, agent.Event{Type: agent.EventToolStart, Label: "label " + hostileText})
+	r.Event(ctx, agent.Event{Type: agent.EventToolEnd, Label: "failed " + hostileText, IsError: true, Result: "result " + hostileText})
+	r.Event(ctx, agent.Event{Type: agent.EventRunEnd, AnsweredBy: "fallback " + hostileText})
+	if _, err := r.Finish(ctx, "answer "+hostileText); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.a.Post(ctx, ChannelID, "notice "+hostileText); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.Upload(ctx, ChannelID, "/tmp/file "+hostileText, "attached "+hostileText); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"label", "failed", "result", "fallback", "answer", "notice", "/tmp/file", "attached", "title"}
+	shown := "A^[]0;pwned^GB^[[2JC^[]52;c;cm0gLXJmIH4K^[\\D^[[31mE^MF^?G"
+	deadline := time.Now().Add(5 * time.Second)
+	var out string
+	for {
+		if a := p.Answers(t, ChannelID); len(a) == 1 {
+			out = a[0]
+		}
+		if strings.Count(out, shown) == len(want)+4 || time.Now().After(deadline) {
+			break // the title prefixes the reply's 4 lines
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, b := range []string{"\x1b", "\x07", "\r", "\x7f", "\u009b", "\u009d"} {
+		if n := strings.Count(out, b); n > 0 {
+			t.Errorf("the terminal got %d raw %q:\n%q", n, b, out)
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w+" "+shown) {
+			t.Errorf("%q is not shown as %q:\n%s", w, w+" "+shown, out)
+		}
 	}
 }
