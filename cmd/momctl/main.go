@@ -35,6 +35,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/termtext"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -74,6 +75,15 @@ The socket is --socket, else $MOTHER_SOCKET, else ./data/mother.sock.
 // run runs one command with c's outputs, clock and version; c.socket is
 // set here from --socket, $MOTHER_SOCKET or DefaultSocket.
 func run(ctx context.Context, args []string, c *cli, getenv func(string) string) int {
+	// Everything momctl prints may hold what a chick or a model wrote (a
+	// label, a result, an outcome, a container's output, an error it
+	// caused): it goes to the terminal with its control characters shown,
+	// not obeyed (termtext). Only watch's own clear-screen goes to term.
+	c.term = c.stdout
+	out, errs := termtext.NewWriter(c.stdout), termtext.NewWriter(c.stderr)
+	defer out.Flush()
+	defer errs.Flush()
+	c.stdout, c.stderr = out, errs
 	stdout, stderr := c.stdout, c.stderr
 	fs := flag.NewFlagSet("momctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -186,6 +196,9 @@ type cli struct {
 	describe       func(*flag.FlagSet)
 	socket         string
 	stdout, stderr io.Writer
+	// term is stdout as run got it, before termtext: for watch's own
+	// clear-screen and to tell a terminal.
+	term io.Writer
 	// clock gives the ages and countdowns; loc the zone of printed times.
 	clock   clock.Clock
 	loc     *time.Location
@@ -211,11 +224,22 @@ func (c *cli) do(ctx context.Context, timeout time.Duration, f func(context.Cont
 // print writes v as indented JSON with --json, else text's rendering.
 func (c *cli) print(asJSON bool, v any, text func(w io.Writer) error) error {
 	if asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		return c.writeJSON(b)
 	}
 	return text(c.stdout)
+}
+
+// writeJSON writes one JSON value and a newline. encoding/json escapes
+// the C0 controls but not DEL and C1 (U+009B is CSI): termtext.JSON
+// escapes those too, so the value reads back the same and the terminal
+// gets no control from it.
+func (c *cli) writeJSON(b []byte) error {
+	_, err := c.stdout.Write(append(termtext.JSON(b), '\n'))
+	return err
 }
 
 // table is a tabwriter on w with momctl's column layout.

@@ -49,7 +49,7 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	tty := isTerminal(c.stdout) && !*asJSON
+	tty := isTerminal(c.term) && !*asJSON
 	for n := 1; ; n++ {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := api.ListChicks(rctx, &pb.ListChicksRequest{All: *all})
@@ -70,12 +70,18 @@ func (c *cli) watch(ctx context.Context, args []string) error {
 					out = append(out, toJSON(ci, now))
 				}
 				b, _ := json.Marshal(out)
-				fmt.Fprintf(c.stdout, "%s\n", b)
+				if err := c.writeJSON(b); err != nil {
+					return err
+				}
 			}
 		} else {
 			var sb strings.Builder
 			if tty {
-				sb.WriteString(clearScreen)
+				// momctl's own control, straight to the terminal; the
+				// table after it goes through termtext.
+				if _, err := io.WriteString(c.term, clearScreen); err != nil {
+					return err
+				}
 			} else if n > 1 {
 				sb.WriteString("\n")
 			}
@@ -166,7 +172,9 @@ func (c *cli) tail(ctx context.Context, args []string) error {
 				ev := wire.EventFromProto(m.GetEvent())
 				if *asJSON {
 					b, _ := json.Marshal(tailEventJSON{Seq: m.GetEvent().GetSeq(), Event: ev})
-					fmt.Fprintf(c.stdout, "%s\n", b)
+					if err := c.writeJSON(b); err != nil {
+						return err
+					}
 				} else if line := c.eventLine(m.GetEvent().GetSeq(), ev, *deltas); line != "" {
 					fmt.Fprintln(c.stdout, line)
 				}
@@ -174,7 +182,9 @@ func (c *cli) tail(ctx context.Context, args []string) error {
 				in := m.GetEnded()
 				if *asJSON {
 					b, _ := json.Marshal(tailEndJSON{Ended: toJSON(in, c.clock.Now())})
-					fmt.Fprintf(c.stdout, "%s\n", b)
+					if err := c.writeJSON(b); err != nil {
+						return err
+					}
 				} else {
 					fmt.Fprintf(c.stdout, "chick %s %s: %s\n", in.GetId(), stateName(in.GetState()), oneLine(in.GetOutcome(), 200))
 				}
