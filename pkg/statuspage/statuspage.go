@@ -15,7 +15,8 @@
 // The page shows no secret: no token, key or configuration secret, no
 // chick goal, message text or tool argument. Every string it shows is
 // scrubbed of the configuration's secret values (config.SecretValues)
-// before it is rendered, and the rendered bytes are scrubbed again. The
+// before it is rendered, and the rendered bytes are scrubbed again; its
+// control characters are shown, not sent (package termtext). The
 // facts are read from their owners at request time through small
 // interfaces; the last event of each chick is heard as a hatchery
 // observer.
@@ -40,6 +41,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/fallback"
+	"github.com/mother-chat/mother/pkg/termtext"
 )
 
 // Adapters reports the chat adapters' connections (mother.Mother).
@@ -441,7 +443,10 @@ func (p *Page) Snapshot() Snapshot {
 		}
 	}
 	p.mu.Unlock()
-	s := scrub.Replace
+	// Every string is scrubbed of secrets and shown with its control
+	// characters visible (termtext): a label or an outcome a chick wrote
+	// reaches a browser, and /status.json a terminal (curl).
+	s := func(v string) string { return termtext.String(scrub.Replace(v)) }
 	now := p.opts.Clock.Now()
 	out := Snapshot{
 		Version: s(p.opts.Version), ChickImage: s(p.opts.ChickImage), StartedAt: p.opts.StartedAt, Now: now,

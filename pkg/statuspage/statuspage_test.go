@@ -300,3 +300,50 @@ func TestDiskShown(t *testing.T) {
 		t.Errorf("/status with the disk fine again:\n%s", html)
 	}
 }
+
+// evil is what a hostile chick writes: a window title ended by BEL, a
+// clear screen, a clipboard write ended by ST, a C1 CSI and DEL.
+const evil = "\x1b]0;pwned\x07\x1b[2J\x1b]52;c;cm0gLXJmIH4K\x1b\\\u009b31m\x7f"
+
+// TestControlsShown: what a chick wrote (its last event's label, its
+// outcome) and what it may cause (an error) reaches the page, its live
+// part and /status.json (read by curl on a terminal) with its control
+// characters shown, none sent.
+func TestControlsShown(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	p := New(Options{Version: "v1", StartedAt: start, Clock: clk})
+	p.Watch(Sources{
+		Adapters: adapters{{Name: "cli", Type: "cli", Status: chat.AdapterStatus{State: chat.ConnDown, LastError: "lost " + evil}}},
+		Chicks: chicks{
+			list: []hatchery.Info{
+				{Record: hatchery.Record{ID: "c-1", Tier: "local", State: hatchery.StateRunning, CreatedAt: start}, Channel: "cli/local"},
+				{Record: hatchery.Record{ID: "c-2", Tier: "local", State: hatchery.StateFailed, CreatedAt: start, EndedAt: start.Add(time.Minute), Outcome: "outcome " + evil}, Channel: "cli/local"},
+			},
+			hosts: []hatchery.HostStatus{{Name: "local", Capacity: 2, Err: "engine " + evil}},
+		},
+		ToolServers: toolServers{{Name: "notes", Transport: "stdio", State: hosttools.StateRetrying, Error: "tool " + evil}},
+		Providers:   providerHealth{{Name: "ollama", Down: true, Failures: 1, LastError: "model " + evil}},
+	})
+	p.ChickEvent(hatchery.Info{Record: hatchery.Record{ID: "c-1"}}, agent.Event{Type: agent.EventToolStart, ToolName: "bash", Label: "label " + evil, Time: start})
+	srv := httptest.NewServer(p.Handler())
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/status", "/status/live", "/status.json"} {
+		body, _ := get(t, srv.URL+path)
+		n := 0
+		for _, r := range body {
+			if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f {
+				n++
+			}
+		}
+		if n > 0 {
+			t.Errorf("GET %s: %d control characters (%d ESC, %d BEL):\n%q", path, n, strings.Count(body, "\x1b"), strings.Count(body, "\x07"), body)
+		}
+		for _, w := range []string{"label", "outcome", "lost", "engine", "tool", "model"} {
+			if !strings.Contains(body, w+" ^[]0;pwned^G^[[2J") {
+				t.Errorf("GET %s does not show %q:\n%s", path, w+" ^[]0;pwned^G^[[2J", body)
+			}
+		}
+	}
+}
