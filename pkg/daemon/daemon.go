@@ -30,6 +30,7 @@ import (
 	"github.com/mother-chat/mother/pkg/mother"
 	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/store"
+	"github.com/mother-chat/mother/pkg/termtext"
 	"github.com/mother-chat/mother/pkg/tools"
 )
 
@@ -296,7 +297,7 @@ type reporter struct {
 
 // fail reports err as "mother: <err>" and returns everything reported.
 func (r *reporter) fail(err error) error {
-	fmt.Fprintf(r.w, "mother: %v\n", err)
+	io.WriteString(r.w, termtext.String(fmt.Sprintf("mother: %v\n", err)))
 	r.errs = append(r.errs, err)
 	return r.err()
 }
@@ -464,11 +465,17 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	// A logged string may be a chick's (a skill's name, a file's, an
+	// error it caused). The text handler quotes one with a control
+	// character in it ("\x1b"), and the writer under it shows any it
+	// missed; the JSON handler escapes C0 but not DEL and C1 (U+009B is
+	// CSI), which termtext.NewJSONWriter escapes (each record is one
+	// write). So journald and a terminal get no control from the log.
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(termtext.NewJSONWriter(w), opts)), nil
 	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(slog.NewTextHandler(termtext.NewWriter(w), opts)), nil
 	}
 	return nil, errors.New("log format must be text or json")
 }
