@@ -42,26 +42,31 @@ func termControls(out string) (esc, bel, other int) {
 	return esc, bel, other
 }
 
-// termMother is Mother's model for the row: it delegates, then writes
-// an answer that holds termEvil too (model-written text).
+// termMother is Mother's model for the row: it delegates with a label
+// and a goal that hold termEvil, then answers with it too (model-written
+// text); the chick's model is h's.
 func termMother(h *hostileModel) func(ollamatest.Request) ollamatest.Turn {
 	return func(r ollamatest.Request) ollamatest.Turn {
-		if r.Model == motherModel {
-			if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "tool" {
-				return ollamatest.Turn{Text: "Delegated. MOTHERSAYS " + termEvil}
-			}
+		if r.Model != motherModel {
+			return h.turn(r)
 		}
-		return h.turn(r)
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "tool" {
+			return ollamatest.Turn{Text: "Delegated. MOTHERSAYS " + termEvil}
+		}
+		return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "spawn_chick", Args: map[string]any{
+			"label": "SPAWNMARK " + termEvil, "goal": r.LastUser() + " GOALMARK " + termEvil}}}}
 	}
 }
 
 // TestHostileBackTerm: issue 42, "inert text" on the terminal. A real
 // chick's model puts escape sequences in a tool label, the tool's result,
 // a file's name, an attachment's title, a skill's description and its
-// answer; Mother's model puts them in hers. The terminal chat (Mother's
-// stdout), momctl chicks tail (text and --json), chicks ls and chicks
-// logs, and Mother's log (stderr) carry no ESC, BEL or C1 byte, and
-// still show the text (the control: the markers and "pwned").
+// answer; Mother's model puts them in the chick's label and goal and in
+// her answer. The terminal chat (Mother's stdout), momctl chicks tail
+// (text and --json), chicks ls (text and --json) and chicks logs, and
+// Mother's log (stderr) carry no ESC, BEL or C1 byte, and still show the
+// text (the control: the markers and "pwned"); the JSON reads back to the
+// very bytes the chick wrote.
 func TestHostileBackTerm(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)
@@ -100,6 +105,7 @@ ls`, termEvilPrintf)),
 	}
 	tailJSON, _ := momctl(t, data, "chicks", "tail", "--json", "--no-follow", id)
 	ls, _ := momctl(t, data, "chicks", "ls", "--all")
+	lsJSON, _ := momctl(t, data, "chicks", "ls", "--all", "--json")
 	logs, _ := momctl(t, data, "chicks", "logs", id)
 	t.Logf("%s: momctl done", time.Since(start).Round(time.Second))
 	p.waitOut(t, "SKILLMARK", time.Minute)
@@ -114,10 +120,11 @@ ls`, termEvilPrintf)),
 		name, out string
 		shows     []string
 	}{
-		{"the terminal chat (stdout)", p.out(), []string{"LABELMARK", "RESULTMARK", "TITLEMARK", "FILEMARK", "SKILLMARK", "MOTHERSAYS", "pwned"}},
+		{"the terminal chat (stdout)", p.out(), []string{"SPAWNMARK", "LABELMARK", "RESULTMARK", "TITLEMARK", "FILEMARK", "SKILLMARK", "MOTHERSAYS", "pwned"}},
 		{"momctl chicks tail", tailOut, []string{"LABELMARK", "RESULTMARK", "TITLEMARK", "pwned"}},
 		{"momctl chicks tail --json", tailJSON, []string{"LABELMARK", "RESULTMARK", `\u001b]0;pwned\u0007`, `\u009b31m`}},
 		{"momctl chicks ls --all", ls, []string{id}},
+		{"momctl chicks ls --all --json", lsJSON, []string{"GOALMARK", `\u001b]0;pwned\u0007`, `\u009b31m`}},
 		{"momctl chicks logs", logs, nil},
 		{"Mother's log (stderr)", p.errs(), nil},
 	}
