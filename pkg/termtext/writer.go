@@ -15,7 +15,7 @@ type Writer struct {
 	mu      sync.Mutex
 	w       io.Writer
 	pending []byte // the start of a UTF-8 sequence, at most 3 bytes
-	buf     []byte
+	buf     []byte // the held character and the next write, joined
 }
 
 // NewWriter returns a Writer writing to w.
@@ -29,6 +29,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	data := p
 	if len(w.pending) > 0 {
 		data = append(append(w.buf[:0], w.pending...), p...)
+		w.buf = data[:0] // reused by the next write that follows a held character
 		w.pending = w.pending[:0]
 	}
 	// Hold an incomplete character at the end.
