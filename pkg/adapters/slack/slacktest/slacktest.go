@@ -74,6 +74,9 @@ type Message struct {
 	Files   []*File
 	Edits   int
 	History []string
+	// Sent is each version of the message as posted and edited: its
+	// text and blocks (see Notifies).
+	Sent    []Message
 	Deleted bool
 }
 
