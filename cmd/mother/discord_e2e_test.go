@@ -81,8 +81,8 @@ func TestDiscordEndToEnd(t *testing.T) {
 			}
 			return false
 		})
-		if want := "There are **two** files, <@" + dMario.ID + ">."; main.Content != want {
-			t.Errorf("answer = %q, want %q (markdown kept, @mario as a Discord mention)", main.Content, want)
+		if want := "There are **two** files, @mario."; main.Content != want {
+			t.Errorf("answer = %q, want %q (markdown kept; the model's @mario is inert text)", main.Content, want)
 		}
 		// The tool is instant here, so the working message may show the
 		// tool or just the working indicator before the answer replaces it.
@@ -174,7 +174,7 @@ func TestDiscordEndToEnd(t *testing.T) {
 		trig := fake.Say(dGeneral, dMario, "<@"+bot.ID+"> are you back?")
 		var ans *discordtest.Message
 		fake.Wait(t, 15*time.Second, "an answer after the reconnect", func() bool {
-			ans = botReplyTo(fake, dGeneral, trig.ID, "Hello, <@"+dMario.ID+">!")
+			ans = botReplyTo(fake, dGeneral, trig.ID, "Hello, @mario!")
 			return ans != nil
 		})
 		if strings.Contains(ans.Content, "Late answer") {

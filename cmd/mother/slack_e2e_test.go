@@ -78,8 +78,8 @@ func TestSlackEndToEnd(t *testing.T) {
 			}
 			return false
 		})
-		if want := "There are *two* files, <@UMARIO>."; main.Text != want {
-			t.Errorf("answer = %q, want %q (mrkdwn, @mario as a Slack mention)", main.Text, want)
+		if want := "There are *two* files, @mario."; main.Text != want {
+			t.Errorf("answer = %q, want %q (mrkdwn; the model's @mario is inert text)", main.Text, want)
 		}
 		if len(main.History) < 2 {
 			t.Errorf("the answer did not replace a working message: %q", main.History)
@@ -157,7 +157,7 @@ func TestSlackEndToEnd(t *testing.T) {
 		fake.Wait(t, 15*time.Second, "a new socket", func() bool { return fake.OpensLocked() >= 2 })
 		waitFor(t, "mother to log the reconnect", func() bool { return strings.Contains(d.stderr.String(), "reconnected") })
 		trig := fake.Post(sGeneral, sMario.ID, "<@UBOT> are you back?")
-		fake.Wait(t, 15*time.Second, "an answer after the reconnect", func() bool { return slackAnswer(fake, sGeneral, trig.TS, "Hello, <@UMARIO>!") != nil })
+		fake.Wait(t, 15*time.Second, "an answer after the reconnect", func() bool { return slackAnswer(fake, sGeneral, trig.TS, "Hello, @mario!") != nil })
 	})
 
 	t.Run("stop button aborts the run", func(t *testing.T) {

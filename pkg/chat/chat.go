@@ -134,6 +134,8 @@ type Adapter interface {
 	SelfID() string
 	// Post sends a standalone notice (markdown) to a channel: queue full,
 	// stopping, refusals, restart notices. It returns the platform message id.
+	// What Post, Reply, Upload titles, choices and direct messages carry
+	// is inert: it notifies nobody (see Mention and Mentioner).
 	Post(ctx context.Context, channelID, markdown string) (string, error)
 	// NewReply starts rendering one agent run in a channel, answering trigger
 	// (nil for runs with no triggering message, such as events).

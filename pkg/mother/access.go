@@ -400,10 +400,11 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 		return true
 	}
 	r := match[0]
-	who := "@" + msg.Sender.Username
-	if msg.Sender.Username == "" {
-		who = "@" + msg.Sender.ID
-	}
+	// The admin who answered is named in the notice as Mother's own
+	// mention: the one live mention in it (the destination and the
+	// chick's id are a chick's words, inert).
+	admin := chat.MentionOf(msg.Sender)
+	who := admin.Text()
 	<-r.posted
 	ci := egress.ChickInfo{ID: r.chick.ID, Channel: r.chick.Channel, Tier: r.chick.Tier}
 	var g egress.Grant
@@ -430,7 +431,7 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 		return true // answered (or timed out) meanwhile
 	}
 	lg.Info("access request answered", "chick", r.chick.ID, "destination", r.dest, "answer", verb, "click", msg.Choice)
-	reply(notice)
+	_ = m.postLoggedMentioning(a, msg.ChannelID, notice, replyTo, []chat.Mention{admin})
 	m.endChoices(r, notice)
 	return true
 }

@@ -209,9 +209,11 @@ func TestAccessButtonsDiscord(t *testing.T) {
 	fake.Wait(t, 15*time.Second, "the approval and the buttons gone", func() bool {
 		notice, ended := false, false
 		for _, m := range fake.MessagesLocked(general) {
-			// @mario renders as a Discord mention.
-			notice = notice || strings.HasPrefix(m.Content, "✅ <@"+mario.ID+"> allowed chick `c-7f3a91c2`")
-			ended = ended || m.ID == req.ID && len(m.Buttons()) == 0 && strings.Contains(m.Content, "\n✅ <@"+mario.ID+"> allowed")
+			// The admin who answered is Mother's own mention in the
+			// notice: a Discord mention allowed to ping mario alone. The
+			// request's edited text names him without a ping.
+			notice = notice || strings.HasPrefix(m.Content, "✅ <@"+mario.ID+"> allowed chick `c-7f3a91c2`") && string(m.AllowedMentions) == `{"parse":[],"users":["`+mario.ID+`"],"replied_user":false}`
+			ended = ended || m.ID == req.ID && len(m.Buttons()) == 0 && strings.Contains(m.Content, "\n✅ @mario allowed")
 		}
 		return notice && ended
 	})
@@ -270,7 +272,7 @@ func TestAccessButtonsSlack(t *testing.T) {
 		notice, ended := false, false
 		for _, m := range fake.MessagesLocked(general) {
 			notice = notice || strings.HasPrefix(m.Text, "✅ <@UMARIO> allowed chick `c-7f3a91c2`, and every chick")
-			ended = ended || m.TS == req.TS && len(m.Buttons()) == 0 && strings.Contains(m.Text, "\n✅ <@UMARIO> allowed")
+			ended = ended || m.TS == req.TS && len(m.Buttons()) == 0 && strings.Contains(m.Text, "\n✅ @mario allowed")
 		}
 		return notice && ended
 	})

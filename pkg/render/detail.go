@@ -27,13 +27,16 @@ func Italic(d Dialect, s string) string {
 	return "*" + s + "*"
 }
 
-// Plain makes literal text safe for the dialect (Slack: & < > escaped).
+// Plain makes literal text safe and inert for the dialect: Slack's & < >
+// escaped (its <!channel> and <@U123> with them), Telegram's MarkdownV2
+// escaped and its @username broken. Discord and WhatsApp text needs
+// neither: their adapters post it allowing no mentions.
 func Plain(d Dialect, s string) string {
 	switch d {
 	case Slack:
 		return slackEscape(s)
 	case Telegram:
-		return TelegramEscape(s)
+		return telegramPlain(s)
 	}
 	return s
 }
@@ -47,7 +50,7 @@ func ToolDetail(d Dialect, ev agent.Event, limit int) string {
 	if ev.Label != "" && ev.Label != ev.ToolName {
 		head.WriteString(" · " + Plain(d, oneLine(ev.Label)))
 	}
-	head.WriteString(" · " + FormatDuration(ev.Duration))
+	head.WriteString(" · " + Plain(d, FormatDuration(ev.Duration))) // "1.2s": a . Telegram wants escaped
 	if ev.IsError {
 		head.WriteString(" · " + Bold(d, "error"))
 	}

@@ -2,8 +2,15 @@
 // chat platforms display: Discord markdown and Slack mrkdwn. It parses the
 // markdown with goldmark and walks the syntax tree, so code blocks and
 // inline code pass through untouched while bold, italic, strikethrough,
-// links, lists, headings, quotes and tables are rewritten for the platform,
-// and @username becomes the platform's mention of that user. It also splits
+// links, lists, headings, quotes and tables are rewritten for the platform.
+//
+// What it renders is inert: text notifies nobody, whoever wrote it (Mother's
+// model, or a chick whose words she relays). Slack's <!channel>, <!here>,
+// <!subteam^…> and <@U…> are escaped to literal text, Telegram's tg://
+// links keep only their text and @username is broken with a zero-width
+// space, and @username never becomes a platform mention. Only the
+// mentions Mother's own code adds (chat.Mention, passed beside the text)
+// become live. It also splits
 // long texts at a platform's limit without breaking a code block (Split),
 // and formats tool details and usage for the detail thread.
 package render
@@ -12,6 +19,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark"
@@ -46,8 +54,8 @@ const (
 	// (no language tag: WhatsApp would print it), "- " and "1. " lists,
 	// "> " quotes; no headings (bold lines) and no links with a label
 	// ("label (url)"). WhatsApp has no escape character, so nothing is
-	// escaped. @username of a known user becomes @<phone number>, which
-	// the adapter turns into a real mention.
+	// escaped. @username of a chat.Mention becomes @<phone number>, which
+	// the adapter lists as a mention.
 	WhatsApp
 )
 
@@ -65,37 +73,39 @@ func (d Dialect) String() string {
 
 var mdParser = goldmark.New(goldmark.WithExtensions(east.Strikethrough, east.Table, east.TaskList, east.Linkify)).Parser()
 
-// ToDiscord converts standard markdown to Discord markdown; @username
-// becomes <@id> for the users listed.
-func ToDiscord(markdown string, users []chat.UserInfo) string {
-	return Convert(Discord, markdown, users)
+// ToDiscord converts standard markdown to Discord markdown; the Text of
+// each of Mother's mentions becomes <@id>.
+func ToDiscord(markdown string, mentions []chat.Mention) string {
+	return Convert(Discord, markdown, mentions)
 }
 
-// ToSlack converts standard markdown to Slack mrkdwn; @username becomes
-// <@id> for the users listed.
-func ToSlack(markdown string, users []chat.UserInfo) string {
-	return Convert(Slack, markdown, users)
+// ToSlack converts standard markdown to Slack mrkdwn; the Text of each of
+// Mother's mentions becomes <@id>.
+func ToSlack(markdown string, mentions []chat.Mention) string {
+	return Convert(Slack, markdown, mentions)
 }
 
 // ToTelegram converts standard markdown to Telegram MarkdownV2 (parse_mode
-// "MarkdownV2"); @username becomes a mention by id for the users listed,
-// and stays as written (Telegram links public usernames) for others.
-func ToTelegram(markdown string, users []chat.UserInfo) string {
-	return Convert(Telegram, markdown, users)
+// "MarkdownV2"); the Text of each of Mother's mentions becomes a mention
+// by id, [@username](tg://user?id=ID).
+func ToTelegram(markdown string, mentions []chat.Mention) string {
+	return Convert(Telegram, markdown, mentions)
 }
 
-// ToWhatsApp converts standard markdown to WhatsApp's formatting;
-// @username becomes @<phone number> for the users listed (their ids are
-// phone-number JIDs, 4915112345678@s.whatsapp.net).
-func ToWhatsApp(markdown string, users []chat.UserInfo) string {
-	return Convert(WhatsApp, markdown, users)
+// ToWhatsApp converts standard markdown to WhatsApp's formatting; the
+// Text of each of Mother's mentions becomes @<phone number> (their ids
+// are phone-number JIDs, 4915112345678@s.whatsapp.net).
+func ToWhatsApp(markdown string, mentions []chat.Mention) string {
+	return Convert(WhatsApp, markdown, mentions)
 }
 
-// Convert converts standard markdown to the dialect.
-func Convert(d Dialect, markdown string, users []chat.UserInfo) string {
+// Convert converts standard markdown to the dialect. The result notifies
+// nobody but the mentions listed, which Mother's own code adds (nil for
+// what a model or a chick wrote).
+func Convert(d Dialect, markdown string, mentions []chat.Mention) string {
 	src := []byte(markdown)
 	doc := mdParser.Parse(text.NewReader(src), parser.WithContext(parser.NewContext()))
-	r := &renderer{d: d, src: src, users: userIndex(users)}
+	r := &renderer{d: d, src: src, users: mentionIndex(mentions)}
 	lines := r.blocks(doc)
 	var b strings.Builder
 	for i, l := range lines {
@@ -119,14 +129,16 @@ type renderer struct {
 	users map[string]string
 }
 
-func userIndex(users []chat.UserInfo) map[string]string {
-	m := make(map[string]string, len(users))
-	for _, u := range users {
-		if u.Username != "" && u.ID != "" {
-			k := strings.ToLower(u.Username)
-			if _, dup := m[k]; !dup {
-				m[k] = u.ID
-			}
+// mentionIndex maps the lower-cased names of Mother's mentions to ids.
+func mentionIndex(mentions []chat.Mention) map[string]string {
+	m := make(map[string]string, len(mentions))
+	for _, u := range mentions {
+		if u.ID == "" {
+			continue
+		}
+		k := strings.ToLower(strings.TrimPrefix(u.Text(), "@"))
+		if _, dup := m[k]; !dup {
+			m[k] = u.ID
 		}
 	}
 	return m
@@ -451,8 +463,8 @@ func (r *renderer) inline(n ast.Node) string {
 		return r.link(string(n.Destination), r.text(alt))
 	case *ast.AutoLink:
 		label := string(n.Label(r.src))
-		if r.d == Slack && n.AutoLinkType == ast.AutoLinkURL {
-			return "<" + string(n.URL(r.src)) + ">"
+		if r.d == Slack && n.AutoLinkType == ast.AutoLinkURL && hasScheme(string(n.URL(r.src))) {
+			return "<" + slackEscape(string(n.URL(r.src))) + ">"
 		}
 		return r.escape(label)
 	case *ast.RawHTML:
@@ -474,10 +486,26 @@ func (r *renderer) inline(n ast.Node) string {
 
 func (r *renderer) link(url, label string) string {
 	if r.d == Slack {
-		if label == "" || label == slackEscape(url) {
-			return "<" + url + ">"
+		// Only a URL with a scheme becomes a link: <!channel|x> or
+		// <@U123|x> would be a mention, and &, <, > in the URL are
+		// escaped so that it cannot end early.
+		if !hasScheme(url) {
+			if label == "" || label == slackEscape(url) {
+				return slackEscape(url)
+			}
+			return label + " (" + slackEscape(url) + ")"
 		}
-		return "<" + strings.ReplaceAll(url, "|", "%7C") + "|" + label + ">"
+		esc := strings.ReplaceAll(slackEscape(url), "|", "%7C")
+		if label == "" || label == slackEscape(url) {
+			return "<" + esc + ">"
+		}
+		return "<" + esc + "|" + label + ">"
+	}
+	if r.d == Telegram && telegramUserLink(url) {
+		if label == "" {
+			return telegramPlain(url)
+		}
+		return label
 	}
 	if r.d == Telegram {
 		if label == "" || label == TelegramEscape(url) {
@@ -535,33 +563,30 @@ func (r *renderer) text(s string) string {
 
 // escape applies the dialect's escaping to literal text (raw HTML).
 func (r *renderer) escape(s string) string {
-	switch r.d {
-	case Slack:
-		return slackEscape(s)
-	case Telegram:
-		return TelegramEscape(s)
-	}
-	return s
+	return Plain(r.d, s)
 }
 
-// mentions replaces @username with <@id> for known users. A mention starts
-// at a word boundary; trailing dots and dashes are tried off ("@mario.").
+// mentions replaces the @username of Mother's mentions with <@id>. A
+// mention starts at a word boundary; trailing dots and dashes are tried
+// off ("@mario.").
 func (r *renderer) mentions(s string) string {
 	return r.scanMentions(s, func(p string) string { return p }, func(_, id string) string { return "<@" + id + ">" })
 }
 
-// telegramText escapes text for MarkdownV2 and turns @username of a known
-// user into a mention by id, [@username](tg://user?id=ID), which reaches
-// users without a public username too.
+// telegramText escapes text for MarkdownV2 and turns the @username of
+// Mother's mentions into a mention by id, [@username](tg://user?id=ID),
+// which reaches users without a public username too; every other
+// @username is broken (BreakMentions).
 func (r *renderer) telegramText(s string) string {
-	return r.scanMentions(s, TelegramEscape, func(name, id string) string {
+	return r.scanMentions(s, telegramPlain, func(name, id string) string {
 		return "[@" + TelegramEscape(name) + "](tg://user?id=" + id + ")"
 	})
 }
 
-// whatsappText turns @username of a known user into @<phone number>, the
-// digits of the user's JID, which is how WhatsApp writes a mention (the
-// adapter adds the JID to the message's mentions).
+// whatsappText turns the @username of Mother's mentions into @<phone
+// number>, the digits of the user's JID, which is how WhatsApp writes a
+// mention (the adapter lists those JIDs, and only those, as the
+// message's mentions).
 func (r *renderer) whatsappText(s string) string {
 	return r.scanMentions(s, func(p string) string { return p }, func(name, id string) string {
 		if num, _, ok := strings.Cut(id, "@"); ok && num != "" {
@@ -571,8 +596,8 @@ func (r *renderer) whatsappText(s string) string {
 	})
 }
 
-// scanMentions rewrites s: each mention of a known user through mention,
-// the text between through plain.
+// scanMentions rewrites s: each of Mother's mentions through mention, the
+// text between through plain.
 func (r *renderer) scanMentions(s string, plain func(string) string, mention func(name, id string) string) string {
 	if len(r.users) == 0 || !strings.Contains(s, "@") {
 		return plain(s)
@@ -618,53 +643,64 @@ func isNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
-// slackEscape escapes &, < and > as Slack requires, keeping Slack's own
-// control sequences (<@U123>, <#C123>, <!here>) intact.
-func slackEscape(s string) string {
-	if !strings.ContainsAny(s, "&<>") {
+// slackEscape escapes &, < and > as Slack requires. Slack's control
+// sequences in the text (<!channel>, <!here>, <!subteam^S1>, <@U123>,
+// <#C123>) are escaped too: they show as written and notify nobody. The
+// only live ones are those the renderer writes itself (Mother's mentions,
+// links).
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// hasScheme reports whether url starts with a URI scheme ("https:").
+func hasScheme(url string) bool {
+	for i := 0; i < len(url); i++ {
+		c := url[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		case i > 0 && c == ':':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// telegramUserLink reports whether url is a tg:// link, which Telegram
+// turns into a mention of a user by id (tg://user?id=N) or an action in
+// the app: such links keep only their text.
+func telegramUserLink(url string) bool {
+	return len(url) >= 3 && strings.EqualFold(url[:3], "tg:")
+}
+
+// telegramPlain escapes literal text for MarkdownV2 and breaks its
+// mentions.
+func telegramPlain(s string) string { return BreakMentions(TelegramEscape(s)) }
+
+// BreakMentions puts a zero-width space after the @ of every @username in
+// s, so that Telegram (which notifies a group member named by @username
+// in any message) sees no mention there. An @ after a letter, digit or _
+// (an e-mail address) is no mention and stays as it is.
+func BreakMentions(s string) string {
+	if !strings.Contains(s, "@") {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '&':
-			b.WriteString("&amp;")
-		case '>':
-			b.WriteString("&gt;")
-		case '<':
-			if n := slackControl(s[i:]); n > 0 {
-				b.WriteString(s[i : i+n])
-				i += n - 1
-				continue
-			}
-			b.WriteString("&lt;")
-		default:
-			b.WriteByte(c)
+		b.WriteByte(s[i])
+		if s[i] != '@' || i+1 >= len(s) || !isUsernameByte(s[i+1]) {
+			continue
 		}
+		if prev, _ := utf8.DecodeLastRuneInString(s[:i]); i > 0 && (prev == '_' || unicode.IsLetter(prev) || unicode.IsDigit(prev)) {
+			continue
+		}
+		b.WriteString("\u200b")
 	}
 	return b.String()
 }
 
-// slackControl returns the length of a Slack control sequence at the start
-// of s ("<@U123>", "<#C123|general>", "<!here>"), or 0.
-func slackControl(s string) int {
-	if len(s) < 4 || (s[1] != '@' && s[1] != '#' && s[1] != '!') {
-		return 0
-	}
-	for i := 2; i < len(s) && i < 200; i++ {
-		c := s[i]
-		switch {
-		case c == '>':
-			if i == 2 {
-				return 0
-			}
-			return i + 1
-		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c >= 'a' && c <= 'z', c == '|', c == '^', c == '_', c == '-', c == '.':
-		default:
-			return 0
-		}
-	}
-	return 0
+func isUsernameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // Truncate cuts s to at most n runes, ending with "…" when cut.

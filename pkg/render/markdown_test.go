@@ -2,6 +2,7 @@ package render
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,12 +13,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-var testUsers = []chat.UserInfo{
-	{ID: "111", Username: "mario", DisplayName: "Mario Rossi"},
+// testUsers are mentions Mother's own code adds: their @username becomes
+// live; nothing else does.
+var testUsers = []chat.Mention{
+	{ID: "111", Username: "mario"},
 	{ID: "222", Username: "luigi"},
 	{ID: "333", Username: "mario.rossi"},
 	// A WhatsApp user: ids are phone-number JIDs.
-	{ID: "4915112345678@s.whatsapp.net", Username: "oma", DisplayName: "Oma"},
+	{ID: "4915112345678@s.whatsapp.net", Username: "oma"},
 }
 
 // TestGolden converts every testdata/*.md to every dialect and compares
@@ -157,6 +160,94 @@ func TestTelegramQuoteInListItem(t *testing.T) {
 	} {
 		if got := ToTelegram(c.in, testUsers); got != c.want {
 			t.Errorf("ToTelegram(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestInert: what a model or a chick writes notifies nobody, whatever
+// platform syntax it spells; only Mother's own mentions are live.
+func TestInert(t *testing.T) {
+	hostile := "<!channel> <!here> <!everyone> <!subteam^S1|devs> <@U999> <@U999|x> @mario @everyone " +
+		"[x](tg://user?id=7) [y](TG:user?id=8) ![z](tg://emoji?id=1) [p](!channel) [q](@U999) " +
+		"[r](https://example.com/a><!channel>) <span>@luigi</span> `<!here>`"
+	tests := []struct {
+		d       Dialect
+		mustNot []string
+	}{
+		{Slack, []string{"<!", "<@"}},
+		{Telegram, []string{"tg://", "tg:user", "@mario", "@luigi", "@everyone", "<@U999"}},
+		{WhatsApp, []string{"@4915112345678"}},
+		{Discord, []string{"<@111>"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.d.String(), func(t *testing.T) {
+			got := Convert(tt.d, hostile, nil)
+			for _, bad := range tt.mustNot {
+				if strings.Contains(got, bad) {
+					t.Errorf("Convert(%s, hostile, nil) = %q: contains %q", tt.d, got, bad)
+				}
+			}
+			if tt.d == Telegram {
+				if err := checkBalanced(got); err != nil {
+					t.Errorf("Convert(Telegram) = %q: %v", got, err)
+				}
+			}
+		})
+	}
+	// Mother's own mention stays live, and only it.
+	own := []chat.Mention{{ID: "U111", Username: "mario"}}
+	for _, c := range []struct {
+		d          Dialect
+		want, not  string
+		ownMention []chat.Mention
+	}{
+		{Slack, "<@U111>", "<@U999>", own},
+		{Discord, "<@U111>", "<@U222>", own},
+		{Telegram, "[@mario](tg://user?id=111)", "tg://user?id=7", []chat.Mention{{ID: "111", Username: "mario"}}},
+		{WhatsApp, "@4915112345678", "@4915199999999", []chat.Mention{{ID: "4915112345678@s.whatsapp.net", Username: "mario"}}},
+	} {
+		got := Convert(c.d, "✅ @mario allowed it; @luigi [x](tg://user?id=7) <@U999> @4915199999999", c.ownMention)
+		if !strings.Contains(got, c.want) || strings.Contains(got, "<@U222>") {
+			t.Errorf("Convert(%s) with Mother's mention = %q, want %q in it", c.d, got, c.want)
+		}
+		if c.d != Discord && c.d != WhatsApp && strings.Contains(got, c.not) {
+			t.Errorf("Convert(%s) with Mother's mention = %q, want no %q", c.d, got, c.not)
+		}
+	}
+}
+
+// checkBalanced is a small check that MarkdownV2 brackets are escaped or
+// paired (the adapter's tests check MarkdownV2 fully).
+func checkBalanced(s string) error {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '[':
+			depth++
+		case ']':
+			depth--
+		}
+	}
+	if depth != 0 {
+		return fmt.Errorf("unbalanced brackets")
+	}
+	return nil
+}
+
+func TestBreakMentions(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"@mario", "@\u200bmario"},
+		{"hi @mario_x.", "hi @\u200bmario_x."},
+		{"mario@example.com", "mario@example.com"},
+		{"é@mario", "é@mario"},
+		{".@mario", ".@\u200bmario"},
+		{"@ alone @", "@ alone @"},
+		{"", ""},
+	} {
+		if got := BreakMentions(c.in); got != c.want {
+			t.Errorf("BreakMentions(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -60,13 +60,13 @@ func (a *Adapter) PostChoices(ctx context.Context, channelID, markdown string, c
 	if err := chat.CheckChoices(choices); err != nil {
 		return "", fmt.Errorf("discord: post choices: %w", err)
 	}
-	parts := render.Split(render.ToDiscord(markdown, a.Users()), splitAt)
+	parts := render.Split(render.ToDiscord(markdown, nil), splitAt)
 	if len(parts) == 0 {
 		return "", errors.New("discord: post choices: empty text")
 	}
 	id := ""
 	for n, p := range parts {
-		send := &discordgo.MessageSend{Content: p, AllowedMentions: allowUsers}
+		send := &discordgo.MessageSend{Content: p, AllowedMentions: allowNone()}
 		if n == len(parts)-1 {
 			send.Components = choiceRow(choices)
 		}
@@ -87,10 +87,10 @@ func (a *Adapter) PostChoices(ctx context.Context, channelID, markdown string, c
 // EndChoices implements chat.Chooser: the message gets markdown as its
 // text and loses its buttons.
 func (a *Adapter) EndChoices(ctx context.Context, channelID, messageID, markdown string) error {
-	text := render.Truncate(render.ToDiscord(markdown, a.Users()), splitAt)
+	text := render.Truncate(render.ToDiscord(markdown, nil), splitAt)
 	none := []discordgo.MessageComponent{}
 	err := a.retry(ctx, func() error {
-		_, err := a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: messageID, Channel: channelID, Content: &text, Components: &none, AllowedMentions: allowUsers},
+		_, err := a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: messageID, Channel: channelID, Content: &text, Components: &none, AllowedMentions: allowNone()},
 			discordgo.WithContext(ctx), noLibraryRetry)
 		return rateLimited(err)
 	})
@@ -109,8 +109,8 @@ func (a *Adapter) ReplyToClick(ctx context.Context, cl chat.ChannelMessage, mark
 	if !ok || a.clock.Now().Sub(c.at) > interactionTTL {
 		return fmt.Errorf("discord: reply to click %s: not a click of the last %v", cl.ID, interactionTTL)
 	}
-	text := render.Truncate(render.ToDiscord(markdown, a.Users()), splitAt)
-	_, err := a.s.FollowupMessageCreate(c.i, true, &discordgo.WebhookParams{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: &discordgo.MessageAllowedMentions{}},
+	text := render.Truncate(render.ToDiscord(markdown, nil), splitAt)
+	_, err := a.s.FollowupMessageCreate(c.i, true, &discordgo.WebhookParams{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: allowNone()},
 		discordgo.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("discord: reply to click %s: %w", cl.ID, err)

@@ -68,7 +68,7 @@ func TestChoicesOnTheWire(t *testing.T) {
 			t.Errorf("button %d = %+v, want %+v", n, b, want)
 		}
 	}
-	if want := "🔐 chick `c-7f3a91c2` asks to reach `pypi.org:443`, <@" + mario.ID + ">."; m.Content != want {
+	if want := "🔐 chick `c-7f3a91c2` asks to reach `pypi.org:443`, @mario."; m.Content != want {
 		t.Errorf("content = %q, want %q", m.Content, want)
 	}
 

@@ -310,7 +310,11 @@ func TestAnswerRenderedWithThreadAndStopButton(t *testing.T) {
 			main = m
 		}
 	}
-	want := "There are **two** files, <@" + mario.ID + ">:\n\n- `a.txt`\n- `b.txt`"
+	// The model's @mario is its words: shown, pinging nobody.
+	want := "There are **two** files, @mario:\n\n- `a.txt`\n- `b.txt`"
+	if parse, users := allowedOf(t, main); len(parse) != 0 || len(users) != 0 {
+		t.Errorf("answer allowed_mentions = %s, want none", main.AllowedMentions)
+	}
 	if main.Content != want || main.ReplyTo != trig.ID || main.HasButton(stopButtonID) {
 		t.Errorf("main message = %q (reply to %s, button %v), want %q replying to %s without button", main.Content, main.ReplyTo, main.HasButton(stopButtonID), want, trig.ID)
 	}

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,9 +19,23 @@ import (
 	"github.com/mother-chat/mother/pkg/render/runview"
 )
 
-// allowUsers lets Mother's messages ping users but never @everyone, @here
-// or roles.
-var allowUsers = &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{discordgo.AllowedMentionTypeUsers}}
+// allowNone is the allowed_mentions of every message Mother posts: Discord
+// parses no mention out of its text, so neither <@id>, <@&role>,
+// @everyone nor @here in what a model or a chick wrote pings anyone.
+func allowNone() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+// allowOnly is allowNone but for the users of Mother's own mentions.
+func allowOnly(mentions []chat.Mention) *discordgo.MessageAllowedMentions {
+	am := allowNone()
+	for _, m := range mentions {
+		if m.ID != "" && !slices.Contains(am.Users, m.ID) {
+			am.Users = append(am.Users, m.ID)
+		}
+	}
+	return am
+}
 
 func stopButton() []discordgo.MessageComponent {
 	return []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
@@ -57,7 +72,6 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 	s := &surface{a: a, channel: target, replyTo: replyTo, threadName: render.Truncate(threadName, 90)}
 	return runview.New(ctx, s, runview.Options{
 		Dialect: render.Discord,
-		Users:   a.Users(),
 		Title:   opts.Title,
 		Limit:   splitAt,
 		Details: details,
@@ -101,7 +115,7 @@ func (a *Adapter) retry(ctx context.Context, f func() error) error {
 }
 
 func (s *surface) PostMain(ctx context.Context, text string, working bool) (string, error) {
-	send := &discordgo.MessageSend{Content: text, AllowedMentions: allowUsers}
+	send := &discordgo.MessageSend{Content: text, AllowedMentions: allowNone()}
 	if working {
 		send.Components = stopButton()
 	}
@@ -120,7 +134,7 @@ func (s *surface) EditMain(ctx context.Context, id, text string, working bool) e
 	if working {
 		comps = stopButton()
 	}
-	_, err := s.a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: s.channel, Content: &text, Components: &comps, AllowedMentions: allowUsers}, discordgo.WithContext(ctx), noLibraryRetry)
+	_, err := s.a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: s.channel, Content: &text, Components: &comps, AllowedMentions: allowNone()}, discordgo.WithContext(ctx), noLibraryRetry)
 	if err != nil {
 		return rateLimited(fmt.Errorf("edit message: %w", err))
 	}
@@ -157,7 +171,7 @@ func (s *surface) PostDetail(ctx context.Context, mainID, text string) error {
 	}
 	// Waiting out rate limits so no detail is lost.
 	return s.a.retry(ctx, func() error {
-		_, err := s.a.s.ChannelMessageSendComplex(thread, &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{}}, discordgo.WithContext(ctx), noLibraryRetry)
+		_, err := s.a.s.ChannelMessageSendComplex(thread, &discordgo.MessageSend{Content: text, AllowedMentions: allowNone()}, discordgo.WithContext(ctx), noLibraryRetry)
 		if err != nil {
 			return rateLimited(fmt.Errorf("post in detail thread: %w", err))
 		}
@@ -166,22 +180,31 @@ func (s *surface) PostDetail(ctx context.Context, mainID, text string) error {
 }
 
 func (s *surface) PostMore(ctx context.Context, text string) (string, error) {
-	m, err := s.a.s.ChannelMessageSendComplex(s.channel, &discordgo.MessageSend{Content: text, AllowedMentions: allowUsers}, discordgo.WithContext(ctx), noLibraryRetry)
+	m, err := s.a.s.ChannelMessageSendComplex(s.channel, &discordgo.MessageSend{Content: text, AllowedMentions: allowNone()}, discordgo.WithContext(ctx), noLibraryRetry)
 	if err != nil {
 		return "", rateLimited(fmt.Errorf("post message: %w", err))
 	}
 	return m.ID, nil
 }
 
-// Post implements chat.Adapter: a notice (markdown), split if long.
+// Post implements chat.Adapter: a notice (markdown), split if long. It
+// pings nobody.
 func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string, error) {
-	parts := render.Split(render.ToDiscord(markdown, a.Users()), splitAt)
+	return a.PostMentioning(ctx, channelID, markdown, nil)
+}
+
+var _ chat.Mentioner = (*Adapter)(nil)
+
+// PostMentioning implements chat.Mentioner: Post, with the Text of each of
+// Mother's mentions made <@id> and those ids, only, allowed to ping.
+func (a *Adapter) PostMentioning(ctx context.Context, channelID, markdown string, mentions []chat.Mention) (string, error) {
+	parts := render.Split(render.ToDiscord(markdown, mentions), splitAt)
 	first := ""
 	for _, p := range parts {
 		var m *discordgo.Message
 		err := a.retry(ctx, func() error {
 			var perr error
-			m, perr = a.s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{Content: p, AllowedMentions: allowUsers}, discordgo.WithContext(ctx), noLibraryRetry)
+			m, perr = a.s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{Content: p, AllowedMentions: allowOnly(mentions)}, discordgo.WithContext(ctx), noLibraryRetry)
 			return rateLimited(perr)
 		})
 		if err != nil {
@@ -214,7 +237,7 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	}
 	name := filepath.Base(path)
 	ct := mime.TypeByExtension(filepath.Ext(name))
-	send := &discordgo.MessageSend{Files: []*discordgo.File{{Name: name, ContentType: ct, Reader: f}}, AllowedMentions: &discordgo.MessageAllowedMentions{}}
+	send := &discordgo.MessageSend{Files: []*discordgo.File{{Name: name, ContentType: ct, Reader: f}}, AllowedMentions: allowNone()}
 	if title != "" && title != name {
 		send.Content = render.Truncate(title, splitAt)
 	}

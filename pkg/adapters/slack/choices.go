@@ -48,7 +48,7 @@ func choiceBlocks(text string, choices []chat.Choice) slack.MsgOption {
 		buttons = append(buttons, b)
 	}
 	return slack.MsgOptionBlocks(
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil),
+		slack.NewSectionBlock(inertText(text), nil, nil),
 		slack.NewActionBlock(choiceBlockID, buttons...),
 	)
 }
@@ -59,7 +59,7 @@ func (a *Adapter) PostChoices(ctx context.Context, channelID, markdown string, c
 	if err := chat.CheckChoices(choices); err != nil {
 		return "", fmt.Errorf("slack: post choices: %w", err)
 	}
-	parts := render.Split(render.ToSlack(markdown, a.Users()), sectionLimit)
+	parts := render.Split(render.ToSlack(markdown, nil), sectionLimit)
 	if len(parts) == 0 {
 		return "", errors.New("slack: post choices: empty text")
 	}
@@ -84,7 +84,7 @@ func (a *Adapter) PostChoices(ctx context.Context, channelID, markdown string, c
 // EndChoices implements chat.Chooser: the message gets markdown as its
 // text and loses its blocks (buttons included).
 func (a *Adapter) EndChoices(ctx context.Context, channelID, messageID, markdown string) error {
-	text := render.Truncate(render.ToSlack(markdown, a.Users()), messageLimit)
+	text := render.Truncate(render.ToSlack(markdown, nil), messageLimit)
 	err := a.retry(ctx, func() error {
 		_, _, _, err := a.api.UpdateMessageContext(ctx, channelID, messageID, slack.MsgOptionText(text, false), slack.MsgOptionBlocks())
 		return rateLimited(err)
@@ -98,7 +98,7 @@ func (a *Adapter) EndChoices(ctx context.Context, channelID, messageID, markdown
 // ReplyToClick implements chat.ClickReplier with an ephemeral message to
 // the user who clicked, in the click's channel (and thread).
 func (a *Adapter) ReplyToClick(ctx context.Context, cl chat.ChannelMessage, markdown string) error {
-	opts := []slack.MsgOption{slack.MsgOptionText(render.Truncate(render.ToSlack(markdown, a.Users()), messageLimit), false)}
+	opts := []slack.MsgOption{slack.MsgOptionText(render.Truncate(render.ToSlack(markdown, nil), messageLimit), false)}
 	if th, ok := cl.Metadata["threadTs"].(string); ok && isTS(th) {
 		opts = append(opts, slack.MsgOptionTS(th))
 	}

@@ -74,7 +74,7 @@ func TestChoicesOnTheWire(t *testing.T) {
 	if err := json.Unmarshal([]byte(m.Blocks), &blocks); err != nil || len(blocks) != 2 || blocks[0].Type != "section" || blocks[1].Type != "actions" || len(blocks[1].Elements) != 3 {
 		t.Fatalf("blocks = %s (%v), want a section and an actions block of three buttons", m.Blocks, err)
 	}
-	wantText := "🔐 chick `c-7f3a91c2` asks to reach *pypi.org:443*, <@UMARIO>."
+	wantText := "🔐 chick `c-7f3a91c2` asks to reach *pypi.org:443*, @mario."
 	if blocks[0].Text == nil || blocks[0].Text.Type != "mrkdwn" || blocks[0].Text.Text != wantText || m.Text != wantText {
 		t.Errorf("section %+v, text %q; want mrkdwn %q in both", blocks[0].Text, m.Text, wantText)
 	}

@@ -16,10 +16,19 @@ import (
 	"github.com/mother-chat/mother/pkg/render/runview"
 )
 
+// inertText is a block's mrkdwn text as Mother wrote it: verbatim, so
+// that Slack does not parse mentions or channel names out of plain words
+// (@channel, @here, #general) as it does for blocks by default. Live
+// mentions are only those written as <@U123>, which render writes for
+// Mother's own mentions alone.
+func inertText(text string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, text, false, true)
+}
+
 // workingBlocks shows text with a stop button under it.
 func workingBlocks(text string) slack.MsgOption {
 	return slack.MsgOptionBlocks(
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, render.Truncate(text, 2900), false, false), nil, nil),
+		slack.NewSectionBlock(inertText(render.Truncate(text, 2900)), nil, nil),
 		slack.NewActionBlock("mother", slack.NewButtonBlockElement(stopActionID, "stop", slack.NewTextBlockObject(slack.PlainTextType, "Stop", false, false)).WithStyle(slack.StyleDanger)),
 	)
 }
@@ -38,7 +47,6 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 	s := &surface{a: a, channel: channelID, thread: thread}
 	return runview.New(ctx, s, runview.Options{
 		Dialect:        render.Slack,
-		Users:          a.Users(),
 		Title:          opts.Title,
 		Limit:          messageLimit,
 		ThreadOverflow: true,
@@ -128,10 +136,19 @@ func (a *Adapter) retry(ctx context.Context, f func() error) error {
 	return runview.Retry(ctx, clock.Real{}, a.lg, "Slack", "retry_after", 100*time.Millisecond, f)
 }
 
-// Post implements chat.Adapter: a notice (markdown), split if long.
+// Post implements chat.Adapter: a notice (markdown), split if long. It
+// mentions nobody.
 func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string, error) {
+	return a.PostMentioning(ctx, channelID, markdown, nil)
+}
+
+var _ chat.Mentioner = (*Adapter)(nil)
+
+// PostMentioning implements chat.Mentioner: Post, with the Text of each of
+// Mother's mentions made a live <@id>.
+func (a *Adapter) PostMentioning(ctx context.Context, channelID, markdown string, mentions []chat.Mention) (string, error) {
 	first := ""
-	for _, p := range render.Split(render.ToSlack(markdown, a.Users()), messageLimit) {
+	for _, p := range render.Split(render.ToSlack(markdown, mentions), messageLimit) {
 		var ts string
 		err := a.retry(ctx, func() error {
 			var perr error

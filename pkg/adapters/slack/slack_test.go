@@ -295,7 +295,8 @@ func TestAnswerRenderedInThread(t *testing.T) {
 			main = m
 		}
 	}
-	if want := "There are *42* files, <@UMARIO>. See <https://example.com/docs|the docs>."; main.Text != want || main.HasButton(stopActionID) {
+	// The model's @mario is its words: shown, notifying nobody.
+	if want := "There are *42* files, @mario. See <https://example.com/docs|the docs>."; main.Text != want || main.HasButton(stopActionID) {
 		t.Errorf("answer = %q (button %v, blocks %s), want %q", main.Text, main.HasButton(stopActionID), main.Blocks, want)
 	}
 	th := fake.Thread(general, mainTS)

@@ -117,7 +117,7 @@ func FuzzMarkdownV2(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, md string) {
-		out := render.ToTelegram(md, []chat.UserInfo{{ID: "555", Username: "mario"}, {ID: "777", Username: "a_b.c-d"}})
+		out := render.ToTelegram(md, []chat.Mention{{ID: "555", Username: "mario"}, {ID: "777", Username: "a_b.c-d"}})
 		if strings.TrimSpace(out) == "" {
 			return
 		}

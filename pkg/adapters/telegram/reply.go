@@ -59,13 +59,20 @@ func (a *Adapter) send(ctx context.Context, channelID, text string, replyTo int,
 	m, err := a.bot.SendMessage(ctx, p)
 	if unparsable(err) {
 		a.lg.Warn("Telegram could not parse a message; sending it as plain text", "channel", channelID, "err", a.redact(err))
-		p.Text, p.ParseMode = render.TelegramUnescape(text), ""
+		p.Text, p.ParseMode = plainFallback(text), ""
 		m, err = a.bot.SendMessage(ctx, p)
 	}
 	if err != nil {
 		return 0, rateLimited(fmt.Errorf("sendMessage: %w", err))
 	}
 	return m.ID, nil
+}
+
+// plainFallback is MarkdownV2 text as plain text: escapes undone, and
+// every @username broken, those that were inside code too (plain text has
+// no code where Telegram would leave them alone).
+func plainFallback(text string) string {
+	return render.BreakMentions(render.TelegramUnescape(text))
 }
 
 // edit replaces a message's text (and its Stop button), falling back to
@@ -85,7 +92,7 @@ func (a *Adapter) edit(ctx context.Context, channelID string, id int, text strin
 	_, err = a.bot.EditMessageText(ctx, p)
 	if unparsable(err) {
 		a.lg.Warn("Telegram could not parse an edit; sending it as plain text", "channel", channelID, "err", a.redact(err))
-		p.Text, p.ParseMode = render.TelegramUnescape(text), ""
+		p.Text, p.ParseMode = plainFallback(text), ""
 		_, err = a.bot.EditMessageText(ctx, p)
 	}
 	if err != nil && strings.Contains(err.Error(), "message is not modified") {
@@ -119,7 +126,6 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 	}
 	v := runview.New(ctx, s, runview.Options{
 		Dialect: render.Telegram,
-		Users:   a.Users(),
 		Title:   opts.Title,
 		Limit:   splitAt,
 		Details: !opts.Quiet,
@@ -269,10 +275,19 @@ func (s *surface) PostMore(ctx context.Context, text string) (string, error) {
 	return strconv.Itoa(id), nil
 }
 
-// Post implements chat.Adapter: a notice (markdown), split if long.
+// Post implements chat.Adapter: a notice (markdown), split if long. It
+// notifies nobody.
 func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string, error) {
+	return a.PostMentioning(ctx, channelID, markdown, nil)
+}
+
+var _ chat.Mentioner = (*Adapter)(nil)
+
+// PostMentioning implements chat.Mentioner: Post, with the Text of each of
+// Mother's mentions made a mention by id ([@name](tg://user?id=ID)).
+func (a *Adapter) PostMentioning(ctx context.Context, channelID, markdown string, mentions []chat.Mention) (string, error) {
 	first := ""
-	for _, p := range render.Split(render.ToTelegram(markdown, a.Users()), splitAt) {
+	for _, p := range render.Split(render.ToTelegram(markdown, mentions), splitAt) {
 		var id int
 		err := a.retry(ctx, func() error {
 			var perr error
@@ -309,7 +324,8 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	}
 	caption := ""
 	if title != "" && title != name {
-		caption = render.Truncate(title, 1000)
+		// Sent as plain text, where Telegram still finds @username.
+		caption = render.BreakMentions(render.Truncate(title, 1000))
 	}
 	photo := st.Size() <= photoLimit && isImage(name)
 	return a.retry(ctx, func() error {

@@ -510,7 +510,7 @@ func TestRenderedMarkdownParses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := telegramtest.CheckMarkdownV2(render.ToTelegram(string(src), []chat.UserInfo{{ID: "555", Username: "mario"}, {ID: "666", Username: "mario.rossi"}})); err != nil {
+		if err := telegramtest.CheckMarkdownV2(render.ToTelegram(string(src), []chat.Mention{{ID: "555", Username: "mario"}, {ID: "666", Username: "mario.rossi"}})); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

@@ -133,21 +133,30 @@ func FuzzMessage(f *testing.F) {
 
 // FuzzWhatsAppText renders any markdown for WhatsApp and splits it: no
 // part over the limit, every part with its code blocks closed, and every
-// @number in the text listed as a mention when sent.
+// @number of Mother's own mentions listed as a mention when sent, and no
+// other.
 func FuzzWhatsAppText(f *testing.F) {
 	for _, s := range []string{"**a** _b_ ~~c~~ @4915111111111", "```go\nx\n```", "- a\n  - b\n1. c", "| a |\n|---|\n| b |", "[x](http://e.com) `a`b`"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, md string) {
-		users := []chat.UserInfo{{ID: mario.String(), Username: mario.User}}
+		users := []chat.Mention{{ID: mario.String(), Username: mario.User}}
 		r := renderWhatsApp(md, users)
 		for _, p := range r {
 			if n := len([]rune(p)); n > MessageLimit {
 				t.Fatalf("a part of %d runes", n)
 			}
-			msg := textMessage(p, nil)
-			if mentionRe.MatchString(p) && len(msg.GetExtendedTextMessage().GetContextInfo().GetMentionedJID()) == 0 {
-				t.Fatalf("%q mentions a number but lists no mention", p)
+			msg := textMessage(p, nil, users)
+			listed := msg.GetExtendedTextMessage().GetContextInfo().GetMentionedJID()
+			for _, m := range mentionRe.FindAllStringSubmatch(p, -1) {
+				if m[2] == mario.User && len(listed) == 0 {
+					t.Fatalf("%q names Mother's mention but lists no mention", p)
+				}
+			}
+			for _, j := range listed {
+				if j != mario.String() {
+					t.Fatalf("%q lists %s, which Mother did not mention", p, j)
+				}
 			}
 		}
 	})

@@ -58,25 +58,36 @@ type quote struct {
 // mentionRe finds @<phone number> in a text Mother sends.
 var mentionRe = regexp.MustCompile(`(^|[^\w@])@(\d{5,20})\b`)
 
-// mentionedJIDs are the users an outgoing text mentions, as WhatsApp
-// wants them listed beside the text.
-func mentionedJIDs(text string) []string {
+// mentionedJIDs are the users of Mother's own mentions that an outgoing
+// text names as @<phone number>, as WhatsApp wants them listed beside the
+// text. Any other @<number> in it (a model's or a chick's words) is not
+// listed, and WhatsApp notifies nobody for it.
+func mentionedJIDs(text string, mentions []chat.Mention) []string {
+	if len(mentions) == 0 {
+		return nil
+	}
 	var out []string
 	seen := map[string]bool{}
 	for _, m := range mentionRe.FindAllStringSubmatch(text, -1) {
 		j := m[2] + "@" + userServer
-		if !seen[j] {
-			seen[j] = true
-			out = append(out, j)
+		if seen[j] {
+			continue
+		}
+		for _, mn := range mentions {
+			if mn.ID == j {
+				seen[j] = true
+				out = append(out, j)
+				break
+			}
 		}
 	}
 	return out
 }
 
-// textMessage is a text message, with its mentions and the quoted
-// message, if any.
-func textMessage(text string, q *quote) *waE2E.Message {
-	mentions := mentionedJIDs(text)
+// textMessage is a text message, with Mother's mentions it names (nil:
+// it mentions nobody) and the quoted message, if any.
+func textMessage(text string, q *quote, own []chat.Mention) *waE2E.Message {
+	mentions := mentionedJIDs(text, own)
 	if q == nil && len(mentions) == 0 {
 		return &waE2E.Message{Conversation: proto.String(text)}
 	}
@@ -118,9 +129,9 @@ func (a *Adapter) sendMessage(ctx context.Context, to types.JID, msg *waE2E.Mess
 	return resp.ID, nil
 }
 
-// send posts text to a channel.
+// send posts text to a channel; it mentions nobody.
 func (a *Adapter) send(ctx context.Context, to types.JID, text string, q *quote) (string, error) {
-	return a.sendMessage(ctx, to, textMessage(text, q))
+	return a.sendMessage(ctx, to, textMessage(text, q, nil))
 }
 
 // edit replaces the text of one of Mother's messages.
@@ -133,7 +144,7 @@ func (a *Adapter) edit(ctx context.Context, to types.JID, id, text string) error
 	if !ok || clock.Since(a.clock, at) > EditWindow-time.Minute {
 		return errEditWindow
 	}
-	_, err := cli.SendMessage(ctx, to, cli.BuildEdit(to, id, textMessage(text, nil)))
+	_, err := cli.SendMessage(ctx, to, cli.BuildEdit(to, id, textMessage(text, nil, nil)))
 	if err != nil {
 		return a.rateLimited(fmt.Errorf("edit message: %w", err))
 	}
@@ -157,7 +168,6 @@ func (a *Adapter) NewReply(ctx context.Context, channelID string, trigger *chat.
 	}
 	v := runview.New(ctx, s, runview.Options{
 		Dialect: render.WhatsApp,
-		Users:   a.Users(),
 		Title:   opts.Title,
 		Limit:   MessageLimit,
 		Details: a.cfg.Details && !opts.Quiet,
@@ -267,18 +277,28 @@ func (s *surface) PostMore(ctx context.Context, text string) (string, error) {
 	return s.a.send(ctx, s.to, text, nil)
 }
 
-// Post implements chat.Adapter: a notice (markdown), split if long.
+// Post implements chat.Adapter: a notice (markdown), split if long. It
+// mentions nobody.
 func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string, error) {
+	return a.PostMentioning(ctx, channelID, markdown, nil)
+}
+
+var _ chat.Mentioner = (*Adapter)(nil)
+
+// PostMentioning implements chat.Mentioner: Post, with the Text of each of
+// Mother's mentions made @<phone number> and listed as the message's
+// mentions (no one else is).
+func (a *Adapter) PostMentioning(ctx context.Context, channelID, markdown string, mentions []chat.Mention) (string, error) {
 	to, err := parseChannel(channelID)
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: post: %w", err)
 	}
 	first := ""
-	for _, p := range renderWhatsApp(markdown, a.Users()) {
+	for _, p := range renderWhatsApp(markdown, mentions) {
 		var id string
 		err := a.retry(ctx, func() error {
 			var perr error
-			id, perr = a.send(ctx, to, p, nil)
+			id, perr = a.sendMessage(ctx, to, textMessage(p, nil, mentions))
 			return perr
 		})
 		if err != nil {
@@ -294,8 +314,8 @@ func (a *Adapter) Post(ctx context.Context, channelID, markdown string) (string,
 // renderWhatsApp converts markdown for WhatsApp and cuts it into
 // messages of at most MessageLimit characters, code blocks closed and
 // reopened across parts.
-func renderWhatsApp(markdown string, users []chat.UserInfo) []string {
-	return render.Split(render.ToWhatsApp(markdown, users), MessageLimit)
+func renderWhatsApp(markdown string, mentions []chat.Mention) []string {
+	return render.Split(render.ToWhatsApp(markdown, mentions), MessageLimit)
 }
 
 // uploadMu serialises uploads: each holds a whole file in memory (the

@@ -398,7 +398,8 @@ func TestAttachmentsOut(t *testing.T) {
 // TestReplyGolden renders one run in a group and compares the real waE2E
 // messages sent (as protojson) with testdata/reply.golden: the working
 // message quoting the trigger, the edits, the answer with WhatsApp
-// formatting and a real mention (go test -update rewrites).
+// formatting; the model's @<number> is its words, listed as no mention
+// (go test -update rewrites).
 func TestReplyGolden(t *testing.T) {
 	t.Parallel()
 	a, f, _ := newTestAdapter(t, func(_ *Settings, _ *config.Adapter, o *Options) { o.Grace = time.Hour })

@@ -74,9 +74,9 @@ func Retry(ctx context.Context, clk clock.Clock, lg *slog.Logger, platform, key 
 
 // Options shape one view.
 type Options struct {
+	// Dialect is the platform's format. What the view renders (labels,
+	// details, the model's answer) is inert: it mentions nobody.
 	Dialect render.Dialect
-	// Users map @username to platform mentions in the answer.
-	Users []chat.UserInfo
 	// Title names the run's source ("chick c-7f3a"); shown on top.
 	Title string
 	// Limit is the most runes one message may hold.
@@ -401,7 +401,7 @@ func (v *View) finish(ctx context.Context, mainID string, lastEdit time.Time, ma
 		}
 		return "", nil
 	}
-	text := render.Convert(d, markdown, v.opts.Users)
+	text := render.Convert(d, markdown, nil)
 	if v.opts.Title != "" {
 		text = render.Bold(d, render.Plain(d, v.opts.Title)) + "\n" + text
 	}

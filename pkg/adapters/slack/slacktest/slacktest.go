@@ -74,6 +74,9 @@ type Message struct {
 	Files   []*File
 	Edits   int
 	History []string
+	// Sent is each version of the message as posted and edited: its
+	// text and blocks (see Notifies).
+	Sent    []Message
 	Deleted bool
 }
 
@@ -417,6 +420,10 @@ type postCfg struct {
 
 // InThread posts as a reply in the thread of ts.
 func InThread(ts string) PostOption { return func(m *Message, _ *postCfg) { m.ThreadTS = ts } }
+
+// AsBot posts as the bot botID (a bot_message with bot_id), as another
+// app's bot would.
+func AsBot(botID string) PostOption { return func(m *Message, _ *postCfg) { m.BotID = botID } }
 
 // Offline stores without sending events (posted while Mother was away).
 func Offline() PostOption { return func(_ *Message, c *postCfg) { c.offline = true } }

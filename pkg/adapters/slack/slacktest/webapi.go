@@ -167,6 +167,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) int 
 				m.Text = f("text")
 				m.Edits++
 				m.History = append(m.History, m.Text)
+				m.Sent = append(m.Sent, Message{Text: m.Text, Blocks: m.Blocks})
 				s.notify()
 				return reply(w, map[string]any{"channel": m.Channel, "ts": m.TS, "text": m.Text})
 			}
@@ -287,6 +288,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) int {
 		return fail(w, "invalid_blocks")
 	}
 	m := &Message{TS: s.newTSLocked(), Channel: ch, User: s.opts.Bot.ID, BotID: "B1", Text: f("text"), ThreadTS: f("thread_ts"), Blocks: f("blocks"), History: []string{f("text")}}
+	m.Sent = []Message{{Text: m.Text, Blocks: m.Blocks}}
 	s.messages[ch] = append(s.messages[ch], m)
 	s.notify()
 	// Slack sends the bot its own messages as events too.

@@ -64,6 +64,15 @@ type Message struct {
 	ReplyTo int
 	Deleted bool
 	Date    time.Time
+	// Versions is each text the message had, as sent and edited, with its
+	// parse_mode (see Notifies).
+	Versions []Version
+}
+
+// Version is one text of a message, as the bot sent it.
+type Version struct {
+	Text  string
+	Parse string
 }
 
 // Shown is the text as users see it: MarkdownV2 escapes removed.
@@ -709,6 +718,7 @@ func (s *Server) call(method string, p params, files map[string]Upload) (int, ma
 		}
 		s.nextMsg[chatID]++
 		m := &Message{ID: s.nextMsg[chatID], Chat: chatID, Topic: p.int("message_thread_id"), From: Bot, Text: text, Parse: p["parse_mode"], Button: hasButton(p["reply_markup"]), Date: time.Now()}
+		m.Versions = []Version{{Text: text, Parse: m.Parse}}
 		if rp := p["reply_parameters"]; rp != "" {
 			var r struct {
 				MessageID int `json:"message_id"`
@@ -735,6 +745,7 @@ func (s *Server) call(method string, p params, files map[string]Upload) (int, ma
 			return 400, fail(400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
 		}
 		m.Text, m.Parse, m.Button = text, p["parse_mode"], button
+		m.Versions = append(m.Versions, Version{Text: text, Parse: m.Parse})
 		m.Edits++
 		return 200, ok(s.messageJSONLocked(m))
 	case "deleteMessage":

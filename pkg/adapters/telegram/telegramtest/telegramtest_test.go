@@ -34,3 +34,21 @@ func TestCheckMarkdownV2(t *testing.T) {
 		}
 	}
 }
+
+func TestNotifies(t *testing.T) {
+	for _, c := range []struct {
+		text, parse string
+		want        int
+	}{
+		{`hi \@mario and [x](tg://user?id=7)`, "MarkdownV2", 2},
+		{`[@mario](tg://user?id=7) only`, "MarkdownV2", 1},
+		{"`@mario` in code, mario@example\\.com", "MarkdownV2", 0},
+		{"@\u200bmario broken", "MarkdownV2", 0},
+		{"@mario in a caption", "", 1},
+		{"[x](tg://user?id=7) in plain text", "", 0},
+	} {
+		if got := Notifies(c.text, c.parse); len(got) != c.want {
+			t.Errorf("Notifies(%q, %q) = %v, want %d", c.text, c.parse, got, c.want)
+		}
+	}
+}
