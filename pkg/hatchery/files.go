@@ -39,7 +39,8 @@ type Files struct {
 	SharedSkills string
 }
 
-// ErrTooLarge: a chick's files exceed MaxPackBytes.
+// ErrTooLarge: a chick's files exceed MaxPackBytes (List leaves out what
+// would; a file that grew after it was listed is refused when sent).
 var ErrTooLarge = fmt.Errorf("the channel's files exceed %d bytes", MaxPackBytes)
 
 // FileEntry is one entry of what a chick receives (Files.List).
