@@ -62,6 +62,32 @@ type Chicks struct {
 	// "answer" (default: she reads it in a run of her own and answers the
 	// channel in her own words) or "relay" (the result is posted as is).
 	Results string `json:"results"`
+	// Files bounds what chicks leave in a channel's directory.
+	Files ChickFiles `json:"files"`
+	// Skills caps the skills chicks leave in one skills/ directory (a
+	// channel's, or the workspace's).
+	Skills ChickSkills `json:"skills"`
+}
+
+// ChickFiles bounds the files chicks leave in a channel: a quota with
+// eviction, never a wall (docs/chicks.md, "What a chick leaves").
+type ChickFiles struct {
+	// Quota caps a channel's kept files, all that a chick of the channel
+	// receives at start ("256m", at most "1g"): when a chick's file would
+	// pass it, the oldest chick outputs (scratch/chicks/) are removed
+	// first, and the channel is told once. Empty: the default.
+	Quota string `json:"quota"`
+}
+
+// ChickSkills caps the skills chicks leave in one skills/ directory. A
+// skill past a cap is refused, with the reason; the skills already there
+// stay, and one of them may still be updated within the bytes.
+type ChickSkills struct {
+	// MaxCount caps the skills of one skills/ directory; 0: the default.
+	MaxCount int `json:"maxCount"`
+	// MaxBytes caps the bytes of one skills/ directory's files ("32m");
+	// empty: the default.
+	MaxBytes string `json:"maxBytes"`
 }
 
 // Tier is one model a chick can use.

@@ -68,7 +68,18 @@ const (
 	DefaultGatePending            = 64
 	DefaultGateConns              = 512
 	DefaultGatePrefaceTimeout     = 5 * time.Second
+	// DefaultChannelQuota caps a channel's kept files (chicks.files.quota).
+	DefaultChannelQuota = "256m"
+	// DefaultSkillsMaxCount and DefaultSkillsMaxBytes cap one skills/
+	// directory (chicks.skills.maxCount, chicks.skills.maxBytes).
+	DefaultSkillsMaxCount = 100
+	DefaultSkillsMaxBytes = "32m"
 )
+
+// MaxChannelQuota is the highest chicks.files.quota: what a chick
+// receives at start can be no more (wire.MaxFetchBytes, which chicks of
+// older images hold to as well).
+const MaxChannelQuota = 1 << 30
 
 // DefaultEventDailyUSD caps what one scheduled event's runs spend per
 // day (budgets.mother.eventDailyUSD): a dollar.
@@ -336,6 +347,15 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Egress.RequestTimeout.Duration == 0 && ch.Egress.RequestTimeout.invalid == "" {
 		ch.Egress.RequestTimeout = Dur(DefaultAccessRequestTimeout)
+	}
+	if ch.Files.Quota == "" {
+		ch.Files.Quota = DefaultChannelQuota
+	}
+	if ch.Skills.MaxCount == 0 {
+		ch.Skills.MaxCount = DefaultSkillsMaxCount
+	}
+	if ch.Skills.MaxBytes == "" {
+		ch.Skills.MaxBytes = DefaultSkillsMaxBytes
 	}
 	if ch.Gate.MaxNestConnsPerChick == 0 {
 		ch.Gate.MaxNestConnsPerChick = DefaultGateNestConnsPerChick

@@ -193,6 +193,7 @@ func (c *Config) validateChicks(p *problems) {
 	c.validateEgress(p)
 	c.validateChickEvents(p)
 	c.validateGate(p)
+	c.validateChickFiles(p)
 	c.validateHosts(p)
 	if _, err := ParseBytes(ch.Resources.Memory); err != nil {
 		p.bad("chicks.resources.memory", "%v", err)
@@ -695,4 +696,51 @@ func validHostName(name string) error {
 		}
 	}
 	return nil
+}
+
+func (c *Config) validateChickFiles(p *problems) {
+	quota, err := c.Chicks.Files.QuotaValue()
+	switch {
+	case err != nil:
+		p.bad("chicks.files.quota", "%v", err)
+	case quota < 1<<20 || quota > MaxChannelQuota:
+		p.bad("chicks.files.quota", "must be between 1m and 1g (what a chick can receive at start), got %d bytes", quota)
+	}
+	s := c.Chicks.Skills
+	if s.MaxCount < 0 {
+		p.bad("chicks.skills.maxCount", "must be a positive number of skills, got %d", s.MaxCount)
+	}
+	maxBytes, err := s.MaxBytesValue()
+	switch {
+	case err != nil:
+		p.bad("chicks.skills.maxBytes", "%v", err)
+	case maxBytes < 1<<20:
+		p.bad("chicks.skills.maxBytes", "must be at least 1m (one skill may hold 1 MiB), got %d bytes", maxBytes)
+	case quota > 0 && maxBytes > quota:
+		p.bad("chicks.skills.maxBytes", "must be at most chicks.files.quota (%d bytes): skills count in it, got %d bytes", quota, maxBytes)
+	}
+}
+
+// QuotaValue is Quota in bytes (empty: the default).
+func (f ChickFiles) QuotaValue() (int64, error) {
+	if f.Quota == "" {
+		return ParseBytes(DefaultChannelQuota)
+	}
+	return ParseBytes(f.Quota)
+}
+
+// MaxCountValue is MaxCount (0: the default).
+func (s ChickSkills) MaxCountValue() int {
+	if s.MaxCount <= 0 {
+		return DefaultSkillsMaxCount
+	}
+	return s.MaxCount
+}
+
+// MaxBytesValue is MaxBytes in bytes (empty: the default).
+func (s ChickSkills) MaxBytesValue() (int64, error) {
+	if s.MaxBytes == "" {
+		return ParseBytes(DefaultSkillsMaxBytes)
+	}
+	return ParseBytes(s.MaxBytes)
 }

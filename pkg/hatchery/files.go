@@ -39,7 +39,8 @@ type Files struct {
 	SharedSkills string
 }
 
-// ErrTooLarge: a chick's files exceed MaxPackBytes.
+// ErrTooLarge: a chick's files exceed MaxPackBytes (List leaves out what
+// would; a file that grew after it was listed is refused when sent).
 var ErrTooLarge = fmt.Errorf("the channel's files exceed %d bytes", MaxPackBytes)
 
 // FileEntry is one entry of what a chick receives (Files.List).
@@ -67,13 +68,56 @@ var workspaceDirs = []string{"scratch", wire.OutputsDir, "skills", "attachments"
 // links (never followed), devices, pipes and sockets are left out, so a
 // link in a channel directory cannot pull in config.json. So is a name
 // the chick would refuse (wire.CheckWorkspacePath). The files' sizes
-// together must stay within MaxPackBytes (ErrTooLarge).
+// together stay within MaxPackBytes: a file that would pass it is left
+// out (the channel's quota keeps chick outputs well below it; see
+// quota.go), never the whole list.
 func (f Files) List() ([]FileEntry, error) {
+	out, _, err := f.list()
+	return out, err
+}
+
+// list is List, and the workspace paths of the files it left out.
+func (f Files) list() ([]FileEntry, []string, error) {
 	var (
-		out   []FileEntry
-		total int64
-		seen  = map[string]bool{}
+		out     []FileEntry
+		leftOut []string
+		total   int64
+		seen    = map[string]bool{}
 	)
+	err := f.walk(func(name string, info fs.FileInfo, root, rel string) {
+		e := FileEntry{Path: name, ModTime: info.ModTime(), root: root, rel: rel}
+		if info.IsDir() {
+			if seen[name] {
+				return
+			}
+			e.Dir = true
+		} else {
+			if total+info.Size() > MaxPackBytes {
+				leftOut = append(leftOut, name)
+				return
+			}
+			total += info.Size()
+			e.Size, e.Executable = info.Size(), info.Mode()&0o100 != 0
+		}
+		seen[name] = true
+		out = append(out, e)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range workspaceDirs {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, FileEntry{Path: d, Dir: true})
+		}
+	}
+	return out, leftOut, nil
+}
+
+// walk calls fn for each regular file and directory a chick receives, in
+// List's order, with its workspace path and where it is read from (the
+// root directory and the path under it).
+func (f Files) walk(fn func(name string, info fs.FileInfo, root, rel string)) error {
 	add := func(root, rel, dst string, skip func(name string) bool) error {
 		src := filepath.Join(root, rel)
 		return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
@@ -109,21 +153,7 @@ func (f Files) List() ([]FileEntry, error) {
 				}
 				return nil
 			}
-			e := FileEntry{Path: name, ModTime: info.ModTime(), root: root, rel: filepath.Join(rel, sub)}
-			if d.IsDir() {
-				if seen[name] {
-					return nil
-				}
-				e.Dir = true
-			} else {
-				total += info.Size()
-				if total > MaxPackBytes {
-					return ErrTooLarge
-				}
-				e.Size, e.Executable = info.Size(), info.Mode()&0o100 != 0
-			}
-			seen[name] = true
-			out = append(out, e)
+			fn(name, info, root, filepath.Join(rel, sub))
 			return nil
 		})
 	}
@@ -137,23 +167,17 @@ func (f Files) List() ([]FileEntry, error) {
 			}
 		}
 		if err := add(f.SharedSkills, ".", "skills", own); err != nil {
-			return nil, fmt.Errorf("list the workspace's skills: %w", err)
+			return fmt.Errorf("list the workspace's skills: %w", err)
 		}
 	}
 	if f.ChannelDir != "" {
 		for _, e := range ChannelFiles {
 			if err := add(f.ChannelDir, e, e, nil); err != nil {
-				return nil, fmt.Errorf("list the channel's files: %w", err)
+				return fmt.Errorf("list the channel's files: %w", err)
 			}
 		}
 	}
-	for _, d := range workspaceDirs {
-		if !seen[d] {
-			seen[d] = true
-			out = append(out, FileEntry{Path: d, Dir: true})
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // Open opens a listed regular file for reading. It refuses a path that
@@ -192,19 +216,25 @@ func (e FileEntry) Open() (*os.File, error) {
 	return f, nil
 }
 
-// ChickFiles says what chick id receives at start, for FetchFiles.
+// ChickFiles says what chick id receives at start, for FetchFiles. Its
+// channel is brought within its quota first (quota.go).
 func (h *Hatchery) ChickFiles(id string) (Files, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	c, ok := h.chicks[id]
 	if !ok {
+		h.mu.Unlock()
 		return Files{}, ErrUnknownChick
 	}
 	if c.rec.State.Final() {
+		h.mu.Unlock()
 		return Files{}, ErrChickEnded
 	}
 	h.heardLocked(c)
-	return Files{ChannelDir: c.rec.ChannelDir, SharedSkills: c.rec.Skills}, nil
+	f := Files{ChannelDir: c.rec.ChannelDir, SharedSkills: c.rec.Skills}
+	info := h.info(c)
+	h.mu.Unlock()
+	h.packRoom(info, f)
+	return f, nil
 }
 
 // Labels every chick container carries, so Mother can find and reap
@@ -244,7 +274,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 		h.mu.Unlock()
 		return File{}, ErrUnknownChick
 	}
-	chDir := c.rec.ChannelDir
+	chDir, skills := c.rec.ChannelDir, c.rec.Skills
 	used := c.files
 	h.heardLocked(c)
 	h.mu.Unlock()
@@ -264,7 +294,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 		return File{}, fmt.Errorf("store file: %w", err)
 	}
 	limit := min(int64(MaxFileBytes), MaxChickFileBytes-used)
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".upload-*")
+	tmp, err := os.CreateTemp(filepath.Dir(dst), uploadPrefix+"*")
 	if err != nil {
 		return File{}, fmt.Errorf("store file: %w", err)
 	}
@@ -278,8 +308,16 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	// Within the channel's quota: the oldest chick outputs make room, and
+	// the file lands before another file is measured.
+	var ev Eviction
 	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
+		h.quotaMu.Lock()
+		ev, err = h.makeRoom(Files{ChannelDir: chDir, SharedSkills: skills}, h.quota(), dst, 0, false)
+		if err == nil {
+			err = os.Rename(tmp.Name(), dst)
+		}
+		h.quotaMu.Unlock()
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
@@ -289,6 +327,10 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 	c.files += n
 	info := h.info(c)
 	h.mu.Unlock()
+	if len(ev.Removed) > 0 {
+		h.logger.Info("channel files evicted", "chick", id, "files", len(ev.Removed), "bytes", ev.Bytes, "quota", ev.Quota, "for", relOut)
+		h.obs.ChannelFilesEvicted(info, ev)
+	}
 	f := File{Path: dst, RelPath: relOut, Attach: attach, Title: title, Size: n}
 	h.obs.ChickFile(info, f)
 	return f, nil

@@ -1,11 +1,11 @@
 package hatchery
 
 import (
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -143,15 +143,26 @@ func TestFileEntryOpenRefusesALinkSwappedIn(t *testing.T) {
 	}
 }
 
-// TestFilesListTooLarge: over MaxPackBytes is ErrTooLarge (a sparse file:
-// nothing is read to learn it).
-func TestFilesListTooLarge(t *testing.T) {
+// TestFilesListLeavesOutPastTheCap: a file that would pass MaxPackBytes
+// is left out, the rest listed (a sparse file: nothing is read to learn
+// it).
+func TestFilesListLeavesOutPastTheCap(t *testing.T) {
 	t.Parallel()
 	ch := t.TempDir()
-	writeFiles(t, ch, map[string]string{"MEMORY.md": "memory", "attachments/huge.bin": ""})
+	writeFiles(t, ch, map[string]string{"MEMORY.md": "memory", "attachments/huge.bin": "", "attachments/small.txt": "small"})
 	must(t, os.Truncate(filepath.Join(ch, "attachments", "huge.bin"), MaxPackBytes))
-	if _, err := (Files{ChannelDir: ch}).List(); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("List with %d bytes and a memory = %v, want ErrTooLarge", MaxPackBytes, err)
+	entries, left, err := Files{ChannelDir: ch}.list()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.Dir {
+			files = append(files, e.Path)
+		}
+	}
+	if strings.Join(files, " ") != "MEMORY.md attachments/small.txt" || strings.Join(left, " ") != "attachments/huge.bin" {
+		t.Errorf("list over the cap: %v, left out %v; want MEMORY.md and attachments/small.txt, huge.bin left out", files, left)
 	}
 }
 

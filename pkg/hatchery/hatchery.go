@@ -120,6 +120,9 @@ type Hatchery struct {
 	probeTO    time.Duration
 	// evLimits bound each chick's events (chicks.events).
 	evLimits EventLimits
+	// quotaMu serialises measuring the channels' files and storing a
+	// chick's file (the channel quota, quota.go).
+	quotaMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -50,6 +50,8 @@ type chickView struct {
 	files []string
 	// attached are the titles of the files posted to the channel.
 	attached []string
+	// evicted is what the channel quota removed on its account (quota.go).
+	evicted evictions
 	// egressSeen are the connection lines shown (only the view's
 	// goroutine touches it).
 	egressSeen map[string]bool
@@ -248,6 +250,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			v.queueEnd()
 		}()
 		ctx := context.WithoutCancel(m.ctx)
+		m.postEvicted(v)
 		if m.cfg.Chicks.Results != config.ResultsRelay {
 			m.answerChickEnd(ctx, v, in)
 			return

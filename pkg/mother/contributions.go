@@ -43,8 +43,21 @@ func (m *Mother) ProposeSkill(_ context.Context, in hatchery.Info, p skills.Prop
 		return false, msg, nil
 	}
 	skillsMu.Lock()
-	change, err := skills.Install(dir, s)
+	err = skills.CheckCaps(dir, where, s, m.skillCaps())
+	var change skills.Change
+	if err == nil {
+		change, err = skills.Install(dir, s)
+	} else {
+		err = &capError{err}
+	}
 	skillsMu.Unlock()
+	var capErr *capError
+	if errors.As(err, &capErr) {
+		msg := fmt.Sprintf("Skill %s from chick %s refused: %s.", tame(s.Name, 80), in.ID, tame(capErr.err.Error(), 300))
+		m.logger.Warn("chick skill refused", "chick", in.ID, "skill", s.Name, "err", capErr.err)
+		_ = m.postLogged(a, in.ChannelID, "📚 "+msg, "")
+		return false, msg, nil
+	}
 	if err != nil {
 		m.logger.Error("cannot store a chick's skill", "chick", in.ID, "skill", s.Name, "err", err)
 		msg := fmt.Sprintf("Skill %s from chick %s could not be stored; the operator's log says why.", s.Name, in.ID)
@@ -82,3 +95,8 @@ func (m *Mother) UpdateChickMemory(_ context.Context, in hatchery.Info, mode, co
 	}
 	return true, msg, nil
 }
+
+// capError is a skill refused for its directory's caps (chicks.skills).
+type capError struct{ err error }
+
+func (e *capError) Error() string { return e.err.Error() }

@@ -1,10 +1,7 @@
 package nest_test
 
 import (
-	"bytes"
 	"crypto/rand"
-	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -132,35 +129,5 @@ func TestFetchFiles(t *testing.T) {
 		if status.Code(err) != codes.Unauthenticated {
 			t.Errorf("%s: %v, want Unauthenticated", name, err)
 		}
-	}
-}
-
-// TestFetchFilesOverTheCap: a channel over hatchery.MaxPackBytes is
-// refused, with a clear reason, before a byte is sent (a sparse file:
-// the size alone is over).
-func TestFetchFilesOverTheCap(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, 0)
-	ch := t.TempDir()
-	writeTree(t, ch, map[string]string{"MEMORY.md": "memory", "attachments/huge.bin": ""})
-	must(t, os.Truncate(filepath.Join(ch, "attachments", "huge.bin"), hatchery.MaxPackBytes))
-	id, tok := f.spawnFiles(t, hatchery.Files{ChannelDir: ch})
-	s, err := f.client.FetchFiles(wire.Credentials(t.Context(), id, tok), &pb.FetchFilesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sent bytes.Buffer
-	for {
-		m, err := s.Recv()
-		if err != nil {
-			if errors.Is(err, io.EOF) || status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "exceed") {
-				t.Fatalf("FetchFiles over the cap: %v, want ResourceExhausted saying the files exceed the limit", err)
-			}
-			break
-		}
-		sent.Write(m.GetData())
-	}
-	if sent.Len() != 0 {
-		t.Errorf("%d bytes sent before the refusal", sent.Len())
 	}
 }
