@@ -62,6 +62,23 @@ type Chicks struct {
 	// "answer" (default: she reads it in a run of her own and answers the
 	// channel in her own words) or "relay" (the result is posted as is).
 	Results string `json:"results"`
+	// Posts paces what one chick makes Mother post in its channel.
+	Posts ChickPosts `json:"posts"`
+}
+
+// ChickPosts paces the notices one chick causes in its channel (files it
+// attaches, memory updates, skill notices) and its progress lines: past
+// the pace they are folded into one post that names what it holds.
+type ChickPosts struct {
+	// PerMinute is the notices a chick may post a minute, sustained.
+	PerMinute int `json:"perMinute"`
+	// Burst is the notices a chick may post at once above PerMinute.
+	Burst int `json:"burst"`
+	// ProgressPerMinute is the tool calls a minute a chick's progress
+	// shows, sustained (a line each in the terminal, a detail each in a
+	// thread); ProgressBurst is how many may show at once above it.
+	ProgressPerMinute int `json:"progressPerMinute"`
+	ProgressBurst     int `json:"progressBurst"`
 }
 
 // Tier is one model a chick can use.

@@ -160,6 +160,9 @@ func (o chickObserver) ChickEvent(in hatchery.Info, ev agent.Event) {
 	if v == nil {
 		return
 	}
+	if !m.paceProgress(in, ev) {
+		return
+	}
 	ev, n := viewEvent(ev)
 	if !v.reserve(n) {
 		return
@@ -185,6 +188,11 @@ func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 		title := f.Title
 		if title == "" {
 			title = filepath.Base(f.Path)
+		}
+		if !m.paceNotice(in, noticeFile, strings.TrimPrefix(f.RelPath, filepath.Join("scratch", "chicks", in.ID)+"/")) {
+			// Folded: on disk, named in the folded post and in its result.
+			v.files = append(v.files, f.RelPath)
+			return
 		}
 		v.attached = append(v.attached, title)
 		if up, ok := v.adapter.(chat.Uploader); ok {
@@ -224,6 +232,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 	}
 	m.mu.Unlock()
 	if v == nil {
+		m.paceEnd(in)
 		if !known {
 			m.logger.Warn("chick of an adapter that is not configured ended", "chick", in.ID, "adapter", in.Adapter, "outcome", in.Outcome)
 			if m.chicks != nil {
@@ -247,6 +256,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			close(v.done)
 			v.queueEnd()
 		}()
+		m.paceEnd(in)
 		ctx := context.WithoutCancel(m.ctx)
 		if m.cfg.Chicks.Results != config.ResultsRelay {
 			m.answerChickEnd(ctx, v, in)
@@ -312,6 +322,7 @@ func (m *Mother) relayChickEnd(ctx context.Context, v *chickView, in hatchery.In
 		m.metrics.MessageOut(v.adapter.Name())
 	}
 	m.logChickResult(v, in, id, text)
+	m.chargeReport(in, text)
 	if m.chicks != nil {
 		m.chicks.Reported(in.ID)
 	}
@@ -362,13 +373,7 @@ func chickSummary(in hatchery.Info, files []string) string {
 		}
 	}
 	if len(files) > 0 {
-		b.WriteString("\n\nFiles: ")
-		for i, f := range files {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("`" + f + "`")
-		}
+		b.WriteString("\n\nFiles: " + fileList(in.ID, files))
 	}
 	b.WriteString("\n\n" + chickUsage(in))
 	return b.String()
