@@ -322,7 +322,6 @@ func (m *Mother) relayChickEnd(ctx context.Context, v *chickView, in hatchery.In
 		m.metrics.MessageOut(v.adapter.Name())
 	}
 	m.logChickResult(v, in, id, text)
-	m.chargeReport(in, text)
 	if m.chicks != nil {
 		m.chicks.Reported(in.ID)
 	}
@@ -349,6 +348,7 @@ func (m *Mother) logChickResult(v *chickView, in hatchery.Info, platformID, text
 		m.logger.Error("cannot log chick result", "chick", in.ID, "err", err)
 		return
 	}
+	m.chargeReport(in, msg.Text)
 	m.logger.Info("chick result stored", "chick", in.ID, "channel", chat.QualifiedID(v.adapter.Name(), v.channel), "reply_id", platformID)
 }
 

@@ -96,7 +96,7 @@ func (b *bucket) wait(perMinute int) time.Duration {
 // folded is what a chick's notices and progress held back.
 type folded struct {
 	files, memory, skills, refused, tools int
-	fileNames, skillNames              []string
+	fileNames, skillNames                 []string
 }
 
 // notices is how many notices are folded (tool calls aside).
