@@ -72,11 +72,13 @@ type Chicks struct {
 type ChickPosts struct {
 	// PerMinute is the notices a chick may post a minute, sustained.
 	PerMinute int `json:"perMinute"`
-	// Burst is the notices a chick may post at once above PerMinute.
+	// Burst is the notices a chick may post at once before the pace
+	// applies (a token bucket of this size, refilled at PerMinute).
 	Burst int `json:"burst"`
 	// ProgressPerMinute is the tool calls a minute a chick's progress
 	// shows, sustained (a line each in the terminal, a detail each in a
-	// thread); ProgressBurst is how many may show at once above it.
+	// thread); ProgressBurst is how many may show at once before it
+	// applies.
 	ProgressPerMinute int `json:"progressPerMinute"`
 	ProgressBurst     int `json:"progressBurst"`
 }
