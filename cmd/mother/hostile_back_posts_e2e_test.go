@@ -16,7 +16,6 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
@@ -144,12 +143,22 @@ func postsFloodTurns(attach, memory int, setup string) []ollamatest.Turn {
 	return []ollamatest.Turn{{Calls: []ollamatest.Call{bashCall("make", mk)}}, {Calls: calls}}
 }
 
+// The chicks.posts defaults (pkg/config DefaultPosts*, DefaultProgress*),
+// which the rows run with; written out so that the test builds on a
+// Mother without them, and fails there.
+const (
+	postsPerMinute    = 4
+	postsBurst        = 5
+	progressPerMinute = 20
+	progressBurst     = 20
+)
+
 // postsPace is the most notices and progress lines chicks.posts lets
 // a chick that ran for d post, with slack for the folded posts.
 func postsPace(d time.Duration) (notices, progress int) {
 	mins := d.Minutes()
-	notices = config.DefaultPostsBurst + int(math.Ceil(mins*config.DefaultPostsPerMinute)) + 2
-	progress = config.DefaultProgressBurst + int(math.Ceil(mins*config.DefaultProgressPerMinute)) + 1
+	notices = postsBurst + int(math.Ceil(mins*postsPerMinute)) + 2
+	progress = progressBurst + int(math.Ceil(mins*progressPerMinute)) + 1
 	return notices, progress
 }
 
@@ -298,7 +307,8 @@ func postsDiscord(t *testing.T, api *client.Client) {
 	})
 	d := &daemon{stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(motherBin, "--log-level", "info", data)
-	d.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, chickEnv(fake)...)
+	// Not chickEnv: its DISCORD_BOT_TOKEN would override the fake's token.
+	d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MOTHER_OLLAMA_URL=" + fake.URL, "MOTHER_MODEL_ID=" + motherModel}
 	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
