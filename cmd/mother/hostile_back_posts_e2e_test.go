@@ -272,8 +272,8 @@ func postsReport(t *testing.T, api *client.Client) {
 	}
 	grew := after[len(after)-1] - before[0]
 	charged := postsReportEntry(data, id)
-	t.Logf("chick %s: result's line in log.jsonl %d bytes; Mother's prompt %d bytes before, %d after (+%d); %d tokens charged to the chick for it (ledger total %d)",
-		id, logged, before[0], after[len(after)-1], grew, charged, ledgerTokens(t, data, id))
+	t.Logf("chick %s: result's line in log.jsonl %d bytes; Mother's prompt %d bytes before, %d after (+%d, %d model calls for the next message); %d tokens charged to the chick for it (ledger total %d)",
+		id, logged, before[0], after[len(after)-1], grew, len(after)-len(before), charged, ledgerTokens(t, data, id))
 	if logged == 0 || logged > 8<<10 {
 		t.Errorf("the chick's result's line in log.jsonl is %d bytes, want at most 8 KiB", logged)
 	}
