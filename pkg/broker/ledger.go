@@ -46,6 +46,9 @@ type Entry struct {
 	// Unsettled marks the settlement written at start for a reservation
 	// that had none: charged whole.
 	Unsettled bool `json:"unsettled,omitempty"`
+	// Report marks a chick's settlement that is not a call of its own:
+	// what Mother's model reads about it once it ended (ChargeReport).
+	Report bool `json:"report,omitempty"`
 	// Scope, Name, Unit and Level, on a notice, say which: the cap's
 	// kind and subject, "tokens" or "usd", and 80 or 100.
 	Scope string `json:"scope,omitempty"`

@@ -67,6 +67,8 @@ type Chicks struct {
 	// Skills caps the skills chicks leave in one skills/ directory (a
 	// channel's, or the workspace's).
 	Skills ChickSkills `json:"skills"`
+	// Posts paces what one chick makes Mother post in its channel.
+	Posts ChickPosts `json:"posts"`
 }
 
 // ChickFiles bounds the files chicks leave in a channel: a quota with
@@ -88,6 +90,23 @@ type ChickSkills struct {
 	// MaxBytes caps the bytes of one skills/ directory's files ("32m");
 	// empty: the default.
 	MaxBytes string `json:"maxBytes"`
+}
+
+// ChickPosts paces the notices one chick causes in its channel (files it
+// attaches, memory updates, skill notices) and its progress lines: past
+// the pace they are folded into one post that names what it holds.
+type ChickPosts struct {
+	// PerMinute is the notices a chick may post a minute, sustained.
+	PerMinute int `json:"perMinute"`
+	// Burst is the notices a chick may post at once before the pace
+	// applies (a token bucket of this size, refilled at PerMinute).
+	Burst int `json:"burst"`
+	// ProgressPerMinute is the tool calls a minute a chick's progress
+	// shows, sustained (a line each in the terminal, a detail each in a
+	// thread); ProgressBurst is how many may show at once before it
+	// applies.
+	ProgressPerMinute int `json:"progressPerMinute"`
+	ProgressBurst     int `json:"progressBurst"`
 }
 
 // Tier is one model a chick can use.

@@ -55,6 +55,14 @@ const (
 	// rate (chicks.events.perSecond, chicks.events.burst).
 	DefaultEventsPerSecond = 100
 	DefaultEventBurst      = 1000
+	// DefaultPostsPerMinute and DefaultPostsBurst pace the notices one
+	// chick causes in its channel (chicks.posts.perMinute, .burst);
+	// DefaultProgressPerMinute and DefaultProgressBurst its progress
+	// (chicks.posts.progressPerMinute, .progressBurst).
+	DefaultPostsPerMinute    = 4
+	DefaultPostsBurst        = 5
+	DefaultProgressPerMinute = 20
+	DefaultProgressBurst     = 20
 	// DefaultEventsMaxBytes caps the bytes stored for one chick's events
 	// (chicks.events.maxBytes).
 	DefaultEventsMaxBytes = "64m"
@@ -329,6 +337,18 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Results == "" {
 		ch.Results = ResultsAnswer
+	}
+	if ch.Posts.PerMinute == 0 {
+		ch.Posts.PerMinute = DefaultPostsPerMinute
+	}
+	if ch.Posts.Burst == 0 {
+		ch.Posts.Burst = DefaultPostsBurst
+	}
+	if ch.Posts.ProgressPerMinute == 0 {
+		ch.Posts.ProgressPerMinute = DefaultProgressPerMinute
+	}
+	if ch.Posts.ProgressBurst == 0 {
+		ch.Posts.ProgressBurst = DefaultProgressBurst
 	}
 	if ch.Egress.MaxBytes == "" {
 		ch.Egress.MaxBytes = DefaultEgressMaxBytes

@@ -190,6 +190,15 @@ func (c *Config) validateChicks(p *problems) {
 	default:
 		p.bad("chicks.results", "must be \"answer\" or \"relay\", got %q", ch.Results)
 	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"chicks.posts.perMinute", ch.Posts.PerMinute}, {"chicks.posts.burst", ch.Posts.Burst},
+		{"chicks.posts.progressPerMinute", ch.Posts.ProgressPerMinute}, {"chicks.posts.progressBurst", ch.Posts.ProgressBurst}} {
+		if f.n < 0 {
+			p.bad(f.name, "must be positive, got %d", f.n)
+		}
+	}
 	c.validateEgress(p)
 	c.validateChickEvents(p)
 	c.validateGate(p)

@@ -250,7 +250,8 @@ func Run(ctx context.Context, opts Options) error {
 	motherTools = append(motherTools, events.Tools(watcher)...)
 	motherTools = append(motherTools, host.tools.InvokeTool())
 	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
-		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy, Disk: dk})
+		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy, Disk: dk,
+		Reports: reportMeter{ch.broker}})
 	if err != nil {
 		return r.fail(err)
 	}

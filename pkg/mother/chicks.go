@@ -162,6 +162,9 @@ func (o chickObserver) ChickEvent(in hatchery.Info, ev agent.Event) {
 	if v == nil {
 		return
 	}
+	if !m.paceProgress(in, ev) {
+		return
+	}
 	ev, n := viewEvent(ev)
 	if !v.reserve(n) {
 		return
@@ -187,6 +190,11 @@ func (o chickObserver) ChickFile(in hatchery.Info, f hatchery.File) {
 		title := f.Title
 		if title == "" {
 			title = filepath.Base(f.Path)
+		}
+		if !m.paceNotice(in, noticeFile, strings.TrimPrefix(f.RelPath, filepath.Join("scratch", "chicks", in.ID)+"/")) {
+			// Folded: on disk, named in the folded post and in its result.
+			v.files = append(v.files, f.RelPath)
+			return
 		}
 		v.attached = append(v.attached, title)
 		if up, ok := v.adapter.(chat.Uploader); ok {
@@ -226,6 +234,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 	}
 	m.mu.Unlock()
 	if v == nil {
+		m.paceEnd(in)
 		if !known {
 			m.logger.Warn("chick of an adapter that is not configured ended", "chick", in.ID, "adapter", in.Adapter, "outcome", in.Outcome)
 			if m.chicks != nil {
@@ -249,6 +258,7 @@ func (o chickObserver) ChickEnded(in hatchery.Info) {
 			close(v.done)
 			v.queueEnd()
 		}()
+		m.paceEnd(in)
 		ctx := context.WithoutCancel(m.ctx)
 		m.postEvicted(v)
 		if m.cfg.Chicks.Results != config.ResultsRelay {
@@ -341,6 +351,7 @@ func (m *Mother) logChickResult(v *chickView, in hatchery.Info, platformID, text
 		m.logger.Error("cannot log chick result", "chick", in.ID, "err", err)
 		return
 	}
+	m.chargeReport(in, msg.Text)
 	m.logger.Info("chick result stored", "chick", in.ID, "channel", chat.QualifiedID(v.adapter.Name(), v.channel), "reply_id", platformID)
 }
 
@@ -365,13 +376,7 @@ func chickSummary(in hatchery.Info, files []string) string {
 		}
 	}
 	if len(files) > 0 {
-		b.WriteString("\n\nFiles: ")
-		for i, f := range files {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("`" + f + "`")
-		}
+		b.WriteString("\n\nFiles: " + fileList(in.ID, files))
 	}
 	b.WriteString("\n\n" + chickUsage(in))
 	return b.String()

@@ -39,7 +39,9 @@ func (m *Mother) ProposeSkill(_ context.Context, in hatchery.Info, p skills.Prop
 	if err != nil {
 		msg := fmt.Sprintf("Skill %s from chick %s refused: %s.", tame(p.Name, 80), in.ID, tame(err.Error(), 300))
 		m.logger.Warn("chick skill refused", "chick", in.ID, "skill", oneLine(p.Name, 80), "err", err)
-		_ = m.postLogged(a, in.ChannelID, "📚 "+msg, "")
+		if m.paceNotice(in, noticeSkillRefused, p.Name) {
+			_ = m.postLogged(a, in.ChannelID, "📚 "+msg, "")
+		}
 		return false, msg, nil
 	}
 	skillsMu.Lock()
@@ -61,7 +63,9 @@ func (m *Mother) ProposeSkill(_ context.Context, in hatchery.Info, p skills.Prop
 	if err != nil {
 		m.logger.Error("cannot store a chick's skill", "chick", in.ID, "skill", s.Name, "err", err)
 		msg := fmt.Sprintf("Skill %s from chick %s could not be stored; the operator's log says why.", s.Name, in.ID)
-		_ = m.postLogged(a, in.ChannelID, "📚 "+msg, "")
+		if m.paceNotice(in, noticeSkillRefused, s.Name) {
+			_ = m.postLogged(a, in.ChannelID, "📚 "+msg, "")
+		}
 		return false, msg, nil
 	}
 	if change == skills.Unchanged {
@@ -69,7 +73,9 @@ func (m *Mother) ProposeSkill(_ context.Context, in hatchery.Info, p skills.Prop
 	}
 	m.logger.Info("chick skill stored", "chick", in.ID, "skill", s.Name, "change", change, "dir", dir)
 	msg := fmt.Sprintf("Chick %s %s skill `%s` in %s: %s", in.ID, change, s.Name, where, tame(s.Description, 200))
-	_ = m.postLogged(a, in.ChannelID, "📚 "+msg, "")
+	if m.paceNotice(in, noticeSkill, s.Name) {
+		_ = m.postLogged(a, in.ChannelID, "📚 "+msg, "")
+	}
 	return true, msg, nil
 }
 
@@ -90,7 +96,7 @@ func (m *Mother) UpdateChickMemory(_ context.Context, in hatchery.Info, mode, co
 		return false, "", err
 	}
 	m.logger.Info("chick updated channel memory", "chick", in.ID, "mode", mode)
-	if a, ok := m.Adapter(in.Adapter); ok {
+	if a, ok := m.Adapter(in.Adapter); ok && m.paceNotice(in, noticeMemory, "") {
 		_ = m.postLogged(a, in.ChannelID, fmt.Sprintf("🧠 Chick %s updated this channel's memory (%s).", in.ID, mode), "")
 	}
 	return true, msg, nil

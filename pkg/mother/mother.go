@@ -60,6 +60,9 @@ type Options struct {
 	// before delivering them again), and the admins are told when it
 	// fills or fails, and when it is fine again.
 	Disk *disk.Monitor
+	// Reports, if set, charges the report Mother's model reads about an
+	// ended chick to that chick (pace.go).
+	Reports ReportMeter
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -119,6 +122,10 @@ type Mother struct {
 	access   map[string]*accessRequest
 	// spend says the broker's spend notices in order (spend.go).
 	spend notices
+	// posts paces what each chick makes her post (pace.go); reports
+	// charges what her model reads of a chick to it (nil: nothing).
+	posts   postPaces
+	reports ReportMeter
 	// crashHook, set only by tests, is asked at the crash points of the
 	// message path (see crashed).
 	crashHook func(point string) bool
@@ -168,6 +175,7 @@ func New(opts Options) (*Mother, error) {
 		egress:           opts.Egress,
 		access:           map[string]*accessRequest{},
 		disk:             opts.Disk,
+		reports:          opts.Reports,
 		unstored:         map[string]bool{},
 		diskTold:         map[string]bool{},
 	}

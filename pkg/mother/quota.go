@@ -61,7 +61,7 @@ func evictionNotice(id string, ev evictions) string {
 	var b strings.Builder
 	if ev.removed > 0 {
 		fmt.Fprintf(&b, "🧹 To keep this channel's files within their quota of %s, I removed the %d oldest chick output files (%s) while chick %s worked: %s",
-			sizeText(ev.quota), ev.removed, sizeText(ev.bytes), id, fileList(ev.names, ev.removed))
+			sizeText(ev.quota), ev.removed, sizeText(ev.bytes), id, evictedList(ev.names, ev.removed))
 	}
 	if ev.left > 0 {
 		if b.Len() > 0 {
@@ -70,13 +70,13 @@ func evictionNotice(id string, ev evictions) string {
 			b.WriteString("🧹 ")
 		}
 		fmt.Fprintf(&b, "This channel's files that are not chick outputs hold more than the %s a chick can receive: chick %s started without %s",
-			sizeText(hatchery.MaxPackBytes), id, fileList(ev.leftOut, ev.left))
+			sizeText(hatchery.MaxPackBytes), id, evictedList(ev.leftOut, ev.left))
 	}
 	return b.String()
 }
 
-// fileList names files (names of n), inert, with the rest counted.
-func fileList(names []string, n int) string {
+// evictedList names files (names of n), inert, with the rest counted.
+func evictedList(names []string, n int) string {
 	q := make([]string, len(names))
 	for i, s := range names {
 		q[i] = "`" + tame(s, 200) + "`"

@@ -144,6 +144,7 @@ func (m *Mother) answerChickEnd(ctx context.Context, v *chickView, in hatchery.I
 		return
 	}
 	job.TriggerEnd = lm.End
+	m.chargeReport(in, msg.Text)
 	if err := m.queue(cs, job); err != nil {
 		lg.Info("shutting down; the answer to the chick's result is kept for the next start")
 	}
@@ -201,10 +202,14 @@ func chickReport(in hatchery.Info, attached, saved []string, file string) string
 	var b strings.Builder
 	fmt.Fprintf(&b, "[chick %s ended] Outcome: %s.\nGoal: %s", in.ID, chickOutcome(in), oneLine(in.Goal, 300))
 	if len(attached) > 0 {
-		b.WriteString("\nFiles it attached (already posted to the channel): " + strings.Join(attached, ", "))
+		names := make([]string, 0, foldNames)
+		for _, a := range attached[:min(len(attached), foldNames)] {
+			names = append(names, clipName(a))
+		}
+		b.WriteString("\nFiles it attached (already posted to the channel): " + nameList(names, len(attached)))
 	}
 	if len(saved) > 0 {
-		b.WriteString("\nFiles it saved in this channel's directory: `" + strings.Join(saved, "`, `") + "`")
+		b.WriteString("\nFiles it saved in this channel's directory: " + fileList(in.ID, saved))
 	}
 	result := chickResultText(in)
 	if file != "" {
@@ -216,9 +221,9 @@ func chickReport(in hatchery.Info, attached, saved []string, file string) string
 	case result == "":
 		b.WriteString("\n\nIt left no final message.")
 	case in.Reason == hatchery.ReasonDone:
-		b.WriteString("\n\nResult:\n" + result)
+		b.WriteString("\n\nResult:\n" + reportResult(result, file))
 	default:
-		b.WriteString("\n\nIts last words:\n" + result)
+		b.WriteString("\n\nIts last words:\n" + reportResult(result, file))
 	}
 	b.WriteString("\n\nTell the channel what this chick found, in your own words: what matters first, quoting the key parts. ")
 	if in.Reason != hatchery.ReasonDone {
@@ -226,6 +231,20 @@ func chickReport(in hatchery.Info, attached, saved []string, file string) string
 	}
 	b.WriteString("Its attached files are already posted and its usage line is added to your answer.")
 	return b.String()
+}
+
+// maxReportResult bounds, in characters, the result a report holds when
+// the whole is in a file attached to her answer: enough to answer from,
+// about 2,000 tokens.
+const maxReportResult = 8000
+
+// reportResult is result as a report holds it: whole, or its first
+// maxReportResult characters when the whole is in file.
+func reportResult(result, file string) string {
+	if file == "" || utf8.RuneCountInString(result) <= maxReportResult {
+		return result
+	}
+	return string([]rune(result)[:maxReportResult]) + fmt.Sprintf("\n[… cut here: the whole is in `%s`]", file)
 }
 
 // chickAnswer turns the outcome of Mother's run on a chick's result into
