@@ -77,3 +77,26 @@ func TestAccessRefusedBeforeAsking(t *testing.T) {
 		t.Errorf("%d requests posted for destinations the gate refuses", got)
 	}
 }
+
+// TestAccessApprovalOfARefusedDestination: the operator maps the name to
+// loopback after the chick asked; the admin's allow is not kept, the chick
+// is told it is refused, and the channel's notice says why.
+func TestAccessApprovalOfARefusedDestination(t *testing.T) {
+	t.Parallel()
+	a := newAccessHarness(t)
+	in := chickIn("c-7f3a91c2", "C1")
+	res := a.ask(t.Context(), in, "late.test:8080", "needed")
+	a.posted(1, "asks to reach `late.test:8080`")
+	cc := a.cc
+	cc.Egress.Hosts = map[string]string{"late.test": "127.0.0.1"}
+	a.policy.SetConfig(cc)
+	a.say("C1", "allow c-7f3a91c2", false, from("UADMIN", "ana"))
+	r := answer(t, res)
+	if r.err != nil || r.g.Granted || !strings.HasPrefix(r.g.Message, "refused: late.test resolves (chicks.egress.hosts) to a loopback address 127.0.0.1") {
+		t.Errorf("RequestAccess = %+v, %v; want refused", r.g, r.err)
+	}
+	a.posted(1, "⛔ @ana allowed chick `c-7f3a91c2` to reach `late.test:8080`, but late.test resolves")
+	if ok, _ := a.policy.Allowed(ci(in), "late.test", 8080); ok {
+		t.Error("the approval of a destination the gate refuses was kept")
+	}
+}
