@@ -28,6 +28,7 @@ func TestHostileBackEgress(t *testing.T) {
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
 	buildAttack(t)
+	plainMother(t)
 	rows := []struct {
 		name string
 		run  func(t *testing.T, api *client.Client)
@@ -289,14 +290,15 @@ func egressLoopbackApproval(t *testing.T, api *client.Client) {
 // egressClone copies a list of strings (so appending does not share it).
 func egressClone(s []string) []string { return append([]string(nil), s...) }
 
-// egressMother is hostileMother with no extra settings, and Mother's CPU
-// profiled to $MOTHER_CPUPROFILE when it is set (to find where the time
-// goes: go tool pprof).
+// egressMother is hostileMother with no extra settings and the mother
+// binary as it ships (plainMother: the race detector's cost would be
+// counted in her CPU), her CPU profiled to $MOTHER_CPUPROFILE when it is
+// set (to find where the time goes: go tool pprof).
 func egressMother(t *testing.T, api *client.Client, h *hostileModel, fake *ollamatest.Server) (*chickProc, string) {
 	t.Helper()
 	prof := os.Getenv("MOTHER_CPUPROFILE")
 	if prof == "" {
-		return hostileMother(t, api, h, fake, nil, nil)
+		return hostileMotherBin(t, plainMother(t), api, h, fake, nil, nil)
 	}
 	data, _ := chickData(t, api, nil)
 	removeGateVolumes(t, api, data)
@@ -311,5 +313,5 @@ func egressMother(t *testing.T, api *client.Client, h *hostileModel, fake *ollam
 	if err := os.WriteFile(filepath.Join(scratch, "attack"), b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return startMotherBinary(t, motherBin, data, append(chickEnv(fake), "MOTHER_CPUPROFILE="+prof)), data
+	return startMotherBinary(t, plainMother(t), data, append(chickEnv(fake), "MOTHER_CPUPROFILE="+prof)), data
 }

@@ -23,7 +23,7 @@ func (m *Mother) accessRefused(in hatchery.Info, dest string) (g egress.Grant, o
 	if why == "" {
 		return egress.Grant{}, false
 	}
-	m.logger.Info("access request refused: the gate refuses the destination", "chick", in.ID, "destination", dest, "why", why)
+	m.logger.Debug("access request refused: the gate refuses the destination", "chick", in.ID, "destination", dest, "why", why)
 	return egress.Grant{Message: "refused: " + why + ", whatever an admin says; nobody was asked. " +
 		"Only the operator can allow such an address, by listing it in chicks.egress.allow"}, true
 }
