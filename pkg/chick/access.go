@@ -29,9 +29,10 @@ func (t *accessTool) Spec() model.ToolSpec {
 		Description: "Ask for network access to one destination. Your network is isolated: you reach only what is allowed for you, " +
 			"and a refused connection answers 403 with a line like \"blocked: pypi.org:443 (not allowed for this chick)\". " +
 			"This asks the admins of your channel in the chat, with your reason, and waits for their answer (it may take minutes); " +
-			"it returns whether it was granted. Once granted, the destination is reachable through the HTTP(S) proxy already " +
+			"it returns whether it was granted. Once granted, the destination is allowed through the HTTP(S) proxy already " +
 			"configured in your environment (HTTP_PROXY/HTTPS_PROXY: curl, pip, git and most tools use it by themselves); " +
-			"retry what was blocked. Ask only for what the goal needs, one host and port per call, and say why.",
+			"retry what was blocked. Loopback, private and link-local addresses stay refused (only the operator can allow them): " +
+			"asking for one is refused at once. Ask only for what the goal needs, one host and port per call, and say why.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{
 "label":{"type":"string","description":"A few words shown to the user while this runs"},
 "destination":{"type":"string","description":"one host and port, e.g. \"pypi.org:443\" (an https:// or http:// URL is taken as its host and port); wildcards such as \"*.example.com\" and destinations without a port are refused: only the operator can allow those"},
@@ -82,7 +83,9 @@ func (t *accessTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result
 		msg = "refused"
 	}
 	if resp.GetGranted() {
-		msg += "\n" + dest + " is now reachable through the proxy."
+		// Allowed is all Mother can say: the gate still checks the
+		// address the name resolves to when the chick connects.
+		msg += "\n" + dest + " is now allowed through the proxy: retry what was blocked (a refusal answers 403 with the reason)."
 	}
 	return agent.Result{Text: msg}, nil
 }

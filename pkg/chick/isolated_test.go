@@ -396,7 +396,7 @@ func TestIsolatedChickThroughGate(t *testing.T) {
 		t.Fatal("the chick did not finish after the gate restarted")
 	}
 	res := <-nest.results
-	if want := "access: approved by @ana for this chick\nweb.test:" + web.securePort + " is now reachable through the proxy."; res.GetText() != want {
+	if want := "access: approved by @ana for this chick\nweb.test:" + web.securePort + " is now allowed through the proxy: retry what was blocked (a refusal answers 403 with the reason)."; res.GetText() != want {
 		t.Errorf("result %q, want %q", res.GetText(), want)
 	}
 	if len(nest.asked) != 1 || nest.asked[0].GetDestination() != "web.test:"+web.securePort || nest.asked[0].GetReason() != "the data is there" {

@@ -167,6 +167,17 @@ type Egress struct {
 	// RequestTimeout is how long a chick's request_access waits for an
 	// admin's answer.
 	RequestTimeout Duration `json:"requestTimeout"`
+	// LogMaxBytes caps a chick's connection log (its egress.jsonl, "1m");
+	// empty: the default. Past it the connections are counted, not
+	// logged one by one: a summary line keeps the counts.
+	LogMaxBytes string `json:"logMaxBytes"`
+	// MaxPendingPerChick caps the request_access calls of one chick that
+	// wait for an admin at once; 0: the default. A call past it is
+	// refused at once, and nobody is asked.
+	MaxPendingPerChick int `json:"maxPendingPerChick"`
+	// MaxPendingPerChannel caps the request_access calls waiting for an
+	// admin in one channel, all its chicks together; 0: the default.
+	MaxPendingPerChannel int `json:"maxPendingPerChannel"`
 }
 
 // ChickEvents bounds what one chick may stream to Mother over its

@@ -49,6 +49,14 @@ const (
 	DefaultModelMaxOutputTokens = 8192
 	// DefaultEgressMaxBytes caps what one chick sends out through its gate.
 	DefaultEgressMaxBytes = "256m"
+	// DefaultEgressLogMaxBytes caps a chick's egress.jsonl
+	// (chicks.egress.logMaxBytes).
+	DefaultEgressLogMaxBytes = "1m"
+	// DefaultAccessPendingPerChick and DefaultAccessPendingPerChannel cap
+	// the access requests waiting for an admin
+	// (chicks.egress.maxPendingPerChick, maxPendingPerChannel).
+	DefaultAccessPendingPerChick   = 3
+	DefaultAccessPendingPerChannel = 10
 	// DefaultEventMaxBytes caps one chick event (chicks.events.maxEventBytes).
 	DefaultEventMaxBytes = "1m"
 	// DefaultEventsPerSecond and DefaultEventBurst bound a chick's event
@@ -352,6 +360,15 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Egress.MaxBytes == "" {
 		ch.Egress.MaxBytes = DefaultEgressMaxBytes
+	}
+	if ch.Egress.LogMaxBytes == "" {
+		ch.Egress.LogMaxBytes = DefaultEgressLogMaxBytes
+	}
+	if ch.Egress.MaxPendingPerChick == 0 {
+		ch.Egress.MaxPendingPerChick = DefaultAccessPendingPerChick
+	}
+	if ch.Egress.MaxPendingPerChannel == 0 {
+		ch.Egress.MaxPendingPerChannel = DefaultAccessPendingPerChannel
 	}
 	if ch.Events.MaxEventBytes == "" {
 		ch.Events.MaxEventBytes = DefaultEventMaxBytes

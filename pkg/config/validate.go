@@ -579,6 +579,41 @@ func (c *Config) validateEgress(p *problems) {
 	if e.RequestTimeout.invalid != "" || e.RequestTimeout.Duration < 0 {
 		p.bad("chicks.egress.requestTimeout", "must be a positive duration such as \"10m\"")
 	}
+	if n, err := e.LogMaxBytesValue(); err != nil {
+		p.bad("chicks.egress.logMaxBytes", "%v", err)
+	} else if n < MinEgressLogBytes {
+		p.bad("chicks.egress.logMaxBytes", "must be at least %d bytes (room for the summary of what was not logged), got %d", MinEgressLogBytes, n)
+	}
+	if e.MaxPendingPerChick < 0 {
+		p.bad("chicks.egress.maxPendingPerChick", "must be a positive number of requests, got %d", e.MaxPendingPerChick)
+	}
+	if e.MaxPendingPerChannel < 0 {
+		p.bad("chicks.egress.maxPendingPerChannel", "must be a positive number of requests, got %d", e.MaxPendingPerChannel)
+	}
+}
+
+// MinEgressLogBytes is the least chicks.egress.logMaxBytes may be.
+const MinEgressLogBytes = 16 << 10
+
+// LogMaxBytesValue is LogMaxBytes in bytes (empty: the default).
+func (e Egress) LogMaxBytesValue() (int64, error) {
+	if e.LogMaxBytes == "" {
+		return ParseBytes(DefaultEgressLogMaxBytes)
+	}
+	return ParseBytes(e.LogMaxBytes)
+}
+
+// PendingCaps are MaxPendingPerChick and MaxPendingPerChannel, a zero or
+// less taking the default.
+func (e Egress) PendingCaps() (perChick, perChannel int) {
+	perChick, perChannel = e.MaxPendingPerChick, e.MaxPendingPerChannel
+	if perChick <= 0 {
+		perChick = DefaultAccessPendingPerChick
+	}
+	if perChannel <= 0 {
+		perChannel = DefaultAccessPendingPerChannel
+	}
+	return perChick, perChannel
 }
 
 func (c *Config) validateChickEvents(p *problems) {

@@ -118,6 +118,8 @@ type compiled struct {
 	hosts    map[string][]string
 	maxBytes int64
 	timeout  time.Duration
+	// perChick and perChannel cap the pending access requests.
+	perChick, perChannel int
 }
 
 // state is StateFile.
@@ -193,6 +195,7 @@ func (p *Policy) SetConfig(cc config.Chicks) {
 		mb, _ = config.Egress{}.MaxBytesValue()
 	}
 	c.maxBytes = mb
+	c.perChick, c.perChannel = cc.Egress.PendingCaps()
 	if c.timeout <= 0 {
 		c.timeout = config.DefaultAccessRequestTimeout
 	}

@@ -40,7 +40,9 @@
 //   - a request that is neither CONNECT host:port nor an absolute http://
 //     URL (400);
 //   - a destination Mother's GateService.Authorize does not allow for that
-//     chick and key: 403 "blocked: host:port (reason)", reported REFUSED;
+//     chick and key: 403 "blocked: host:port (reason)", not reported
+//     (Mother recorded the refusal as she decided it: one call a refusal),
+//     logged at debug;
 //   - a chick whose byte cap is spent (403, reported CAPPED);
 //   - a name that does not resolve, or whose every address is loopback,
 //     private (RFC 1918, fc00::/7, 100.64.0.0/10), link-local (169.254/16,
@@ -57,8 +59,8 @@
 // An allowed connection is counted both ways; bytes sent out are charged
 // to the chick's cap (shared by all its connections, from Authorize's
 // bytes_remaining), and a connection that reaches it is cut and reported
-// CAPPED. Every connection's end is reported to Mother (best effort: a
-// report that cannot be delivered is logged, never allowed to hold up the
-// data). Every refusal is logged at info with the chick, the destination
-// and the reason.
+// CAPPED. Every other connection's end is reported to Mother (best
+// effort: a report that cannot be delivered is logged, never allowed to
+// hold up the data). Every refusal of the gate's own is logged at info
+// with the chick, the destination and the reason.
 package gate

@@ -107,7 +107,9 @@ func (p *proxyConn) serve(ctx context.Context, req *http.Request) {
 		if reason == "" {
 			reason = "not allowed for this chick"
 		}
-		p.refuse(http.StatusForbidden, pb.EgressOutcome_EGRESS_OUTCOME_REFUSED, reason)
+		// Mother recorded this refusal as she decided it: no report.
+		p.log.Debug("refused", "outcome", pb.EgressOutcome_EGRESS_OUTCOME_REFUSED.String(), "reason", reason)
+		p.answer(http.StatusForbidden, fmt.Sprintf("blocked: %s (%s)", p.dest(), reason))
 		return
 	}
 	cc := g.caps.open(p.chickID, auth.GetBytesRemaining())

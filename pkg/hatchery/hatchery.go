@@ -123,6 +123,8 @@ type Hatchery struct {
 	// quotaMu serialises measuring the channels' files and storing a
 	// chick's file (the channel quota, quota.go).
 	quotaMu sync.Mutex
+	// egressMax caps each chick's egress.jsonl (chicks.egress.logMaxBytes).
+	egressMax int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -190,6 +192,9 @@ type chick struct {
 	// buffer reused from batch to batch, no copy of each encoded line.
 	evBuf bytes.Buffer
 	evEnc *json.Encoder
+	// egress is its open connection log (egress.go); nil until the first
+	// connection. Guarded by h.mu.
+	egress *egressLog
 	// newEvent is closed when an event is stored (FollowEvents waits on
 	// it); nil while no one waits. Guarded by h.mu.
 	newEvent chan struct{}
@@ -258,6 +263,7 @@ func New(opts Options) (*Hatchery, error) {
 		h.keys = newProcessKeys()
 	}
 	h.evLimits = eventLimits(cfg.Chicks.Events)
+	h.egressMax = egressLogMax(cfg.Chicks.Egress)
 	if cfg.Chicks.Network == config.NetworkHost {
 		h.logger.Warn("chicks.network is \"host\" (unsafe): chicks can reach everything the Docker host can, its loopback services, the LAN and the internet; \"isolated\" lets them reach only Mother and what chicks.egress allows")
 	}
@@ -412,6 +418,7 @@ func (h *Hatchery) Close() error {
 			errs = append(errs, c.events.Close())
 			c.events = nil
 		}
+		errs = append(errs, h.closeEgressLocked(c))
 	}
 	if h.records != nil {
 		errs = append(errs, h.records.Close())

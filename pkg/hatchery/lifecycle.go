@@ -288,6 +288,9 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 		c.events.Close()
 		c.events = nil
 	}
+	if err := h.closeEgressLocked(c); err != nil {
+		h.logger.Warn("chick egress log not closed cleanly", "chick", c.rec.ID, "err", err)
+	}
 	if i := slices.Index(h.queue, c); i >= 0 {
 		h.queue = slices.Delete(h.queue, i, i+1)
 	}

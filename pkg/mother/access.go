@@ -87,6 +87,9 @@ func (m *Mother) RequestAccess(ctx context.Context, in hatchery.Info, destinatio
 		m.logger.Info("access request refused: not requestable", "chick", in.ID, "destination", oneLine(destination, 100), "err", err)
 		return egress.Grant{Message: "refused: " + err.Error()}, nil
 	}
+	if g, refused := m.accessRefused(in, dest); refused {
+		return g, nil
+	}
 	ci := egress.ChickInfo{ID: in.ID, Channel: in.Channel, Tier: in.Tier}
 	covered, err := m.egress.Covered(ci, dest)
 	if err != nil {
@@ -107,6 +110,11 @@ func (m *Mother) RequestAccess(ctx context.Context, in hatchery.Info, destinatio
 	}
 	r, waiting := m.access[key]
 	if !waiting {
+		if why := m.accessCapLocked(in); why != "" {
+			m.accessMu.Unlock()
+			m.logger.Debug("access request refused: too many pending", "chick", in.ID, "destination", dest)
+			return egress.Grant{Message: why}, nil
+		}
 		r = &accessRequest{key: key, chick: in, dest: dest, adapt: a, done: make(chan struct{}), posted: make(chan struct{})}
 		m.access[key] = r
 		wait := m.egress.RequestTimeout()
@@ -411,6 +419,13 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 	var notice string
 	switch verb {
 	case AnswerAllow, AnswerAlways:
+		if why := m.egress.Refused(ci, r.dest); why != "" {
+			// The gate would refuse it whatever the admin says (the
+			// operator's hosts changed since it was asked): say so.
+			g = egress.Grant{Message: "refused: " + why + ", though " + who + " allowed it"}
+			notice = fmt.Sprintf("⛔ %s allowed chick `%s` to reach `%s`, but %s; the chick was told it is refused.", who, r.chick.ID, r.dest, why)
+			break
+		}
 		scope, scopeText := egress.ScopeChick, "for this chick"
 		notice = fmt.Sprintf("✅ %s allowed chick `%s` to reach `%s` (this chick, until it ends).", who, r.chick.ID, r.dest)
 		if verb == AnswerAlways {
@@ -422,7 +437,7 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 			reply(fmt.Sprintf("I could not save the approval of `%s` for chick `%s` (%s); the request is still open.", r.dest, r.chick.ID, firstLine(err.Error())))
 			return true
 		}
-		g = egress.Grant{Granted: true, Scope: scope, Message: "approved by " + who + " " + scopeText}
+		g = egress.Grant{Granted: true, Scope: scope, Message: "approved by " + who + " " + scopeText + approvalRider(r.dest)}
 	case AnswerDeny:
 		g = egress.Grant{Message: "refused by " + who}
 		notice = fmt.Sprintf("⛔ %s refused chick `%s` access to `%s`.", who, r.chick.ID, r.dest)

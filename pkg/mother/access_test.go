@@ -113,7 +113,7 @@ func TestAccessApprovedOnce(t *testing.T) {
 	// sees it.
 	a.say("C1", "@mother allow c-7f3a", false, mention, from("UADMIN", "ana"))
 	r := answer(t, res)
-	if r.err != nil || !r.g.Granted || r.g.Scope != egress.ScopeChick || r.g.Message != "approved by @ana for this chick" {
+	if r.err != nil || !r.g.Granted || r.g.Scope != egress.ScopeChick || r.g.Message != "approved by @ana for this chick; "+egress.RefusesPrivate {
 		t.Fatalf("RequestAccess = %+v, %v", r.g, r.err)
 	}
 	if ok, _ := a.policy.Allowed(ci(in), "pypi.org", 443); !ok {
@@ -157,7 +157,7 @@ func TestAccessApprovedAlwaysSurvivesAReload(t *testing.T) {
 	}
 	a.say("C1", "always c-11112222", false, from("UADMIN", "ana"))
 	r := answer(t, res)
-	if !r.g.Granted || r.g.Scope != egress.ScopeChannel || r.g.Message != "approved by @ana for this channel" {
+	if !r.g.Granted || r.g.Scope != egress.ScopeChannel || r.g.Message != "approved by @ana for this channel; "+egress.RefusesPrivate {
 		t.Fatalf("RequestAccess = %+v, %v", r.g, r.err)
 	}
 	a.posted(1, "every chick of this channel from now on, to reach `files.pythonhosted.org:443` (kept)")

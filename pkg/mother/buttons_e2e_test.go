@@ -200,7 +200,7 @@ func TestAccessButtonsDiscord(t *testing.T) {
 	// mario is: the chick gets its destination.
 	fake.Click(general, req.ID, mario, bs[0].CustomID)
 	g := answered(t, res)
-	if g.err != nil || !g.g.Granted || g.g.Scope != egress.ScopeChick || g.g.Message != "approved by @mario for this chick" {
+	if g.err != nil || !g.g.Granted || g.g.Scope != egress.ScopeChick || g.g.Message != "approved by @mario for this chick; "+egress.RefusesPrivate {
 		t.Fatalf("RequestAccess = %+v, %v", g.g, g.err)
 	}
 	if ok, _ := r.policy.Allowed(egress.ChickInfo{ID: in.ID, Channel: in.Channel, Tier: in.Tier}, "pypi.org", 443); !ok {
@@ -262,7 +262,7 @@ func TestAccessButtonsSlack(t *testing.T) {
 
 	envs = append(envs, fake.Click(general, req.TS, mario.ID, bs[1].ActionID))
 	g := answered(t, res)
-	if g.err != nil || !g.g.Granted || g.g.Scope != egress.ScopeChannel || g.g.Message != "approved by @mario for this channel" {
+	if g.err != nil || !g.g.Granted || g.g.Scope != egress.ScopeChannel || g.g.Message != "approved by @mario for this channel; "+egress.RefusesPrivate {
 		t.Fatalf("RequestAccess = %+v, %v", g.g, g.err)
 	}
 	if ok, _ := r.policy.Allowed(egress.ChickInfo{ID: "c-other", Channel: in.Channel, Tier: in.Tier}, "pypi.org", 443); !ok {

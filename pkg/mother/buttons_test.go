@@ -67,7 +67,7 @@ func TestAccessButtonApproves(t *testing.T) {
 	}
 	a.click("C1", req.ID, req.Choices[0].ID, from("UADMIN", "ana"))
 	r := answer(t, res)
-	if r.err != nil || !r.g.Granted || r.g.Scope != egress.ScopeChick || r.g.Message != "approved by @ana for this chick" {
+	if r.err != nil || !r.g.Granted || r.g.Scope != egress.ScopeChick || r.g.Message != "approved by @ana for this chick; "+egress.RefusesPrivate {
 		t.Fatalf("RequestAccess = %+v, %v", r.g, r.err)
 	}
 	notice := "✅ @ana allowed chick `c-7f3a91c2` to reach `pypi.org:443` (this chick, until it ends)."

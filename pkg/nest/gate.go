@@ -167,6 +167,17 @@ func (g *gateService) Authorize(ctx context.Context, req *pb.AuthorizeRequest) (
 		resp.Trusted = p.Trusted(ci, int(req.GetPort()))
 	}
 	g.s.logger.Debug("gate authorize", "chick", in.ID, "destination", egress.Destination(req.GetHost(), int(req.GetPort())), "allow", resp.Allow, "reason", resp.Reason)
+	if !resp.Allow {
+		// A refusal is recorded here, where it is decided: the gate
+		// reports no connection it was refused (one call a refusal, not
+		// two).
+		e := hatchery.Egress{Host: clip(strings.ToLower(strings.TrimSuffix(req.GetHost(), ".")), 253), Port: int(req.GetPort()),
+			Outcome: hatchery.EgressRefused, Reason: clip(resp.Reason, 300)}
+		if resp.Reason == egress.ReasonCapped {
+			e.Outcome = hatchery.EgressCapped
+		}
+		_ = g.record(in, e) // logged; the gate is answered all the same
+	}
 	return resp, nil
 }
 
@@ -202,21 +213,32 @@ func (g *gateService) Report(ctx context.Context, req *pb.ReportRequest) (*pb.Re
 	if e.Reason == "" && outcome == hatchery.EgressRefused {
 		e.Reason = egress.ReasonNotAllowed
 	}
+	if err := g.record(in, e); err != nil {
+		return nil, err
+	}
+	return &pb.ReportResponse{}, nil
+}
+
+// record counts a connection of chick in (metrics, its byte ledger) and
+// records it with the chick, whose channel sees it; after its end, in
+// the metrics only.
+func (g *gateService) record(in hatchery.Info, e hatchery.Egress) error {
+	outcome := e.Outcome
 	if m := g.s.gate.Metrics; m != nil {
 		m.GateConnection(egress.Destination(e.Host, e.Port), string(outcome), in.Tier, e.BytesOut, e.BytesIn)
 	}
 	if in.State.Final() {
-		return &pb.ReportResponse{}, nil
+		return nil
 	}
 	g.s.gate.Policy.AddSent(in.ID, e.BytesOut)
 	if g.s.egress == nil {
-		return &pb.ReportResponse{}, nil
+		return nil
 	}
 	if _, err := g.s.egress.RecordEgress(in.ID, e); err != nil && !errors.Is(err, hatchery.ErrChickEnded) {
-		g.s.logger.Warn("gate report not recorded", "chick", in.ID, "err", err)
-		return nil, status.Error(codes.Internal, err.Error())
+		g.s.logger.Warn("gate connection not recorded", "chick", in.ID, "err", err)
+		return status.Error(codes.Internal, err.Error())
 	}
-	return &pb.ReportResponse{}, nil
+	return nil
 }
 
 // clip cuts s to at most n bytes, on a rune boundary.

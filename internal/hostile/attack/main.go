@@ -14,6 +14,8 @@
 //	attack flood    -size N -count N     a Session streaming big or many ToolEnd events
 //	attack storm    -n 2000              connections to the gate's nest.sock
 //	attack access   -dest d ...          concurrent RequestAccess calls
+//	attack refusals -to d -conc 4 -for 20s  refused requests through the proxy
+//	attack accessflood -n 100 -to domain    RequestAccess calls all at once
 //
 // The credentials (-id, -token, -key, -ca in base64) are what the test read
 // from the chick's container: the program assumes they leaked.
@@ -75,6 +77,7 @@ func main() {
 	window := fs.Duration("for", 20*time.Second, "flood, storm: how long to keep at it")
 	var dests multi
 	fs.Var(&dests, "dest", "access: a destination to ask for (repeatable)")
+	ef := egressFlagsOn(fs)
 	fs.Parse(args)
 	switch cmd {
 	case "memscan":
@@ -104,6 +107,8 @@ func main() {
 	case "access":
 		c.mustDial()
 		access(c, dests)
+	case "refusals", "accessflood":
+		egressRun(cmd, c, ef, *n, *window)
 	default:
 		fmt.Fprintf(os.Stderr, "attack: unknown command %q\n", cmd)
 		os.Exit(2)
