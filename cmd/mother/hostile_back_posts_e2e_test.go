@@ -129,6 +129,10 @@ func (p *postsModel) turn(r ollamatest.Request) ollamatest.Turn {
 // postsFloodTurns: files made in one bash call, then attachments and
 // memory updates in one turn of calls (alternating contents: never the
 // same call twice in a row).
+// postsSkillsKept is how many of the 1,000 skills the channel keeps:
+// chicks.skills.maxCount's default.
+const postsSkillsKept = 100
+
 func postsFloodTurns(attach, memory int, setup string) []ollamatest.Turn {
 	var calls []ollamatest.Call
 	for i := range max(attach, memory) {
@@ -210,8 +214,10 @@ func postsNotices(t *testing.T, api *client.Client) {
 		t.Errorf("MEMORY.md holds %d updates, want 300", n)
 	}
 	sk, _ := os.ReadDir(filepath.Join(chDir, "skills"))
-	if len(sk) != 1000 {
-		t.Errorf("%d skills stored, want 1000", len(sk))
+	// chicks.skills.maxCount (100 by default) keeps the first 100; the
+	// other 900 are refused, and their notices folded with the rest.
+	if len(sk) != postsSkillsKept {
+		t.Errorf("%d skills stored, want %d (chicks.skills.maxCount)", len(sk), postsSkillsKept)
 	}
 	p.stdin.Close()
 	if code := p.wait(t, 2*time.Minute); code != 0 {
