@@ -37,7 +37,20 @@ func TestHostileBackUploads(t *testing.T) {
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
 	plainMother(t)
-	t.Run("Discord", func(t *testing.T) { uploadsDiscord(t, api) })
+	rows := []struct {
+		name     string
+		platform func(*testing.T, *ollamatest.Server) uploadsPlatform
+	}{
+		{"Discord", uploadsDiscord},
+		{"Slack", uploadsSlack},
+		{"Telegram", uploadsTelegram},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			uploadsRow(t, api, r.platform)
+		})
+	}
 }
 
 // uploadsMother starts Mother (built without the race detector) with the
@@ -138,11 +151,76 @@ func (s *uploadsSampler) end() (baseline, peak int64) {
 	return s.baseline, s.peak
 }
 
-// uploadsDiscord: a chick attaches ten 25 MiB files in a Discord channel;
-// Mother's RSS rises by at most uploadsRSSBound while she posts them, and
-// every file reaches the fake whole.
-func uploadsDiscord(t *testing.T, api *client.Client) {
+// uploadsPlatform is a platform's wire fake as the row drives it.
+type uploadsPlatform struct {
+	// adapters is config.json's "adapters" for Mother on the fake.
+	adapters any
+	// connected reports whether Mother is on the fake.
+	connected func() bool
+	// ask posts the message that makes Mother spawn the row's chick.
+	ask func(text string)
+	// files are the files the fake received in the channel, by name.
+	files func() map[string][]byte
+}
+
+func uploadsDiscord(t *testing.T, model *ollamatest.Server) uploadsPlatform {
 	fake := newDiscordFake(t, 0)
+	return uploadsPlatform{
+		adapters:  discordConfig(fake, model)["adapters"],
+		connected: func() bool { return fake.Connected() == 1 },
+		ask:       func(text string) { fake.Say(dGeneral, dMario, "<@"+fake.Bot().ID+"> "+text) },
+		files: func() map[string][]byte {
+			got := map[string][]byte{}
+			for _, m := range fake.Messages(dGeneral) {
+				for _, f := range m.Files {
+					got[f.Name] = f.Data
+				}
+			}
+			return got
+		},
+	}
+}
+
+func uploadsSlack(t *testing.T, model *ollamatest.Server) uploadsPlatform {
+	fake := newSlackFake(t)
+	return uploadsPlatform{
+		adapters:  slackConfig(fake, model)["adapters"],
+		connected: func() bool { return fake.Opens() == 1 },
+		ask:       func(text string) { fake.Post(sGeneral, sMario.ID, "<@UBOT> "+text) },
+		files: func() map[string][]byte {
+			got := map[string][]byte{}
+			for _, f := range fake.Files() {
+				if f.Channel == sGeneral && len(f.Data) > 0 {
+					got[f.Name] = f.Data
+				}
+			}
+			return got
+		},
+	}
+}
+
+func uploadsTelegram(t *testing.T, model *ollamatest.Server) uploadsPlatform {
+	fake := newTelegramFake(t)
+	return uploadsPlatform{
+		adapters:  telegramConfig(fake, model)["adapters"],
+		connected: tgPolling(fake, 1),
+		ask:       func(text string) { fake.Post(tgGroup.ID, tgMario.ID, "@mother_bot "+text) },
+		files: func() map[string][]byte {
+			got := map[string][]byte{}
+			for _, u := range fake.Uploads() {
+				if u.Chat == tgGroup.ID {
+					got[u.Name] = u.Data
+				}
+			}
+			return got
+		},
+	}
+}
+
+// uploadsRow: a chick attaches ten 25 MiB files in a channel of the
+// platform's fake; Mother's RSS rises by at most uploadsRSSBound while she
+// posts them, and every file reaches the fake whole.
+func uploadsRow(t *testing.T, api *client.Client, platform func(*testing.T, *ollamatest.Server) uploadsPlatform) {
 	h := newHostileModel(api)
 	h.row("uploads", uploadsSteps()...)
 	var sampler *uploadsSampler
@@ -162,22 +240,22 @@ func uploadsDiscord(t *testing.T, api *client.Client) {
 		return h.turn(r)
 	})
 	defer model.Close()
-	extra := map[string]any{"adapters": discordConfig(fake, model)["adapters"]}
-	p := uploadsMother(t, api, model, extra)
+	pf := platform(t, model)
+	p := uploadsMother(t, api, model, map[string]any{"adapters": pf.adapters})
 	sampler = newUploadsSampler(p.cmd.Process.Pid)
-	for deadline := time.Now().Add(30 * time.Second); fake.Connected() != 1; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !pf.connected(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("Mother is not on the fake's gateway after 30 s:\n%s", tail(p.errs(), 3000))
+			t.Fatalf("Mother is not on the fake after 30 s:\n%s", tail(p.errs(), 3000))
 		}
 	}
-	fake.Say(dGeneral, dMario, "<@"+fake.Bot().ID+"> uploads of ten big files")
-	fake.Wait(t, 4*time.Minute, "ten files posted", func() bool {
-		n := 0
-		for _, m := range fake.MessagesLocked(dGeneral) {
-			n += len(m.Files)
+	pf.ask("uploads of ten big files")
+	var got map[string][]byte
+	for deadline := time.Now().Add(4 * time.Minute); len(got) < uploadsFiles; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d files posted after 4 minutes:\n%s", len(got), uploadsFiles, tail(p.errs(), 3000))
 		}
-		return n >= uploadsFiles
-	})
+		got = pf.files()
+	}
 	baseline, peak := sampler.end()
 	t.Logf("Mother's RSS: %d MB before the uploads, %d MB at most during", baseline>>20, peak>>20)
 	if baseline <= 0 || peak-baseline > uploadsRSSBound {
@@ -192,18 +270,10 @@ func uploadsDiscord(t *testing.T, api *client.Client) {
 	if len(want) != uploadsFiles {
 		t.Fatalf("the chick made %d files, want %d:\n%s", len(want), uploadsFiles, made)
 	}
-	got := map[string]string{}
-	for _, m := range fake.Messages(dGeneral) {
-		for _, f := range m.Files {
-			got[f.Name] = fmt.Sprintf("%x", sha256.Sum256(f.Data))
-			if len(f.Data) != uploadsFileBytes {
-				t.Errorf("%s arrived with %d bytes, want %d", f.Name, len(f.Data), uploadsFileBytes)
-			}
-		}
-	}
 	for name, sum := range want {
-		if got[name] != sum {
-			t.Errorf("%s arrived with sum %q, want the chick's %s", name, got[name], sum)
+		data := got[name]
+		if len(data) != uploadsFileBytes || fmt.Sprintf("%x", sha256.Sum256(data)) != sum {
+			t.Errorf("%s arrived with %d bytes, sum %x; want %d bytes, the chick's sum %s", name, len(data), sha256.Sum256(data), uploadsFileBytes, sum)
 		}
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
