@@ -2,11 +2,13 @@ package telegram
 
 import (
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/upload/uploadtest"
 	"github.com/mother-chat/mother/pkg/adapters/telegram/telegramtest"
@@ -46,6 +48,9 @@ func TestUploadMemory(t *testing.T) {
 	}
 }
 
+// uploadMemoryChild uploads with a client timeout longer than the
+// default's 55 s: under the race detector the fake in the parent can take
+// that long to read three forms of 25 MiB.
 func uploadMemoryChild(t *testing.T) {
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
@@ -57,7 +62,7 @@ func uploadMemoryChild(t *testing.T) {
 		Config: config.Adapter{Type: "telegram", Settings: &Settings{BotToken: telegramtest.BotToken, APIURL: os.Getenv("UPLOADTEST_URL")}},
 		Logger: slog.New(slog.DiscardHandler),
 		Files:  st.AdapterFiles("telegram"),
-	}, Options{})
+	}, Options{Client: &http.Client{Timeout: 5 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
