@@ -26,6 +26,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
+	"github.com/mother-chat/mother/pkg/adapters/internal/upload"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -128,6 +129,8 @@ type Adapter struct {
 	wg       sync.WaitGroup
 	// disconnected is signalled by the Disconnect handler.
 	disconnected chan struct{}
+	// uploads bounds the uploads running at once.
+	uploads *upload.Slots
 }
 
 // channelInfo is what the adapter knows about a channel or thread.
@@ -186,6 +189,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		chans:        map[string]*channelInfo{},
 		clicks:       map[string]click{},
 		disconnected: make(chan struct{}, 1),
+		uploads:      upload.NewSlots(upload.Concurrent),
 		cursor:       &feed.Cursor{Files: env.Files, Newer: newer, IsPlatformID: isSnowflake, LoggedChannel: isSnowflake, Log: lg},
 		intake:       feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
 	}

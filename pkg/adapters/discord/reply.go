@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"mime"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -215,36 +212,6 @@ func (a *Adapter) PostMentioning(ctx context.Context, channelID, markdown string
 		}
 	}
 	return first, nil
-}
-
-// Upload implements chat.Uploader: the file goes to exactly the channel
-// asked for; nothing is shared between concurrent uploads.
-func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("discord: upload: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("discord: upload: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("discord: upload %s: not a regular file", filepath.Base(path))
-	}
-	if st.Size() > UploadLimit {
-		return fmt.Errorf("discord: upload %s: %d bytes is over Discord's %d byte limit", filepath.Base(path), st.Size(), UploadLimit)
-	}
-	name := filepath.Base(path)
-	ct := mime.TypeByExtension(filepath.Ext(name))
-	send := &discordgo.MessageSend{Files: []*discordgo.File{{Name: name, ContentType: ct, Reader: f}}, AllowedMentions: allowNone()}
-	if title != "" && title != name {
-		send.Content = render.Truncate(title, splitAt)
-	}
-	if _, err := a.s.ChannelMessageSendComplex(channelID, send, discordgo.WithContext(ctx)); err != nil {
-		return fmt.Errorf("discord: upload %s to %s: %w", name, channelID, err)
-	}
-	return nil
 }
 
 // DirectMessage implements chat.DirectMessenger: a post in the DM channel

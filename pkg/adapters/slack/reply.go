@@ -167,7 +167,9 @@ func (a *Adapter) PostMentioning(ctx context.Context, channelID, markdown string
 
 // Upload implements chat.Uploader with files.uploadV2 (get an upload URL,
 // send the bytes, complete the upload into exactly channelID). Nothing is
-// shared between concurrent uploads.
+// shared between concurrent uploads. slack-go streams the file from disk
+// (a multipart body through a pipe); at most upload.Concurrent uploads
+// run at once.
 func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) error {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -183,6 +185,11 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	if title == "" {
 		title = name
 	}
+	release, err := a.uploads.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("slack: upload %s: %w", name, err)
+	}
+	defer release()
 	_, err = a.api.UploadFileContext(ctx, slack.UploadFileParameters{
 		File: path, Filename: name, FileSize: int(st.Size()), Title: title, Channel: channelID,
 	})

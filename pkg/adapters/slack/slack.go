@@ -30,6 +30,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
+	"github.com/mother-chat/mother/pkg/adapters/internal/upload"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -98,6 +99,8 @@ type Adapter struct {
 	opts  Options
 	lg    *slog.Logger
 	api   *slack.Client
+	// uploads bounds the uploads running at once.
+	uploads *upload.Slots
 
 	queue  *feed.Queue
 	seen   *feed.Seen
@@ -147,16 +150,17 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		apiURL += "/"
 	}
 	a := &Adapter{
-		name:  env.Name,
-		env:   env,
-		clock: clock.OrReal(env.Clock),
-		opts:  opts,
-		lg:    lg.With("component", "slack", "adapter", env.Name),
-		api:   slack.New(bot, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(app), slack.OptionHTTPClient(opts.HTTPClient)),
-		queue: feed.NewQueue(),
-		seen:  feed.NewSeen(0),
-		users: map[string]chat.UserInfo{},
-		chans: map[string]chat.ChannelInfo{},
+		uploads: upload.NewSlots(upload.Concurrent),
+		name:    env.Name,
+		env:     env,
+		clock:   clock.OrReal(env.Clock),
+		opts:    opts,
+		lg:      lg.With("component", "slack", "adapter", env.Name),
+		api:     slack.New(bot, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(app), slack.OptionHTTPClient(opts.HTTPClient)),
+		queue:   feed.NewQueue(),
+		seen:    feed.NewSeen(0),
+		users:   map[string]chat.UserInfo{},
+		chans:   map[string]chat.ChannelInfo{},
 	}
 	a.cursor = &feed.Cursor{Files: env.Files, Newer: tsAfter, IsPlatformID: isTS, Log: a.lg}
 	a.intake = feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: a.lg}

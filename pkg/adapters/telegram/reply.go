@@ -305,7 +305,9 @@ func (a *Adapter) PostMentioning(ctx context.Context, channelID, markdown string
 }
 
 // Upload implements chat.Uploader: images up to 10 MB as photos, anything
-// else as documents (up to Telegram's 50 MB).
+// else as documents (up to Telegram's 50 MB). The library streams the
+// file from disk (a multipart body through a pipe); at most
+// upload.Concurrent uploads run at once.
 func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) error {
 	chatID, topic, err := parseChannel(channelID)
 	if err != nil {
@@ -328,6 +330,11 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 		caption = render.BreakMentions(render.Truncate(title, 1000))
 	}
 	photo := st.Size() <= photoLimit && isImage(name)
+	release, err := a.uploads.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("telegram: upload %s: %w", name, err)
+	}
+	defer release()
 	return a.retry(ctx, func() error {
 		f, err := os.Open(path)
 		if err != nil {

@@ -55,6 +55,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
+	"github.com/mother-chat/mother/pkg/adapters/internal/upload"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -149,15 +150,17 @@ func (o *Options) defaults() {
 
 // Adapter is one Telegram bot.
 type Adapter struct {
-	name   string
-	cfg    Settings
-	env    chat.Env
-	clock  clock.Clock
-	opts   Options
-	lg     *slog.Logger
-	bot    *bot.Bot
-	api    string
-	admins map[string]bool
+	name  string
+	cfg   Settings
+	env   chat.Env
+	clock clock.Clock
+	opts  Options
+	lg    *slog.Logger
+	// uploads bounds the uploads running at once.
+	uploads *upload.Slots
+	bot     *bot.Bot
+	api     string
+	admins  map[string]bool
 
 	seen   *feed.Seen
 	conn   feed.Conn
@@ -215,6 +218,7 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		api = DefaultAPIURL
 	}
 	a := &Adapter{
+		uploads:  upload.NewSlots(upload.Concurrent),
 		name:     env.Name,
 		cfg:      cfg,
 		env:      env,

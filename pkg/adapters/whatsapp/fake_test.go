@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -242,9 +243,17 @@ func (f *fakeClient) Download(_ context.Context, m whatsmeow.DownloadableMessage
 	return data, nil
 }
 
-// Upload keeps the file under a new direct path and answers with its
-// hashes and a media key, as the library does after encrypting it.
-func (f *fakeClient) Upload(_ context.Context, data []byte, _ whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
+// UploadReader keeps the file under a new direct path and answers with
+// its hashes and a media key, as the library does after encrypting it
+// into tempFile (which it needs).
+func (f *fakeClient) UploadReader(_ context.Context, r io.Reader, tempFile io.ReadWriteSeeker, _ whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
+	if tempFile == nil {
+		return whatsmeow.UploadResponse{}, errors.New("no temporary file")
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return whatsmeow.UploadResponse{}, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++

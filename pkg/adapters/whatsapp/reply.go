@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"go.mau.fi/whatsmeow"
@@ -318,13 +318,11 @@ func renderWhatsApp(markdown string, mentions []chat.Mention) []string {
 	return render.Split(render.ToWhatsApp(markdown, mentions), MessageLimit)
 }
 
-// uploadMu serialises uploads: each holds a whole file in memory (the
-// library encrypts it in one piece).
-var uploadMu sync.Mutex
-
 // Upload implements chat.Uploader: images up to 16 MB as images, anything
 // else as a document (up to UploadLimit). The library encrypts and
-// uploads the file; the message carries its keys and hashes.
+// uploads the file; the message carries its keys and hashes. The file is
+// never held whole: the library encrypts it from disk into a temporary
+// file (in the system's temporary directory) and sends that.
 func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) error {
 	to, err := parseChannel(channelID)
 	if err != nil {
@@ -341,15 +339,16 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	if st.Size() > UploadLimit {
 		return fmt.Errorf("whatsapp: upload %s: %s is over the %s limit", name, feed.FormatSize(st.Size()), feed.FormatSize(UploadLimit))
 	}
-	uploadMu.Lock()
-	defer uploadMu.Unlock()
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("whatsapp: upload: %w", err)
 	}
+	defer f.Close()
 	mt := mime.TypeByExtension(strings.ToLower(filepath.Ext(name)))
 	if mt == "" {
-		mt = http.DetectContentType(data)
+		head := make([]byte, 512)
+		n, _ := io.ReadFull(f, head)
+		mt = http.DetectContentType(head[:n])
 	}
 	caption := ""
 	if title != "" && title != name {
@@ -366,8 +365,13 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 	if cli == nil {
 		return errors.New("whatsapp: not started")
 	}
+	release, err := a.uploads.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("whatsapp: upload %s: %w", name, err)
+	}
+	defer release()
 	return a.retry(ctx, func() error {
-		up, err := cli.Upload(ctx, data, media)
+		up, err := encryptAndUpload(ctx, cli, f, st.Size(), media)
 		if err != nil {
 			return a.rateLimited(fmt.Errorf("whatsapp: upload %s: %w", name, err))
 		}
@@ -390,6 +394,18 @@ func (a *Adapter) Upload(ctx context.Context, channelID, path, title string) err
 		}
 		return nil
 	})
+}
+
+// encryptAndUpload has the library encrypt size bytes of f from its
+// start into a temporary file and upload that.
+func encryptAndUpload(ctx context.Context, cli Client, f *os.File, size int64, media whatsmeow.MediaType) (whatsmeow.UploadResponse, error) {
+	tmp, err := os.CreateTemp("", "mother-whatsapp-upload-*")
+	if err != nil {
+		return whatsmeow.UploadResponse{}, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	return cli.UploadReader(ctx, io.NewSectionReader(f, 0, size), tmp, media)
 }
 
 func optional(s string) *string {

@@ -52,6 +52,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
+	"github.com/mother-chat/mother/pkg/adapters/internal/upload"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 )
@@ -88,7 +89,7 @@ type Client interface {
 	SendPresence(ctx context.Context, state types.Presence) error
 	SendChatPresence(ctx context.Context, jid types.JID, state types.ChatPresence, media types.ChatPresenceMedia) error
 	Download(ctx context.Context, msg whatsmeow.DownloadableMessage) ([]byte, error)
-	Upload(ctx context.Context, plaintext []byte, appInfo whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
+	UploadReader(ctx context.Context, plaintext io.Reader, tempFile io.ReadWriteSeeker, appInfo whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
 	BuildEdit(chat types.JID, id types.MessageID, newContent *waE2E.Message) *waE2E.Message
 	BuildRevoke(chat, sender types.JID, id types.MessageID) *waE2E.Message
 	GetGroupInfo(ctx context.Context, jid types.JID) (*types.GroupInfo, error)
@@ -168,7 +169,9 @@ type Adapter struct {
 	lg     *slog.Logger
 	intake feed.Intake
 	seen   *feed.Seen
-	conn   feed.Conn
+	// uploads bounds the uploads running at once.
+	uploads *upload.Slots
+	conn    feed.Conn
 
 	mu       sync.Mutex
 	client   Client
@@ -222,18 +225,19 @@ func New(env chat.Env, opts Options) (*Adapter, error) {
 		cfg.DeviceName = DefaultDeviceName
 	}
 	a := &Adapter{
-		name:   env.Name,
-		cfg:    cfg,
-		env:    env,
-		clock:  clock.OrReal(env.Clock),
-		opts:   opts,
-		lg:     lg,
-		seen:   feed.NewSeen(0),
-		intake: feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
-		users:  map[string]chat.UserInfo{},
-		chans:  map[string]chat.ChannelInfo{},
-		groups: map[string]string{},
-		sent:   map[string]time.Time{},
+		name:    env.Name,
+		cfg:     cfg,
+		env:     env,
+		clock:   clock.OrReal(env.Clock),
+		opts:    opts,
+		lg:      lg,
+		seen:    feed.NewSeen(0),
+		intake:  feed.Intake{Files: env.Files, Max: opts.MaxAttachment, Log: lg},
+		uploads: upload.NewSlots(upload.Concurrent),
+		users:   map[string]chat.UserInfo{},
+		chans:   map[string]chat.ChannelInfo{},
+		groups:  map[string]string{},
+		sent:    map[string]time.Time{},
 	}
 	return a, nil
 }

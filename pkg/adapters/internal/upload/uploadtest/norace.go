@@ -1,0 +1,5 @@
+//go:build !race
+
+package uploadtest
+
+const race = false
