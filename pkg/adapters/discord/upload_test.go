@@ -34,7 +34,7 @@ func TestUploadArrivesWhole(t *testing.T) {
 	if got := m.Files[0]; got.Name != name || len(got.Data) != UploadLimit || uploadtest.Sum(got.Data) != sums[name] {
 		t.Errorf("file = %s, %d bytes, sum %s; want %s, %d bytes, sum %s", got.Name, len(got.Data), uploadtest.Sum(got.Data), name, UploadLimit, sums[name])
 	}
-	if m.Content != "the <@"+mario.ID+"> plot" || !strings.Contains(string(m.AllowedMentions), `"parse":null`) {
+	if m.Content != "the <@"+mario.ID+"> plot" || !strings.Contains(string(m.AllowedMentions), `"parse":[]`) {
 		t.Errorf("content %q, allowed_mentions %s; want the title and no mentions parsed", m.Content, m.AllowedMentions)
 	}
 	big := filepath.Join(t.TempDir(), "big.bin")
