@@ -24,6 +24,7 @@
 package chick
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -315,6 +316,9 @@ func (r *runner) run(ctx context.Context) error {
 		Model:    join.GetTier(),
 		Tools:    tools,
 		MaxTurns: int(lim.GetMaxTurns()),
+		// An older Mother says nothing: her defaults then.
+		MaxImages:     cmp.Or(int(lim.GetMaxImagesPerCall()), defaultImagesPerCall),
+		MaxImageBytes: cmp.Or(lim.GetMaxImageBytesPerCall(), defaultImageBytesPerCall),
 	})
 	if err != nil {
 		return fmt.Errorf("chick: %w", err)

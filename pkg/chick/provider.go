@@ -13,6 +13,13 @@ import (
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
+// The bounds of a model call's images when Mother does not say them
+// (config's chicks.calls defaults).
+const (
+	defaultImagesPerCall     = 4
+	defaultImageBytesPerCall = 3 << 20
+)
+
 // brokerProvider is the chick's model: every call goes to Mother.
 type brokerProvider struct{ r *runner }
 

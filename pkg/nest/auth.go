@@ -11,6 +11,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/wire"
+	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
 type ctxKey struct{}
@@ -55,10 +56,14 @@ type authedStream struct {
 
 func (a authedStream) Context() context.Context { return a.ctx }
 
-func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	ctx, err := s.authenticate(ss.Context())
 	if err != nil {
 		return err
+	}
+	if info.FullMethod == pb.ChickService_Generate_FullMethodName {
+		// Counted and given room before a byte of the call is read.
+		return s.admitGenerate(srv, authedStream{ServerStream: ss, ctx: ctx}, h)
 	}
 	return h(srv, authedStream{ServerStream: ss, ctx: ctx})
 }

@@ -42,6 +42,7 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 		Limits: &pb.ChickLimits{
 			MaxTurns: int32(a.MaxTurns), WallTimeout: wire.DurationToProto(a.WallTimeout),
 			TokenBudget: a.TokenBudget, HeartbeatInterval: wire.DurationToProto(a.HeartbeatInterval),
+			MaxImagesPerCall: int32(c.s.calls.limits.MaxImages), MaxImageBytesPerCall: c.s.calls.limits.MaxImageBytes,
 		},
 	}, nil
 }
@@ -53,6 +54,10 @@ func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_
 		return status.Error(codes.NotFound, err.Error())
 	}
 	c.s.chicks.Touch(id)
+	if err := c.s.calls.limits.checkImages(req); err != nil {
+		c.s.logger.Warn("model call refused", "chick", id, "err", err)
+		return err
+	}
 	caller := broker.Caller{ChickID: id, Channel: info.Channel, Tier: info.Tier, User: info.Requester()}
 	var (
 		sendErr error

@@ -165,6 +165,8 @@ type Options struct {
 	// is refused). Connections are recorded with the chick if Chicks is an
 	// EgressRecorder (the hatchery is).
 	Gate *Gate
+	// Calls bound the chicks' model calls (config chicks.calls).
+	Calls CallLimits
 }
 
 // Server serves both services.
@@ -185,6 +187,7 @@ type Server struct {
 	servers   ToolServers
 	gate      *Gate
 	egress    EgressRecorder
+	calls     *callGate
 
 	mu       sync.Mutex
 	access   AccessDesk
@@ -222,6 +225,7 @@ func New(opts Options) *Server {
 		version: opts.Version, startedAt: opts.StartedAt, clock: opts.Clock, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
 		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
 		hostTools: opts.HostTools, servers: opts.ToolServers, gate: opts.Gate,
+		calls: newCallGate(opts.Calls),
 	}
 	if r, ok := opts.Chicks.(EgressRecorder); ok {
 		srv.egress = r
@@ -297,6 +301,19 @@ func (s *Server) eventList() []events.Info {
 // a gate one call per proxy connection it is deciding.
 const MaxStreamsPerConn = 64
 
+// maxRecvMsgBytes is the largest message the nest reads from a chick or
+// a gate: a Generate request (chicks.calls.maxRequestBytes), or an event
+// if chicks.events.maxEventBytes is larger.
+func (s *Server) maxRecvMsgBytes() int64 {
+	return max(s.calls.limits.MaxRequestBytes, s.chicks.EventLimits().MaxEventBytes)
+}
+
+// The nest's flow-control windows (ServeChicks).
+const (
+	streamWindowBytes = 256 << 10
+	connWindowBytes   = 1 << 20
+)
+
 // ErrNoTLS: ChickService is served over TLS only (Options.TLS).
 var ErrNoTLS = errors.New("nest: ChickService needs TLS credentials (see LoadTLS)")
 
@@ -314,12 +331,19 @@ func (s *Server) ServeChicks(lis net.Listener) error {
 		grpc.UnaryInterceptor(s.authUnary),
 		grpc.StreamInterceptor(s.authStream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		// The largest message a chick sends is a Generate request: its
-		// whole history, images included (up to 5 MiB each). A Session
-		// message is held to chicks.events.maxEventBytes by the codec,
-		// before it is decoded (see sessionMsg).
-		grpc.MaxRecvMsgSize(maxRecvMsgBytes),
+		// The largest message a chick sends is a Generate request, held
+		// to chicks.calls.maxRequestBytes: gRPC refuses a longer message
+		// of any method from its length, unread. A Session message is
+		// held to chicks.events.maxEventBytes by the codec, before it is
+		// decoded (see sessionMsg).
+		grpc.MaxRecvMsgSize(int(s.maxRecvMsgBytes())),
 		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
+		// Fixed flow-control windows: what a chick sends ahead of the
+		// nest's reading is at most a stream's window per stream (gRPC's
+		// own estimate would raise it to 16 MiB on a fast link, and a
+		// model call waiting for room to be read would be held in it).
+		grpc.InitialWindowSize(streamWindowBytes),
+		grpc.InitialConnWindowSize(connWindowBytes),
 		grpc.MaxSendMsgSize(64<<20),
 		grpc.ForceServerCodecV2(limitCodec{encoding.GetCodecV2(protoCodecName)}),
 	)

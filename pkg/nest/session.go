@@ -301,10 +301,6 @@ const maxEventBatch = 256
 // fast its chick sends.
 const maxQueuedBytes = 1 << 20
 
-// maxRecvMsgBytes is the largest message the nest reads from a chick or a
-// gate: what a Generate request with images may need.
-const maxRecvMsgBytes = 64 << 20
-
 // flooded ends a session whose chick passed a bound of chicks.events:
 // what it stored is made durable and acknowledged, it is told why it is
 // being cancelled (the hatchery stops it: cancel, then kill), and the

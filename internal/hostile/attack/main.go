@@ -14,6 +14,7 @@
 //	attack flood    -size N -count N     a Session streaming big or many ToolEnd events
 //	attack storm    -n 2000              connections to the gate's nest.sock
 //	attack access   -dest d ...          concurrent RequestAccess calls
+//	attack calls    -images N ...        model calls carrying images (calls.go)
 //
 // The credentials (-id, -token, -key, -ca in base64) are what the test read
 // from the chick's container: the program assumes they leaked.
@@ -54,7 +55,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: attack memscan|race|generate|flood|storm|access|hold [flags]")
+		fmt.Fprintln(os.Stderr, "usage: attack memscan|race|generate|flood|storm|access|calls|hold [flags]")
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
@@ -75,6 +76,8 @@ func main() {
 	window := fs.Duration("for", 20*time.Second, "flood, storm: how long to keep at it")
 	var dests multi
 	fs.Var(&dests, "dest", "access: a destination to ask for (repeatable)")
+	var cf callsFlags
+	cf.register(fs)
 	fs.Parse(args)
 	switch cmd {
 	case "memscan":
@@ -104,6 +107,10 @@ func main() {
 	case "access":
 		c.mustDial()
 		access(c, dests)
+	case "calls":
+		c.mustDial()
+		cf.system, cf.maxOut = *system, *maxOut
+		calls(c, *system, cf)
 	default:
 		fmt.Fprintf(os.Stderr, "attack: unknown command %q\n", cmd)
 		os.Exit(2)
