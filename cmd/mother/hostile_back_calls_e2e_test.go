@@ -37,17 +37,17 @@ const (
 	// the 64 MiB gRPC took before).
 	callsHuge = "-images 12 -image-bytes 5242880 -parallel 1 -rounds 1 -max 16 -system HOSTILE-CALLS-HUGE"
 	// callsLargest is the largest call the defaults allow, two at once
-	// (chicks.maxModelCallsPerChick), three times: 4 images of 768 KiB
-	// (chicks.calls.maxImages, maxImageBytes 3m) and 1 MB of text,
-	// 4.1 MB in all (maxRequestBytes 4m).
-	callsLargest = "-images 4 -image-bytes 786432 -text-bytes 1000000 -parallel 2 -rounds 3 -max 18 -system HOSTILE-CALLS-LARGEST"
+	// (chicks.maxModelCallsPerChick), three times: 4 images of 512 KiB
+	// (chicks.calls.maxImages, maxImageBytes 2m) and 1 MB of text,
+	// 3.1 MB in all (maxRequestBytes 3m).
+	callsLargest = "-images 4 -image-bytes 524288 -text-bytes 1000000 -parallel 2 -rounds 3 -max 18 -system HOSTILE-CALLS-LARGEST"
 	// callsMany: five small images, one more than a call may have.
 	callsMany = "-images 5 -image-bytes 1024 -parallel 1 -rounds 1 -max 16 -system HOSTILE-CALLS-MANY"
 	// callsSmall and callsBig differ in their one image's size only
-	// (16 KiB, 3 MiB): the ledger tells them apart by their output limit
+	// (16 KiB, 2 MiB): the ledger tells them apart by their output limit
 	// (16, 17).
 	callsSmall = "-images 1 -image-bytes 16384 -parallel 1 -rounds 1 -max 16 -system HOSTILE-CALLS-SMALL"
-	callsBig   = "-images 1 -image-bytes 3145728 -parallel 1 -rounds 1 -max 17 -system HOSTILE-CALLS-BIG"
+	callsBig   = "-images 1 -image-bytes 2097152 -parallel 1 -rounds 1 -max 17 -system HOSTILE-CALLS-BIG"
 )
 
 // callsImageBytesPerToken is the least rate images are reserved at
@@ -157,8 +157,8 @@ func callsImages(t *testing.T, api *client.Client) {
 	if n := count(`CALLS HOSTILE-CALLS-HUGE answered=0 refused=1`); n != len(callsRows) {
 		t.Errorf("12 images of 5 MiB: refused in %d of %d chicks, want all", n, len(callsRows))
 	}
-	if n := count(`CALLSERR HOSTILE-CALLS-HUGE 1x ResourceExhausted: grpc: received message larger than max \(629\d{5} vs\. 4194304\)`); n != len(callsRows) {
-		t.Errorf("12 images of 5 MiB: %d of %d refusals say the call is larger than the 4 MiB Mother reads", n, len(callsRows))
+	if n := count(`CALLSERR HOSTILE-CALLS-HUGE 1x ResourceExhausted: grpc: received message larger than max \(629\d{5} vs\. 3145728\)`); n != len(callsRows) {
+		t.Errorf("12 images of 5 MiB: %d of %d refusals say the call is larger than the 3 MiB Mother reads", n, len(callsRows))
 	}
 	if n := strings.Count(p.errs(), "model call refused unread"); n != len(callsRows) || !strings.Contains(p.errs(), "chicks.calls.maxRequestBytes") {
 		t.Errorf("Mother's log tells %d of %d refusals of a call for its size, naming chicks.calls.maxRequestBytes", n, len(callsRows))
@@ -178,10 +178,12 @@ func callsImages(t *testing.T, api *client.Client) {
 	for _, w := range callsRows {
 		id := h.leak(w).ID
 		small, big := callsReserved(data, id, 16), callsReserved(data, id, 17)
-		want := int64((3145728 - 16384) / callsImageBytesPerToken)
-		t.Logf("chick %s: reserved %d input tokens for a 16 KiB image, %d for a 3 MiB one", id, small, big)
+		// 3,072 tokens against the least an image counts (85), less
+		// some slack.
+		want := int64(2*1024*1024/callsImageBytesPerToken - 100)
+		t.Logf("chick %s: reserved %d input tokens for a 16 KiB image, %d for a 2 MiB one", id, small, big)
 		if small <= 0 || big-small < want {
-			t.Errorf("chick %s: the ledger reserved %d input tokens for a call with a 16 KiB image and %d for the same with a 3 MiB one, want the second at least %d more", id, small, big, want)
+			t.Errorf("chick %s: the ledger reserved %d input tokens for a call with a 16 KiB image and %d for the same with a 2 MiB one, want the second at least %d more", id, small, big, want)
 		}
 	}
 	if t.Failed() {

@@ -17,7 +17,7 @@ import (
 // (config's chicks.calls defaults).
 const (
 	defaultImagesPerCall     = 4
-	defaultImageBytesPerCall = 3 << 20
+	defaultImageBytesPerCall = 2 << 20
 )
 
 // brokerProvider is the chick's model: every call goes to Mother.

@@ -153,16 +153,16 @@ type ChickEvents struct {
 // of calls being read or in flight are held to MaxHeldBytes across all
 // chicks: a further call waits, unread, for room.
 type ChickCalls struct {
-	// MaxRequestBytes caps one model call as the chick sends it ("4m"),
+	// MaxRequestBytes caps one model call as the chick sends it ("3m"),
 	// history and images together; empty: the default.
 	MaxRequestBytes string `json:"maxRequestBytes"`
 	// MaxImages caps the images one call carries; 0: the default.
 	MaxImages int `json:"maxImages"`
-	// MaxImageBytes caps the bytes of one call's images together ("3m");
+	// MaxImageBytes caps the bytes of one call's images together ("2m");
 	// empty: the default.
 	MaxImageBytes string `json:"maxImageBytes"`
 	// MaxHeldBytes caps the bytes of the calls of all chicks that Mother
-	// reads or holds at once ("6m"); empty: the default. It is at least
+	// reads or holds at once ("4m"); empty: the default. It is at least
 	// maxRequestBytes.
 	MaxHeldBytes string `json:"maxHeldBytes"`
 }

@@ -60,16 +60,16 @@ const (
 	DefaultEventsMaxBytes = "64m"
 	// DefaultCallMaxRequestBytes caps one chick model call
 	// (chicks.calls.maxRequestBytes).
-	DefaultCallMaxRequestBytes = "4m"
+	DefaultCallMaxRequestBytes = "3m"
 	// DefaultCallMaxImages caps the images of one chick model call
 	// (chicks.calls.maxImages).
 	DefaultCallMaxImages = 4
 	// DefaultCallMaxImageBytes caps the bytes of one chick model call's
 	// images (chicks.calls.maxImageBytes).
-	DefaultCallMaxImageBytes = "3m"
+	DefaultCallMaxImageBytes = "2m"
 	// DefaultCallMaxHeldBytes caps the bytes of chick model calls Mother
 	// reads or holds at once (chicks.calls.maxHeldBytes).
-	DefaultCallMaxHeldBytes = "6m"
+	DefaultCallMaxHeldBytes = "4m"
 	// DefaultAccessRequestTimeout is how long request_access waits.
 	DefaultAccessRequestTimeout = 10 * time.Minute
 	// Gate limits (chicks.gate): per chick on nest.sock and on the proxy,

@@ -36,10 +36,10 @@ type CallLimits struct {
 
 // The defaults of CallLimits (config's DefaultCall*).
 const (
-	defaultCallRequestBytes = 4 << 20
+	defaultCallRequestBytes = 3 << 20
 	defaultCallImages       = 4
-	defaultCallImageBytes   = 3 << 20
-	defaultCallHeldBytes    = 6 << 20
+	defaultCallImageBytes   = 2 << 20
+	defaultCallHeldBytes    = 4 << 20
 	defaultCallsPerChick    = 2
 )
 
