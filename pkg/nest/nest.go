@@ -305,6 +305,9 @@ const MaxStreamsPerConn = 64
 // a gate: a Generate request (chicks.calls.maxRequestBytes), or an event
 // if chicks.events.maxEventBytes is larger.
 func (s *Server) maxRecvMsgBytes() int64 {
+	if s.chicks == nil {
+		return s.calls.limits.MaxRequestBytes
+	}
 	return max(s.calls.limits.MaxRequestBytes, s.chicks.EventLimits().MaxEventBytes)
 }
 
