@@ -60,6 +60,11 @@ type Config struct {
 	// Think is whether the model is asked to think before it answers
 	// (model.ThinkAuto when empty; compaction never asks).
 	Think model.Think
+	// MaxImages and MaxImageBytes bound the images of one call: only the
+	// history's latest images within both are sent (latestImages); 0: no
+	// bound.
+	MaxImages     int
+	MaxImageBytes int64
 
 	// ContextWindow is the model's window in tokens; 0 asks the provider
 	// (model.ContextWindower) at the start of each run. With a known window
@@ -476,6 +481,7 @@ func (r *run) request() model.Request {
 	if !r.images {
 		msgs = withoutImages(msgs)
 	}
+	msgs = latestImages(msgs, r.a.cfg.MaxImages, r.a.cfg.MaxImageBytes)
 	if r.nudge != nil {
 		msgs = append(msgs[:len(msgs):len(msgs)], r.nudge...)
 	}

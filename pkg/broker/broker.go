@@ -66,7 +66,7 @@
 // UTF-8 byte, and a byte-level BPE or byte-fallback tokenizer never makes
 // more tokens than bytes, plus allowances for what the provider adds (a
 // chat template's markers per message, a tool-use system prompt). It is an
-// estimate, not a bound, for images (a fixed allowance each) and for a
+// estimate, not a bound, for images (counted by their size, ImageTokens) and for a
 // model's hidden template text beyond the allowances: only there can a
 // call cost more than it reserved, and the excess carries a cap past its
 // limit by at most the sum of the excesses of the calls in flight at that

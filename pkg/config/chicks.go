@@ -52,6 +52,9 @@ type Chicks struct {
 	// Events bounds the events one chick streams to Mother: past a bound
 	// the chick is stopped ("flooding: ...").
 	Events ChickEvents `json:"events"`
+	// Calls bounds one chick's model calls: a call's bytes and its
+	// images, and the bytes of calls Mother holds for all chicks at once.
+	Calls ChickCalls `json:"calls"`
 	// Gate bounds what one chick may hold of its host's gate (isolated
 	// and none), so that no chick can knock it over for the others.
 	Gate GateLimits `json:"gate"`
@@ -197,6 +200,27 @@ type ChickEvents struct {
 	// MaxBytes caps the bytes stored for one chick's events ("64m");
 	// empty: the default.
 	MaxBytes string `json:"maxBytes"`
+}
+
+// ChickCalls bounds the model calls chicks send Mother (Generate). A
+// call is refused before Mother reads it when it is larger than
+// MaxRequestBytes, and after it is read (before it is sent to a
+// provider) when its images pass MaxImages or MaxImageBytes. The bodies
+// of calls being read or in flight are held to MaxHeldBytes across all
+// chicks: a further call waits, unread, for room.
+type ChickCalls struct {
+	// MaxRequestBytes caps one model call as the chick sends it ("3m"),
+	// history and images together; empty: the default.
+	MaxRequestBytes string `json:"maxRequestBytes"`
+	// MaxImages caps the images one call carries; 0: the default.
+	MaxImages int `json:"maxImages"`
+	// MaxImageBytes caps the bytes of one call's images together ("2m");
+	// empty: the default.
+	MaxImageBytes string `json:"maxImageBytes"`
+	// MaxHeldBytes caps the bytes of the calls of all chicks that Mother
+	// reads or holds at once ("4m"); empty: the default. It is at least
+	// maxRequestBytes.
+	MaxHeldBytes string `json:"maxHeldBytes"`
 }
 
 // GateLimits bound the connections of a Docker host's gate

@@ -74,6 +74,18 @@ const (
 	// DefaultEventsMaxBytes caps the bytes stored for one chick's events
 	// (chicks.events.maxBytes).
 	DefaultEventsMaxBytes = "64m"
+	// DefaultCallMaxRequestBytes caps one chick model call
+	// (chicks.calls.maxRequestBytes).
+	DefaultCallMaxRequestBytes = "3m"
+	// DefaultCallMaxImages caps the images of one chick model call
+	// (chicks.calls.maxImages).
+	DefaultCallMaxImages = 4
+	// DefaultCallMaxImageBytes caps the bytes of one chick model call's
+	// images (chicks.calls.maxImageBytes).
+	DefaultCallMaxImageBytes = "2m"
+	// DefaultCallMaxHeldBytes caps the bytes of chick model calls Mother
+	// reads or holds at once (chicks.calls.maxHeldBytes).
+	DefaultCallMaxHeldBytes = "4m"
 	// DefaultAccessRequestTimeout is how long request_access waits.
 	DefaultAccessRequestTimeout = 10 * time.Minute
 	// Gate limits (chicks.gate): per chick on nest.sock and on the proxy,
@@ -381,6 +393,18 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	if ch.Events.MaxBytes == "" {
 		ch.Events.MaxBytes = DefaultEventsMaxBytes
+	}
+	if ch.Calls.MaxRequestBytes == "" {
+		ch.Calls.MaxRequestBytes = DefaultCallMaxRequestBytes
+	}
+	if ch.Calls.MaxImages == 0 {
+		ch.Calls.MaxImages = DefaultCallMaxImages
+	}
+	if ch.Calls.MaxImageBytes == "" {
+		ch.Calls.MaxImageBytes = DefaultCallMaxImageBytes
+	}
+	if ch.Calls.MaxHeldBytes == "" {
+		ch.Calls.MaxHeldBytes = DefaultCallMaxHeldBytes
 	}
 	if ch.Egress.RequestTimeout.Duration == 0 && ch.Egress.RequestTimeout.invalid == "" {
 		ch.Egress.RequestTimeout = Dur(DefaultAccessRequestTimeout)

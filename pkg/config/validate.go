@@ -201,6 +201,7 @@ func (c *Config) validateChicks(p *problems) {
 	}
 	c.validateEgress(p)
 	c.validateChickEvents(p)
+	c.validateChickCalls(p)
 	c.validateGate(p)
 	c.validateChickFiles(p)
 	c.validateHosts(p)
@@ -634,6 +635,59 @@ func (c *Config) validateChickEvents(p *problems) {
 	if one, err1 := e.MaxEventBytesValue(); err == nil && err1 == nil && maxBytes < one {
 		p.bad("chicks.events.maxBytes", "must be at least chicks.events.maxEventBytes (%d bytes), got %d bytes", one, maxBytes)
 	}
+}
+
+func (c *Config) validateChickCalls(p *problems) {
+	l := c.Chicks.Calls
+	req, err := l.MaxRequestBytesValue()
+	if err != nil {
+		p.bad("chicks.calls.maxRequestBytes", "%v", err)
+	} else if req < 64<<10 || req > 64<<20 {
+		p.bad("chicks.calls.maxRequestBytes", "must be between 64k and 64m, got %d bytes", req)
+	}
+	if l.MaxImages < 0 {
+		p.bad("chicks.calls.maxImages", "must be a positive number of images, got %d", l.MaxImages)
+	}
+	if _, err := l.MaxImageBytesValue(); err != nil {
+		p.bad("chicks.calls.maxImageBytes", "%v", err)
+	}
+	held, err1 := l.MaxHeldBytesValue()
+	if err1 != nil {
+		p.bad("chicks.calls.maxHeldBytes", "%v", err1)
+	}
+	if err == nil && err1 == nil && held < req {
+		p.bad("chicks.calls.maxHeldBytes", "must be at least chicks.calls.maxRequestBytes (%d bytes), got %d bytes", req, held)
+	}
+}
+
+// MaxRequestBytesValue is MaxRequestBytes in bytes (empty: the default).
+func (l ChickCalls) MaxRequestBytesValue() (int64, error) {
+	return bytesOr(l.MaxRequestBytes, DefaultCallMaxRequestBytes)
+}
+
+// MaxImageBytesValue is MaxImageBytes in bytes (empty: the default).
+func (l ChickCalls) MaxImageBytesValue() (int64, error) {
+	return bytesOr(l.MaxImageBytes, DefaultCallMaxImageBytes)
+}
+
+// MaxHeldBytesValue is MaxHeldBytes in bytes (empty: the default).
+func (l ChickCalls) MaxHeldBytesValue() (int64, error) {
+	return bytesOr(l.MaxHeldBytes, DefaultCallMaxHeldBytes)
+}
+
+// MaxImagesValue is MaxImages (0: the default).
+func (l ChickCalls) MaxImagesValue() int {
+	if l.MaxImages == 0 {
+		return DefaultCallMaxImages
+	}
+	return l.MaxImages
+}
+
+func bytesOr(s, def string) (int64, error) {
+	if s == "" {
+		s = def
+	}
+	return ParseBytes(s)
 }
 
 // MaxEventBytesValue is MaxEventBytes in bytes (empty: the default).

@@ -131,7 +131,8 @@ func startChicks(cfg *config.Config, st *store.Store, dk *disk.Monitor, host *ho
 	n := nest.New(nest.Options{
 		Chicks: h, Models: br, Logger: logger, Version: version, StartedAt: clk.Now(), Clock: clk, KillGrace: cfg.Chicks.KillGrace.Duration,
 		ChickImage: cfg.Chicks.Image, TLS: tl.Creds, HostTools: host.chicks, ToolServers: host.tools,
-		Gate: &nest.Gate{Secret: secret, Instance: h.Instance(), Hosts: hostNames, Policy: policy, Metrics: mx},
+		Gate:  &nest.Gate{Secret: secret, Instance: h.Instance(), Hosts: hostNames, Policy: policy, Metrics: mx},
+		Calls: callLimits(cfg),
 	})
 	go func() {
 		if err := n.ServeAdmin(admin); err != nil {
@@ -140,6 +141,16 @@ func startChicks(cfg *config.Config, st *store.Store, dk *disk.Monitor, host *ho
 	}()
 	nlog.Info("nest listening", "grpc", lis.Addr().String(), "tls", "mother's CA", "cert_expires", tl.NotAfter.Format(time.DateOnly), "advertise", cfg.GRPC.Advertise, "admin", cfg.Admin.Socket)
 	return &chicks{models: models, broker: br, hatchery: h, nest: n, policy: policy, lis: lis, logger: logger.With("component", "hatchery"), nestLog: nlog}, nil
+}
+
+// callLimits are config's chicks.calls for the nest (validated: a size
+// that does not parse is the nest's default).
+func callLimits(cfg *config.Config) nest.CallLimits {
+	l := cfg.Chicks.Calls
+	req, _ := l.MaxRequestBytesValue()
+	img, _ := l.MaxImageBytesValue()
+	held, _ := l.MaxHeldBytesValue()
+	return nest.CallLimits{MaxRequestBytes: req, MaxImages: l.MaxImagesValue(), MaxImageBytes: img, MaxHeldBytes: held, MaxPerChick: cfg.Chicks.MaxModelCallsPerChick}
 }
 
 // openHost is the hatchery's Dial: each configured host's driver by its

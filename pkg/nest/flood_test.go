@@ -149,11 +149,11 @@ func TestOversizeEventStopsTheChickForFlooding(t *testing.T) {
 			break
 		}
 	}
-	// The attack: a 16 MiB tool_end, the size of the one that filled
-	// the disk.
-	_ = s.Send(toolEnd(3, 16<<20))
+	// The attack: a 2 MiB tool_end, which gRPC reads (within
+	// chicks.calls.maxRequestBytes) and the codec does not decode.
+	_ = s.Send(toolEnd(3, 2<<20))
 	cancels, end := sessionEnd(t, s)
-	const want = "flooding: an event of 16 MiB (limit 1 MiB)"
+	const want = "flooding: an event of 2 MiB (limit 1 MiB)"
 	if status.Code(end) != codes.ResourceExhausted || !strings.Contains(status.Convert(end).Message(), want) {
 		t.Fatalf("the session ended with %v; want ResourceExhausted saying %q", end, want)
 	}
@@ -164,6 +164,33 @@ func TestOversizeEventStopsTheChickForFlooding(t *testing.T) {
 	endedFlooding(t, f, id, want)
 	if n, _ := storedEvents(t, f, id); n != 2 {
 		t.Fatalf("%d events stored; want the 2 sent before the flood", n)
+	}
+}
+
+// An event longer than any message the nest reads (the 16 MiB of the one
+// that filled the disk) is refused by gRPC from its length, unread, and
+// its chick is stopped for flooding all the same.
+func TestEventLongerThanTheNestReadsStopsTheChickForFlooding(t *testing.T) {
+	f := newFixture(t, 0)
+	id, tok := f.spawn(t)
+	s := floodSession(t, f, id, tok)
+	must(t, s.Send(toolEnd(1, 100)))
+	for {
+		m, err := s.Recv()
+		must(t, err)
+		if m.GetAck().GetSeq() == 1 {
+			break
+		}
+	}
+	_ = s.Send(toolEnd(2, 16<<20))
+	_, end := sessionEnd(t, s)
+	if status.Code(end) != codes.ResourceExhausted {
+		t.Fatalf("the session ended with %v; want ResourceExhausted", end)
+	}
+	refusedAgain(t, f, id, tok)
+	endedFlooding(t, f, id, "flooding: an event of 16 MiB (limit 1 MiB)")
+	if n, _ := storedEvents(t, f, id); n != 1 {
+		t.Fatalf("%d events stored; want the one sent before the flood", n)
 	}
 }
 

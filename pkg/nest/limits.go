@@ -18,7 +18,9 @@ const protoCodecName = "proto"
 // sessionMsg carries. A bigger one is not decoded at all (no copy of its
 // bytes is made), only its size is kept: the session then stops its chick
 // for flooding. gRPC applies one size limit to every method of a server
-// (MaxRecvMsgSize), and Generate needs a far larger one than an event.
+// (MaxRecvMsgSize), and Generate needs a far larger one than an event. A
+// Generate request is received into a sizedMsg, which keeps its length
+// (callStream).
 type limitCodec struct{ encoding.CodecV2 }
 
 // sessionMsg is a Session message as the nest receives it (recvSession).
@@ -38,16 +40,27 @@ func (c limitCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		}
 		return c.CodecV2.Unmarshal(data, m.req)
 	}
+	if m, ok := v.(*sizedMsg); ok {
+		m.size = int64(data.Len())
+		return c.CodecV2.Unmarshal(data, m.msg)
+	}
 	return c.CodecV2.Unmarshal(data, v)
 }
 
 func (c limitCodec) Name() string { return protoCodecName }
 
 // recvSession receives the next message of a Session stream, decoded only
-// if it is at most limit bytes (sessionMsg).
+// if it is at most limit bytes (sessionMsg). A message longer than gRPC
+// reads at all comes back undecoded, with its length.
 func recvSession(stream pb.ChickService_SessionServer, limit int64) (*sessionMsg, error) {
 	m := &sessionMsg{limit: limit, req: new(pb.SessionRequest)}
 	if err := stream.RecvMsg(m); err != nil {
+		// Longer than any message the nest reads: gRPC refused it from
+		// its length, unread. It is an event over the limit.
+		if n, ok := tooLarge(err); ok {
+			m.size = max(n, limit+1)
+			return m, nil
+		}
 		return nil, err
 	}
 	return m, nil

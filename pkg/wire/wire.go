@@ -269,6 +269,10 @@ func DoneFromProto(p *pb.GenerateDone) model.Response {
 	return r
 }
 
+// grpcTooLarge starts gRPC's refusal of a message longer than the
+// receiver's MaxRecvMsgSize.
+const grpcTooLarge = "grpc: received message larger than max"
+
 // Status codes the broker's errors travel as.
 const (
 	codeBudget    = codes.ResourceExhausted
@@ -315,6 +319,11 @@ func ModelErrorFromStatus(err error) (mapped error, ok bool) {
 	msg := st.Message()
 	switch st.Code() {
 	case codeBudget:
+		if strings.HasPrefix(msg, grpcTooLarge) {
+			// gRPC's own refusal of a call longer than the nest reads
+			// (chicks.calls.maxRequestBytes), not the budget.
+			return model.Wrap(model.ErrInvalidRequest, "model call refused unread, larger than Mother reads (chicks.calls.maxRequestBytes): %s", strings.TrimPrefix(msg, "grpc: ")), true
+		}
 		return model.Wrap(model.ErrBudgetExhausted, "%s", msg), true
 	case codeOverflow:
 		return model.Wrap(model.ErrContextOverflow, "%s", msg), true

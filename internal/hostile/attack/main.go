@@ -16,6 +16,7 @@
 //	attack access   -dest d ...          concurrent RequestAccess calls
 //	attack refusals -to d -conc 4 -for 20s  refused requests through the proxy
 //	attack accessflood -n 100 -to domain    RequestAccess calls all at once
+//	attack calls    -images N ...        model calls carrying images (calls.go)
 //
 // The credentials (-id, -token, -key, -ca in base64) are what the test read
 // from the chick's container: the program assumes they leaked.
@@ -56,7 +57,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: attack memscan|race|generate|flood|storm|access|hold [flags]")
+		fmt.Fprintln(os.Stderr, "usage: attack memscan|race|generate|flood|storm|access|calls|hold [flags]")
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
@@ -78,6 +79,8 @@ func main() {
 	var dests multi
 	fs.Var(&dests, "dest", "access: a destination to ask for (repeatable)")
 	ef := egressFlagsOn(fs)
+	var cf callsFlags
+	cf.register(fs)
 	fs.Parse(args)
 	switch cmd {
 	case "memscan":
@@ -109,6 +112,10 @@ func main() {
 		access(c, dests)
 	case "refusals", "accessflood":
 		egressRun(cmd, c, ef, *n, *window)
+	case "calls":
+		c.mustDial()
+		cf.system, cf.maxOut = *system, *maxOut
+		calls(c, *system, cf)
 	default:
 		fmt.Fprintf(os.Stderr, "attack: unknown command %q\n", cmd)
 		os.Exit(2)

@@ -451,8 +451,14 @@ type ChickLimits struct {
 	// HeartbeatInterval is how often the chick sends a heartbeat (unset:
 	// the chick's default).
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// MaxImagesPerCall and MaxImageBytesPerCall bound the images of one
+	// model call (config chicks.calls): the chick sends only its context's
+	// latest images within both, and Mother refuses a call past them.
+	// Unset (an older Mother): the chick's own defaults.
+	MaxImagesPerCall     int32 `protobuf:"varint,5,opt,name=max_images_per_call,json=maxImagesPerCall,proto3" json:"max_images_per_call,omitempty"`
+	MaxImageBytesPerCall int64 `protobuf:"varint,6,opt,name=max_image_bytes_per_call,json=maxImageBytesPerCall,proto3" json:"max_image_bytes_per_call,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ChickLimits) Reset() {
@@ -511,6 +517,20 @@ func (x *ChickLimits) GetHeartbeatInterval() *durationpb.Duration {
 		return x.HeartbeatInterval
 	}
 	return nil
+}
+
+func (x *ChickLimits) GetMaxImagesPerCall() int32 {
+	if x != nil {
+		return x.MaxImagesPerCall
+	}
+	return 0
+}
+
+func (x *ChickLimits) GetMaxImageBytesPerCall() int64 {
+	if x != nil {
+		return x.MaxImageBytesPerCall
+	}
+	return 0
 }
 
 type SessionRequest struct {
@@ -3258,12 +3278,14 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x06limits\x18\x05 \x01(\v2\x16.mother.v1.ChickLimitsR\x06limits\x12#\n" +
 	"\rsystem_prompt\x18\x06 \x01(\tR\fsystemPrompt\x122\n" +
 	"\n" +
-	"host_tools\x18\a \x03(\v2\x13.mother.v1.ToolSpecR\thostTools\"\xd5\x01\n" +
+	"host_tools\x18\a \x03(\v2\x13.mother.v1.ToolSpecR\thostTools\"\xbc\x02\n" +
 	"\vChickLimits\x12\x1b\n" +
 	"\tmax_turns\x18\x01 \x01(\x05R\bmaxTurns\x12<\n" +
 	"\fwall_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vwallTimeout\x12!\n" +
 	"\ftoken_budget\x18\x03 \x01(\x03R\vtokenBudget\x12H\n" +
-	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xe0\x01\n" +
+	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12-\n" +
+	"\x13max_images_per_call\x18\x05 \x01(\x05R\x10maxImagesPerCall\x126\n" +
+	"\x18max_image_bytes_per_call\x18\x06 \x01(\x03R\x14maxImageBytesPerCall\"\xe0\x01\n" +
 	"\x0eSessionRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.mother.v1.SessionHelloH\x00R\x05hello\x12-\n" +
 	"\x05event\x18\x02 \x01(\v2\x15.mother.v1.AgentEventH\x00R\x05event\x124\n" +
