@@ -29,23 +29,11 @@ func TestHostileBackEgress(t *testing.T) {
 	hatcherytest.BuildImage(t)
 	buildAttack(t)
 	plainMother(t)
-	rows := []struct {
-		name string
-		run  func(t *testing.T, api *client.Client)
-	}{
-		{"RefusedRequests", egressRefusedRequests},
-		{"AccessFlood", egressAccessFlood},
-		{"LoopbackApproval", egressLoopbackApproval},
-	}
-	var wg sync.WaitGroup
-	for _, r := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t.Run(r.name, func(t *testing.T) { r.run(t, api) })
-		}()
-	}
-	wg.Wait()
+	runHostileRows(t, api,
+		hostileRow{"RefusedRequests", egressRefusedRequests},
+		hostileRow{"AccessFlood", egressAccessFlood},
+		hostileRow{"LoopbackApproval", egressLoopbackApproval},
+	)
 }
 
 // egressLogCap is chicks.egress.logMaxBytes as the rows leave it: the

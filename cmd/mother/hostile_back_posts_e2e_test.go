@@ -33,23 +33,11 @@ func TestHostileBackPosts(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
-	rows := []struct {
-		name string
-		run  func(t *testing.T, api *client.Client)
-	}{
-		{"Notices", postsNotices},
-		{"Report", postsReport},
-		{"Discord", postsDiscord},
-	}
-	var wg sync.WaitGroup
-	for _, r := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t.Run(r.name, func(t *testing.T) { r.run(t, api) })
-		}()
-	}
-	wg.Wait()
+	runHostileRows(t, api,
+		hostileRow{"Notices", postsNotices},
+		hostileRow{"Report", postsReport},
+		hostileRow{"Discord", postsDiscord},
+	)
 }
 
 // postsModel is the model of the rows' Mothers: Mother delegates each

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,22 +36,10 @@ func TestHostileBackQuota(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
-	rows := []struct {
-		name string
-		run  func(t *testing.T, api *client.Client)
-	}{
-		{"Outputs", quotaOutputs},
-		{"Skills", quotaSkills},
-	}
-	var wg sync.WaitGroup
-	for _, r := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t.Run(r.name, func(t *testing.T) { r.run(t, api) })
-		}()
-	}
-	wg.Wait()
+	runHostileRows(t, api,
+		hostileRow{"Outputs", quotaOutputs},
+		hostileRow{"Skills", quotaSkills},
+	)
 }
 
 // quotaFill writes 1 GiB of outputs, a chick's whole output cap: ten

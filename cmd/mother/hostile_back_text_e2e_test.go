@@ -134,23 +134,11 @@ func TestHostileBackText(t *testing.T) {
 	t.Parallel()
 	api := hatcherytest.Docker(t)
 	hatcherytest.BuildImage(t)
-	rows := []struct {
-		name string
-		run  func(t *testing.T, api *client.Client)
-	}{
-		{"SlackMassMentions", textSlack},
-		{"DiscordPings", textDiscord},
-		{"TelegramNotifies", textTelegram},
-	}
-	var wg sync.WaitGroup
-	for _, r := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t.Run(r.name, func(t *testing.T) { r.run(t, api) })
-		}()
-	}
-	wg.Wait()
+	runHostileRows(t, api,
+		hostileRow{"SlackMassMentions", textSlack},
+		hostileRow{"DiscordPings", textDiscord},
+		hostileRow{"TelegramNotifies", textTelegram},
+	)
 }
 
 // textSlack: row (a) on Slack in the default answer mode, with <@U…>

@@ -399,28 +399,15 @@ func hostBytes(api *client.Client, id string) (int64, string, error) {
 	return n, strings.Join(where, ", "), nil
 }
 
-// TestHostile runs every row of the threat model from inside real chicks
-// (docs/isolation.md, "How it is proved").
-func TestHostile(t *testing.T) {
-	t.Parallel()
-	api := hatcherytest.Docker(t)
-	hatcherytest.BuildImage(t)
-	buildAttack(t)
-	plainMother(t)
-	rows := []struct {
-		name string
-		run  func(t *testing.T, api *client.Client)
-	}{
-		{"Memory", hostileMemory},
-		{"Budget", hostileBudget},
-		{"Flood", hostileFlood},
-		{"GateStorm", hostileGateStorm},
-		{"Egress", hostileEgress},
-		{"Approvals", hostileApprovals},
-		{"Disk", hostileDisk},
-	}
-	// The rows run at once whatever -parallel is: each is a Mother
-	// waiting on her chicks most of the time.
+// hostileRow is one row of a hostile suite: a subtest given the engine.
+type hostileRow struct {
+	name string
+	run  func(t *testing.T, api *client.Client)
+}
+
+// runHostileRows runs rows as subtests, all at once whatever -parallel
+// is: each is a Mother waiting on her chicks most of the time.
+func runHostileRows(t *testing.T, api *client.Client, rows ...hostileRow) {
 	var wg sync.WaitGroup
 	for _, r := range rows {
 		wg.Add(1)
@@ -430,4 +417,23 @@ func TestHostile(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestHostile runs every row of the threat model from inside real chicks
+// (docs/isolation.md, "How it is proved").
+func TestHostile(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	buildAttack(t)
+	plainMother(t)
+	runHostileRows(t, api,
+		hostileRow{"Memory", hostileMemory},
+		hostileRow{"Budget", hostileBudget},
+		hostileRow{"Flood", hostileFlood},
+		hostileRow{"GateStorm", hostileGateStorm},
+		hostileRow{"Egress", hostileEgress},
+		hostileRow{"Approvals", hostileApprovals},
+		hostileRow{"Disk", hostileDisk},
+	)
 }
