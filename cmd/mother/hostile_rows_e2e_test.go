@@ -85,6 +85,32 @@ func ledgerTokens(t *testing.T, data, id string) int64 {
 	return total
 }
 
+// reportTokens adds up what the broker's ledger charged chicks for the
+// reports Mother's model read about them (issue 42: entries marked
+// report, broker.ChargeReport): it counts in each chick's tier, channel
+// and person on top of the chicks' own calls.
+func reportTokens(t *testing.T, data string) int64 {
+	t.Helper()
+	var total int64
+	filepath.WalkDir(filepath.Join(data, "chicks"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "usage" || !strings.HasSuffix(path, ".jsonl") {
+			return nil
+		}
+		b, _ := os.ReadFile(path)
+		for _, line := range strings.Split(string(b), "\n") {
+			var e struct {
+				Report bool  `json:"report"`
+				In     int64 `json:"in"`
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Report {
+				total += e.In
+			}
+		}
+		return nil
+	})
+	return total
+}
+
 // hostileBudget: with the chick's token, 30 concurrent Generate calls
 // against budgets.chickTokens (hostileChickTokens, hostileCallTokens
 // each); the ledger records at most the budget and calls were refused

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -118,13 +119,16 @@ func TestChickLimitsPerUser(t *testing.T) {
 	b := startChickMother(t, data, chickEnv(fake))
 	io.WriteString(b.stdin, "third job\n")
 	b.waitOut(t, "budgets.userDailyTokens", time.Minute)
-	for _, want := range []string{"Not started, a per-person limit: budget exhausted: user cli/local-user used 200000 of their 200000 chick tokens today", "it resets at 00:00 "} {
+	// The person used the first chick's 200,000 tokens and the report
+	// Mother's model read about it, charged to the chick.
+	used := 200000 + reportTokens(t, data)
+	for _, want := range []string{fmt.Sprintf("Not started, a per-person limit: budget exhausted: user cli/local-user used %d of their 200000 chick tokens today", used), "it resets at 00:00 "} {
 		if !strings.Contains(b.out(), want) {
 			t.Errorf("second Mother's stdout lacks %q:\n%s", want, b.out())
 		}
 	}
 	st, code := momctl(t, data, "status")
-	if code != 0 || !strings.Contains(st, "user cli/local-user today: 200000 tokens (of 200000, 0 left)") {
+	if code != 0 || !strings.Contains(st, fmt.Sprintf("user cli/local-user today: %d tokens (of 200000, 0 left)", used)) {
 		t.Errorf("momctl status (exit %d) does not show the person's budget:\n%s", code, st)
 	}
 	b.stdin.Close()

@@ -313,7 +313,7 @@ func (h *Hatchery) StoreFile(id, rel string, attach bool, title string, r io.Rea
 	var ev Eviction
 	if err == nil {
 		h.quotaMu.Lock()
-		ev, err = h.makeRoom(Files{ChannelDir: chDir, SharedSkills: skills}, h.quota(), dst, 0, false)
+		ev, err = h.makeRoom(Files{ChannelDir: chDir, SharedSkills: skills}, h.quota(), dst, n, false)
 		if err == nil {
 			err = os.Rename(tmp.Name(), dst)
 		}

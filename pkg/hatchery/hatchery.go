@@ -123,6 +123,9 @@ type Hatchery struct {
 	// quotaMu serialises measuring the channels' files and storing a
 	// chick's file (the channel quota, quota.go).
 	quotaMu sync.Mutex
+	// usage is each channel's files as the quota last measured them
+	// (quota.go), under quotaMu.
+	usage map[string]channelBytes
 	// egressMax caps each chick's egress.jsonl (chicks.egress.logMaxBytes).
 	egressMax int64
 

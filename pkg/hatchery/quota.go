@@ -87,6 +87,56 @@ func (f Files) usage() (int64, error) {
 	return n, err
 }
 
+// usageFresh is how long a channel's measured usage is taken as it was
+// (plus what the quota itself stored and removed since) before the
+// channel is walked again. A chick storing thousands of files walked its
+// channel once per file, thousands of entries each time (3,000 files:
+// past a 3-minute chick timeout under the race detector). What others
+// write meanwhile (a person's attachment, the memory) is counted at the
+// next walk, at most this much later, and again when a chick starts.
+const usageFresh = 2 * time.Second
+
+// channelBytes is a channel's usage as last measured, and when it was walked.
+type channelBytes struct {
+	bytes int64
+	at    time.Time
+}
+
+// channelUsage is f's usage with landing bytes more, a file being
+// stored in the channel directory: walked (which counts that file where
+// it is) when the last walk is older than usageFresh or fresh is set,
+// else as last measured plus landing. The caller holds h.quotaMu.
+func (h *Hatchery) channelUsage(f Files, landing int64, fresh bool) (int64, error) {
+	if h.clock == nil {
+		return f.usage()
+	}
+	now := h.clock.Now()
+	if m, ok := h.usage[f.ChannelDir]; ok && !fresh && now.Sub(m.at) < usageFresh && !now.Before(m.at) {
+		return m.bytes + landing, nil
+	}
+	n, err := f.usage()
+	if err != nil {
+		delete(h.usage, f.ChannelDir)
+		return 0, err
+	}
+	if h.usage == nil {
+		h.usage = map[string]channelBytes{}
+	}
+	if len(h.usage) > 4096 {
+		clear(h.usage) // channels come and go; a walk costs little once
+	}
+	h.usage[f.ChannelDir] = channelBytes{bytes: n, at: now}
+	return n, nil
+}
+
+// settleUsage records that f's channel now holds used bytes, as of its
+// last walk. The caller holds h.quotaMu.
+func (h *Hatchery) settleUsage(f Files, used int64) {
+	if m, ok := h.usage[f.ChannelDir]; ok {
+		h.usage[f.ChannelDir] = channelBytes{bytes: used, at: m.at}
+	}
+}
+
 // output is one chick output the quota may remove.
 type output struct {
 	path, rel string
@@ -128,25 +178,25 @@ func outputs(chDir, keep string) ([]output, error) {
 }
 
 // makeRoom removes the oldest chick outputs of f's channel until what a
-// chick receives fits in quota bytes, with incoming bytes more to land at
-// dst (already counted if it is in the channel directory, as a file being
-// stored is; replacing dst frees what it holds). When even every older
+// chick receives fits in quota bytes, with a file of landing bytes being
+// stored in the channel directory to land at dst (replacing dst frees
+// what it holds; see channelUsage). When even every older
 // output removed would not make room it returns ErrOverQuota, having
 // removed nothing, or, with all, having removed them all (a chick
 // starting receives what fits). The caller holds h.quotaMu.
-func (h *Hatchery) makeRoom(f Files, quota int64, dst string, incoming int64, all bool) (Eviction, error) {
+func (h *Hatchery) makeRoom(f Files, quota int64, dst string, landing int64, all bool) (Eviction, error) {
 	ev := Eviction{Quota: quota}
-	used, err := f.usage()
+	used, err := h.channelUsage(f, landing, all)
 	if err != nil {
 		return ev, fmt.Errorf("measure the channel's files: %w", err)
 	}
-	used += incoming
 	if dst != "" {
 		if fi, err := os.Lstat(dst); err == nil && fi.Mode().IsRegular() {
 			used -= fi.Size()
 		}
 	}
 	if used <= quota {
+		h.settleUsage(f, used)
 		return ev, nil
 	}
 	outs, err := outputs(f.ChannelDir, dst)
@@ -179,6 +229,11 @@ func (h *Hatchery) makeRoom(f Files, quota int64, dst string, incoming int64, al
 		ev.Removed = append(ev.Removed, o.rel)
 		ev.Bytes += o.size
 		removeEmptyDirs(filepath.Join(f.ChannelDir, outputsDir), filepath.Dir(o.path))
+	}
+	if over == nil {
+		h.settleUsage(f, used)
+	} else {
+		delete(h.usage, f.ChannelDir)
 	}
 	return ev, over
 }
