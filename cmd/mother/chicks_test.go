@@ -352,10 +352,10 @@ func TestChickWholePath(t *testing.T) {
 	// so did Mother's own (each settled as it was reserved).
 	kinds := map[string]int{}
 	for _, l := range readLedger(t, data) {
-		kinds[l.Kind]++
+		kinds[l.ledgerKind()]++
 	}
-	if kinds[""] != 3 {
-		t.Errorf("ledger has %d chick calls, want 3 (%v)", kinds[""], kinds)
+	if kinds[""] != 3 || kinds["report"] != 1 {
+		t.Errorf("ledger has %d chick calls and %d reports charged to it, want 3 and 1 (%v)", kinds[""], kinds["report"], kinds)
 	}
 	if kinds["mother"] == 0 || kinds["mother"] != kinds["mother-reserve"] || kinds["reserve"] != 3 {
 		t.Errorf("ledger lines by kind: %v, want Mother's own calls reserved and settled", kinds)

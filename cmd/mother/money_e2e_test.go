@@ -29,6 +29,17 @@ type ledgerLine struct {
 	RCost   int64  `json:"rcostMicroUSD"`
 	Scope   string `json:"scope"`
 	Level   int    `json:"level"`
+	// Report marks the charge of what Mother's model read about an
+	// ended chick (issue 42), a settlement of the chick's.
+	Report bool `json:"report"`
+}
+
+// ledgerKind is what a ledger line counts as: its kind, or "report".
+func (l ledgerLine) ledgerKind() string {
+	if l.Report {
+		return "report"
+	}
+	return l.Kind
 }
 
 func readLedger(t *testing.T, data string) []ledgerLine {

@@ -135,10 +135,10 @@ func TestChickResultAnsweredWholePath(t *testing.T) {
 			// answer mode one more than in relay mode.
 			kinds := map[string]int{}
 			for _, l := range readLedger(t, data) {
-				kinds[l.Kind]++
+				kinds[l.ledgerKind()]++
 			}
-			if kinds[""] != 3 {
-				t.Errorf("the ledger has %d chick calls, want the chick's 3 (%v)", kinds[""], kinds)
+			if kinds[""] != 3 || kinds["report"] != 1 {
+				t.Errorf("the ledger has %d chick calls and %d reports charged to it, want the chick's 3 and its report once (%v)", kinds[""], kinds["report"], kinds)
 			}
 			if own := kinds["mother"]; own != kinds["mother-reserve"] || mode == "answer" && own < 3 || mode == "relay" && own < 2 {
 				t.Errorf("Mother's own calls in the ledger: %v", kinds)
