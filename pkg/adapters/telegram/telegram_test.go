@@ -73,14 +73,19 @@ func (i *inbox) byText(text string) (chat.ChannelMessage, bool, int) {
 
 func (i *inbox) wait(t *testing.T, text string) (chat.ChannelMessage, bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// 30 s: under make test's load (the race detector, the e2e suites'
+	// chicks) a poll after a restart has taken more than 10.
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if m, late, n := i.byText(text); n > 0 {
 			return m, late
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%q never delivered; got %+v", text, i.msgs)
+	i.mu.Lock()
+	got := slices.Clone(i.msgs)
+	i.mu.Unlock()
+	t.Fatalf("%q never delivered; got %+v", text, got)
 	return chat.ChannelMessage{}, false
 }
 
