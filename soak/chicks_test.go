@@ -151,9 +151,14 @@ func TestSoakChickFlood(t *testing.T) {
 	// The fake answers at once with a hundred tool calls a turn: the chick
 	// sends events far faster than chicks.events' default rate (100 a
 	// second, a burst of 1,000; a real model never nears it), which would
-	// stop it for flooding. This scenario is Mother under a legitimate
-	// flood; the hostile suite stops a chick past the bound.
-	data := newData(t, api, chicksConfig(t, fake.URL, map[string]any{"events": map[string]any{"perSecond": 1000000, "burst": 1000000}}))
+	// stop it for flooding, and far faster than chicks.posts shows a
+	// chick's progress (20 tool calls a minute). This scenario is Mother
+	// rendering a legitimate flood whole; the hostile suites stop a chick
+	// past the bound and pace its posts.
+	data := newData(t, api, chicksConfig(t, fake.URL, map[string]any{
+		"events": map[string]any{"perSecond": 1000000, "burst": 1000000},
+		"posts":  map[string]any{"progressPerMinute": 1000000, "progressBurst": 1000000},
+	}))
 	chDir := filepath.Join(data, "workspace", "channels", "cli", "local")
 	os.MkdirAll(chDir, 0o700)
 	os.WriteFile(filepath.Join(chDir, "MEMORY.md"), []byte("notes\n"), 0o600)
