@@ -213,25 +213,6 @@ func postsNotices(t *testing.T, api *client.Client) {
 	}
 }
 
-// postsReportEntry is what the ledger charged chick id for its report.
-func postsReportEntry(data, id string) (tokens int64) {
-	paths, _ := filepath.Glob(filepath.Join(data, "chicks", "usage", "*.jsonl"))
-	for _, path := range paths {
-		b, _ := os.ReadFile(path)
-		for _, line := range strings.Split(string(b), "\n") {
-			var e struct {
-				Chick  string `json:"chick"`
-				Report bool   `json:"report"`
-				In     int64  `json:"in"`
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Chick == id && e.Report {
-				tokens += e.In
-			}
-		}
-	}
-	return tokens
-}
-
 // postsReport: a chick leaves 3,000 output files with 200-character
 // names (relay mode). The result logged in log.jsonl and Mother's next
 // prompt stay within a few KB of what they were; what she reads of it is
@@ -268,7 +249,7 @@ func postsReport(t *testing.T, api *client.Client) {
 		}
 	}
 	grew := after[len(after)-1] - before[0]
-	charged := postsReportEntry(data, id)
+	charged := reportTokens(t, data, id)
 	t.Logf("chick %s: result's line in log.jsonl %d bytes; Mother's prompt %d bytes before, %d after (+%d, %d model calls for the next message); %d tokens charged to the chick for it (ledger total %d)",
 		id, logged, before[0], after[len(after)-1], grew, len(after)-len(before), charged, ledgerTokens(t, data, id))
 	if logged == 0 || logged > 8<<10 {

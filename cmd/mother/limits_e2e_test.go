@@ -121,7 +121,7 @@ func TestChickLimitsPerUser(t *testing.T) {
 	b.waitOut(t, "budgets.userDailyTokens", time.Minute)
 	// The person used the first chick's 200,000 tokens and the report
 	// Mother's model read about it, charged to the chick.
-	used := 200000 + reportTokens(t, data)
+	used := 200000 + reportTokens(t, data, "")
 	for _, want := range []string{fmt.Sprintf("Not started, a per-person limit: budget exhausted: user cli/local-user used %d of their 200000 chick tokens today", used), "it resets at 00:00 "} {
 		if !strings.Contains(b.out(), want) {
 			t.Errorf("second Mother's stdout lacks %q:\n%s", want, b.out())

@@ -175,7 +175,7 @@ func TestOperateDaemonMetricsStatusAndLogs(t *testing.T) {
 	}
 	// The tier's day holds the chick's settled 140 tokens and the report
 	// Mother's model read about it, charged to the chick (issue 42).
-	tierUsed := 140 + reportTokens(t, data)
+	tierUsed := 140 + reportTokens(t, data, "")
 	budgetOK := false
 	for _, b := range st.Budgets {
 		if b.Scope == "tier local today" && b.Used == tierUsed && b.Limit == 20000 {
