@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/mother-chat/mother/pkg/chick"
+	release "github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 )
 
@@ -43,7 +44,7 @@ func main() {
 	workspace := flag.String("workspace", "/workspace", "the chick's working directory")
 	flag.Parse()
 	if *showVersion {
-		fmt.Printf("chick %s\n", version)
+		fmt.Println(release.Line("chick", version))
 		return
 	}
 	if flag.NArg() > 0 {

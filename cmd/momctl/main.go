@@ -36,6 +36,7 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/termtext"
+	release "github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -101,7 +102,7 @@ func run(ctx context.Context, args []string, c *cli, getenv func(string) string)
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintf(stdout, "momctl %s\n", c.version)
+		fmt.Fprintln(stdout, release.Line("momctl", c.version))
 		return 0
 	}
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }

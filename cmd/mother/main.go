@@ -38,9 +38,12 @@ import (
 	// Aliased: the end-to-end tests of this package have a type daemon.
 	motherd "github.com/mother-chat/mother/pkg/daemon"
 	"github.com/mother-chat/mother/pkg/migrate"
+	release "github.com/mother-chat/mother/pkg/version"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=...".
+// version is the build's label, stamped at build time with -ldflags
+// "-X main.version=..." (git describe, or a test's name for it). The
+// release is pkg/version's.
 var version = "dev"
 
 // Exit statuses.
@@ -100,7 +103,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fs.Usage = func() { usageTo(stderr) }
 	if *showVersion {
-		fmt.Fprintf(stdout, "mother %s\n", version)
+		fmt.Fprintln(stdout, release.Line("mother", version))
 		return exitOK
 	}
 	if fs.NArg() != 1 {

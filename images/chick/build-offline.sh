@@ -16,8 +16,12 @@ ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -tags timetzdata -ldflags "-s -w -X main.version=${VERSION:-dev}" -o "$ctx/chick" ./cmd/chick)
 cp "$busybox" "$ctx/busybox"
+# The release comes from the VERSION file; VERSION in the environment is
+# the build's label (git describe, or a test's name for it).
+release="$(tr -d '[:space:]' <"$root/VERSION")"
+protocol="$(sed -n 's/^const Protocol = \([0-9]*\)$/\1/p' "$root/pkg/version/version.go")"
 cp "$here/Dockerfile.offline" "$here/passwd" "$here/group" "$here/bash" "$ctx/"
-if ! docker build -q -f "$ctx/Dockerfile.offline" -t "$tag" "$ctx" >"$ctx/build.log" 2>&1; then
+if ! docker build -q --build-arg MOTHER_RELEASE="$release" --build-arg MOTHER_PROTOCOL="$protocol" -f "$ctx/Dockerfile.offline" -t "$tag" "$ctx" >"$ctx/build.log" 2>&1; then
 	cat "$ctx/build.log" >&2
 	exit 1
 fi
