@@ -935,7 +935,11 @@ type HostStatus struct {
 	// engine_version is the Docker engine's version (when up).
 	EngineVersion string `protobuf:"bytes,7,opt,name=engine_version,json=engineVersion,proto3" json:"engine_version,omitempty"`
 	// since is when the host last went up or down.
-	Since         *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=since,proto3" json:"since,omitempty"`
+	Since *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=since,proto3" json:"since,omitempty"`
+	// incompatible, when set, says that the host's chick image is of a
+	// release this Mother does not work with, which release, and the fix:
+	// no chick starts there until the image changes.
+	Incompatible  string `protobuf:"bytes,9,opt,name=incompatible,proto3" json:"incompatible,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1024,6 +1028,13 @@ func (x *HostStatus) GetSince() *timestamppb.Timestamp {
 		return x.Since
 	}
 	return nil
+}
+
+func (x *HostStatus) GetIncompatible() string {
+	if x != nil {
+		return x.Incompatible
+	}
+	return ""
 }
 
 type GetStatusResponse struct {
@@ -1991,7 +2002,7 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"usedTokens\x12!\n" +
 	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\x12$\n" +
 	"\x0eused_micro_usd\x18\x04 \x01(\x03R\fusedMicroUsd\x12&\n" +
-	"\x0flimit_micro_usd\x18\x05 \x01(\x03R\rlimitMicroUsd\"\xeb\x01\n" +
+	"\x0flimit_micro_usd\x18\x05 \x01(\x03R\rlimitMicroUsd\"\x8f\x02\n" +
 	"\n" +
 	"HostStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
@@ -2001,7 +2012,8 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x14\n" +
 	"\x05tiers\x18\x06 \x03(\tR\x05tiers\x12%\n" +
 	"\x0eengine_version\x18\a \x01(\tR\rengineVersion\x120\n" +
-	"\x05since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xd5\x03\n" +
+	"\x05since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\"\n" +
+	"\fincompatible\x18\t \x01(\tR\fincompatible\"\xd5\x03\n" +
 	"\x11GetStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +

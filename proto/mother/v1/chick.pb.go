@@ -301,8 +301,15 @@ func (MemoryMode) EnumDescriptor() ([]byte, []int) {
 
 type JoinRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Version of the chick binary, for the operator's eyes.
-	Version       string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Version of the chick binary, for the operator's eyes (its build
+	// label).
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Release is the chick's release ("0.2.0"); Protocol its wire protocol
+	// (2). A chick that sends neither is of release 0.1.x, protocol 1.
+	// Mother refuses a Join of a release outside her range
+	// (FailedPrecondition, with a sentence that names both and the fix).
+	Release       string `protobuf:"bytes,2,opt,name=release,proto3" json:"release,omitempty"`
+	Protocol      int32  `protobuf:"varint,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -344,6 +351,20 @@ func (x *JoinRequest) GetVersion() string {
 	return ""
 }
 
+func (x *JoinRequest) GetRelease() string {
+	if x != nil {
+		return x.Release
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetProtocol() int32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
 type JoinResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	ChickId string                 `protobuf:"bytes,1,opt,name=chick_id,json=chickId,proto3" json:"chick_id,omitempty"`
@@ -356,7 +377,12 @@ type JoinResponse struct {
 	// users, workspace layout), already rendered.
 	SystemPrompt string `protobuf:"bytes,6,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
 	// Host tools the chick may request through InvokeHostTool.
-	HostTools     []*ToolSpec `protobuf:"bytes,7,rep,name=host_tools,json=hostTools,proto3" json:"host_tools,omitempty"`
+	HostTools []*ToolSpec `protobuf:"bytes,7,rep,name=host_tools,json=hostTools,proto3" json:"host_tools,omitempty"`
+	// Release and Protocol are Mother's (unset: 0.1.x, protocol 1). A
+	// chick outside whose range she is ends its run at once with a sentence
+	// that says so.
+	Release       string `protobuf:"bytes,8,opt,name=release,proto3" json:"release,omitempty"`
+	Protocol      int32  `protobuf:"varint,9,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -438,6 +464,20 @@ func (x *JoinResponse) GetHostTools() []*ToolSpec {
 		return x.HostTools
 	}
 	return nil
+}
+
+func (x *JoinResponse) GetRelease() string {
+	if x != nil {
+		return x.Release
+	}
+	return ""
+}
+
+func (x *JoinResponse) GetProtocol() int32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
 }
 
 // ChickLimits are the limits Mother enforces; the chick honours them too so
@@ -3267,9 +3307,11 @@ var File_mother_v1_chick_proto protoreflect.FileDescriptor
 
 const file_mother_v1_chick_proto_rawDesc = "" +
 	"\n" +
-	"\x15mother/v1/chick.proto\x12\tmother.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/types.proto\"'\n" +
+	"\x15mother/v1/chick.proto\x12\tmother.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15mother/v1/types.proto\"]\n" +
 	"\vJoinRequest\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"\xf4\x01\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
+	"\arelease\x18\x02 \x01(\tR\arelease\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\x05R\bprotocol\"\xaa\x02\n" +
 	"\fJoinResponse\x12\x19\n" +
 	"\bchick_id\x18\x01 \x01(\tR\achickId\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x12\n" +
@@ -3278,7 +3320,9 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x06limits\x18\x05 \x01(\v2\x16.mother.v1.ChickLimitsR\x06limits\x12#\n" +
 	"\rsystem_prompt\x18\x06 \x01(\tR\fsystemPrompt\x122\n" +
 	"\n" +
-	"host_tools\x18\a \x03(\v2\x13.mother.v1.ToolSpecR\thostTools\"\xbc\x02\n" +
+	"host_tools\x18\a \x03(\v2\x13.mother.v1.ToolSpecR\thostTools\x12\x18\n" +
+	"\arelease\x18\b \x01(\tR\arelease\x12\x1a\n" +
+	"\bprotocol\x18\t \x01(\x05R\bprotocol\"\xbc\x02\n" +
 	"\vChickLimits\x12\x1b\n" +
 	"\tmax_turns\x18\x01 \x01(\x05R\bmaxTurns\x12<\n" +
 	"\fwall_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vwallTimeout\x12!\n" +
