@@ -76,6 +76,12 @@ func main() {
 		Tools: chickTools, GateProxy: gateProxy, GateKey: gateKey,
 	})
 	if err != nil {
+		var inc *chick.IncompatibleError
+		if errors.As(err, &inc) {
+			// Mother's sentence, as it is: it names both releases and the fix.
+			fmt.Fprintln(os.Stderr, "chick: "+inc.Why)
+			os.Exit(1)
+		}
 		logger.Error("chick failed", "err", err)
 		if errors.Is(err, chick.ErrRejected) {
 			os.Exit(3)

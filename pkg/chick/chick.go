@@ -45,6 +45,7 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/skills"
+	"github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -66,9 +67,14 @@ type Options struct {
 	CAPEM []byte
 	// Workspace is the working directory (default /workspace).
 	Workspace string
-	Version   string
-	Logger    *slog.Logger
-	Tools     ToolsFunc
+	// Version is the chick binary's build label, for the operator's eyes.
+	Version string
+	// Release is the release the chick says it is, and judges Mother's
+	// against (default version.Release; tests set another to play an
+	// older or newer chick).
+	Release string
+	Logger  *slog.Logger
+	Tools   ToolsFunc
 	// MinBackoff and MaxBackoff bound reconnect waits (200ms, 5s).
 	MinBackoff, MaxBackoff time.Duration
 	// ReconnectFor is how long the chick keeps trying to reach Mother
@@ -92,6 +98,13 @@ type Options struct {
 	// wire.ChickProxyAddr (tests).
 	ProxyListener net.Listener
 }
+
+// IncompatibleError is a Join Mother refused because the chick's release
+// does not work with hers: its text is her sentence, which names both
+// releases and the fix. The chick exits with it.
+type IncompatibleError struct{ Why string }
+
+func (e *IncompatibleError) Error() string { return e.Why }
 
 // ErrRejected means Mother refused the chick's token: it was reaped or has
 // ended. There is nothing left to do.
@@ -127,6 +140,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
+	}
+	if opts.Release == "" {
+		opts.Release = version.Release
 	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -246,15 +262,24 @@ func (r *runner) run(ctx context.Context) error {
 	var join *pb.JoinResponse
 	err := r.retry(ctx, "join", func(ctx context.Context) error {
 		var err error
-		join, err = r.client.Join(ctx, &pb.JoinRequest{Version: r.opts.Version})
+		join, err = r.client.Join(ctx, &pb.JoinRequest{Version: r.opts.Version, Release: r.opts.Release, Protocol: version.Protocol})
 		return err
 	})
+	if status.Code(err) == codes.FailedPrecondition {
+		// Mother does not work with this chick's release, and said why.
+		return &IncompatibleError{Why: status.Convert(err).Message()}
+	}
 	if err != nil {
 		return fmt.Errorf("chick: %w", err)
 	}
 	lim := join.GetLimits()
 	wall := wire.DurationFromProto(lim.GetWallTimeout())
-	r.logger.Info("joined", "channel", join.GetChannel(), "tier", join.GetTier(), "max_turns", lim.GetMaxTurns(), "wall", wall)
+	r.logger.Info("joined", "channel", join.GetChannel(), "tier", join.GetTier(), "max_turns", lim.GetMaxTurns(), "wall", wall,
+		"mother_release", cmp.Or(join.GetRelease(), "0.1.x"), "mother_protocol", version.ProtocolOf(join.GetProtocol()))
+	// A Mother outside this chick's range (an older one says no release:
+	// 0.1.x) gets the chick's result at once, saying so: her end reason
+	// then names the skew, not a hang.
+	skew := version.Mother(r.opts.Release, join.GetRelease())
 
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
@@ -276,6 +301,11 @@ func (r *runner) run(ctx context.Context) error {
 	sessDone := make(chan error, 1)
 	go func() { sessDone <- r.sessionLoop(sessCtx, hb, cancelRun) }()
 
+	if skew != "" {
+		r.logger.Error("Mother's release does not work with this chick's", "why", skew)
+		r.out.setResult(&pb.ChickResult{StopReason: wire.StopReasonToProto(agent.StopError), Error: skew})
+		return r.waitStored(ctx, sessDone)
+	}
 	if err := r.fetchFiles(runCtx); err != nil {
 		if errors.Is(err, ErrRejected) {
 			return fmt.Errorf("chick: %w", err)

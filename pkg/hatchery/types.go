@@ -44,6 +44,9 @@ const (
 	ReasonLost     Reason = "lost"     // Mother restarted and could not resume it
 	ReasonNoStart  Reason = "no_start" // its container could not be started
 	ReasonShutdown Reason = "shutdown" // Mother is going away for good
+	// ReasonIncompatible: its release does not work with this Mother's
+	// (pkg/version); the outcome is the sentence that says so.
+	ReasonIncompatible Reason = "incompatible"
 )
 
 // Errors callers branch on.

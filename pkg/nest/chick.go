@@ -1,6 +1,7 @@
 package nest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -28,7 +30,17 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion())
+	// A chick of a release this Mother does not work with is refused
+	// here, with the sentence that says why, and ends with it as its
+	// reason (not as hung or crashed when it exits).
+	if why := c.s.incompatible(id, req.GetRelease()); why != "" {
+		c.s.logger.Warn("chick refused: its release does not work with this Mother", "chick", id, "version", req.GetVersion(),
+			"release", req.GetRelease(), "protocol", version.ProtocolOf(req.GetProtocol()), "why", why)
+		_, _ = c.s.chicks.Stop(id, hatchery.ReasonIncompatible, why, c.s.killGrace)
+		return nil, status.Error(codes.FailedPrecondition, why)
+	}
+	c.s.logger.Info("chick joined", "chick", id, "version", req.GetVersion(), "release", cmp.Or(req.GetRelease(), "0.1.x"),
+		"protocol", version.ProtocolOf(req.GetProtocol()))
 	c.s.rememberVersion(id, req.GetVersion())
 	var hostTools []*pb.ToolSpec
 	if c.s.hostTools != nil {
@@ -37,14 +49,24 @@ func (c *chickService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinR
 		}
 	}
 	return &pb.JoinResponse{
-		HostTools: hostTools,
-		ChickId:   a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
+		HostTools: hostTools, Release: c.s.release, Protocol: version.Protocol,
+		ChickId: a.ChickID, Channel: a.Channel, Goal: a.Goal, Tier: a.Tier, SystemPrompt: a.System,
 		Limits: &pb.ChickLimits{
 			MaxTurns: int32(a.MaxTurns), WallTimeout: wire.DurationToProto(a.WallTimeout),
 			TokenBudget: a.TokenBudget, HeartbeatInterval: wire.DurationToProto(a.HeartbeatInterval),
 			MaxImagesPerCall: int32(c.s.calls.limits.MaxImages), MaxImageBytesPerCall: c.s.calls.limits.MaxImageBytes,
 		},
 	}, nil
+}
+
+// incompatible is why a chick that says release rel may not run with
+// this Mother; "" when it may.
+func (s *Server) incompatible(id, rel string) string {
+	what := "this chick"
+	if info, err := s.chicks.Get(id); err == nil && info.Host != "" {
+		what = "the chick on host " + info.Host
+	}
+	return version.Chick(s.release, rel, what)
 }
 
 func (c *chickService) Generate(req *pb.GenerateRequest, stream pb.ChickService_GenerateServer) error {

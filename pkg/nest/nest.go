@@ -28,6 +28,7 @@
 package nest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -49,6 +50,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hosttools"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/fallback"
+	"github.com/mother-chat/mother/pkg/version"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
 
@@ -167,6 +169,10 @@ type Options struct {
 	Gate *Gate
 	// Calls bound the chicks' model calls (config chicks.calls).
 	Calls CallLimits
+	// Release is the release the nest says it is to chicks, and judges
+	// theirs against (default version.Release; tests set another to play
+	// an older or newer Mother).
+	Release string
 }
 
 // Server serves both services.
@@ -188,6 +194,7 @@ type Server struct {
 	gate      *Gate
 	egress    EgressRecorder
 	calls     *callGate
+	release   string
 
 	mu       sync.Mutex
 	access   AccessDesk
@@ -225,7 +232,7 @@ func New(opts Options) *Server {
 		version: opts.Version, startedAt: opts.StartedAt, clock: opts.Clock, killGrace: opts.KillGrace, sessions: map[string]*sessionSlot{},
 		image: opts.ChickImage, tls: opts.TLS, versions: map[string]string{},
 		hostTools: opts.HostTools, servers: opts.ToolServers, gate: opts.Gate,
-		calls: newCallGate(opts.Calls),
+		calls: newCallGate(opts.Calls), release: cmp.Or(opts.Release, version.Release),
 	}
 	if r, ok := opts.Chicks.(EgressRecorder); ok {
 		srv.egress = r

@@ -214,7 +214,9 @@ func Chick(mother, chick, what string) string {
 
 // Mother tells whether a chick of release chick works with Mother of
 // release mother (as her JoinResponse says; empty: 0.1.x). It returns ""
-// when they do, else the sentence the chick ends its run with.
+// when they do, else the sentence the chick ends its run with. A chick
+// judges only a Mother older than its range: a newer Mother judges the
+// chick herself when it joins (she knows which chicks she works with).
 func Mother(chick, mother string) string {
 	c, err := Parse(chick)
 	if err != nil {
@@ -230,14 +232,10 @@ func Mother(chick, mother string) string {
 	if err != nil {
 		return fmt.Sprintf("this chick image is %s; Mother here says release %q, which it cannot read; it needs Mother %s: install the mother package of that release", c, mother, r)
 	}
-	switch {
-	case r.Holds(m):
-		return ""
-	case m.less(r.Oldest):
+	if m.less(r.Oldest) {
 		return fmt.Sprintf("this chick image is %s; Mother here is %s and it needs Mother %s: upgrade the mother package", c, Shown(mother), r)
-	default:
-		return fmt.Sprintf("this chick image is %s; Mother here is %s and it needs Mother %s: upgrade the mother-chick package", c, Shown(mother), r)
 	}
+	return ""
 }
 
 // ProtocolOf reads a protocol number as sent: 0 (absent) is 1.
