@@ -11,12 +11,15 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -151,7 +154,7 @@ func New(opts Options) (*Gate, error) {
 			*l.v = l.def
 		}
 	}
-	conn, err := grpc.NewClient(opts.Upstream, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts.DialOptions...)...)
+	conn, err := grpc.NewClient(opts.Upstream, append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithChainUnaryInterceptor(sayRelease)}, opts.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("gate: GateService at %s: %w", opts.Upstream, err)
 	}
@@ -397,4 +400,11 @@ func interfaceAddrs() ([]netip.Addr, error) {
 		}
 	}
 	return out, nil
+}
+
+// sayRelease tells Mother the gate's release and protocol on each call
+// (she logs them, and a Mother of 0.1.x ignores them).
+func sayRelease(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx = metadata.AppendToOutgoingContext(ctx, version.MetaRelease, version.Release, version.MetaProtocol, strconv.Itoa(version.Protocol))
+	return invoker(ctx, method, req, reply, cc, opts...)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/gate"
 	"github.com/mother-chat/mother/pkg/gate/gatetest"
+	"github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -288,6 +289,10 @@ func TestRefusedByMother(t *testing.T) {
 	}
 	if n := e.lookupCount(); n != 0 {
 		t.Errorf("%d lookups for a refused destination", n)
+	}
+	// Each call says the gate's release and protocol (Mother logs them).
+	if said, want := e.m.Said(), version.Release+"/"+strconv.Itoa(version.Protocol); len(said) == 0 || said[0] != want {
+		t.Errorf("the gate's calls said %q of its release, want %q", said, want)
 	}
 	if want := `level=DEBUG msg=refused component=gate chick=c-1 destination=github.com:443 outcome=EGRESS_OUTCOME_REFUSED reason="not allowed for this chick"`; !strings.Contains(logs.String(), want) {
 		t.Errorf("log:\n%s\nwant a line with %s", logs.String(), want)

@@ -1,18 +1,22 @@
 package nest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/skills"
+	"github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -106,7 +110,40 @@ func (s *Server) authenticateGate(ctx context.Context) (context.Context, error) 
 		s.logger.Warn("gate call refused: bad token", "host", host)
 		return nil, status.Error(codes.Unauthenticated, "token not valid for this gate")
 	}
+	s.noteGate(ctx, host)
 	return context.WithValue(ctx, gateCtxKey{}, host), nil
+}
+
+// noteGate logs the release and protocol a host's gate says it is (its
+// calls' metadata; none: 0.1.x, protocol 1), once, and again when they
+// change.
+func (s *Server) noteGate(ctx context.Context, host string) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	first := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	rel, proto := first(version.MetaRelease), first(version.MetaProtocol)
+	said := rel + "/" + proto
+	s.mu.Lock()
+	if s.gateReleases == nil {
+		s.gateReleases = map[string]string{}
+	}
+	seen := s.gateReleases[host] == said
+	s.gateReleases[host] = said
+	s.mu.Unlock()
+	if seen {
+		return
+	}
+	p, _ := strconv.Atoi(proto)
+	args := []any{"host", host, "release", cmp.Or(rel, "0.1.x"), "protocol", version.ProtocolOf(int32(p))}
+	if why := version.Chick(s.release, rel, "the gate on host "+host); why != "" {
+		s.logger.Warn("gate of a release this Mother does not work with", append(args, "why", why)...)
+		return
+	}
+	s.logger.Info("gate calls", args...)
 }
 
 // gateChick checks that key is chick id's gate key at the calling gate

@@ -52,7 +52,7 @@ func (e *egressHeard) all() []hatchery.Egress {
 	return slices.Clone(e.got)
 }
 
-func newGateFixture(t *testing.T) *gateFixture {
+func newGateFixture(t *testing.T, more ...func(*nest.Options)) *gateFixture {
 	t.Helper()
 	g := &gateFixture{secret: egress.NewSecret([]byte(strings.Repeat("k", 32))), mx: metrics.New(metrics.Options{}), heard: &egressHeard{}}
 	g.fixture = newFixture(t, 0, func(cfg *config.Config, h *hatchery.Hatchery, o *nest.Options) {
@@ -69,6 +69,9 @@ func newGateFixture(t *testing.T) *gateFixture {
 		g.policy = p
 		h.Subscribe(g.heard)
 		o.Gate = &nest.Gate{Secret: g.secret, Instance: h.Instance(), Hosts: []string{"local"}, Policy: p, Metrics: g.mx}
+		for _, f := range more {
+			f(o)
+		}
 	})
 	return g
 }

@@ -202,9 +202,11 @@ type Server struct {
 	events   Events
 	adapters Adapters
 	versions map[string]string // chick id -> the version it joined with
-	sessions map[string]*sessionSlot
-	grpcs    []*grpc.Server
-	stopped  bool
+	// gateReleases: host -> the release/protocol its gate last said.
+	gateReleases map[string]string
+	sessions     map[string]*sessionSlot
+	grpcs        []*grpc.Server
+	stopped      bool
 }
 
 type sessionSlot struct{ cancel context.CancelFunc }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,9 +17,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mother-chat/mother/pkg/nest"
+	"github.com/mother-chat/mother/pkg/version"
 	"github.com/mother-chat/mother/pkg/wire"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -45,6 +48,7 @@ type Mother struct {
 	mu         sync.Mutex
 	decide     Decide
 	authorizes []*pb.AuthorizeRequest
+	said       []string
 }
 
 // Start serves GateService, and chick if not nil, until the test ends.
@@ -106,6 +110,14 @@ func (m *Mother) Authorizes() []*pb.AuthorizeRequest {
 	return append([]*pb.AuthorizeRequest(nil), m.authorizes...)
 }
 
+// Said is what each GateService call said of the gate's release and
+// protocol in its metadata ("0.2.0/2"; "/" when nothing).
+func (m *Mother) Said() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.said...)
+}
+
 // NextReport waits for the next Report call.
 func (m *Mother) NextReport(t testing.TB) *pb.ReportRequest {
 	t.Helper()
@@ -123,16 +135,21 @@ type gateService struct {
 	m *Mother
 }
 
-func checkGate(ctx context.Context) error {
+func (s *gateService) checkGate(ctx context.Context) error {
 	host, token := wire.FromIncoming(ctx)
 	if host != Host || token != Token {
 		return status.Error(codes.Unauthenticated, "not this gate's token")
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	said := strings.Join(md.Get(version.MetaRelease), ",") + "/" + strings.Join(md.Get(version.MetaProtocol), ",")
+	s.m.mu.Lock()
+	s.m.said = append(s.m.said, said)
+	s.m.mu.Unlock()
 	return nil
 }
 
 func (s *gateService) Authorize(ctx context.Context, req *pb.AuthorizeRequest) (*pb.AuthorizeResponse, error) {
-	if err := checkGate(ctx); err != nil {
+	if err := s.checkGate(ctx); err != nil {
 		return nil, err
 	}
 	s.m.mu.Lock()
@@ -143,7 +160,7 @@ func (s *gateService) Authorize(ctx context.Context, req *pb.AuthorizeRequest) (
 }
 
 func (s *gateService) Report(ctx context.Context, req *pb.ReportRequest) (*pb.ReportResponse, error) {
-	if err := checkGate(ctx); err != nil {
+	if err := s.checkGate(ctx); err != nil {
 		return nil, err
 	}
 	s.m.reports <- req
