@@ -14,6 +14,10 @@ import (
 // Release is this release of Mother: the one written into the format file.
 const Release = "0.2.0"
 
+// Previous is the release before this one: what mother rollback goes back
+// to by default.
+const Previous = "0.1.0"
+
 // Current is the data format this release reads and writes: the last
 // step's (a test of the table keeps them together).
 const Current = 1
