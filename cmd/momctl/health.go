@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -50,9 +51,9 @@ func (c *cli) health(ctx context.Context, args []string) error {
 			return os.Getenv(k)
 		}
 	}
-	cfg, err := config.Load(data, getenv)
+	cfg, err := healthConfig(data, getenv)
 	if err != nil {
-		return fmt.Errorf("mother cannot be healthy: her configuration does not load: %v", err)
+		return err
 	}
 	probe := func(ctx context.Context) (string, error) { return c.probeSocket(ctx, cfg.Admin.Socket) }
 	if cfg.Metrics.Listen != "" {
@@ -82,6 +83,27 @@ func (c *cli) health(ctx context.Context, args []string) error {
 		case <-time.After(min(time.Second, left)):
 		}
 	}
+}
+
+// healthConfig reads where Mother listens from DATA/config.json and the
+// environment, as she does, without validating the rest: momctl has no
+// adapter types registered, and a configuration Mother refuses shows as
+// her not answering.
+func healthConfig(data string, getenv func(string) string) (*config.Config, error) {
+	var cfg config.Config
+	b, err := os.ReadFile(filepath.Join(data, config.File))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("mother's configuration: %w", err)
+	default:
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return nil, fmt.Errorf("mother cannot be healthy: %s is not JSON she reads (%v)", filepath.Join(data, config.File), err)
+		}
+	}
+	cfg.ApplyEnv(getenv)
+	cfg.SetDefaults(data)
+	return &cfg, nil
 }
 
 // probeHealthz asks /healthz on the listener at addr once.
