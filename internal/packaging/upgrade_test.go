@@ -123,7 +123,8 @@ func TestUpgradeChecksAndGoesBack(t *testing.T) {
 	}
 
 	// Not healthy: what the new version changed, then a binary that fails.
-	c.asMother("echo '{\"broken\": ' > config.json; echo after > state/x/marker.json; echo new > state/x/created.json; " +
+	changed := strings.TrimSuffix(config, "}\n") + `, "log": {"level": "debug"}}` + "\n"
+	c.asMother("printf '%s' '" + changed + "' > config.json; echo after > state/x/marker.json; echo new > state/x/created.json; " +
 		"echo '{\"n\":2}' >> chicks/usage/2026-12-06.jsonl; echo '{\"m\":2}' >> workspace/log.jsonl")
 	if err := os.WriteFile(c.path("/usr/bin/mother"), []byte("#!/bin/sh\necho 'mother: this release cannot start' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -167,7 +168,7 @@ func TestUpgradeChecksAndGoesBack(t *testing.T) {
 	if len(aside) != 1 {
 		t.Fatalf("replaced files kept in %v, want one directory", aside)
 	}
-	for p, want := range map[string]string{"config.json": "{\"broken\": \n", "state/x/marker.json": "after\n", "state/x/created.json": "new\n"} {
+	for p, want := range map[string]string{"config.json": changed, "state/x/marker.json": "after\n", "state/x/created.json": "new\n"} {
 		if got, err := os.ReadFile(filepath.Join(aside[0], p)); err != nil || string(got) != want {
 			t.Errorf("kept aside %s = %q, %v; want %q", p, got, err, want)
 		}
