@@ -76,7 +76,7 @@ func TestHealth(t *testing.T) {
 	}{
 		{name: "ok", handler: answer(200, `{"status":"ok","version":"0.2.0","uptime_seconds":3}`),
 			config: `{"adapters": {"term": {"type": "cli"}}, "metrics": {"listen": "%s"}}`,
-			code: 0, out: "mother 0.2.0 is healthy (http://"},
+			code:   0, out: "mother 0.2.0 is healthy (http://"},
 		{name: "no metrics, no socket", config: `{"admin": {"socket": "m.sock"}}`,
 			code: 1, out: "momctl: mother is not healthy: no admin socket at "},
 		{name: "degraded", handler: answer(503, `{"status":"degraded","reason":"no Docker host answers: chicks cannot start","version":"0.2.0"}`),
