@@ -24,7 +24,7 @@ var logLevels = []string{"debug", "info", "warn", "error"}
 func defineFlags(fs *flag.FlagSet) flags {
 	return flags{
 		cli:         fs.Bool("cli", false, "make the terminal a channel: lines on stdin are messages, replies go to stdout"),
-		checkConfig: fs.Bool("check-config", false, "validate <data>/config.json, print every problem, and exit"),
+		checkConfig: fs.Bool("check-config", false, "validate <data>/config.json, print every problem and what starting this release would change, and exit"),
 		version:     fs.Bool("version", false, "print the version and exit"),
 		logLevel:    fs.String("log-level", "", "log level: debug, info, warn, error (default: config, or warn with --cli)"),
 	}
@@ -51,6 +51,7 @@ func completionTree() *completion.Command {
 			{Name: "whatsapp", Help: "link a WhatsApp account by QR or pairing code", Args: completion.ArgsDirs},
 		}},
 		&completion.Command{Name: "migrate", Help: "import a TypeScript Mother or mom data directory", Flags: migrateFlags, Args: completion.ArgsDirs},
+		rollbackCompletion(),
 		&completion.Command{Name: "completion", Help: "a shell completion script for mother (bash, zsh, fish)"},
 	)
 	for _, sh := range completion.Shells {

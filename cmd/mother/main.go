@@ -5,6 +5,7 @@
 //	mother --check-config <data>
 //	mother setup [flags] <data>
 //	mother link whatsapp <name> <data>
+//	mother rollback [--to RELEASE] <data>
 //	mother migrate OLD NEW --adapter NAME [--models FILE]... [--no-models]
 //	mother completion bash|zsh|fish
 //	mother --version
@@ -34,6 +35,7 @@ import (
 	_ "github.com/mother-chat/mother/pkg/adapters/telegram" // registers "telegram"
 	_ "github.com/mother-chat/mother/pkg/adapters/whatsapp" // registers "whatsapp"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/dataformat"
 
 	// Aliased: the end-to-end tests of this package have a type daemon.
 	motherd "github.com/mother-chat/mother/pkg/daemon"
@@ -48,6 +50,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitNewerData: the data directory is of a newer format than this
+	// release reads (the packages' scripts branch on it).
+	exitNewerData = 3
 )
 
 func main() {
@@ -60,6 +65,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"completion": runCompletion,
 		"setup":      func(a []string, o, e io.Writer) int { return runSetup(a, stdin, o, e) },
 		"link":       func(a []string, o, e io.Writer) int { return runLink(a, stdin, o, e) },
+		"rollback":   runRollback,
 	}
 	if len(args) > 0 {
 		if sub, ok := subs[args[0]]; ok {
@@ -77,7 +83,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	f := defineFlags(fs)
 	cliMode, checkConfig, showVersion, logLevel := f.cli, f.checkConfig, f.version, f.logLevel
 	usageTo := func(w io.Writer) {
-		fmt.Fprintf(w, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother link whatsapp <name> <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother help | --help | --version\n\n")
+		fmt.Fprintf(w, "usage: mother [--cli] [--log-level LEVEL] <data>\n       mother --check-config <data>\n       mother setup [flags] <data>\n       mother link whatsapp <name> <data>\n       mother rollback [--to RELEASE] <data>\n       mother migrate OLD NEW --adapter NAME [--models FILE]...\n       mother completion bash|zsh|fish\n       mother help | --help | --version\n\n")
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
@@ -166,11 +172,14 @@ func startAllocs(io.Writer) error {
 	return nil
 }
 
-// exitStatus is 0 for nil, 2 for a configuration or usage problem, else 1.
+// exitStatus is 0 for nil, 2 for a configuration or usage problem, 3 for
+// a data directory of a newer format, else 1.
 func exitStatus(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, dataformat.ErrNewer):
+		return exitNewerData
 	case errors.Is(err, motherd.ErrConfig), errors.Is(err, motherd.ErrUsage):
 		return exitUsage
 	}
@@ -258,7 +267,7 @@ one of them.`)
 	rep, err := migrate.Run(migrate.Options{OldDir: pos[0], NewDir: pos[1], Adapter: adapter, ModelsFiles: models, Getenv: os.Getenv})
 	if err != nil {
 		fmt.Fprintf(stderr, "mother migrate: %v\n", err)
-		return exitFailure
+		return exitStatus(err)
 	}
 	fmt.Fprint(stdout, rep.String())
 	return exitOK

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/mother-chat/mother/pkg/dataformat"
 	"github.com/mother-chat/mother/pkg/setup"
 )
 
@@ -58,6 +59,11 @@ change a configuration: enter keeps each current value.
 	if len(pos) != 1 {
 		fs.Usage()
 		return exitUsage
+	}
+	// A data directory of a newer release is not this one's to set up.
+	if _, err := dataformat.Check(pos[0], dataformat.Release); err != nil {
+		fmt.Fprintf(stderr, "mother setup: %v\n", err)
+		return exitStatus(err)
 	}
 	var tty *os.File
 	if fi, ok := stdin.(*os.File); ok && term.IsTerminal(int(fi.Fd())) {

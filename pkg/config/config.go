@@ -54,6 +54,9 @@ type Config struct {
 	Log Log `json:"log"`
 	// Metrics is the Prometheus listener.
 	Metrics Metrics `json:"metrics"`
+
+	// renamed are the old field names config.json used (Renamed).
+	renamed []RenamedField
 }
 
 // Model names a provider and a model id.

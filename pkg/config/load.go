@@ -143,6 +143,10 @@ func Load(dataDir string, getenv func(string) string) (*Config, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	default:
+		// Old names of renamed fields are read as their new names.
+		var conflicts Errors
+		b, cfg.renamed, conflicts = applyRenames(b, renames)
+		shape = conflicts
 		if err := Parse(b, &cfg); err != nil {
 			var es Errors
 			if !errors.As(err, &es) || es.fileLevel() {
@@ -151,7 +155,7 @@ func Load(dataDir string, getenv func(string) string) (*Config, error) {
 			// Unknown fields and wrong types: the rest is still read and
 			// checked, so one run reports every problem (a misspelt field
 			// does not hide an unknown adapter type).
-			shape = es
+			shape = append(shape, es...)
 			_ = json.Unmarshal(b, &cfg)
 		}
 	}
@@ -169,6 +173,7 @@ func Load(dataDir string, getenv func(string) string) (*Config, error) {
 		}
 	}
 	if len(problems) > 0 {
+		notKnownHint(problems, dataDir)
 		return nil, fmt.Errorf("%s: %w", path, problems)
 	}
 	return &cfg, nil

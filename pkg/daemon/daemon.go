@@ -21,6 +21,7 @@ import (
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/dataformat"
 	"github.com/mother-chat/mother/pkg/disk"
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/fsync"
@@ -35,7 +36,8 @@ import (
 )
 
 // Errors Run and CheckConfig return that callers branch on (the mother
-// command exits 2 on them, 1 on any other error).
+// command exits 2 on them, 3 on dataformat.ErrNewer, 1 on any other
+// error).
 var (
 	// ErrConfig: the configuration cannot run (config.json or the
 	// environment; a model provider or an adapter it names).
@@ -103,11 +105,17 @@ func invalid(err error) error {
 }
 
 // CheckConfig validates <data>/config.json (config.Load refuses an adapter
-// type this binary does not link) and returns a one-line summary. Its error
-// (ErrConfig) lists every problem.
+// type this binary does not link) and returns a summary: a line on the
+// configuration, then what starting this release would change (the data
+// directory's migrations, old names of renamed fields). Its error
+// (ErrConfig) lists every problem; a data directory of a newer format is
+// dataformat.ErrNewer. It writes nothing.
 func CheckConfig(dataDir string, getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
+	}
+	if _, err := dataformat.Check(dataDir, dataformat.Release); err != nil {
+		return "", err
 	}
 	cfg, err := loadConfig(dataDir, getenv)
 	if err != nil {
@@ -116,7 +124,16 @@ func CheckConfig(dataDir string, getenv func(string) string) (string, error) {
 	if err := checkAdapters(dataDir, cfg); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("configuration OK: %d adapter(s), model %s/%s, %d chick tier(s), %d host tool server(s)", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers), len(cfg.MCPServers)), nil
+	lines := []string{fmt.Sprintf("configuration OK: %d adapter(s), model %s/%s, %d chick tier(s), %d host tool server(s)", len(cfg.Adapters), cfg.Model.Provider, cfg.Model.ID, len(cfg.Chicks.Tiers), len(cfg.MCPServers))}
+	preview, err := dataformat.Preview(dataDir, dataformat.Release)
+	if err != nil {
+		return "", err
+	}
+	lines = append(lines, preview)
+	for _, r := range cfg.Renamed() {
+		lines = append(lines, "warning: "+r.Warning())
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // Run runs Mother on opts.DataDir until ctx ends, SIGINT or SIGTERM
@@ -145,6 +162,11 @@ func Run(ctx context.Context, opts Options) error {
 	r := &reporter{w: stderr}
 	dataDir := opts.DataDir
 
+	// The data directory's format comes first, before anything under it
+	// is created or written: one of a newer release is refused as it is.
+	if _, err := dataformat.Check(dataDir, dataformat.Release); err != nil {
+		return r.fail(err)
+	}
 	cfg, err := loadConfig(dataDir, opts.Getenv)
 	if err != nil {
 		return r.fail(err)
@@ -165,6 +187,18 @@ func Run(ctx context.Context, opts Options) error {
 		return r.fail(usageErr(err))
 	}
 	logger := base.With("component", "daemon")
+	for _, rn := range cfg.Renamed() {
+		logger.Warn(rn.Warning())
+	}
+
+	// An older format is migrated before any store opens; the directory
+	// is held (a rollback waits for her to stop) until Run returns.
+	dd, err := dataformat.Prepare(dataDir, dataformat.Release)
+	if err != nil {
+		return r.fail(err)
+	}
+	defer dd.Close()
+	logMigration(logger, dd)
 
 	st, err := store.Open(dataDir, store.Options{Logger: base})
 	if err != nil {
@@ -284,6 +318,19 @@ func Run(ctx context.Context, opts Options) error {
 		return runCLI(ctx, p, opts.Stdin, opts.Stdout, logger)
 	}
 	return runDaemon(ctx, p, cfg, st, base, opts)
+}
+
+// logMigration says what Prepare changed in the data directory.
+func logMigration(logger *slog.Logger, dd *dataformat.Dir) {
+	for _, st := range dd.Recovered {
+		logger.Warn("an interrupted migration of the data directory was undone from its snapshot and runs again", "from", st.From, "to", st.To)
+	}
+	for _, st := range dd.Migrated {
+		logger.Info("data directory migrated", "from", st.From, "to", st.To, "changes", st.Changes, "snapshot", filepath.Join(dataformat.UpgradeDir, fmt.Sprintf("%d-%d", st.From, st.To)))
+	}
+	if dd.Fresh {
+		logger.Info("new data directory", "format", dataformat.Current)
+	}
 }
 
 // modelPingInterval is how often the model servers are pinged.

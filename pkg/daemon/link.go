@@ -10,6 +10,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/dataformat"
 )
 
 // Link links the account of adapter name, of type typ, in
@@ -19,6 +20,9 @@ import (
 func Link(ctx context.Context, dataDir, typ, name string, getenv func(string) string, term chat.Terminal, logger *slog.Logger) error {
 	if getenv == nil {
 		getenv = os.Getenv
+	}
+	if _, err := dataformat.Check(dataDir, dataformat.Release); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(dataDir, getenv)
 	if err != nil {
@@ -31,6 +35,13 @@ func Link(ctx context.Context, dataDir, typ, name string, getenv func(string) st
 	case ac.Type != typ:
 		return usageErr(fmt.Errorf("adapter %q is of type %q, not %q", name, ac.Type, typ))
 	}
+	// Linking writes under DATA/state: the directory in this release's
+	// format first, and no rollback under it meanwhile.
+	dd, err := dataformat.Prepare(dataDir, dataformat.Release)
+	if err != nil {
+		return err
+	}
+	defer dd.Close()
 	err = chat.Link(ctx, chat.Env{Name: name, Config: ac, Logger: logger, DataDir: dataDir}, term)
 	if errors.Is(err, chat.ErrNoLink) {
 		return usageErr(fmt.Errorf("adapter %q (%s): %w", name, typ, err))

@@ -38,6 +38,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/dataformat"
 	"github.com/mother-chat/mother/pkg/fsync"
 	"github.com/mother-chat/mother/pkg/store"
 )
@@ -160,6 +161,13 @@ func Run(opts Options) (*Report, error) {
 	if looksLikeWorkspace(filepath.Join(oldAbs, "workspace")) && !looksLikeWorkspace(oldAbs) {
 		src = filepath.Join(oldAbs, "workspace")
 	}
+	// NEW in this release's data format (a newer one is refused as it
+	// is), held until the import is done.
+	dd, err := dataformat.Prepare(newAbs, dataformat.Release)
+	if err != nil {
+		return nil, err
+	}
+	defer dd.Close()
 	st, err := store.Open(newAbs, store.Options{})
 	if err != nil {
 		return nil, err
