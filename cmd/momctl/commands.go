@@ -43,6 +43,7 @@ func init() {
 		{words: []string{"events", "list"}, alias: true, run: (*cli).events},
 		{words: []string{"events"}, alias: true, run: (*cli).events},
 		{words: []string{"status"}, help: "versions, adapters, chicks, Docker hosts, budgets today, next events", run: (*cli).status},
+		{words: []string{"health"}, help: "whether Mother is up, as /healthz (or her admin socket) says; --wait D to wait for it", args: completion.ArgsDirs, run: (*cli).health},
 		{words: []string{"tools", "ls"}, help: "host tool servers, their state and tools", run: (*cli).tools},
 		{words: []string{"usage"}, help: "model calls and their cost, summed by day, channel, tier, user, event or model", run: (*cli).usage},
 		{words: []string{"tools", "list"}, alias: true, run: (*cli).tools},

@@ -8,6 +8,7 @@
 //	momctl [--socket PATH] chicks tail [--no-follow] [--json] [--deltas] ID
 //	momctl [--socket PATH] events ls [--json]   (also: momctl events)
 //	momctl [--socket PATH] status [--json]
+//	momctl health [--wait D] [--env-file FILE] DATA
 //	momctl [--socket PATH] tools ls [--json]
 //	momctl [--socket PATH] usage [--days N] [--by day|channel|tier|user|event|model] [--json]
 //	momctl completion bash|zsh|fish
@@ -65,6 +66,9 @@ const usage = `usage: momctl [--socket PATH] COMMAND
                                   a chick's events (model and tool calls) as they happen, until it ends
   events ls [--json]              scheduled events, soonest first ("events" alone too)
   status [--json]                 versions, adapters, chicks, Docker hosts, budgets today, next events
+  health [--wait D] [--env-file FILE] DATA
+                                  whether Mother is up: /healthz on metrics.listen (or her admin
+                                  socket), as DATA/config.json says; --wait: ask until then
   tools ls [--json]               host tool servers (mcpServers), their state and tools
   usage [--days N] [--by day|channel|tier|user|event|model] [--json]
                                   model calls, Mother's own and the chicks', and their cost (default: 7 days, by day)

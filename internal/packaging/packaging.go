@@ -1,7 +1,8 @@
 // Package packaging builds Mother's Debian packages with nfpm (used as a
 // library, no dpkg-deb needed): mother, the daemon and momctl with the
 // systemd unit and the maintainer scripts that make the mother user and the
-// data directory, for the machine Mother runs on (arm64 for the Pi, amd64);
+// data directory and keep the previous binary and state on an upgrade to go
+// back to (deploy/debian/README.Debian), for the machine Mother runs on (arm64 for the Pi, amd64);
 // and mother-chick, the chick image as a docker-save tarball with the
 // inference server's Docker set-up, for the machine whose engine runs the
 // chicks. What goes in comes from deploy/ in the repository: the unit from
@@ -127,6 +128,8 @@ func (s Source) Mother(bins MotherBinaries, outDir string) (string, error) {
 	contents := files.Contents{
 		file(bins.Mother, "/usr/bin/mother", 0o755),
 		file(bins.Momctl, "/usr/bin/momctl", 0o755),
+		// Run by the postinst after an upgrade: health, else go back.
+		file(deploy("debian", "mother-upgrade-check"), "/usr/lib/mother/upgrade-check", 0o755),
 		file(filepath.Join(stage, "mother.service"), "/lib/systemd/system/mother.service", 0o644),
 		// Shipped with the usual modes; the postinst's dpkg-statoverride
 		// makes them root:mother 0750 and 0640 from then on (dpkg applies
@@ -165,6 +168,7 @@ func (s Source) Mother(bins MotherBinaries, outDir string) (string, error) {
 			Suggests: []string{"mother-chick"},
 			Contents: contents,
 			Scripts: nfpm.Scripts{
+				PreInstall:  deploy("debian", "mother.preinst"),
 				PostInstall: deploy("debian", "mother.postinst"),
 				PreRemove:   deploy("debian", "mother.prerm"),
 				PostRemove:  deploy("debian", "mother.postrm"),

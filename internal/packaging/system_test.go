@@ -17,10 +17,11 @@ import (
 )
 
 // The two versions the system tests build, to install one and upgrade to
-// the other.
+// the other (or downgrade). Both are release 0.2.0 to the scripts (the
+// release mother rollback is given).
 const (
-	version1 = "1.0.0~pkgtest1"
-	version2 = "1.0.0~pkgtest2"
+	version1 = "0.2.0~pkgtest1"
+	version2 = "0.2.0~pkgtest2"
 )
 
 // built holds the packages the system tests share, built once per test
@@ -486,6 +487,22 @@ printf '%s\n' "${COMPREPLY[*]}"`, "CMD", cmd)
 	if got := c.read("/var/lib/mother/config.json"); got != config {
 		t.Errorf("config.json after upgrade = %q, want %q", got, config)
 	}
+	// The preinst kept the previous binary and a snapshot of the state.
+	if !strings.Contains(out, "systemd is not running here, so mother was not restarted") {
+		t.Errorf("the upgrade did not say it could not restart mother:\n%s", out)
+	}
+	if got, want := c.read("/var/lib/mother-upgrade/mother.previous"), readFile(t, binaryOf(version1, "mother")); got != want {
+		t.Errorf("/var/lib/mother-upgrade/mother.previous is not the mother of %s", version1)
+	}
+	if got := c.read("/var/lib/mother-upgrade/previous-version"); got != version1+"\n" {
+		t.Errorf("previous-version = %q, want %s", got, version1)
+	}
+	if got := c.read("/var/lib/mother-upgrade/snapshot/config.json"); got != config {
+		t.Errorf("snapshot's config.json = %q, want %q", got, config)
+	}
+	c.wantMode("/var/lib/mother-upgrade/snapshot/config.json", 0o600, uid, gid)
+	c.wantMode("/var/lib/mother-upgrade/snapshot", 0o750, 0, gid)
+	c.gone("/var/lib/mother-upgrade/snapshot/store")
 	if got := c.read("/var/lib/mother/store/data"); got != "kept\n" {
 		t.Errorf("data after upgrade = %q", got)
 	}
@@ -522,6 +539,7 @@ printf '%s\n' "${COMPREPLY[*]}"`, "CMD", cmd)
 	c.run(false, "dpkg-query", "-W", "mother")
 	c.gone("/etc/mother")
 	c.gone("/var/lib/mother")
+	c.gone("/var/lib/mother-upgrade")
 	c.gone("/usr/bin/momctl")
 	// dpkg-statoverride --list exits 1 when there is no override left.
 	if got, _ := exec.Command("chroot", c.root, "dpkg-statoverride", "--list").CombinedOutput(); strings.Contains(string(got), "/etc/mother") {
@@ -565,6 +583,11 @@ printf '%s\n' "${COMPREPLY[*]}"`, "CMD", cmd)
 		c.gone("/usr/share/mother-chick")
 		c.gone("/usr/sbin/mother-chick-load")
 	})
+}
+
+// binaryOf is the host path of a binary the packages of version hold.
+func binaryOf(version, name string) string {
+	return filepath.Join(buildDir, "bin", version, name+"-linux-amd64")
 }
 
 // verifyUnit runs systemd-analyze verify on the installed unit, its
