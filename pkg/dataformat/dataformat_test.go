@@ -160,7 +160,7 @@ func TestTableEndsAtCurrent(t *testing.T) {
 	if f, err := FormatOf("0.1.7", Release); err != nil || f != 0 {
 		t.Errorf("FormatOf(0.1.7) = %d, %v; want 0", f, err)
 	}
-	if _, err := FormatOf("0.9.0", Release); err == nil || !strings.Contains(err.Error(), "does not know which data format Mother 0.9.0 reads") {
+	if _, err := FormatOf("0.9.0", Release); err == nil || !strings.Contains(err.Error(), "this Mother (0.2.0) does not know which data format Mother 0.9.0 reads") {
 		t.Errorf("FormatOf(0.9.0) = %v, want it unknown", err)
 	}
 	if _, err := FormatOf("latest", Release); err == nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/fsync"
 )
 
@@ -256,7 +257,7 @@ func takeSnapshot(dir string, st Step, fromRelease, toRelease string) error {
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	m := manifest{Snapshot: 1, From: st.From, To: st.To, FromRelease: fromRelease, ToRelease: toRelease, Taken: time.Now().UTC(), Changes: st.Changes}
+	m := manifest{Snapshot: 1, From: st.From, To: st.To, FromRelease: fromRelease, ToRelease: toRelease, Taken: clock.Real{}.Now().UTC(), Changes: st.Changes}
 	for _, rel := range files {
 		if err := crash("copy " + rel); err != nil {
 			return err
