@@ -86,11 +86,18 @@ func Prepare(dir, release string) (*Dir, error) {
 		}
 	}()
 	_, pending := interrupted(dir, in.Format)
-	if in.Format < latest() || pending || in.Release != release {
-		// Alone while the directory changes.
-		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	migrate := in.Format < latest() || pending
+	// Alone while the directory changes. Only the release to record is
+	// no reason to refuse: with another Mother on the directory it is
+	// left as it is.
+	alone := false
+	if migrate || in.Release != release {
+		alone = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+		if !alone && migrate {
 			return nil, fmt.Errorf("another Mother is running on %s; stop her before starting this one (%s needs to migrate the data directory)", absDir(dir), release)
 		}
+	}
+	if alone {
 		// Read again under the lock: another Mother may have just
 		// migrated it.
 		if in, err = Check(dir, release); err != nil {
