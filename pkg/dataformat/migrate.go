@@ -92,7 +92,8 @@ func Prepare(dir, release string) (*Dir, error) {
 	// left as it is.
 	alone := false
 	if migrate || in.Release != release {
-		alone = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		alone = err == nil || noLocks(err)
 		if !alone && migrate {
 			return nil, fmt.Errorf("another Mother is running on %s; stop her before starting this one (%s needs to migrate the data directory)", absDir(dir), release)
 		}
@@ -108,11 +109,18 @@ func Prepare(dir, release string) (*Dir, error) {
 			return nil, err
 		}
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil && !noLocks(err) {
 		return nil, fmt.Errorf("lock the data directory: %w", err)
 	}
 	ok = true
 	return d, nil
+}
+
+// noLocks reports whether err says the file system takes no locks (some
+// network file systems): Mother then runs without one, and a rollback
+// relies on her admin socket alone.
+func noLocks(err error) bool {
+	return errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS)
 }
 
 // migrate runs the steps from d.From to the latest format.
