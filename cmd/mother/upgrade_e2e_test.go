@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,7 +72,7 @@ type upgradeSide struct {
 
 // upgradeChickSleep is how long the chick's tool runs: the switch
 // happens inside it.
-const upgradeChickSleep = 20
+const upgradeChickSleep = 25
 
 // upgradeSwitch runs a chick under from, stops from (SIGTERM) while the
 // chick works, and starts to on the same data with to's image configured.
@@ -99,12 +100,17 @@ func upgradeSwitch(t *testing.T, api *client.Client, from, to upgradeSide, rollb
 				return ollamatest.Turn{Text: "Event handled."}
 			case strings.Contains(user, "start the long job"):
 				return motherTurn("Sleep a while in the shell, then report.")
+			case strings.Contains(user, "start the quick job"):
+				return motherTurn("Quick job: answer at once.")
 			case strings.Contains(user, "note "):
 				_, word, _ := strings.Cut(user, "note ")
 				return ollamatest.Turn{Text: "Noted " + strings.Fields(word)[0] + "."}
 			}
 			return ollamatest.Turn{Text: "Hm."}
 		case chickModel:
+			if strings.Contains(r.LastUser(), "Quick job") {
+				return ollamatest.Turn{Text: "Quick chick done.", PromptTokens: 500, OutputTokens: 5}
+			}
 			mu.Lock()
 			chickCalls++
 			n := chickCalls
@@ -171,21 +177,35 @@ func upgradeSwitch(t *testing.T, api *client.Client, from, to upgradeSide, rollb
 	}
 	upgradeSetImage(t, data, to.image)
 	b := startMotherBinary(t, to.mother, data, chickEnv(fake))
+	// A second chick while the first still runs: of the second
+	// Mother's image, through the gate kept for the first (upgrade), or
+	// the one the previous release put in its place (rollback).
+	b.waitOut(t, "is still working", 2*time.Minute)
+	io.WriteString(b.stdin, "please start the quick job\n")
+	b.waitOut(t, "Quick chick done.", 2*time.Minute)
+	if strings.Contains(b.out(), "Chick reports:") {
+		t.Errorf("the first chick ended before the second started: the switch took too long for this test's %d s", upgradeChickSleep)
+	}
+	if !regexp.MustCompile(`chick joined.* version=` + regexp.QuoteMeta(to.version)).MatchString(b.errs()) {
+		t.Errorf("no chick of %s (version %s) joined %s:\n%s", to.name, to.version, to.name, b.errs())
+	}
 	b.waitOut(t, "Chick reports: slept-through", 3*time.Minute)
 	b.waitOut(t, "Event handled.", time.Minute)
 	io.WriteString(b.stdin, "note gamma\n")
 	b.waitOut(t, "Noted gamma.", time.Minute)
+	if to.mother == motherBin {
+		// Its image changed: the gate of the old one serves the chicks
+		// until the last ends, then it is replaced.
+		if !strings.Contains(b.errs(), "gate kept") {
+			t.Errorf("%s did not keep the gate for the running chick of %s's image:\n%s", to.name, from.name, b.errs())
+		}
+		upgradeWaitErr(t, b, "gate replaced", time.Minute)
+	}
 	b.stdin.Close()
 	if code := b.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", to.name, code, b.out(), b.errs())
 	}
 	t.Logf("%s after %s: stdout:\n%s", to.name, from.name, b.out())
-
-	if to.mother == motherBin && !strings.Contains(b.errs(), "gate kept") {
-		// Its image changed: the gate of the old one serves the chick
-		// that came with it until it ends.
-		t.Errorf("%s did not keep the gate for the running chick of %s's image:\n%s", to.name, from.name, b.errs())
-	}
 
 	// Nothing acknowledged lost.
 	logAfter := upgradeLines(t, data, "workspace/channels/*/*/log.jsonl")
@@ -209,17 +229,29 @@ func upgradeSwitch(t *testing.T, api *client.Client, from, to upgradeSide, rollb
 		t.Errorf("the chick called its model %d times, want 2 (one before the switch, one after)", calls)
 	}
 	// The chick's two calls, one under each Mother, each charged once.
-	charged := upgradeCharged(t, ledgerAfter)
-	if len(charged) != 1 {
-		t.Fatalf("the ledger charges %d chicks, want the one: %v", len(charged), charged)
+	// The quick chick's one call, under the second.
+	var got []int64
+	for _, tok := range upgradeCharged(t, ledgerAfter) {
+		got = append(got, tok)
 	}
-	for id, tok := range charged {
-		if want := int64(1100 + 11 + 2200 + 22); tok != want {
-			t.Errorf("the ledger charges chick %s %d tokens, want %d (its call under %s and its call under %s, once each)", id, tok, want, from.name, to.name)
-		}
+	slices.Sort(got)
+	if want := []int64{500 + 5, 1100 + 11 + 2200 + 22}; !slices.Equal(got, want) {
+		t.Errorf("the ledger charges the chicks %v tokens, want %v (the quick chick's call; the first chick's call under %s and its call under %s, once each)", got, want, from.name, to.name)
 	}
 	if left := instanceContainers(t, api, data); len(left) != 0 {
 		t.Errorf("%d chick containers left after %s exited", len(left), to.name)
+	}
+}
+
+// upgradeWaitErr waits until p's stderr contains s.
+func upgradeWaitErr(t *testing.T, p *chickProc, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.errs(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr never showed %q:\n%s", s, p.errs())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
