@@ -39,6 +39,8 @@ type gateOpts struct {
 	// chicks.heartbeatInterval.
 	clock     clock.Clock
 	heartbeat time.Duration
+	// motherAddr is the host's MotherAddress (default 127.0.0.1:1).
+	motherAddr string
 }
 
 func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
@@ -53,6 +55,9 @@ func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
 	}
 	if o.gateCmd == nil {
 		o.gateCmd = serve
+	}
+	if o.motherAddr == "" {
+		o.motherAddr = "127.0.0.1:1"
 	}
 	cfg := testConfig(image)
 	if o.network != "" {
@@ -69,7 +74,7 @@ func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: o.dir, Command: []string{"sleep", "60"}, GateCommand: o.gateCmd, GateKeys: keys,
 		StartupGrace: time.Minute, Logger: testLogger(t), CAPEM: []byte("test CA"), Clock: o.clock,
-		Hosts: []hatchery.Host{{Name: o.host, Runtime: docker.New(c), Capacity: 4, MotherAddress: "127.0.0.1:1"}},
+		Hosts: []hatchery.Host{{Name: o.host, Runtime: docker.New(c), Capacity: 4, MotherAddress: o.motherAddr}},
 	})
 	must(t, err)
 	rec := newRecorder()
@@ -448,6 +453,30 @@ func TestGateOutlivesAMotherRestart(t *testing.T) {
 	if v := gateVolumes(t, e3.api, e3.h.Instance()); len(v) != 2 {
 		t.Errorf("%d gate volumes, want 2 (the gate's, the hosts file's)", len(v))
 	}
+}
+
+// TestGateThatCannotServeIsReplacedAtOnce: a gate kept for running chicks
+// must still reach their Mother; one whose Mother address changed is
+// replaced at once, chicks or not (keeping it would help no one).
+func TestGateThatCannotServeIsReplacedAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e1 := newGateEnv(t, gateOpts{dir: dir})
+	must(t, e1.h.Reconcile(t.Context()))
+	g1 := e1.waitGateRunning(t)
+	in, err := e1.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x", Files: hatchery.Files{ChannelDir: t.TempDir()}})
+	must(t, err)
+	waitState(t, e1.h, in.ID, hatchery.StateRunning, time.Minute)
+	must(t, e1.h.Close())
+
+	e2 := newGateEnv(t, gateOpts{dir: dir, motherAddr: "127.0.0.1:2"})
+	must(t, e2.h.Reconcile(t.Context()))
+	g2 := e2.oneGate(t)
+	if g2.ID == g1.ID || !g2.State.Running || !slices.Contains(g2.Config.Env, hatchery.EnvAddr+"=127.0.0.1:2") {
+		t.Errorf("gate after Mother's address changed: %s running %v env %v; want a new one reaching 127.0.0.1:2", g2.ID, g2.State.Running, g2.Config.Env)
+	}
+	_, _ = e2.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
+	e2.rec.wait(t, in.ID, time.Minute)
 }
 
 func TestGateRemovedWhenNoLongerNeeded(t *testing.T) {
