@@ -22,7 +22,9 @@ import (
 )
 
 // TestChickWireCompat: a chick outlives a Mother upgrade, so a chick of the
-// previous build must work with the new Mother, and the reverse. "Previous"
+// previous build must work with the new Mother, and the reverse (each
+// image with each Mother, isolated behind the gate of that image; the
+// switch itself with a chick running is TestUpgradeMatrix). "Previous"
 // is the wire baseline, the commit proto/BASELINE names: its chick image
 // and its mother binary are built from git (git archive of that commit,
 // cached by commit id) and each runs against the other side of the tree
@@ -200,14 +202,10 @@ func runCompat(t *testing.T, api *client.Client, mother, motherVersion, image, c
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
+	// Isolated (the default): the chick reaches Mother through the gate,
+	// which runs from the chick's image, so the gate of one release meets
+	// the Mother of the other.
 	cfg["chicks"].(map[string]any)["image"] = image
-	// On the host's network, explicitly: the baseline predates isolation
-	// (its chick image has no gate mode, its Mother no "isolated").
-	cfg["chicks"].(map[string]any)["network"] = "host"
-	if mother != motherBin {
-		// The baseline predates chicks.results (it relays).
-		delete(cfg["chicks"].(map[string]any), "results")
-	}
 	b, _ = json.Marshal(cfg)
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)

@@ -84,6 +84,10 @@ type gateState struct {
 	gen uint64
 	// watching: a goroutine waits for the gate to exit.
 	watching bool
+	// kept: the gate serving is of an older spec, kept for the chicks
+	// that use it (GateStatus.Kept); renewGate replaces it once they are
+	// gone.
+	kept     bool
 	restarts int
 	lastExit time.Time
 	backoff  time.Duration
@@ -177,7 +181,11 @@ func (h *Hatchery) ensureGateLocked(ctx context.Context, hs *host) (GateStatus, 
 	}
 	hs.gate.ok, hs.gate.id, hs.gate.volume = true, st.ID, st.Volume
 	hs.gate.gen++
+	wasKept := hs.gate.kept
+	hs.gate.kept = st.Kept
 	switch {
+	case st.Kept && !wasKept:
+		h.logger.Info("gate kept though its spec changed (a Mother or image upgrade): running chicks use it; it is replaced once none does", "host", hs.Name, "container", short(st.ID))
 	case st.Replaced:
 		h.logger.Info("gate replaced (its spec changed)", "host", hs.Name, "container", short(st.ID))
 	case st.Created:
@@ -186,6 +194,42 @@ func (h *Hatchery) ensureGateLocked(ctx context.Context, hs *host) (GateStatus, 
 		h.logger.Info("gate started", "host", hs.Name, "container", short(st.ID))
 	}
 	return st, nil
+}
+
+// renewGate asks again for hs's gate if the one serving was kept for its
+// chicks (gate.kept), so it is replaced now if none uses it any more
+// (else it is kept again). Called when a chick of hs ends and no other
+// runs there, and at each host probe.
+func (h *Hatchery) renewGate(hs *host) {
+	hs.gateMu.Lock()
+	defer hs.gateMu.Unlock()
+	h.mu.Lock()
+	due := hs.gate.kept && hs.gate.ok && !h.closed
+	h.mu.Unlock()
+	if !due {
+		return
+	}
+	ctx, cancel := h.dctx()
+	// Replaced, it is logged by ensureGateLocked, and the watcher
+	// follows the new container (gate.gen changed).
+	_, err := h.ensureGateLocked(ctx, hs)
+	cancel()
+	if err != nil {
+		h.logger.Warn("cannot replace the gate kept for running chicks; trying again at the next probe", "host", hs.Name, "err", err)
+	}
+}
+
+// renewGateWhenIdleLocked runs renewGate in the background if hs's gate was
+// kept for chicks and none runs there any more. Callers hold h.mu.
+func (h *Hatchery) renewGateWhenIdleLocked(hs *host) {
+	if hs == nil || !hs.gate.kept || hs.running > 0 || h.closed {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.renewGate(hs)
+	}()
 }
 
 // Gate restarts back off when a gate keeps exiting: the first restart is

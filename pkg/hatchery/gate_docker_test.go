@@ -39,6 +39,8 @@ type gateOpts struct {
 	// chicks.heartbeatInterval.
 	clock     clock.Clock
 	heartbeat time.Duration
+	// motherAddr is the host's MotherAddress (default 127.0.0.1:1).
+	motherAddr string
 }
 
 func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
@@ -53,6 +55,9 @@ func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
 	}
 	if o.gateCmd == nil {
 		o.gateCmd = serve
+	}
+	if o.motherAddr == "" {
+		o.motherAddr = "127.0.0.1:1"
 	}
 	cfg := testConfig(image)
 	if o.network != "" {
@@ -69,7 +74,7 @@ func newGateEnv(t *testing.T, o gateOpts) *gateEnv {
 	h, err := hatchery.New(hatchery.Options{
 		Config: cfg, Dir: o.dir, Command: []string{"sleep", "60"}, GateCommand: o.gateCmd, GateKeys: keys,
 		StartupGrace: time.Minute, Logger: testLogger(t), CAPEM: []byte("test CA"), Clock: o.clock,
-		Hosts: []hatchery.Host{{Name: o.host, Runtime: docker.New(c), Capacity: 4, MotherAddress: "127.0.0.1:1"}},
+		Hosts: []hatchery.Host{{Name: o.host, Runtime: docker.New(c), Capacity: 4, MotherAddress: o.motherAddr}},
 	})
 	must(t, err)
 	rec := newRecorder()
@@ -408,19 +413,70 @@ func TestGateOutlivesAMotherRestart(t *testing.T) {
 	}
 	must(t, e2.h.Close())
 
-	// A Mother whose gate spec differs (here its command) replaces it.
+	// A Mother whose gate spec differs (here its command; an upgrade's
+	// new image does the same) keeps the gate while the chick uses it:
+	// replacing it would pull it from under the chick.
 	_, serve := hatcherytest.StandInGate(t)
 	e3 := newGateEnv(t, gateOpts{dir: dir, gateCmd: append(slices.Clone(serve), "v2")})
 	must(t, e3.h.Reconcile(t.Context()))
 	g3 := e3.oneGate(t)
-	if g3.ID == g1.ID || !g3.State.Running || !slices.Contains(g3.Config.Cmd, "v2") {
-		t.Errorf("gate after a spec change: %s running %v cmd %v; want a new one with the new command", g3.ID, g3.State.Running, g3.Config.Cmd)
+	if g3.ID != g1.ID || g3.State.StartedAt != g1.State.StartedAt || !g3.State.Running {
+		t.Errorf("gate after a spec change with a chick running: %s started %s (running %v), want the old one %s kept", g3.ID, g3.State.StartedAt, g3.State.Running, g1.ID)
+	}
+	if st := e3.h.State(in.ID); st != hatchery.StateRunning {
+		t.Errorf("chick %s after an upgrade, want running", st)
+	}
+	// A second chick meanwhile is served by the kept gate.
+	in2, err := e3.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "y", Files: hatchery.Files{ChannelDir: t.TempDir()}})
+	must(t, err)
+	waitState(t, e3.h, in2.ID, hatchery.StateRunning, time.Minute)
+	if g := e3.oneGate(t); g.ID != g1.ID {
+		t.Errorf("gate %s after a spawn, want the kept %s", g.ID, g1.ID)
+	}
+
+	// One chick ends: the other still uses the gate, so it stays.
+	_, _ = e3.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
+	e3.rec.wait(t, in.ID, time.Minute)
+	if g := e3.oneGate(t); g.ID != g1.ID {
+		t.Errorf("gate %s with a chick still running, want the kept %s", g.ID, g1.ID)
+	}
+	// The last one ends: the gate is replaced by one of the new spec.
+	_, _ = e3.h.Stop(in2.ID, hatchery.ReasonKilled, "test over", 0)
+	e3.rec.wait(t, in2.ID, time.Minute)
+	waitFor(t, "the gate replaced once idle", func() bool {
+		gates := hatcherytest.Gates(t, e3.api, e3.h.Instance())
+		return len(gates) == 1 && gates[0].ID != g1.ID && gates[0].State == "running"
+	})
+	if g := e3.oneGate(t); !slices.Contains(g.Config.Cmd, "v2") {
+		t.Errorf("gate after the chicks ended runs %v, want the new command", g.Config.Cmd)
 	}
 	if v := gateVolumes(t, e3.api, e3.h.Instance()); len(v) != 2 {
 		t.Errorf("%d gate volumes, want 2 (the gate's, the hosts file's)", len(v))
 	}
-	_, _ = e3.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
-	e3.rec.wait(t, in.ID, time.Minute)
+}
+
+// TestGateThatCannotServeIsReplacedAtOnce: a gate kept for running chicks
+// must still reach their Mother; one whose Mother address changed is
+// replaced at once, chicks or not (keeping it would help no one).
+func TestGateThatCannotServeIsReplacedAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e1 := newGateEnv(t, gateOpts{dir: dir})
+	must(t, e1.h.Reconcile(t.Context()))
+	g1 := e1.waitGateRunning(t)
+	in, err := e1.h.Spawn(t.Context(), hatchery.SpawnRequest{Adapter: "cli", ChannelID: "local", Goal: "x", Files: hatchery.Files{ChannelDir: t.TempDir()}})
+	must(t, err)
+	waitState(t, e1.h, in.ID, hatchery.StateRunning, time.Minute)
+	must(t, e1.h.Close())
+
+	e2 := newGateEnv(t, gateOpts{dir: dir, motherAddr: "127.0.0.1:2"})
+	must(t, e2.h.Reconcile(t.Context()))
+	g2 := e2.oneGate(t)
+	if g2.ID == g1.ID || !g2.State.Running || !slices.Contains(g2.Config.Env, hatchery.EnvAddr+"=127.0.0.1:2") {
+		t.Errorf("gate after Mother's address changed: %s running %v env %v; want a new one reaching 127.0.0.1:2", g2.ID, g2.State.Running, g2.Config.Env)
+	}
+	_, _ = e2.h.Stop(in.ID, hatchery.ReasonKilled, "test over", 0)
+	e2.rec.wait(t, in.ID, time.Minute)
 }
 
 func TestGateRemovedWhenNoLongerNeeded(t *testing.T) {

@@ -99,6 +99,9 @@ func (h *Hatchery) checkHost(ctx context.Context, hs *host) {
 	}
 	h.markUpLocked(hs, v)
 	missing := hs.image.missing
+	// A gate kept for chicks that ended unseen (or whose replacement
+	// failed) is replaced once the host is idle.
+	h.renewGateWhenIdleLocked(hs)
 	h.mu.Unlock()
 	if missing && !h.checkImage(ctx, hs) {
 		// Built since: the chicks queued for it may go.

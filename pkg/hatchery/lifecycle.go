@@ -332,6 +332,13 @@ func (h *Hatchery) endLocked(c *chick, reason Reason, outcome string) {
 			h.removeContainer(hs, cid)
 		}
 	}
+	if wasActive && hs != nil && hs.gated {
+		// Its container gone: the gate kept for it (and its like) may
+		// be replaced now.
+		h.mu.Lock()
+		h.renewGateWhenIdleLocked(hs)
+		h.mu.Unlock()
+	}
 	h.obs.ChickEnded(info)
 }
 

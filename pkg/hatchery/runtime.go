@@ -60,7 +60,9 @@ type Gater interface {
 	// EnsureGate makes sure the gate of spec.Instance runs on the host
 	// with spec: it creates the volume and the container when missing,
 	// replaces a container made from another spec (or another image),
-	// starts one that is stopped, and never makes a second. A gate of
+	// starts one that is stopped, and never makes a second. A running
+	// gate of another spec that running chicks use, and that still
+	// reaches the same Mother, is kept for them instead (Kept). A gate of
 	// another host name for the same instance is an error marked
 	// ErrConflict (two configured hosts name the same engine).
 	EnsureGate(ctx context.Context, spec GateSpec) (GateStatus, error)
@@ -128,6 +130,11 @@ type GateStatus struct {
 	Created, Replaced bool
 	// Started: the gate was not running; it was started.
 	Started bool
+	// Kept: the running gate has another spec (an older Mother's or
+	// image's), but chicks still use it, so it was kept for them instead
+	// of being replaced under them. Ensured again once they are gone, it
+	// is replaced.
+	Kept bool
 }
 
 // Errors a Runtime marks its errors with.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	pathpkg "path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -119,6 +120,15 @@ func (r *Runtime) ensureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 			drop = append(drop, c)
 		}
 	}
+	if keep == nil || keep.State != hatchery.ContainerRunning {
+		// A gate of another spec (an older Mother's or image's) that
+		// chicks still use serves them until they are gone, unless it
+		// cannot: then replacing it is no worse.
+		if old, err := r.keepForChicks(ctx, s.Instance, drop, cc.Env); err != nil || old != "" {
+			st.ID, st.Kept = old, old != ""
+			return st, err
+		}
+	}
 	for _, c := range drop {
 		if err := r.removeGate(ctx, c.ID); err != nil {
 			return st, err
@@ -177,6 +187,68 @@ func (r *Runtime) ensureGate(ctx context.Context, s hatchery.GateSpec) (hatchery
 		st.Started = true
 	}
 	return st, nil
+}
+
+// keepForChicks returns the running gate among old (gates of another
+// spec) to keep, if running chicks of instance on this engine mount the
+// gate's volume and the gate still serves them: it reaches the same
+// Mother with the same token and CA (env is the new gate's environment).
+// Its hosts file is placed for the chicks that start meanwhile.
+func (r *Runtime) keepForChicks(ctx context.Context, instance string, old []container.Summary, env []string) (string, error) {
+	id := ""
+	for _, c := range old {
+		if c.State == hatchery.ContainerRunning || c.State == "restarting" {
+			id = c.ID
+			break
+		}
+	}
+	if id == "" {
+		return "", nil
+	}
+	list, err := r.api.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("volume", GateName(instance)),
+		filters.Arg("label", hatchery.LabelInstance+"="+instance),
+	)})
+	if err != nil {
+		return "", fmt.Errorf("gate: list the chicks that use it: %w", classify(err))
+	}
+	used := false
+	for _, c := range list {
+		if _, gate := c.Labels[hatchery.LabelGate]; !gate {
+			used = true
+			break
+		}
+	}
+	if !used {
+		return "", nil
+	}
+	insp, err := r.api.ContainerInspect(ctx, id)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("gate: inspect container %s: %w", short(id), classify(err))
+	}
+	if insp.Config == nil || !slices.Equal(reachEnv(insp.Config.Env), reachEnv(env)) {
+		return "", nil
+	}
+	r.placeHosts(ctx, instance, id)
+	return id, nil
+}
+
+// reachEnv is the part of a gate's environment it needs right to serve
+// at all: where Mother is, the name and token it calls her with, and the
+// CA it trusts.
+func reachEnv(env []string) []string {
+	var out []string
+	for _, e := range env {
+		switch k, _, _ := strings.Cut(e, "="); k {
+		case hatchery.EnvAddr, wire.EnvGateHost, wire.EnvGateToken, hatchery.EnvCA:
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // placeHosts writes the isolated chicks' hosts file (wire.ChickHosts) into
