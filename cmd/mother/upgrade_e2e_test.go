@@ -21,12 +21,6 @@ import (
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
 
-// upgradeRollbackStep: run `mother rollback --to 0.1.0 DATA` (the
-// documented step, docs/operating.md) before the previous release's
-// binary starts on data the new one has run on. Enable it once the
-// command exists (the data format work, issue 43).
-const upgradeRollbackStep = false
-
 // upgradePrevRelease is the release proto/BASELINE names.
 const upgradePrevRelease = "0.1.0"
 
@@ -58,7 +52,7 @@ func TestUpgradeMatrix(t *testing.T) {
 	})
 	t.Run("Rollback", func(t *testing.T) {
 		t.Parallel()
-		upgradeSwitch(t, api, newSide, prevSide, upgradeRollbackStep)
+		upgradeSwitch(t, api, newSide, prevSide, true)
 	})
 }
 
