@@ -4,7 +4,10 @@ SHELL        := /bin/bash
 GO           ?= go
 DATA         ?= ./data
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS      := -s -w -X main.version=$(VERSION)
+# The release is the VERSION file's (pkg/version); VERSION here is the
+# build's label and COMMIT the commit, both shown by --version.
+COMMIT       ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS      := -s -w -X main.version=$(VERSION) -X github.com/mother-chat/mother/pkg/version.commit=$(COMMIT)
 BUILD        := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 MODULE       := github.com/mother-chat/mother
 TOOLS        := $(CURDIR)/bin/tools
