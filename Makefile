@@ -4,7 +4,10 @@ SHELL        := /bin/bash
 GO           ?= go
 DATA         ?= ./data
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS      := -s -w -X main.version=$(VERSION)
+# The release is the VERSION file's (pkg/version); VERSION here is the
+# build's label and COMMIT the commit, both shown by --version.
+COMMIT       ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS      := -s -w -X main.version=$(VERSION) -X github.com/mother-chat/mother/pkg/version.commit=$(COMMIT)
 BUILD        := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 MODULE       := github.com/mother-chat/mother
 TOOLS        := $(CURDIR)/bin/tools
@@ -143,13 +146,14 @@ cross: ## Mother and momctl for linux/arm64 (the Pi), the chick for linux/amd64,
 	GOOS=linux GOARCH=amd64 $(BUILD) -tags timetzdata -o dist/chick-linux-amd64 ./cmd/chick
 
 .PHONY: release
-release: cross ## cross builds plus SHA256SUMS in dist/, version stamped from git describe
+release: cross ## cross builds plus SHA256SUMS in dist/, the release from VERSION, the build label from git describe
 	cd dist && sha256sum mother-linux-arm64 momctl-linux-arm64 chick-linux-amd64 > SHA256SUMS
 	@cat dist/SHA256SUMS
 
 # Debian packages (deploy/debian, internal/packaging): mother for each of
 # PACKAGE_ARCHES, mother-chick (the chick image for docker load, the
-# inference-server files) for amd64, SHA256SUMS; the version from git.
+# inference-server files) for amd64, SHA256SUMS; the version from VERSION
+# and git (internal/packaging/version.go).
 comma := ,
 PACKAGE_ARCHES := amd64,arm64
 .PHONY: packages

@@ -493,6 +493,22 @@ type hostJSON struct {
 	EngineVersion string     `json:"engineVersion,omitempty"`
 	Since         *time.Time `json:"since,omitempty"`
 	Error         string     `json:"error,omitempty"`
+	// State is "up", "down" or "incompatible" (its chick image is of a
+	// release this Mother does not work with: Incompatible says which,
+	// and the fix).
+	State        string `json:"state"`
+	Incompatible string `json:"incompatible,omitempty"`
+}
+
+// hostState names a host's state for status --json.
+func hostState(up bool, incompatible string) string {
+	switch {
+	case !up:
+		return "down"
+	case incompatible != "":
+		return "incompatible"
+	}
+	return "up"
 }
 
 type budgetJSON struct {
@@ -560,7 +576,8 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	}
 	for _, h := range st.GetHosts() {
 		out.Hosts = append(out.Hosts, hostJSON{Name: h.GetName(), Up: h.GetUp(), Running: h.GetRunning(), Capacity: h.GetCapacity(), Tiers: h.GetTiers(),
-			EngineVersion: h.GetEngineVersion(), Since: optTime(h.GetSince(), h.GetSince() != nil), Error: h.GetError()})
+			EngineVersion: h.GetEngineVersion(), Since: optTime(h.GetSince(), h.GetSince() != nil), Error: h.GetError(),
+			State: hostState(h.GetUp(), h.GetIncompatible()), Incompatible: h.GetIncompatible()})
 	}
 	for _, b := range st.GetBudgets() {
 		out.Budgets = append(out.Budgets, budgetJSON{b.GetScope(), b.GetUsedTokens(), b.GetLimitTokens(), b.GetUsedMicroUsd(), b.GetLimitMicroUsd()})
@@ -632,10 +649,15 @@ func (c *cli) statusText(w io.Writer, out statusJSON, now time.Time) error {
 	tw = table(w)
 	for _, h := range out.Hosts {
 		state := "up"
-		if !h.Up {
+		switch {
+		case !h.Up:
 			state = "DOWN"
+		case h.Incompatible != "":
+			// Up, but its chick image is of a release this Mother does
+			// not work with: no chick starts there.
+			state = "INCOMPATIBLE"
 		}
-		if h.Since != nil && !h.Since.IsZero() {
+		if h.Since != nil && !h.Since.IsZero() && state != "INCOMPATIBLE" {
 			state += " for " + age(now.Sub(*h.Since))
 		}
 		tiers := "all tiers"
@@ -652,6 +674,9 @@ func (c *cli) statusText(w io.Writer, out statusJSON, now time.Time) error {
 		}
 		if !h.Up && h.Error != "" {
 			line += "\t" + h.Error
+		}
+		if h.Up && h.Incompatible != "" {
+			line += "\t" + h.Incompatible
 		}
 		fmt.Fprintln(tw, line)
 	}

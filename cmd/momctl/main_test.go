@@ -241,6 +241,8 @@ func busy() world {
 			hosts: []hatchery.HostStatus{
 				{Name: "local", Up: true, Running: 1, Capacity: 4, EngineVersion: "28.1.1", Since: now.Add(-2 * time.Hour)},
 				{Name: "gpu", Up: false, Capacity: 2, Tiers: []string{"cloud", "big"}, Since: now.Add(-90 * time.Second), Err: "Cannot connect to the Docker daemon"},
+				{Name: "p40", Up: true, Capacity: 2, EngineVersion: "28.1.1", Since: now.Add(-time.Hour),
+					Incompatible: "the chick image on host p40 is 0.9.2; this Mother (0.2.0) needs 0.1.x or 0.2.x: upgrade the mother package here, or install mother-chick 0.2.x there"},
 			},
 		},
 		models: fakeModels{budgets: []broker.Budget{

@@ -20,6 +20,10 @@ cp "$busybox" "$ctx/busybox"
 # the build's label (git describe, or a test's name for it).
 release="$(tr -d '[:space:]' <"$root/VERSION")"
 protocol="$(sed -n 's/^const Protocol = \([0-9]*\)$/\1/p' "$root/pkg/version/version.go")"
+if [ -z "$release" ] || [ -z "$protocol" ]; then
+	echo "build-offline: cannot read the release (VERSION) or the protocol (pkg/version/version.go)" >&2
+	exit 1
+fi
 cp "$here/Dockerfile.offline" "$here/passwd" "$here/group" "$here/bash" "$ctx/"
 if ! docker build -q --build-arg MOTHER_RELEASE="$release" --build-arg MOTHER_PROTOCOL="$protocol" -f "$ctx/Dockerfile.offline" -t "$tag" "$ctx" >"$ctx/build.log" 2>&1; then
 	cat "$ctx/build.log" >&2

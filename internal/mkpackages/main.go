@@ -27,7 +27,7 @@ func main() {
 	chickArch := flag.String("chick-arch", "amd64", "architecture of the chick image")
 	out := flag.String("out", "dist/deb", "output directory")
 	arches := flag.String("arch", strings.Join(packaging.Arches, ","), "architectures of the mother package, comma-separated")
-	version := flag.String("version", "", "Debian version (default: from git describe)")
+	version := flag.String("version", "", "Debian version (default: from the VERSION file and git)")
 	flag.Parse()
 	if err := run(context.Background(), *root, *bin, *image, *chickArch, *out, *arches, *version); err != nil {
 		fmt.Fprintln(os.Stderr, "mkpackages:", err)

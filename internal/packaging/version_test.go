@@ -13,25 +13,25 @@ import (
 func TestDebianVersion(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name     string
-		describe string
-		commits  int
-		want     string
+		name    string
+		release string
+		since   int
+		hash    string
+		dirty   bool
+		want    string
 	}{
-		{"on a tag", "v1.2.3-0-gabc1234", 10, "1.2.3"},
-		{"tag without v", "1.2.3-0-gabc1234", 10, "1.2.3"},
-		{"after a tag", "v1.2.3-4-gabc1234", 10, "1.2.3+4.gabc1234"},
-		{"pre-release tag", "v1.2.3-rc1-0-gabc1234", 10, "1.2.3~rc1"},
-		{"after a pre-release", "v1.2.3-rc1-2-gabc1234", 10, "1.2.3~rc1+2.gabc1234"},
-		{"dirty on a tag", "v1.2.3-0-gabc1234-dirty", 10, "1.2.3+0.gabc1234.dirty"},
-		{"dirty after a tag", "v1.2.3-4-gabc1234-dirty", 10, "1.2.3+4.gabc1234.dirty"},
-		{"no tag", "f7e5be3", 388, "0~git388.gf7e5be3"},
-		{"no tag, dirty", "f7e5be3-dirty\n", 388, "0~git388.gf7e5be3.dirty"},
+		{"on the release's commit", "0.2.0\n", 0, "abc1234", false, "0.2.0"},
+		{"after it", "0.2.0", 4, "abc1234", false, "0.2.0+git4.gabc1234"},
+		{"a pre-release", "0.3.0-rc1", 0, "abc1234", false, "0.3.0~rc1"},
+		{"after a pre-release", "0.3.0-rc1", 2, "abc1234", false, "0.3.0~rc1+git2.gabc1234"},
+		{"dirty on the release's commit", "0.2.0", 0, "abc1234", true, "0.2.0+git0.gabc1234.dirty"},
+		{"dirty after it", "0.2.0", 4, "abc1234", true, "0.2.0+git4.gabc1234.dirty"},
+		{"two digits", "0.10.12", 0, "", false, "0.10.12"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := DebianVersion(tc.describe, tc.commits)
+			got, err := DebianVersion(tc.release, tc.since, tc.hash, tc.dirty)
 			if err != nil || got != tc.want {
-				t.Errorf("DebianVersion(%q, %d) = %q, %v, want %q", tc.describe, tc.commits, got, err, tc.want)
+				t.Errorf("DebianVersion(%q, %d, %q, %v) = %q, %v, want %q", tc.release, tc.since, tc.hash, tc.dirty, got, err, tc.want)
 			}
 		})
 	}
@@ -40,24 +40,28 @@ func TestDebianVersion(t *testing.T) {
 func TestDebianVersionRefuses(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		describe string
-		commits  int
-		want     string
+		release string
+		since   int
+		hash    string
+		want    string
 	}{
-		{"", 1, "printed nothing"},
-		{"release_one-0-gabc1234", 1, `tag "release_one"`},
-		{"vnext-3-gabc1234", 1, `tag "vnext"`},
-		{"not a describe", 1, "cannot read"},
-		{"abc1234", 0, "commit count"},
+		{"", 1, "abc1234", "VERSION file is empty"},
+		{"v0.2.0", 0, "abc1234", `VERSION holds "v0.2.0"`},
+		{"0.2", 0, "abc1234", `VERSION holds "0.2"`},
+		{"0.2.0_1", 0, "abc1234", `VERSION holds "0.2.0_1"`},
+		{"0.2.0-rc_1", 0, "abc1234", `VERSION holds "0.2.0-rc_1"`},
+		{"0.2.0", -1, "abc1234", "-1 commits"},
+		{"0.2.0", 3, "not-a-hash", "not an abbreviated hash"},
 	} {
-		if got, err := DebianVersion(tc.describe, tc.commits); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("DebianVersion(%q, %d) = %q, %v, want an error with %q", tc.describe, tc.commits, got, err, tc.want)
+		if got, err := DebianVersion(tc.release, tc.since, tc.hash, false); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("DebianVersion(%q, %d, %q) = %q, %v, want an error with %q", tc.release, tc.since, tc.hash, got, err, tc.want)
 		}
 	}
 }
 
 // TestDebianVersionOrder checks with dpkg itself that the versions made
-// along a history only grow, so each build upgrades the one before.
+// along a history only grow, so each build upgrades the one before,
+// starting from what the packages were before the VERSION file.
 func TestDebianVersionOrder(t *testing.T) {
 	t.Parallel()
 	dpkg, err := exec.LookPath("dpkg")
@@ -65,31 +69,32 @@ func TestDebianVersionOrder(t *testing.T) {
 		testenv.Unavailable(t, "dpkg not installed")
 	}
 	history := []struct {
-		describe string
-		commits  int
+		release string
+		since   int
+		dirty   bool
 	}{
-		{"abc1230", 5},
-		{"abc1231-dirty", 5},
-		{"abc1232", 6},
-		{"v0.1.0-rc1-0-gabc1233", 7},
-		{"v0.1.0-rc1-1-gabc1234", 8},
-		{"v0.1.0-0-gabc1235", 9},
-		{"v0.1.0-0-gabc1235-dirty", 9},
-		{"v0.1.0-1-gabc1236", 10},
-		{"v0.1.0-12-gabc1237", 21},
-		{"v0.1.1-0-gabc1238", 22},
-		{"v0.10.0-0-gabc1239", 23},
+		{"0.2.0-rc1", 0, false},
+		{"0.2.0-rc1", 1, false},
+		{"0.2.0", 0, false},
+		{"0.2.0", 0, true},
+		{"0.2.0", 1, false},
+		{"0.2.0", 12, false},
+		{"0.2.0", 12, true},
+		{"0.2.1", 0, false},
+		{"0.3.0-rc1", 3, false},
+		{"0.3.0", 0, false},
+		{"0.10.0", 0, false},
 	}
-	var prev string
+	// The last package built before VERSION: 0.1.0, from git describe
+	// without a tag.
+	prev := "0~git4125.g05b3fdc"
 	for _, h := range history {
-		v, err := DebianVersion(h.describe, h.commits)
+		v, err := DebianVersion(h.release, h.since, "abc1234", h.dirty)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if prev != "" {
-			if out, err := exec.Command(dpkg, "--compare-versions", v, "gt", prev).CombinedOutput(); err != nil {
-				t.Errorf("dpkg --compare-versions %s gt %s: %v %s", v, prev, err, out)
-			}
+		if out, err := exec.Command(dpkg, "--compare-versions", v, "gt", prev).CombinedOutput(); err != nil {
+			t.Errorf("dpkg --compare-versions %s gt %s: %v %s", v, prev, err, out)
 		}
 		prev = v
 	}
@@ -126,26 +131,42 @@ func TestFromGit(t *testing.T) {
 	}
 	git("init", "-q")
 	commit("one")
-	commit("two")
-	g, err := FromGit(t.Context(), dir)
+	if _, err := FromGit(t.Context(), dir); err == nil || !strings.Contains(err.Error(), "VERSION") {
+		t.Errorf("without a VERSION file: FromGit error = %v, want one naming VERSION", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "VERSION"), []byte("0.2.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "VERSION")
+	git("commit", "-q", "-m", "release 0.2.0")
 	hash := git("rev-parse", "--short", "HEAD")
-	if err != nil || g.Version != "0~git2.g"+hash || g.Describe != hash || g.Time.Unix() != 1767323045 {
-		t.Errorf("untagged: FromGit = %+v, %v, want 0~git2.g%s dated 2026-01-02T03:04:05Z", g, err, hash)
+	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.2.0" || g.Describe != hash || g.Time.Unix() != 1767323045 {
+		t.Errorf("on the release's commit: FromGit = %+v, %v, want 0.2.0 dated 2026-01-02T03:04:05Z, described as %s", g, err, hash)
 	}
-	git("tag", "v0.2.0")
-	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.2.0" || g.Describe != "v0.2.0" {
-		t.Errorf("on v0.2.0: FromGit = %+v, %v, want 0.2.0", g, err)
-	}
+	commit("two")
 	commit("three")
 	hash = git("rev-parse", "--short", "HEAD")
-	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.2.0+1.g"+hash {
-		t.Errorf("after v0.2.0: FromGit = %+v, %v, want 0.2.0+1.g%s", g, err, hash)
+	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.2.0+git2.g"+hash {
+		t.Errorf("after 0.2.0: FromGit = %+v, %v, want 0.2.0+git2.g%s", g, err, hash)
+	}
+	// A tag changes the build label, not the version.
+	git("tag", "v0.2.0-extra")
+	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.2.0+git2.g"+hash || g.Describe != "v0.2.0-extra" {
+		t.Errorf("tagged: FromGit = %+v, %v, want 0.2.0+git2.g%s labelled v0.2.0-extra", g, err, hash)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("changed"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.2.0+1.g"+hash+".dirty" {
-		t.Errorf("dirty: FromGit = %+v, %v, want 0.2.0+1.g%s.dirty", g, err, hash)
+	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.2.0+git2.g"+hash+".dirty" {
+		t.Errorf("dirty: FromGit = %+v, %v, want 0.2.0+git2.g%s.dirty", g, err, hash)
+	}
+	git("checkout", "-q", "f")
+	if err := os.WriteFile(filepath.Join(dir, "VERSION"), []byte("0.3.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("commit", "-q", "-am", "release 0.3.0")
+	if g, err := FromGit(t.Context(), dir); err != nil || g.Version != "0.3.0" {
+		t.Errorf("on the next release's commit: FromGit = %+v, %v, want 0.3.0", g, err)
 	}
 	if _, err := FromGit(t.Context(), t.TempDir()); err == nil || !strings.Contains(err.Error(), "git describe") {
 		t.Errorf("outside a repository: FromGit error = %v, want one naming git describe", err)

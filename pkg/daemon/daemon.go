@@ -33,6 +33,7 @@ import (
 	"github.com/mother-chat/mother/pkg/store"
 	"github.com/mother-chat/mother/pkg/termtext"
 	"github.com/mother-chat/mother/pkg/tools"
+	release "github.com/mother-chat/mother/pkg/version"
 )
 
 // Errors Run and CheckConfig return that callers branch on (the mother
@@ -483,7 +484,7 @@ func runDaemon(ctx context.Context, p *parts, cfg *config.Config, st *store.Stor
 	if err := startCore(ctx, p); err != nil {
 		return err
 	}
-	logger.Info("mother running", "version", opts.Version, "data", st.DataDir())
+	logger.Info("mother running", "release", release.Release, "protocol", release.Protocol, "version", opts.Version, "data", st.DataDir())
 	stopping := notifySystemd(ctx, p.m, base, fmt.Sprintf("serving %d adapter(s)", len(cfg.Adapters)), opts.Clock, opts.Getenv)
 	<-ctx.Done()
 	logger.Info("shutting down")

@@ -98,13 +98,16 @@ func (h *Hatchery) checkHost(ctx context.Context, hs *host) {
 		return
 	}
 	h.markUpLocked(hs, v)
-	missing := hs.image.missing
+	unusable := hs.image.unusable()
 	// A gate kept for chicks that ended unseen (or whose replacement
 	// failed) is replaced once the host is idle.
 	h.renewGateWhenIdleLocked(hs)
 	h.mu.Unlock()
-	if missing && !h.checkImage(ctx, hs) {
-		// Built since: the chicks queued for it may go.
+	// The image is asked about at each probe: one replaced by an image of
+	// another release is seen here, and one built or replaced since it
+	// was missing or incompatible clears that.
+	if !h.checkImage(ctx, hs) && unusable {
+		// Built or replaced since: the chicks queued for it may go.
 		h.mu.Lock()
 		h.dequeueLocked()
 		h.mu.Unlock()
@@ -334,6 +337,10 @@ type HostStatus struct {
 	// GateRestarts counts the times its gate (isolated chicks) exited
 	// and was started again.
 	GateRestarts int
+	// Incompatible, when set, says that its chick image is of a release
+	// this Mother does not work with, in one sentence that names both and
+	// the fix: no chick starts there until the image changes.
+	Incompatible string
 }
 
 // Hosts checks every engine now and reports its health and load.
@@ -352,7 +359,7 @@ func (h *Hatchery) HostStates() []HostStatus {
 		out = append(out, HostStatus{
 			Name: hs.Name, Up: !hs.health.down, Running: hs.running, Capacity: hs.Capacity,
 			Tiers: slices.Clone(hs.Tiers), EngineVersion: hs.health.version, Since: hs.health.since, Err: hs.health.err,
-			GateRestarts: hs.gate.restarts,
+			GateRestarts: hs.gate.restarts, Incompatible: hs.image.incompatible,
 		})
 	}
 	return out

@@ -39,7 +39,8 @@ type SpawnRequest struct {
 // in the queue. It fails with ErrQueueFull when the queue is full and
 // ErrUnknownTier for a tier not in the configuration, and with
 // ErrImageMissing when every host that serves the tier lacks the chick
-// image, and with ErrDisk while the data directory cannot be written (the
+// image (ErrImageIncompatible when some have one of a release this Mother
+// does not work with), and with ErrDisk while the data directory cannot be written (the
 // chick's events could not be kept). A spawn for a
 // person who has reached chicks.maxPerUser or spent today's
 // budgets.userDailyTokens fails with a *RefusedError. A request whose
@@ -217,7 +218,7 @@ func (h *Hatchery) freeHost(c *chick) *host {
 		if len(hs.Tiers) > 0 && !slices.Contains(hs.Tiers, c.rec.Tier) {
 			continue
 		}
-		if hs.running >= hs.Capacity || hs.health.down || hs.image.missing {
+		if hs.running >= hs.Capacity || hs.health.down || hs.image.unusable() {
 			continue
 		}
 		// Most free capacity first (decision 10).

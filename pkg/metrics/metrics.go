@@ -37,6 +37,7 @@ import (
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/version"
 )
 
 // Namespace prefixes every metric.
@@ -405,11 +406,27 @@ type Health struct {
 	HostsDown        []string `json:"hosts_down,omitempty"`
 	ModelServersDown []string `json:"model_servers_down,omitempty"`
 	Disk             string   `json:"disk,omitempty"`
+	// HostsIncompatible are the Docker hosts (up) whose chick image is of
+	// a release this Mother does not work with, each with the sentence
+	// that names both releases and the fix. Mother is degraded when no
+	// host is both up and compatible.
+	HostsIncompatible []HostIncompatible `json:"hosts_incompatible,omitempty"`
+	// Release and Protocol are this Mother's (pkg/version); Version is
+	// the build's label.
+	Release  string `json:"release"`
+	Protocol int    `json:"protocol"`
+}
+
+// HostIncompatible is a host whose chick image Mother does not work with.
+type HostIncompatible struct {
+	Host   string `json:"host"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
 }
 
 func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
 	ms, cs, _ := m.sources()
-	h := Health{Status: "ok", Version: m.version, UptimeSeconds: float64(int64(m.clock.Now().Sub(m.started).Seconds()))}
+	h := Health{Status: "ok", Version: m.version, Release: version.Release, Protocol: version.Protocol, UptimeSeconds: float64(int64(m.clock.Now().Sub(m.started).Seconds()))}
 	code := http.StatusOK
 	if ms == nil {
 		h.Status, h.Error, code = "unhealthy", "starting", http.StatusServiceUnavailable
@@ -434,12 +451,21 @@ func (m *Metrics) health(w http.ResponseWriter, r *http.Request) {
 	if cs != nil {
 		hosts := cs.HostStates()
 		for _, hs := range hosts {
-			if !hs.Up {
+			switch {
+			case !hs.Up:
 				h.HostsDown = append(h.HostsDown, hs.Name)
+			case hs.Incompatible != "":
+				h.HostsIncompatible = append(h.HostsIncompatible, HostIncompatible{Host: hs.Name, State: "incompatible", Reason: hs.Incompatible})
 			}
 		}
-		if len(hosts) > 0 && len(h.HostsDown) == len(hosts) {
+		switch {
+		case len(hosts) > 0 && len(h.HostsDown) == len(hosts):
 			reasons = append(reasons, "no Docker host answers: chicks cannot start")
+		case len(hosts) > 0 && len(h.HostsDown)+len(h.HostsIncompatible) == len(hosts):
+			for _, hi := range h.HostsIncompatible {
+				reasons = append(reasons, hi.Reason)
+			}
+			reasons = append(reasons, "no Docker host can start chicks")
 		}
 	}
 	if ps := m.providerState(); ps != nil {

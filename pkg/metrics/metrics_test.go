@@ -23,6 +23,7 @@ import (
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/fallback"
 	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/version"
 )
 
 // state stands in for Mother, the hatchery and the broker: the gauges are
@@ -211,6 +212,15 @@ func TestHealthz(t *testing.T) {
 	if code, h := get(); code != 503 || h.Status != "degraded" || !strings.Contains(h.Reason, "no Docker host answers") {
 		t.Errorf("every host down: %d %+v, want 503 degraded", code, h)
 	}
+	// The other one up, its chick image of a release this Mother does not
+	// work with: degraded too, the host's state and sentence named.
+	why := "the chick image on host spare is 0.9.2; this Mother (0.2.0) needs 0.1.x or 0.2.x: upgrade the mother package here, or install mother-chick 0.2.x there"
+	st.hosts[1].Up, st.hosts[1].Incompatible = true, why
+	if code, h := get(); code != 503 || h.Status != "degraded" || !strings.Contains(h.Reason, why) || len(h.HostsIncompatible) != 1 ||
+		h.HostsIncompatible[0] != (metrics.HostIncompatible{Host: "spare", State: "incompatible", Reason: why}) || h.Release != version.Release || h.Protocol != version.Protocol {
+		t.Errorf("the only host up incompatible: %d %+v, want 503 degraded naming it", code, h)
+	}
+	st.hosts[1].Incompatible = ""
 	// Mother's model server down too.
 	st.hosts[1].Up = true
 	(*servers)[0].Up = false

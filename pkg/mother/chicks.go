@@ -490,6 +490,8 @@ func (t spawnTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 		return agent.Result{Text: "Not started: every chick slot is busy and the queue is full. Tell the user to try again later.", IsError: true}, nil
 	case errors.Is(err, hatchery.ErrImageMissing):
 		return agent.Result{Text: "Not started: " + strings.TrimPrefix(err.Error(), "spawn chick: ") + ". Tell the user plainly that no chick can start until the operator does that; do not try again before then, and do what you can yourself.", IsError: true}, nil
+	case errors.Is(err, hatchery.ErrImageIncompatible):
+		return agent.Result{Text: "Not started: " + strings.TrimPrefix(err.Error(), "spawn chick: "+hatchery.ErrImageIncompatible.Error()+": ") + ". Tell the user plainly, in those words, that no chick can start until the operator does that; do not try again before then, and do what you can yourself.", IsError: true}, nil
 	case errors.Is(err, hatchery.ErrDisk):
 		return agent.Result{Text: "Not started: " + strings.TrimPrefix(err.Error(), "spawn chick: ") + ". Tell the user plainly that no chick can start until the operator frees the disk (the admins have been told); do not try again before then, and do what you can yourself.", IsError: true}, nil
 	case errors.As(err, &refused):

@@ -166,7 +166,7 @@ func (a *adminService) GetStatus(ctx context.Context, _ *pb.GetStatusRequest) (*
 	for _, h := range a.s.admin.Hosts(ctx) {
 		out.Hosts = append(out.Hosts, &pb.HostStatus{
 			Name: h.Name, Up: h.Up, Running: int32(h.Running), Capacity: int32(h.Capacity), Error: h.Err,
-			Tiers: h.Tiers, EngineVersion: h.EngineVersion, Since: timestamp(h.Since),
+			Tiers: h.Tiers, EngineVersion: h.EngineVersion, Since: timestamp(h.Since), Incompatible: h.Incompatible,
 		})
 	}
 	return out, nil

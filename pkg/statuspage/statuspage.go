@@ -380,6 +380,11 @@ type Host struct {
 	EngineVersion string     `json:"engineVersion,omitempty"`
 	Since         *time.Time `json:"since,omitempty"`
 	Error         string     `json:"error,omitempty"`
+	// State is "up", "down" or "incompatible" (up, but its chick image
+	// is of a release this Mother does not work with: Incompatible says
+	// which, and the fix).
+	State        string `json:"state"`
+	Incompatible string `json:"incompatible,omitempty"`
 }
 
 // Event is one scheduled event (its text is not shown).
@@ -485,7 +490,7 @@ func (p *Page) Snapshot() Snapshot {
 		out.RecentChicks = recentChicks(all, s)
 		for _, h := range src.Chicks.HostStates() {
 			out.Hosts = append(out.Hosts, Host{Name: s(h.Name), Up: h.Up, Running: h.Running, Capacity: h.Capacity, Tiers: h.Tiers,
-				EngineVersion: s(h.EngineVersion), Since: optTime(h.Since), Error: s(h.Err)})
+				EngineVersion: s(h.EngineVersion), Since: optTime(h.Since), Error: s(h.Err), State: hostState(h), Incompatible: s(h.Incompatible)})
 		}
 	}
 	if src.Budgets != nil {
@@ -548,4 +553,16 @@ func (p *Page) Snapshot() Snapshot {
 		}
 	}
 	return out
+}
+
+// hostState names a host's state: down, incompatible (its chick image is
+// of a release this Mother does not work with) or up.
+func hostState(h hatchery.HostStatus) string {
+	switch {
+	case !h.Up:
+		return "down"
+	case h.Incompatible != "":
+		return "incompatible"
+	}
+	return "up"
 }

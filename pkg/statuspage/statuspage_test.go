@@ -86,7 +86,8 @@ func fixture(t *testing.T) (*Page, *httptest.Server, *clock.Fake) {
 				{Record: hatchery.Record{ID: "c-11111111", Tier: "local", State: hatchery.StateRunning, Host: "p40", CreatedAt: created, Goal: "the goal " + secret}, Channel: "slack-acme/C1", Usage: model.Usage{InputTokens: 1000, OutputTokens: 234}},
 				{Record: hatchery.Record{ID: "c-22222222", Tier: "claude", State: hatchery.StateQueued, CreatedAt: created.Add(time.Second)}, Channel: "discord-home/7"},
 			},
-			hosts: []hatchery.HostStatus{{Name: "p40", Up: true, Running: 1, Capacity: 6, EngineVersion: "24.0.7", Since: start}, {Name: "spare", Capacity: 2, Tiers: []string{"local"}, Err: "tcp://" + secret + "@spare: refused"}},
+			hosts: []hatchery.HostStatus{{Name: "p40", Up: true, Running: 1, Capacity: 6, EngineVersion: "24.0.7", Since: start}, {Name: "spare", Capacity: 2, Tiers: []string{"local"}, Err: "tcp://" + secret + "@spare: refused"},
+				{Name: "gpu", Up: true, Capacity: 2, Since: start, Incompatible: "the chick image on host gpu is 0.9.2; this Mother (0.2.0) needs 0.1.x or 0.2.x: upgrade the mother package here, or install mother-chick 0.2.x there"}},
 		},
 		Budgets:     budgets{{Scope: "tier claude today", Used: 120400, Limit: 500000}},
 		Events:      eventList{{File: "standup.json", Type: events.Periodic, Channel: "slack-acme/C1", Schedule: "0 9 * * 1-5", Text: "the text of the event", Next: start.Add(24 * time.Hour)}, {File: "idle.json"}},
@@ -127,6 +128,8 @@ func TestPageShowsEverythingButSecrets(t *testing.T) {
 		`data-chick="c-11111111" class="state-running"`, "<td>slack-acme/C1</td><td>local</td><td>p40</td><td class=\"num\">1,234</td><td>2m00s</td>",
 		"tool bash: listing [redacted]", "(30s ago)", `data-chick="c-22222222" class="state-queued"`, "2 alive, 1 queued",
 		`data-host="p40" class="state-up"`, "1/6", `data-host="spare" class="state-down"`, "tcp://[redacted]@spare: refused",
+		`<tr data-host="gpu" class="state-incompatible"><td>gpu</td><td class="state">incompatible</td>`,
+		"<td>the chick image on host gpu is 0.9.2; this Mother (0.2.0) needs 0.1.x or 0.2.x: upgrade the mother package here, or install mother-chick 0.2.x there</td></tr>",
 		"tier claude today", "120,400", "500,000", "379,600", `data-event="standup.json"`, "2026-03-02 09:00:00 UTC", "0 9 * * 1-5",
 		`data-tools="notes"`, "notes.add, notes.search", `src="status.js"`,
 		`data-provider="ollama" class="state-up"`, `data-provider="openai:vllm" class="state-down"`, "down, skipped for 1m00s more", "key [redacted]: connection refused",
@@ -152,7 +155,8 @@ func TestPageShowsEverythingButSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(snap.Chicks) != 2 || snap.Chicks[0].ID != "c-11111111" || snap.Chicks[0].LastEvent == nil || snap.Chicks[0].Tokens != 1234 || snap.Queued != 1 ||
-		len(snap.Hosts) != 2 || len(snap.NextEvents) != 1 || len(snap.ToolServers) != 1 || snap.Adapters[0].Name != "discord-home" ||
+		len(snap.Hosts) != 3 || snap.Hosts[1].State != "down" || snap.Hosts[2].State != "incompatible" || !strings.HasPrefix(snap.Hosts[2].Incompatible, "the chick image on host gpu is 0.9.2;") ||
+		len(snap.NextEvents) != 1 || len(snap.ToolServers) != 1 || snap.Adapters[0].Name != "discord-home" ||
 		len(snap.Providers) != 2 || snap.Providers[1].State != "down" || snap.Providers[1].Failures != 2 {
 		t.Errorf("/status.json = %s", js)
 	}

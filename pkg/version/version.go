@@ -93,7 +93,7 @@ func Line(program, build string) string {
 	if c := Commit(); c != "" {
 		details = append(details, "commit "+c)
 	}
-	if b := strings.TrimSpace(build); b != "" && b != "dev" && b != Release && b != "v"+Release {
+	if b := strings.TrimSpace(build); b != "" && b != Release && b != "v"+Release {
 		details = append(details, "build "+b)
 	}
 	return fmt.Sprintf("%s %s (%s)", program, Release, strings.Join(details, ", "))

@@ -105,7 +105,7 @@ func TestRange(t *testing.T) {
 }
 
 func TestLine(t *testing.T) {
-	for build, want := range map[string]string{"dev": "", Release: "", "": "", "baseline-05b3fdcb302c": ", build baseline-05b3fdcb302c", "1.0.0~pkgtest1": ", build 1.0.0~pkgtest1"} {
+	for build, want := range map[string]string{"dev": ", build dev", Release: "", "": "", "baseline-05b3fdcb302c": ", build baseline-05b3fdcb302c", "1.0.0~pkgtest1": ", build 1.0.0~pkgtest1"} {
 		got := Line("mother", build)
 		if !strings.HasPrefix(got, "mother "+Release+" (protocol 2") || !strings.HasSuffix(got, want+")") {
 			t.Errorf("Line(mother, %q) = %q, want it to start with mother %s and end with %q", build, got, Release, want+")")

@@ -104,6 +104,24 @@ func (r *Runtime) HasImage(ctx context.Context, ref string) (bool, error) {
 	return false, err
 }
 
+var _ hatchery.ImageInspector = (*Runtime)(nil)
+
+// ImageLabels implements hatchery.ImageInspector.
+func (r *Runtime) ImageLabels(ctx context.Context, ref string) (map[string]string, bool, error) {
+	insp, err := r.api.ImageInspect(ctx, ref)
+	err = classify(err)
+	switch {
+	case err == nil:
+		if insp.Config == nil {
+			return nil, true, nil
+		}
+		return insp.Config.Labels, true, nil
+	case errors.Is(err, hatchery.ErrContainerNotFound):
+		return nil, false, nil
+	}
+	return nil, false, err
+}
+
 // hostsFile is the engine's path of the hosts file of the gate whose
 // volume is vol, or "" when there is none.
 func (r *Runtime) hostsFile(vol string) string {
