@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -109,7 +110,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fs.Usage = func() { usageTo(stderr) }
 	if *showVersion {
-		fmt.Fprintln(stdout, release.Line("mother", version))
+		fmt.Fprintln(stdout, release.Line("mother", version, "data format "+strconv.Itoa(dataformat.Current)))
 		return exitOK
 	}
 	if fs.NArg() != 1 {

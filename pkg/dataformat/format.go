@@ -9,14 +9,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/mother-chat/mother/pkg/version"
 )
 
 // Release is this release of Mother: the one written into the format file.
-const Release = "0.2.0"
+const Release = version.Release
 
 // Previous is the release before this one: what mother rollback goes back
-// to by default.
-const Previous = "0.1.0"
+// to by default: the first release of the previous series.
+const Previous = version.Previous + ".0"
 
 // Current is the data format this release reads and writes: the last
 // step's (a test of the table keeps them together).

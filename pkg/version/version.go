@@ -86,10 +86,11 @@ func Commit() string {
 
 // Line is what a binary prints for --version: its name and the release
 // first, then the protocol, the commit and the build label when they add
-// something ("mother 0.2.0 (protocol 2, commit 05b3fdcb302c, build
-// v0.2.0-3-g05b3fdc)").
-func Line(program, build string) string {
-	details := []string{"protocol " + strconv.Itoa(Protocol)}
+// something ("mother 0.2.0 (protocol 2, data format 1, commit
+// 05b3fdcb302c, build v0.2.0-3-g05b3fdc)"); extra details follow the
+// protocol ("data format 1" for mother).
+func Line(program, build string, extra ...string) string {
+	details := append([]string{"protocol " + strconv.Itoa(Protocol)}, extra...)
 	if c := Commit(); c != "" {
 		details = append(details, "commit "+c)
 	}
