@@ -183,3 +183,25 @@ func TestCyclesTerminalArgumentsAsString(t *testing.T) {
 		}
 	}
 }
+
+// TestCyclesTerminalNothingNew: a model that wanders over the same three
+// calls in no fixed order, getting the same results, brings nothing new
+// after its first three calls: noted from the sixth repeat, stopped
+// before the ninth (twelve model calls, not fifty).
+func TestCyclesTerminalNothingNew(t *testing.T) {
+	t.Parallel()
+	order := []int{0, 1, 2, 0, 2, 1, 2, 0, 1, 0, 2, 1, 0, 2, 1, 0}
+	out, reqs := cyclesMother(t, t.TempDir(), "tidy my notes", func(k int, r ollamatest.Request) ollamatest.Turn {
+		return ollamatest.Turn{Calls: []ollamatest.Call{cyclesCalls[order[k%len(order)]]}}
+	})
+	if len(reqs) != 12 {
+		t.Errorf("the model was called %d times, want 12 (three new calls, eight that brought nothing new, then one not made)", len(reqs))
+	}
+	want := "I stopped here: my last eight calls brought nothing new, each one a call I had made before that got the same result again. What I tried:"
+	if !strings.Contains(out, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, out)
+	}
+	if notes := cyclesNotes(reqs); len(notes) < 9 || notes[7] != "" || !strings.Contains(notes[8], "Your last six calls each repeated a call you had made before") {
+		t.Errorf("notes on the tool results: %q; want the first on the ninth", notes)
+	}
+}
