@@ -14,8 +14,8 @@ import (
 // answer; a tool call written as text is made after all; a reply that
 // cannot be used (empty, or a call written as text that cannot be read)
 // is asked for again once, with a note the context does not keep, and a
-// second one in a row ends the run with a plain message; the same call
-// made again and again gets a note, and the fourth time ends the run.
+// second one in a row ends the run with a plain message; a model going
+// round in circles gets a note, and then the run ends (loops.go).
 
 // Kinds of unusable reply.
 const (
