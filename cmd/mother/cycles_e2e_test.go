@@ -3,12 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/mother-chat/mother/pkg/hatchery/hatcherytest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
 
@@ -203,5 +206,54 @@ func TestCyclesTerminalNothingNew(t *testing.T) {
 	}
 	if notes := cyclesNotes(reqs); len(notes) < 9 || notes[7] != "" || !strings.Contains(notes[8], "Your last six calls each repeated a call you had made before") {
 		t.Errorf("notes on the tool results: %q; want the first on the ninth", notes)
+	}
+}
+
+// TestCyclesChickTwoCalls: a chick's loop is the same agent: its model
+// running two commands in turn with the same output is stopped before the
+// fourth round (seven model calls), and the chick's answer, which says
+// what was tried, reaches the channel.
+func TestCyclesChickTwoCalls(t *testing.T) {
+	t.Parallel()
+	api := hatcherytest.Docker(t)
+	hatcherytest.BuildImage(t)
+	data, _ := chickData(t, api, nil)
+	var mu sync.Mutex
+	chickCalls := 0
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		switch r.Model {
+		case motherModel:
+			if !hasToolResult(r) {
+				return motherTurn("Count the files in the workspace.")
+			}
+			return ollamatest.Turn{Text: "A chick is on it."}
+		case chickModel:
+			mu.Lock()
+			chickCalls++
+			mu.Unlock()
+			k := len(toolResults(r))
+			cmds := []string{"echo checking", "ls -a / | wc -l"}
+			return ollamatest.Turn{Calls: []ollamatest.Call{{Name: "bash", Args: map[string]any{"label": fmt.Sprintf("Step %d", k%2+1), "command": cmds[k%2]}}}}
+		}
+		return ollamatest.Turn{Status: 404, Error: "unknown model " + r.Model}
+	})
+	defer fake.Close()
+
+	p := startChickMother(t, data, chickEnv(fake))
+	io.WriteString(p.stdin, "please count the files\n")
+	want := "I stopped here: I was going round in circles, making the same two calls in turn (bash (Step 1), then bash (Step 2)) three times over"
+	p.waitOut(t, want, 3*time.Minute)
+	waitUntil(t, "the chick's answer in log.jsonl", func() bool {
+		b, _ := os.ReadFile(filepath.Join(data, "workspace/channels/cli/local/log.jsonl"))
+		return strings.Contains(string(b), want)
+	})
+	p.stdin.Close()
+	if code := p.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, p.out(), p.errs())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if chickCalls > 8 {
+		t.Errorf("the chick's model was called %d times, want at most 8", chickCalls)
 	}
 }
