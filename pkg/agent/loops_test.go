@@ -147,6 +147,7 @@ func TestLoopGuardAnswers(t *testing.T) {
 			}
 			r := &run{loops: *g, a: &Agent{cfg: Config{Clock: clock.Real{}}}, emit: func(Event) {}}
 			out := r.stopRepeating()
+			t.Logf("answer: %s", out.Final)
 			for _, w := range tc.want {
 				if !strings.Contains(out.Final, w) {
 					t.Errorf("answer %q lacks %q", out.Final, w)
