@@ -166,6 +166,15 @@ type Caller struct {
 
 func (c Caller) mother() bool { return c.Kind == CallerMother }
 
+// key names c's run of calls: a chick, or Mother's runs in a channel (for
+// an event).
+func (c Caller) key() string {
+	if c.mother() {
+		return "mother\x00" + c.Channel + "\x00" + c.Event
+	}
+	return "chick\x00" + c.ChickID
+}
+
 // ProviderFunc builds the provider named name ("ollama", "anthropic").
 type ProviderFunc func(name string) (model.Provider, error)
 
@@ -244,6 +253,8 @@ type Broker struct {
 	// pending collects reservation lines without their settlement while
 	// New reads the ledger back; nil afterwards.
 	pending map[string]Entry
+	// prefixes bound a prompt by what recent calls were charged.
+	prefixes *prefixes
 }
 
 // tally is one chick's settled calls.
@@ -284,6 +295,7 @@ func New(opts Options) (*Broker, error) {
 		providers: map[string]model.Provider{}, byTier: map[string]model.Provider{}, answeredBy: map[string][]string{},
 		health: opts.Health, firstToken: opts.FirstTokenTimeout, chick: map[string]tally{},
 		res: map[scope]amount{}, inFlight: map[string]int{}, pending: map[string]Entry{},
+		prefixes: newPrefixes(),
 	}
 	b.warnUnpriced()
 	if err := fsync.MkdirAll(b.dir, 0o700); err != nil {
@@ -406,6 +418,7 @@ func (b *Broker) ForgetChick(id string) {
 	defer b.mu.Unlock()
 	delete(b.chick, id)
 	delete(b.answeredBy, id)
+	b.prefixes.forget(Caller{ChickID: id}.key())
 }
 
 // Close closes the ledger. Calls still in flight settle in memory only;
