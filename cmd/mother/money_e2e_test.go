@@ -90,7 +90,7 @@ func TestMotherDailyCapRefusesBeforeTheCall(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	for _, want := range []string{
-		"Error: budget exhausted (budget exhausted: Mother's own calls spent $0.00 of $0.01 today (budgets.mother.dailyUSD); this call may cost up to $0.",
+		"Mother's own calls spent $0.00 of $0.01 today (budgets.mother.dailyUSD); the next call needs at least $0.",
 		"For the admins: Spend cap reached: My own model use has used $0.00 of its $0.01 for today (budgets.mother.dailyUSD)",
 		"my own model calls in every channel are stopped until it resets at 00:00",
 	} {
@@ -108,7 +108,7 @@ func TestMotherDailyCapRefusesBeforeTheCall(t *testing.T) {
 	}
 
 	r = runMother(t, "hi again\n", nil, "--cli", data)
-	if r.code != 0 || !strings.Contains(r.stdout, "Error: budget exhausted") {
+	if r.code != 0 || !strings.Contains(r.stdout, "(budgets.mother.dailyUSD); the next call needs") {
 		t.Fatalf("after a restart: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	if strings.Contains(r.stdout, "Spend cap reached") {
@@ -231,7 +231,7 @@ func TestSpendWarningsOnceEach(t *testing.T) {
 	if n := strings.Count(r.stdout, "answer to "); n != 5 {
 		t.Errorf("%d answers, want 5:\n%s", n, r.stdout)
 	}
-	if n := strings.Count(r.stdout, "Error: budget exhausted (budget exhausted: Mother's own calls in channel cli/local spent $0.05 of $0.05 today"); n != 2 {
+	if n := strings.Count(r.stdout, "Mother's own calls in channel cli/local spent $0.05 of $0.05 today"); n != 2 {
 		t.Errorf("%d refusals, want 2:\n%s", n, r.stdout)
 	}
 	if n := len(fake.Requests()); n != 5 {
@@ -246,7 +246,7 @@ func TestSpendWarningsOnceEach(t *testing.T) {
 	}
 
 	r = runMother(t, "m8\n", env, "--cli", data)
-	if r.code != 0 || !strings.Contains(r.stdout, "Error: budget exhausted") {
+	if r.code != 0 || !strings.Contains(r.stdout, "(budgets.mother.channelDailyUSD); the next call needs") {
 		t.Fatalf("after a restart: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	if strings.Contains(r.stdout, "Spend ") {
@@ -297,7 +297,7 @@ func TestChickAndMotherShareAChannelsMoneyCap(t *testing.T) {
 	p.waitOut(t, "Spend cap reached: This channel has used $0.03 of its $0.03 for today (budgets.channelDailyUSD)", time.Minute)
 	waitRunningGone(t, data, 2*time.Minute)
 	io.WriteString(p.stdin, "and now?\n")
-	p.waitOut(t, "Error: budget exhausted (budget exhausted: channel cli/local spent $0.03 of $0.03 today (budgets.channelDailyUSD)", time.Minute)
+	p.waitOut(t, "Channel cli/local spent $0.03 of $0.03 today (budgets.channelDailyUSD)", time.Minute)
 	p.stdin.Close()
 	if code := p.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())

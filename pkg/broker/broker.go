@@ -27,13 +27,18 @@
 //
 // Caps cannot be raced: every call reserves its most possible cost before
 // it is sent, and settles to its real usage after. The reservation is an
-// upper estimate of the prompt's tokens (EstimateInput) plus the output
-// limit, which Mother clamps (a tier's maxOutputTokens, lowered by the
-// chick's own max_output_tokens when that is smaller; model.maxOutputTokens
-// for Mother's own calls), and their cost at the model's price. The
-// clamped limit is what the provider is sent (Ollama's num_predict,
-// Anthropic's max_tokens), so the answer cannot be longer than what was
-// reserved.
+// upper bound of the prompt's tokens plus the output limit, and their cost
+// at the model's price. The prompt's bound is EstimateInput (a token per
+// byte), or less when a recent call of the same model shares a prefix with
+// this one: the shared part counts what the provider reported for it, and
+// only the messages added since count by their bytes (prefix.go). The
+// output limit is a tier's maxOutputTokens, lowered by the chick's own
+// max_output_tokens when that is smaller (model.maxOutputTokens for
+// Mother's own calls), and lowered again to what every cap has left after
+// the prompt's bound (admitLocked). That limit is what the provider is
+// sent (Ollama's num_predict, max_tokens elsewhere), so the answer cannot
+// be longer than what was reserved, and a budget is spent to about one
+// prompt of its end.
 //
 // A model with fallbacks is a chain of metered providers: each model the
 // chain tries reserves and settles on its own, at its own price, so a
@@ -42,6 +47,9 @@
 // Admission, under one lock, for every cap that applies to the call, in
 // each of its units, with used the settled amount, reserved the
 // reservations of the calls in flight and r this call's reservation:
+//
+// (r here is the prompt's bound and the least output, minOutput; the
+// output limit is then lowered to fit what is left.)
 //
 //   - used + r > cap: refused with a model.BudgetError (matching
 //     model.ErrBudgetExhausted) naming the cap and when it resets (the
