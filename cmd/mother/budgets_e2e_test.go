@@ -123,3 +123,39 @@ func TestBudgetsSmallBudgetFirstCall(t *testing.T) {
 		t.Errorf("the chick spent %d tokens, over its budget of %d", spent, budget)
 	}
 }
+
+// TestBudgetsPlainErrorThroughBinary: a model server that answers HTTP 500
+// every time, then one that refuses the key, then a budget Mother's own
+// calls cannot pass: the terminal reads one plain sentence each, not the
+// error chain ("Error: transient: ollama: HTTP 500: ...").
+func TestBudgetsPlainErrorThroughBinary(t *testing.T) {
+	t.Parallel()
+	fake := ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		switch u := r.LastUser(); {
+		case strings.HasSuffix(u, "fail"):
+			return ollamatest.Turn{Status: 500, Error: "llama runner process has terminated: exit status 2"}
+		case strings.HasSuffix(u, "key"):
+			return ollamatest.Turn{Status: 401, Error: "unauthorized"}
+		}
+		return ollamatest.Turn{Text: "fine"}
+	})
+	defer fake.Close()
+	data := t.TempDir()
+	r := runMother(t, "fail\nkey\n", []string{"MOTHER_OLLAMA_URL=" + fake.URL}, "--cli", data)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	want := []string{"My model server failed to answer, even after retries; try again in a moment.", "The model provider refused my API key; the owner needs to check the key in config.json."}
+	if len(lines) != len(want) {
+		t.Fatalf("stdout has %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
+	}
+	for i, l := range lines {
+		if l != want[i] {
+			t.Errorf("line %d = %q, want %q", i+1, l, want[i])
+		}
+	}
+	if !strings.Contains(r.stderr, "llama runner process has terminated") {
+		t.Errorf("the log lacks the provider's own error:\n%s", r.stderr)
+	}
+}
