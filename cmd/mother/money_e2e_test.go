@@ -121,10 +121,12 @@ func TestMotherDailyCapRefusesBeforeTheCall(t *testing.T) {
 
 // TestPeriodicEventPausedAtItsCap: Mother on Anthropic's claude-sonnet-4-5
 // (default list price $3/$15 per million), an output limit of 40,000
-// tokens (a $0.60 reservation for the answer), and a periodic event with a
-// daily cap of $0.75. Its run's first call fits (a prompt under 50 kB),
-// calls a tool and costs $0.165 (5,000 tokens in, 10,000 out); the
-// second cannot fit beside it, so it is refused before it is sent. The
+// tokens, and a periodic event with a daily cap of $0.18. Its run's first
+// call fits (a prompt under 40 kB costs at most $0.12, and its output
+// limit is lowered to what is left), calls a tool and costs $0.165 (5,000
+// tokens in, 10,000 out); the second needs at least its prompt (the
+// first's 5,000 tokens and what was added: about $0.016) and 256 tokens
+// of answer, which no longer fit, so it is refused before it is sent. The
 // event is paused until the cap resets, the channel told so in the run's
 // answer, and the pause is kept on disk. (The event runs at start because
 // an accepted marker says a run of it was cut off, as after a crash: a
@@ -146,7 +148,7 @@ func TestPeriodicEventPausedAtItsCap(t *testing.T) {
 	writeJSON(t, filepath.Join(data, "config.json"), map[string]any{
 		"model":     map[string]any{"provider": "anthropic", "id": "claude-sonnet-4-5", "maxOutputTokens": 40000},
 		"providers": map[string]any{"anthropic": map[string]any{"apiKey": anthropictest.APIKey, "baseURL": fake.URL}},
-		"budgets":   map[string]any{"mother": map[string]any{"eventDailyUSD": 0.75}},
+		"budgets":   map[string]any{"mother": map[string]any{"eventDailyUSD": 0.18}},
 	})
 	writeJSON(t, filepath.Join(data, "workspace", "events", "check.json"), map[string]any{
 		"type": "periodic", "channelId": "local", "text": "Check the inbox.", "schedule": "0 3 * * *", "timezone": "UTC",
@@ -160,7 +162,7 @@ func TestPeriodicEventPausedAtItsCap(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"budgets.mother.eventDailyUSD", "event check.json spent $0.17 of $0.75 today", "It runs again then by itself."} {
+	for _, want := range []string{"budgets.mother.eventDailyUSD", "event check.json spent $0.17 of $0.18 today", "It runs again then by itself."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
