@@ -681,7 +681,7 @@ func TestChickBudgetExhausted(t *testing.T) {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"budget exhausted", "used 200000 of its 200000 tokens", "200000 tokens: 199970 in, 30 out"} {
+	for _, want := range []string{"stopped because a budget ran out", "used 200000 of its 200000 tokens", "200000 tokens: 199970 in, 30 out"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
 		}

@@ -146,7 +146,7 @@ func hostileBudget(t *testing.T, api *client.Client) {
 	if used > hostileChickTokens {
 		t.Errorf("30 concurrent calls: the ledger holds %d tokens of chick %s, over its budget of %d", used, h.leak("race").ID, hostileChickTokens)
 	}
-	if sent >= 31 || !(regexp.MustCompile(`RACEERR \d+ [^\n]*budget`).MatchString(race) || strings.Contains(p.out(), "budget exhausted")) {
+	if sent >= 31 || !(regexp.MustCompile(`RACEERR \d+ [^\n]*budget`).MatchString(race) || strings.Contains(p.out(), "a budget ran out")) {
 		t.Errorf("no call was refused with a budget error (%d of 31 calls reached the model):\n%s", sent, p.out())
 	}
 	huge, small := h.numPredict("HOSTILE-HUGE"), h.numPredict("HOSTILE-SMALL")
@@ -284,7 +284,7 @@ func hostileFlood(t *testing.T, api *client.Client) {
 		if !parses {
 			t.Errorf("%s: events.jsonl does not parse after the flood", row)
 		}
-		if !regexp.MustCompile(`Chick ` + l.ID + ` stopped: flooding: `).MatchString(out) {
+		if !regexp.MustCompile(`Chick ` + l.ID + ` was stopped for sending too much: `).MatchString(out) {
 			t.Errorf("%s: the channel does not show chick %s stopped with a reason starting \"flooding:\":\n%s", row, l.ID, tail(out, 3000))
 		}
 	}

@@ -457,7 +457,7 @@ func TestKubernetesChickBudgetExhausted(t *testing.T) {
 		t.Fatalf("exit %d\nstderr:\n%s", code, p.errs())
 	}
 	out := p.out()
-	for _, want := range []string{"budget exhausted", "used 200000 of its 200000 tokens", "200000 tokens: 199970 in, 30 out"} {
+	for _, want := range []string{"stopped because a budget ran out", "used 200000 of its 200000 tokens", "200000 tokens: 199970 in, 30 out"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, p.errs())
 		}
@@ -501,7 +501,7 @@ func TestKubernetesHungChick(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	p.waitOut(t, "hung: no heartbeat", time.Minute)
+	p.waitOut(t, "(no heartbeat for", time.Minute)
 	kc.noLeftovers(t)
 	p.stdin.Close()
 	if code := p.wait(t, time.Minute); code != 0 {

@@ -245,7 +245,7 @@ func TestTerminalModelUnreachable(t *testing.T) {
 		t.Fatalf("stdout has %d lines, want one error line per message:\n%s", len(lines), r.stdout)
 	}
 	for _, l := range lines {
-		if !strings.HasPrefix(l, "Error: I cannot reach my model server") || !strings.Contains(l, addr) {
+		if !strings.HasPrefix(l, "I cannot reach my model server") || !strings.Contains(l, addr) {
 			t.Errorf("stdout line = %q, want a clear unreachable error naming %s", l, addr)
 		}
 	}
@@ -257,7 +257,7 @@ func TestTerminalModelUnreachable(t *testing.T) {
 	answered := map[string]bool{}
 	for _, m := range msgs {
 		switch {
-		case m.Sender.ID == "mother" && strings.HasPrefix(m.Text, "Error: I cannot reach"):
+		case m.Sender.ID == "mother" && strings.HasPrefix(m.Text, "I cannot reach"):
 			answered[m.ReplyTo] = true
 		case m.Sender.ID != "mother":
 			asked[m.ID] = m.Text
@@ -284,7 +284,7 @@ func TestTerminalUnknownModel(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if !strings.HasPrefix(r.stdout, "Error: my model is not available") || !strings.Contains(r.stdout, "nosuch:1b") || strings.Count(r.stdout, "\n") != 1 {
+	if !strings.Contains(r.stdout, "is not available") || !strings.Contains(r.stdout, "nosuch:1b") || strings.Count(r.stdout, "\n") != 1 {
 		t.Errorf("stdout = %q, want one line naming the missing model", r.stdout)
 	}
 }

@@ -27,13 +27,18 @@
 //
 // Caps cannot be raced: every call reserves its most possible cost before
 // it is sent, and settles to its real usage after. The reservation is an
-// upper estimate of the prompt's tokens (EstimateInput) plus the output
-// limit, which Mother clamps (a tier's maxOutputTokens, lowered by the
-// chick's own max_output_tokens when that is smaller; model.maxOutputTokens
-// for Mother's own calls), and their cost at the model's price. The
-// clamped limit is what the provider is sent (Ollama's num_predict,
-// Anthropic's max_tokens), so the answer cannot be longer than what was
-// reserved.
+// upper bound of the prompt's tokens plus the output limit, and their cost
+// at the model's price. The prompt's bound is EstimateInput (a token per
+// byte), or less when a recent call of the same model shares a prefix with
+// this one: the shared part counts what the provider reported for it, and
+// only the messages added since count by their bytes (prefix.go). The
+// output limit is a tier's maxOutputTokens, lowered by the chick's own
+// max_output_tokens when that is smaller (model.maxOutputTokens for
+// Mother's own calls), and lowered again to what every cap has left after
+// the prompt's bound (admitLocked). That limit is what the provider is
+// sent (Ollama's num_predict, max_tokens elsewhere), so the answer cannot
+// be longer than what was reserved, and a budget is spent to about one
+// prompt of its end.
 //
 // A model with fallbacks is a chain of metered providers: each model the
 // chain tries reserves and settles on its own, at its own price, so a
@@ -42,6 +47,9 @@
 // Admission, under one lock, for every cap that applies to the call, in
 // each of its units, with used the settled amount, reserved the
 // reservations of the calls in flight and r this call's reservation:
+//
+// (r here is the prompt's bound and the least output, minOutput; the
+// output limit is then lowered to fit what is left.)
 //
 //   - used + r > cap: refused with a model.BudgetError (matching
 //     model.ErrBudgetExhausted) naming the cap and when it resets (the
@@ -166,6 +174,15 @@ type Caller struct {
 
 func (c Caller) mother() bool { return c.Kind == CallerMother }
 
+// key names c's run of calls: a chick, or Mother's runs in a channel (for
+// an event).
+func (c Caller) key() string {
+	if c.mother() {
+		return "mother\x00" + c.Channel + "\x00" + c.Event
+	}
+	return "chick\x00" + c.ChickID
+}
+
 // ProviderFunc builds the provider named name ("ollama", "anthropic").
 type ProviderFunc func(name string) (model.Provider, error)
 
@@ -244,6 +261,8 @@ type Broker struct {
 	// pending collects reservation lines without their settlement while
 	// New reads the ledger back; nil afterwards.
 	pending map[string]Entry
+	// prefixes bound a prompt by what recent calls were charged.
+	prefixes *prefixes
 }
 
 // tally is one chick's settled calls.
@@ -284,6 +303,7 @@ func New(opts Options) (*Broker, error) {
 		providers: map[string]model.Provider{}, byTier: map[string]model.Provider{}, answeredBy: map[string][]string{},
 		health: opts.Health, firstToken: opts.FirstTokenTimeout, chick: map[string]tally{},
 		res: map[scope]amount{}, inFlight: map[string]int{}, pending: map[string]Entry{},
+		prefixes: newPrefixes(),
 	}
 	b.warnUnpriced()
 	if err := fsync.MkdirAll(b.dir, 0o700); err != nil {
@@ -406,6 +426,7 @@ func (b *Broker) ForgetChick(id string) {
 	defer b.mu.Unlock()
 	delete(b.chick, id)
 	delete(b.answeredBy, id)
+	b.prefixes.forget(Caller{ChickID: id}.key())
 }
 
 // Close closes the ledger. Calls still in flight settle in memory only;

@@ -79,7 +79,7 @@ func TestBudgetsRefuse(t *testing.T) {
 			name:    "per chick",
 			budgets: config.Budgets{ChickTokens: config.Tokens(3 * perCall)},
 			callers: rep(broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "big"}, 4),
-			want:    fmt.Sprintf("chick c-1 used %d of its %d tokens (budgets.chickTokens); this call may cost up to %d", 3*perCall, 3*perCall, perCall),
+			want:    fmt.Sprintf("chick c-1 used %d of its %d tokens (budgets.chickTokens); the next call needs at least %d tokens", 3*perCall, 3*perCall, perCall),
 			other:   broker.Caller{ChickID: "c-2", Channel: "cli/a", Tier: "big"},
 		},
 		{

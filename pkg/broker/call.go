@@ -87,8 +87,11 @@ func (m *meter) SupportsImages(ctx context.Context, id string) (bool, error) {
 
 // call makes one metered call of c to p: reserve, send, settle.
 func (b *Broker) call(ctx context.Context, c Caller, prov string, p model.Provider, price config.Price, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
-	res := model.Usage{InputTokens: EstimateInput(req), OutputTokens: int64(req.MaxOutputTokens)}
-	r := amount{res.Total(), price.MicroUSD(res.InputTokens, res.OutputTokens)}
+	// The prompt's bound: its bytes, or a recent call's reported tokens
+	// for the part of it that is unchanged (prefix.go).
+	key, who := prov+"/"+req.Model, c.key()
+	hs := b.prefixes.hashes(req)
+	in := b.prefixes.bound(key, req, hs)
 	id, err := newCallID()
 	if err != nil {
 		return model.Response{}, err
@@ -100,7 +103,8 @@ func (b *Broker) call(ctx context.Context, c Caller, prov string, p model.Provid
 		b.mu.Unlock()
 		return model.Response{}, err
 	}
-	if err := b.admitLocked(c, r, now); err != nil {
+	r, out, err := b.admitLocked(c, in, int64(req.MaxOutputTokens), price, now)
+	if err != nil {
 		notes := b.refusedLocked(c, err, now)
 		tell := b.notify
 		b.mu.Unlock()
@@ -109,6 +113,10 @@ func (b *Broker) call(ctx context.Context, c Caller, prov string, p model.Provid
 		deliver(tell, notes)
 		return model.Response{}, err
 	}
+	// The output limit sent is what the caps have left after the prompt:
+	// the provider cannot answer past what was reserved.
+	req.MaxOutputTokens = int(out)
+	res := model.Usage{InputTokens: in, OutputTokens: out}
 	// The reservation is in the ledger before the call is sent: a Mother
 	// killed during the call charges it at her next start.
 	line := reservation(now, id, c, prov, req.Model, res, r.micro)
@@ -126,6 +134,9 @@ func (b *Broker) call(ctx context.Context, c Caller, prov string, p model.Provid
 		// Abandoned by its caller: the provider may have spent up to the
 		// reservation, and nobody reports what.
 		charged = res
+	}
+	if err == nil {
+		b.prefixes.note(key, who, hs, charged)
 	}
 	cost := price.MicroUSD(charged.InputTokens, charged.OutputTokens)
 	b.metrics.ModelCall(c, charged, cost, err)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/config"
@@ -187,35 +188,70 @@ func (b *Broker) usedLocked(s scope) amount {
 	return b.daily[s]
 }
 
-// admitLocked reserves r for c's call, or says why it may not be sent: a
-// *model.BudgetError when a cap cannot take it, a transient busy error
+// minOutput is the least output limit a call is sent with (or the
+// call's own limit, when that is smaller): a call with less room than
+// this for its answer is refused, not sent to be cut off at once.
+const minOutput = 256
+
+// admitLocked reserves c's call of at most in prompt tokens and an output
+// limit of out, lowered to what every cap has left after the prompt; it
+// returns the reservation and the output limit to send. It says why the
+// call may not be sent when not even the prompt and minOutput fit: a
+// *model.BudgetError when a cap cannot take them, a transient busy error
 // when calls in flight hold what is left. Callers hold b.mu.
-func (b *Broker) admitLocked(c Caller, r amount, now time.Time) error {
+func (b *Broker) admitLocked(c Caller, in, out int64, price config.Price, now time.Time) (amount, int64, error) {
+	least := min(out, minOutput)
+	need := amount{in + least, price.MicroUSD(in, least)}
 	ms := members(c)
 	for _, m := range ms {
 		lim, used := b.limit(m.s), b.usedLocked(m.s)
 		for _, u := range m.units() {
-			if l := lim.get(u); l > 0 && used.get(u)+r.get(u) > l {
-				return b.exhausted(m.s, u, used.get(u), l, r.get(u), now)
+			if l := lim.get(u); l > 0 && used.get(u)+need.get(u) > l {
+				return amount{}, 0, b.exhausted(m.s, u, used.get(u), l, need.get(u), now)
 			}
 		}
 	}
 	if !c.mother() {
 		if n := b.inFlight[c.ChickID]; n >= b.maxCalls {
-			return &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: chick %s has %d model calls in flight, as many as chicks.maxModelCallsPerChick allows", c.ChickID, n)}
+			return amount{}, 0, &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: chick %s has %d model calls in flight, as many as chicks.maxModelCallsPerChick allows", c.ChickID, n)}
 		}
 	}
 	for _, m := range ms {
 		lim, used, held := b.limit(m.s), b.usedLocked(m.s), b.res[m.s]
 		for _, u := range m.units() {
-			if l := lim.get(u); l > 0 && used.get(u)+held.get(u)+r.get(u) > l {
-				return &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: %s has %s of its %s left and calls in flight hold %s of it; this call may cost up to %s",
-					m.s.words(), u.show(l-used.get(u)), u.show(l), u.show(held.get(u)), u.show(r.get(u)))}
+			l := lim.get(u)
+			if l <= 0 {
+				continue
 			}
+			room := l - used.get(u) - held.get(u)
+			if need.get(u) > room {
+				return amount{}, 0, &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: %s has %s of its %s left and calls in flight hold %s of it; this call needs at least %s",
+					m.s.words(), u.show(l-used.get(u)), u.show(l), u.show(held.get(u)), u.show(need.get(u)))}
+			}
+			out = min(out, outputRoom(room, in, price, u))
 		}
 	}
+	r := amount{in + out, price.MicroUSD(in, out)}
 	b.reserveLocked(c, r)
-	return nil
+	return r, out, nil
+}
+
+// outputRoom is the most output tokens a call of in prompt tokens can
+// have within room of unit u (room holds at least the prompt).
+func outputRoom(room, in int64, price config.Price, u unit) int64 {
+	if u == unitTokens {
+		return room - in
+	}
+	if price.OutputPerMTok <= 0 {
+		return math.MaxInt64
+	}
+	// A token of output costs OutputPerMTok micro-dollars; MicroUSD
+	// rounds the sum up, so step down until it fits.
+	o := int64(math.Floor((float64(room) - float64(in)*price.InputPerMTok) / price.OutputPerMTok))
+	for o > 0 && price.MicroUSD(in, o) > room {
+		o--
+	}
+	return max(o, 0)
 }
 
 // reserveLocked adds r (negative: releases) to c's reservations.
@@ -270,10 +306,7 @@ func (b *Broker) addDailyLocked(c Caller, u model.Usage, micro int64) {
 func (b *Broker) exhausted(s scope, u unit, used, limit, need int64, now time.Time) error {
 	var call, reset string
 	if need > 0 {
-		call = "; this call may cost up to " + u.show(need)
-		if u == unitTokens {
-			call = fmt.Sprintf("; this call may cost up to %d", need)
-		}
+		call = "; the next call needs at least " + u.show(need)
 	}
 	e := &model.BudgetError{Scope: s.kind, Name: s.name, Unit: u.String()}
 	if s.daily() {

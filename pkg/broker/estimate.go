@@ -48,19 +48,25 @@ const (
 func EstimateInput(req model.Request) int64 {
 	n := int64(estRequest + len(req.System))
 	for _, m := range req.Messages {
-		n += int64(estMessage + len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.ToolName))
-		for _, tc := range m.ToolCalls {
-			n += int64(estToolCall + len(tc.ID) + len(tc.Name) + len(tc.Args))
-		}
-		for _, img := range m.Images {
-			n += ImageTokens(img)
-		}
+		n += messageBytes(m)
 	}
 	if len(req.Tools) > 0 {
 		n += estTools
 	}
 	for _, t := range req.Tools {
 		n += int64(estTool + len(t.Name) + len(t.Description) + len(t.Parameters))
+	}
+	return n
+}
+
+// messageBytes is EstimateInput's count of one message.
+func messageBytes(m model.Message) int64 {
+	n := int64(estMessage + len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.ToolName))
+	for _, tc := range m.ToolCalls {
+		n += int64(estToolCall + len(tc.ID) + len(tc.Name) + len(tc.Args))
+	}
+	for _, img := range m.Images {
+		n += ImageTokens(img)
 	}
 	return n
 }

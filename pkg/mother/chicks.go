@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -370,7 +371,7 @@ func chickSummary(in hatchery.Info, files []string) string {
 		}
 		b.WriteString(answer)
 	default:
-		fmt.Fprintf(&b, "Chick %s stopped: %s.", in.ID, strings.TrimSuffix(in.Outcome, "."))
+		b.WriteString(chickEnd(in))
 		if answer != "" {
 			b.WriteString("\n\nIts last words: " + answer)
 		}
@@ -380,6 +381,67 @@ func chickSummary(in hatchery.Info, files []string) string {
 	}
 	b.WriteString("\n\n" + chickUsage(in))
 	return b.String()
+}
+
+// chickEnd says in one plain sentence why chick in ended without its
+// answer, and what to do; the hatchery's record and Mother's log keep the
+// outcome as it was.
+func chickEnd(in hatchery.Info) string {
+	d := plainDetail(in.Outcome)
+	switch in.Reason {
+	case hatchery.ReasonBudget:
+		return fmt.Sprintf("Chick %s was stopped because a budget ran out: %s.", in.ID, d)
+	case hatchery.ReasonKilled:
+		return fmt.Sprintf("Chick %s was stopped: %s.", in.ID, d)
+	case hatchery.ReasonHung:
+		return fmt.Sprintf("Chick %s stopped answering (%s), so it was stopped; try again, and if it happens again the owner can find the details in Mother's log.", in.ID, d)
+	case hatchery.ReasonTimeout:
+		return fmt.Sprintf("Chick %s ran out of time (%s) and was stopped; give it a smaller goal, or the owner can raise chicks.timeout.", in.ID, d)
+	case hatchery.ReasonCrashed:
+		return fmt.Sprintf("Chick %s crashed (%s); try again, and if it happens again the owner can find the details in Mother's log.", in.ID, d)
+	case hatchery.ReasonFlooding:
+		return fmt.Sprintf("Chick %s was stopped for sending too much: %s.", in.ID, d)
+	case hatchery.ReasonLost:
+		return fmt.Sprintf("Chick %s was lost (%s); ask again if its goal still matters.", in.ID, d)
+	case hatchery.ReasonNoStart:
+		return fmt.Sprintf("Chick %s could not start (%s); the owner can find the details in Mother's log.", in.ID, d)
+	case hatchery.ReasonShutdown:
+		return fmt.Sprintf("Chick %s was stopped because Mother is shutting down.", in.ID)
+	}
+	if modelFailure(in.Outcome) {
+		return fmt.Sprintf("Chick %s failed. %s", in.ID, model.Sentence(errors.New(in.Outcome)))
+	}
+	return fmt.Sprintf("Chick %s failed: %s.", in.ID, d)
+}
+
+// chainPrefix is the labels an error chain puts before its message
+// ("failed: transient: ollama: HTTP 500: "): lower-case words and a colon.
+var chainPrefix = regexp.MustCompile(`^(?:(?:[a-z]+(?: [a-z]+){0,2}|HTTP \d+|rpc error): |code = \w+ desc = )+`)
+
+// plainDetail is an outcome without the labels of an error chain, on one
+// line and bounded, without its final full stop.
+func plainDetail(s string) string {
+	s = firstLine(s)
+	for {
+		t := chainPrefix.ReplaceAllString(s, "")
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return strings.TrimSuffix(strings.TrimSpace(s), ".")
+}
+
+// modelFailure reports whether a chick's failure came from its model
+// server (the chick's run ended on a model error), which model.Sentence
+// says in plain words.
+func modelFailure(outcome string) bool {
+	for _, w := range []string{"ollama", "openai", "anthropic", "transient", "response line", "model provider", "HTTP "} {
+		if strings.Contains(outcome, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // chickUsage is the usage line that ends every chick's result, in either

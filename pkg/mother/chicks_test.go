@@ -83,7 +83,7 @@ func TestChickObserverRendersAndAccounts(t *testing.T) {
 	obs.ChickEnded(killed)
 	h.idle()
 	fins = h.ad.of("finish")
-	if got := fins[len(fins)-1].Text; !strings.Contains(got, "Chick c-2 stopped: killed by the operator.") {
+	if got := fins[len(fins)-1].Text; !strings.Contains(got, "Chick c-2 was stopped: killed by the operator.") {
 		t.Errorf("kill notice %q", got)
 	}
 }
@@ -142,7 +142,7 @@ func TestFloodingChickStoppedInItsChannel(t *testing.T) {
 			len(clipped.Label), utf8.ValidString(clipped.Label), n, maxViewLabelBytes)
 	}
 	fins := h.ad.of("finish")
-	if len(fins) != 1 || !strings.Contains(fins[0].Text, "Chick c-9 stopped: flooding: an event of 16 MiB (limit 1 MiB).") {
+	if len(fins) != 1 || !strings.Contains(fins[0].Text, "Chick c-9 was stopped for sending too much: an event of 16 MiB (limit 1 MiB).") {
 		t.Fatalf("finishes %+v; want the chick's end saying it was stopped for flooding", fins)
 	}
 }

@@ -220,7 +220,7 @@ func TestChickResultOutcomes(t *testing.T) {
 			[]string{"In my words: the chick ended killed: cancelled at the request of UMARIO.\n\n" + usage("c-k", "killed")}},
 		{"model fails", endedChick("c-e", "model fails", hatchery.StateDone, hatchery.ReasonDone, "", "Counted 3."),
 			[]string{"Result:\nCounted 3."},
-			[]string{"Error:", "Here is chick c-e's result as it came:\n\nCounted 3.\n\n" + usage("c-e", "done")}},
+			[]string{"My model server refused the request", "Here is chick c-e's result as it came:\n\nCounted 3.\n\n" + usage("c-e", "done")}},
 		{"silent", endedChick("c-s", "stay silent", hatchery.StateDone, hatchery.ReasonDone, "", "Counted 3."),
 			[]string{"Result:\nCounted 3."},
 			[]string{"Counted 3.\n\n" + usage("c-s", "done")}},

@@ -3,7 +3,6 @@ package mother
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -545,24 +544,10 @@ func (m *Mother) quiet(adapterName, channelID string) bool {
 	return false
 }
 
-// UserError turns a run error into one clear line for a channel. The
-// operator's log has the full chain.
+// UserError turns a run error into one plain sentence for a channel
+// (model.Sentence). The operator's log has the full chain.
 func UserError(err error) string {
-	if err == nil {
-		return "Error: the run ended without an answer."
-	}
-	msg := err.Error()
-	switch {
-	case errors.Is(err, model.ErrUnreachable):
-		return "Error: I cannot reach my model server (" + firstLine(msg) + "). I am still here; try again once it is back."
-	case errors.Is(err, model.ErrModelNotFound):
-		return "Error: my model is not available (" + firstLine(msg) + ")."
-	case errors.Is(err, model.ErrBudgetExhausted):
-		return "Error: budget exhausted (" + firstLine(msg) + ")."
-	case errors.Is(err, model.ErrContextOverflow):
-		return "Error: the conversation no longer fits my model's context window (" + firstLine(msg) + ")."
-	}
-	return fmt.Sprintf("Error: %s", firstLine(msg))
+	return model.Sentence(err)
 }
 
 func firstLine(s string) string {

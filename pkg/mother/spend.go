@@ -120,7 +120,9 @@ func budgetPause(job Job, out agent.Output) (*events.Pause, string) {
 	if !errors.As(out.Err, &be) || be.Reset.IsZero() {
 		return nil, ""
 	}
-	why := firstLine(be.Msg)
+	// The refusal without its "budget exhausted:" label: the sentence
+	// says it.
+	why := strings.TrimPrefix(firstLine(be.Msg), model.ErrBudgetExhausted.Error()+": ")
 	p := &events.Pause{Until: be.Reset, Reason: why}
 	return p, fmt.Sprintf("I paused event %s until %s: %s. It runs again then by itself.", job.EventFile, be.Reset.Format("2006-01-02 15:04 MST"), why)
 }

@@ -20,7 +20,7 @@ func TestEventRunsPauseOnCapsAndFailures(t *testing.T) {
 
 	p, text := budgetPause(periodic, agent.Output{StopReason: agent.StopBudget, Err: capped})
 	if p == nil || !p.Until.Equal(reset) || !strings.Contains(p.Reason, "budgets.mother.eventDailyUSD") ||
-		!strings.HasPrefix(text, "I paused event check.json until 2026-11-28 00:00 UTC: budget exhausted") {
+		!strings.HasPrefix(text, "I paused event check.json until 2026-11-28 00:00 UTC: event check.json spent $1.00 of $1.00 today") {
 		t.Errorf("at a daily cap: %+v, %q", p, text)
 	}
 	if p, _ := budgetPause(oneShot, agent.Output{StopReason: agent.StopBudget, Err: capped}); p != nil {

@@ -330,7 +330,7 @@ func (p *Provider) classify(ctx context.Context, name string, err error) error {
 			}
 			return &model.TransientError{Err: fmt.Errorf("anthropic: HTTP %d %s: %s", ae.StatusCode, typ, msg)}
 		case ae.StatusCode == http.StatusUnauthorized || typ == "authentication_error":
-			return fmt.Errorf("anthropic: authentication failed (check providers.anthropic.apiKey): %s", msg)
+			return model.Wrap(model.ErrAuth, "anthropic: authentication failed (check providers.anthropic.apiKey): %s", msg)
 		}
 		return fmt.Errorf("anthropic: HTTP %d %s: %s", ae.StatusCode, typ, msg)
 	}

@@ -344,6 +344,8 @@ func (p *Provider) classify(name string, err error) error {
 			msg = se.Status
 		}
 		switch {
+		case se.StatusCode == http.StatusUnauthorized || se.StatusCode == http.StatusForbidden:
+			return model.Wrap(model.ErrAuth, "ollama: the server at %s refused the request (HTTP %d): %s", p.base, se.StatusCode, msg)
 		case se.StatusCode == http.StatusNotFound:
 			return model.Wrap(model.ErrModelNotFound, "model %q not found on the Ollama server at %s", name, p.base)
 		case se.StatusCode >= 500 || se.StatusCode == http.StatusTooManyRequests:
@@ -358,6 +360,10 @@ func (p *Provider) classify(name string, err error) error {
 			return fmt.Errorf("ollama: %s: %w", msg, model.ErrContextOverflow)
 		}
 		return fmt.Errorf("ollama: HTTP %d: %s", se.StatusCode, msg)
+	}
+	var ae api.AuthorizationError
+	if errors.As(err, &ae) {
+		return model.Wrap(model.ErrAuth, "ollama: the server at %s refused the request (%s)", p.base, ae.Status)
 	}
 	// A connection the server dropped (EOF before an answer, a reset) is
 	// a hiccup worth another attempt; one it refused, or a host that does

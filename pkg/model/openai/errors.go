@@ -157,9 +157,9 @@ func (p *Provider) fromServer(name string, e serverError, midStream bool) error 
 		return &model.TransientError{Err: fmt.Errorf("openai: %s: %w", p.where(), &StatusError{Code: status, RetryAfter: e.retry, Msg: msg})}
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		if p.key == "" {
-			return fmt.Errorf("openai: %s wants a key and none is set (providers.openai.%s.apiKey or apiKeyEnv): HTTP %d: %s", p.where(), p.name, status, msg)
+			return model.Wrap(model.ErrAuth, "openai: %s wants a key and none is set (providers.openai.%s.apiKey or apiKeyEnv): HTTP %d: %s", p.where(), p.name, status, msg)
 		}
-		return fmt.Errorf("openai: the key was refused by %s (HTTP %d): %s", p.where(), status, msg)
+		return model.Wrap(model.ErrAuth, "openai: the key was refused by %s (HTTP %d): %s", p.where(), status, msg)
 	case status == http.StatusNotFound || code == "model_not_found" || modelMissing(msg):
 		hint := ""
 		if !strings.Contains(strings.ToLower(msg), "model") {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Call is a tool call the fake model makes.
@@ -120,6 +121,8 @@ type Server struct {
 	capabilities  []string
 	// modelCaps overrides capabilities per model.
 	modelCaps map[string][]string
+	// perToken, when set, is the bytes per token of SetRealUsage.
+	perToken int
 }
 
 // New starts a fake that answers with turns in order; after the script
@@ -178,6 +181,60 @@ func (s *Server) SetModelCapabilities(model string, caps ...string) {
 		s.modelCaps = map[string][]string{}
 	}
 	s.modelCaps[model] = caps
+}
+
+// SetRealUsage makes the fake count tokens as a real model about does:
+// a token per n bytes of the prompt's text (messages, their tool calls,
+// the tools' schemas) and of the answer, reported in place of a turn's
+// unset PromptTokens and OutputTokens; and it honours the request's
+// num_predict, cutting the answer (text first, then the tool calls) to
+// that many tokens, with done_reason "length".
+func (s *Server) SetRealUsage(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perToken = n
+}
+
+// realUsage applies SetRealUsage's counting (n bytes a token) to turn
+// answering req.
+func realUsage(n int, req Request, turn Turn) Turn {
+	in := 0
+	for _, m := range req.Messages {
+		in += 4*n + len(m.Role) + len(m.Content)
+		for _, c := range m.ToolCalls {
+			in += len(c)
+		}
+	}
+	for _, t := range req.Tools {
+		in += len(t)
+	}
+	limit := -1
+	if v, ok := req.Options["num_predict"].(float64); ok && v > 0 {
+		limit = int(v) * n
+	}
+	out := len(turn.Text)
+	if limit >= 0 && out > limit {
+		cut := limit
+		for cut > 0 && !utf8.RuneStart(turn.Text[cut]) {
+			cut--
+		}
+		turn.Text, out, turn.Calls, turn.DoneReason = turn.Text[:cut], cut, nil, "length"
+	}
+	for i, c := range turn.Calls {
+		b, _ := json.Marshal(map[string]any{"name": c.Name, "arguments": c.Args})
+		if limit >= 0 && out+len(b) > limit {
+			turn.Calls, turn.DoneReason = turn.Calls[:i], "length"
+			break
+		}
+		out += len(b)
+	}
+	if turn.PromptTokens == 0 {
+		turn.PromptTokens = max(1, (in+n-1)/n)
+	}
+	if turn.OutputTokens == 0 {
+		turn.OutputTokens = max(1, (out+n-1)/n)
+	}
+	return turn
 }
 
 // Push appends scripted turns.
@@ -292,7 +349,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	default:
 		turn = Turn{Text: "(no more scripted turns)"}
 	}
-	h := s.handler
+	h, perToken := s.handler, s.perToken
 	s.mu.Unlock()
 	if !known {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("model '%s' not found, try pulling it first", req.Model)})
@@ -311,6 +368,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if turn.Status != 0 {
 		writeJSON(w, turn.Status, map[string]string{"error": turn.Error})
 		return
+	}
+	if perToken > 0 && len(turn.Raw) == 0 {
+		turn = realUsage(perToken, req, turn)
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
