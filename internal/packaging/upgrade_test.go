@@ -88,12 +88,13 @@ func freePort(t *testing.T) string {
 
 // TestUpgradeChecksAndGoesBack upgrades mother in the root and runs the
 // check the postinst runs after restarting her (no systemd runs there:
-// the test starts her as the unit would). Healthy: the check says so and
-// changes nothing. Then a new version that changed her state and cannot
-// start (a binary that only fails, standing for a broken release): the
-// check goes back to the previous binary and the state the preinst
-// snapshotted, says so, keeps what it replaced, and keeps the lines only
-// appended to the ledger; the previous Mother then starts healthy.
+// the test starts her as the unit would). A new version that changed her
+// state and cannot start (a binary that only fails, standing for a broken
+// release): the check goes back to the previous binary and the state the
+// preinst snapshotted, says so, keeps what it replaced, and keeps the
+// lines only appended to the ledger; the previous Mother then starts
+// healthy. Installed again, the new version is healthy: the check says so
+// and changes nothing, and later refuses to go back.
 func TestUpgradeChecksAndGoesBack(t *testing.T) {
 	c := newChroot(t)
 	b := packages(t)
@@ -114,18 +115,6 @@ func TestUpgradeChecksAndGoesBack(t *testing.T) {
 	}
 	c.gone("/var/lib/mother-upgrade/snapshot/workspace")
 
-	// Healthy: the new Mother answers /healthz (degraded: no model server
-	// answers in the root, which going back would not change).
-	stop := c.startMother()
-	code, said := c.upgradeCheck(60)
-	logs := stop()
-	if code != 0 || !strings.Contains(said, "mother "+version2+" is") || !strings.Contains(said, "http://"+listen+"/healthz") {
-		t.Fatalf("upgrade-check with a healthy mother = %d:\n%s\nmother's output:\n%s", code, said, logs)
-	}
-	if got := c.run(true, "mother", "--version"); !strings.Contains(got, version2) {
-		t.Errorf("mother --version after a healthy check = %q, want %s", got, version2)
-	}
-
 	// Not healthy: what the new version changed, then a binary that fails.
 	changed := strings.TrimSuffix(config, "}\n") + `, "log": {"level": "debug"}}` + "\n"
 	c.asMother("printf '%s' '" + changed + "' > config.json; echo after > state/x/marker.json; echo new > state/x/created.json; " +
@@ -133,8 +122,8 @@ func TestUpgradeChecksAndGoesBack(t *testing.T) {
 	if err := os.WriteFile(c.path("/usr/bin/mother"), []byte("#!/bin/sh\necho 'mother: this release cannot start' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stop = c.startMother()
-	code, said = c.upgradeCheck(3)
+	stop := c.startMother()
+	code, said := c.upgradeCheck(3)
 	stop()
 	for _, want := range []string{
 		"mother: after the upgrade to " + version2 + ", mother is not healthy after 3s: http://" + listen + "/healthz does not answer",
@@ -185,9 +174,38 @@ func TestUpgradeChecksAndGoesBack(t *testing.T) {
 	// The previous Mother runs on what was put back.
 	stop = c.startMother()
 	health := c.run(true, "momctl", "health", "--wait", "60s", "/var/lib/mother")
-	logs = stop()
+	logs := stop()
 	if !strings.Contains(health, "mother "+version1+" is") {
 		t.Errorf("momctl health with the previous mother back = %q, want %s up\nmother's output:\n%s", health, version1, logs)
+	}
+
+	// Trying again: the binary kept is the one put back, of version1.
+	c.run(true, "dpkg", "-i", "/tmp/"+filepath.Base(b.mother[version2+"/amd64"]))
+	if got, want := c.read("/var/lib/mother-upgrade/mother.previous"), readFile(t, binaryOf(version1, "mother")); got != want {
+		t.Errorf("after going back and reinstalling, mother.previous is not the mother of %s", version1)
+	}
+	if got := c.read("/var/lib/mother-upgrade/previous-version"); got != version1+"\n" {
+		t.Errorf("after going back and reinstalling, previous-version = %q, want %s", got, version1)
+	}
+	// Healthy: the new Mother answers /healthz (degraded: no model server
+	// answers in the root, which going back would not change).
+	stop = c.startMother()
+	code, said = c.upgradeCheck(60)
+	logs = stop()
+	if code != 0 || !strings.Contains(said, "mother "+version2+" is") || !strings.Contains(said, "http://"+listen+"/healthz") {
+		t.Fatalf("upgrade-check with a healthy mother = %d:\n%s\nmother's output:\n%s", code, said, logs)
+	}
+	if got := c.run(true, "mother", "--version"); !strings.Contains(got, version2) {
+		t.Errorf("mother --version after a healthy check = %q, want %s", got, version2)
+	}
+
+	// Healthy once: a later trouble is not this upgrade's to undo.
+	code, said = c.upgradeCheck(1)
+	if code != 2 || !strings.Contains(said, "mother "+version2+" was healthy after this upgrade") {
+		t.Errorf("upgrade-check after a healthy one, with mother stopped = %d, want 2 and not going back:\n%s", code, said)
+	}
+	if got := c.run(true, "mother", "--version"); !strings.Contains(got, version2) {
+		t.Errorf("mother --version = %q, want %s still", got, version2)
 	}
 }
 
