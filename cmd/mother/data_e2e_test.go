@@ -294,3 +294,32 @@ func TestDataRollbackRefusedWhileMotherRuns(t *testing.T) {
 		t.Errorf("rollback once she stopped: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestDataConfigFieldOfANewerRelease(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "state"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "config.json"), []byte(`{"chicks": {"foo": 1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runMother(t, "", nil, "--check-config", data)
+	if r.code != 2 || !strings.Contains(r.stderr, "chicks.foo: unknown field") {
+		t.Errorf("unknown field: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Last run by 0.3.0, of the same format: that release is named.
+	if err := os.WriteFile(filepath.Join(data, "state/format.json"), []byte(`{"format":1,"release":"0.3.0"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--check-config", data}, {"--cli", data}} {
+		r = runMother(t, "", nil, args...)
+		want := "chicks.foo: not known to Mother 0.2.0; the data directory was last run by Mother 0.3.0, which may have added it: remove it to run 0.2.0, or run Mother 0.3.0 again"
+		if r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("%v: exit %d, stderr %q\nwant exit 2 and %q", args, r.code, r.stderr, want)
+		}
+	}
+	if got := dataFormatFile(t, data); got != `{"format":1,"release":"0.3.0"}` {
+		t.Errorf("a refused start rewrote the format file: %q", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
@@ -160,7 +161,7 @@ func TestTableEndsAtCurrent(t *testing.T) {
 	if f, err := FormatOf("0.1.7", Release); err != nil || f != 0 {
 		t.Errorf("FormatOf(0.1.7) = %d, %v; want 0", f, err)
 	}
-	if _, err := FormatOf("0.9.0", Release); err == nil || !strings.Contains(err.Error(), "does not know which data format Mother 0.9.0 reads") {
+	if _, err := FormatOf("0.9.0", Release); err == nil || !strings.Contains(err.Error(), "this Mother (0.2.0) does not know which data format Mother 0.9.0 reads") {
 		t.Errorf("FormatOf(0.9.0) = %v, want it unknown", err)
 	}
 	if _, err := FormatOf("latest", Release); err == nil {
@@ -626,5 +627,35 @@ func TestReleaseRecordedAtEachStart(t *testing.T) {
 	}
 	if LastRelease(dir) != "0.2.1" {
 		t.Errorf("LastRelease = %q", LastRelease(dir))
+	}
+}
+
+func TestSecondMotherOnTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	first := prepare(t, dir, "0.2.0")
+	// Same format, another release: runs beside her, the release left
+	// as the first wrote it.
+	second := prepare(t, dir, "0.2.1")
+	second.Close()
+	if in, _ := readInfo(t, dir); in.Release != "0.2.0" {
+		t.Errorf("release = %q, want the first Mother's while she holds the directory", in.Release)
+	}
+	first.Close()
+	// A migration is never run beside another Mother.
+	old := oldDir(t)
+	held, err := os.OpenFile(filepath.Join(old, "state/lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, old)
+	if _, err := Prepare(old, "0.2.0"); err == nil || !strings.Contains(err.Error(), "another Mother is running on "+old) {
+		t.Errorf("Prepare beside a running Mother = %v", err)
+	}
+	if diff := treeDiff(before, tree(t, old)); len(diff) != 0 {
+		t.Errorf("refused migration changed %v", diff)
 	}
 }

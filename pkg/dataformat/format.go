@@ -135,7 +135,7 @@ func FormatOf(release, this string) (int, error) {
 			return s.format, nil
 		}
 	}
-	return 0, fmt.Errorf("Mother %s does not know which data format Mother %s reads; run the rollback with Mother %s or newer", this, release, release)
+	return 0, fmt.Errorf("this Mother (%s) does not know which data format Mother %s reads; run the rollback with Mother %s or newer", this, release, release)
 }
 
 // firstRelease is the first release of the series that reads format f

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mother-chat/mother/pkg/atomicfile"
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/fsync"
 )
 
@@ -85,11 +86,19 @@ func Prepare(dir, release string) (*Dir, error) {
 		}
 	}()
 	_, pending := interrupted(dir, in.Format)
-	if in.Format < latest() || pending || in.Release != release {
-		// Alone while the directory changes.
-		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	migrate := in.Format < latest() || pending
+	// Alone while the directory changes. Only the release to record is
+	// no reason to refuse: with another Mother on the directory it is
+	// left as it is.
+	alone := false
+	if migrate || in.Release != release {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		alone = err == nil || noLocks(err)
+		if !alone && migrate {
 			return nil, fmt.Errorf("another Mother is running on %s; stop her before starting this one (%s needs to migrate the data directory)", absDir(dir), release)
 		}
+	}
+	if alone {
 		// Read again under the lock: another Mother may have just
 		// migrated it.
 		if in, err = Check(dir, release); err != nil {
@@ -100,11 +109,18 @@ func Prepare(dir, release string) (*Dir, error) {
 			return nil, err
 		}
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil && !noLocks(err) {
 		return nil, fmt.Errorf("lock the data directory: %w", err)
 	}
 	ok = true
 	return d, nil
+}
+
+// noLocks reports whether err says the file system takes no locks (some
+// network file systems): Mother then runs without one, and a rollback
+// relies on her admin socket alone.
+func noLocks(err error) bool {
+	return errors.Is(err, syscall.ENOLCK) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS)
 }
 
 // migrate runs the steps from d.From to the latest format.
@@ -256,7 +272,7 @@ func takeSnapshot(dir string, st Step, fromRelease, toRelease string) error {
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	m := manifest{Snapshot: 1, From: st.From, To: st.To, FromRelease: fromRelease, ToRelease: toRelease, Taken: time.Now().UTC(), Changes: st.Changes}
+	m := manifest{Snapshot: 1, From: st.From, To: st.To, FromRelease: fromRelease, ToRelease: toRelease, Taken: clock.Real{}.Now().UTC(), Changes: st.Changes}
 	for _, rel := range files {
 		if err := crash("copy " + rel); err != nil {
 			return err

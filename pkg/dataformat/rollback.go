@@ -142,7 +142,7 @@ func takeAlone(dir string) (release func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the data directory's lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil && !noLocks(err) {
 		f.Close()
 		return nil, cannot("Mother is running on %s (she holds %s); stop her first (systemctl stop mother), then roll back", abs, filepath.Join(abs, lockFile))
 	}
