@@ -1,9 +1,9 @@
 // Package packaging builds Mother's Debian packages with nfpm (used as a
 // library, no dpkg-deb needed): mother, the daemon and momctl with the
 // systemd unit and the maintainer scripts that make the mother user and the
-// data directory and keep the previous binary and state on an upgrade to go
-// back to (deploy/debian/README.Debian), for the machine Mother runs on (arm64 for the Pi, amd64);
-// and mother-chick, the chick image as a docker-save tarball with the
+// data directory, and keep the previous binary and state at an upgrade to
+// go back to (deploy/debian/README.Debian), for the machine Mother runs on
+// (arm64 for the Pi, amd64); and mother-chick, the chick image as a docker-save tarball with the
 // inference server's Docker set-up, for the machine whose engine runs the
 // chicks. What goes in comes from deploy/ in the repository: the unit from
 // deploy/systemd (with its paths adapted), the maintainer scripts, manual
