@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	pb "github.com/mother-chat/mother/proto/mother/v1"
 )
@@ -61,7 +62,7 @@ func (c *cli) health(ctx context.Context, args []string) error {
 			return probeHealthz(ctx, cfg.Metrics.Listen, cfg.Metrics.Token.Value())
 		}
 	}
-	deadline := time.Now().Add(*wait)
+	deadline := c.clock.Now().Add(*wait)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		said, err := probe(pctx)
@@ -70,7 +71,7 @@ func (c *cli) health(ctx context.Context, args []string) error {
 			fmt.Fprintln(c.stdout, said)
 			return nil
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(c.clock.Now())
 		if left <= 0 {
 			if *wait > 0 {
 				return fmt.Errorf("mother is not healthy after %s: %v", *wait, err)
@@ -80,7 +81,7 @@ func (c *cli) health(ctx context.Context, args []string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("mother is not healthy (stopped waiting): %v", err)
-		case <-time.After(min(time.Second, left)):
+		case <-clock.After(c.clock, min(time.Second, left)):
 		}
 	}
 }
