@@ -102,13 +102,15 @@ func TestErrorSentences(t *testing.T) {
 	retried := func(err error) error { return fmt.Errorf("%w (gave up after 3 attempts)", err) }
 
 	errs := map[string]error{
-		"HTTP 500":       retried(ollamaErr(ollamatest.Turn{Status: 500, Error: "llama runner process has terminated"}, 0)),
-		"HTTP 401":       ollamaErr(ollamatest.Turn{Status: 401, Error: "unauthorized"}, 0),
-		"HTTP 404":       ollamaErr(ollamatest.Turn{Status: 404, Error: "model 'm' not found"}, 0),
-		"HTTP 503":       retried(ollamaErr(ollamatest.Turn{Status: 503, Error: "server busy"}, 0)),
-		"bad JSON line":  retried(ollamaErr(ollamatest.Turn{Raw: []string{`{"model":"m","message":{"role":"assistant","content":"x"},"done":fal`, `{"done":true}`}}, 0)),
-		"timeout":        ollamaErr(ollamatest.Turn{Text: "late", Delay: 5 * time.Second}, 200*time.Millisecond),
-		"context window": ollamaErr(ollamatest.Turn{Status: 500, Error: "input length exceeds the context length"}, 0),
+		"HTTP 500": retried(ollamaErr(ollamatest.Turn{Status: 500, Error: "llama runner process has terminated"}, 0)),
+		"HTTP 401": ollamaErr(ollamatest.Turn{Status: 401, Error: "unauthorized"}, 0),
+		"HTTP 404": ollamaErr(ollamatest.Turn{Status: 404, Error: "model 'm' not found"}, 0),
+		"HTTP 503": retried(ollamaErr(ollamatest.Turn{Status: 503, Error: "server busy"}, 0)),
+		// A bad line is skipped (the reply survives it); a stream of
+		// nothing usable ends before its done.
+		"bad JSON stream": retried(ollamaErr(ollamatest.Turn{Raw: []string{`{"model":"m","message":{"role":"assistant","content":"x"},"done":fal`}}, 0)),
+		"timeout":         ollamaErr(ollamatest.Turn{Text: "late", Delay: 5 * time.Second}, 200*time.Millisecond),
+		"context window":  ollamaErr(ollamatest.Turn{Status: 500, Error: "input length exceeds the context length"}, 0),
 	}
 	// Connection refused: a port nothing listens on.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

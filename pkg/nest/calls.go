@@ -88,6 +88,7 @@ type heldCall struct {
 	g      *callGate
 	id     string
 	weight int64
+	ended  bool
 }
 
 // admit counts a call of chick id and waits for room to read it.
@@ -116,8 +117,13 @@ func (c *heldCall) read(size int64) {
 	}
 }
 
-// done gives the call's room back.
+// done gives the call's room back, once: when its answer is sent (the
+// chick's next call may follow at once) or when the call returns.
 func (c *heldCall) done() {
+	if c.ended {
+		return
+	}
+	c.ended = true
 	c.g.held.Release(c.weight)
 	c.weight = 0
 	c.g.end(c.id)
@@ -163,6 +169,16 @@ func (c *callStream) RecvMsg(m any) error {
 	}
 	c.call.read(sm.size)
 	return nil
+}
+
+// SendMsg gives the call's room back before its last message, the done:
+// the chick sends its next call as soon as it reads it, and that call
+// must find the room free.
+func (c *callStream) SendMsg(m any) error {
+	if r, ok := m.(*pb.GenerateResponse); ok && r.GetDone() != nil {
+		c.call.done()
+	}
+	return c.ServerStream.SendMsg(m)
 }
 
 // grpcTooLarge is gRPC's refusal of a message longer than
