@@ -210,7 +210,7 @@ type run struct {
 	// whether it ended at the output limit.
 	raw, problem string
 	cutShort     bool
-	// loops watches for the same call again and again.
+	// loops watches for a model going round in circles (loops.go).
 	loops loopGuard
 }
 
@@ -312,6 +312,7 @@ func (r *run) compact(ctx context.Context, c Compactor, reason string) error {
 	before := len(r.history)
 	r.history = append([]model.Message{SummaryMessage(summary)}, kept...)
 	r.lastTokens, r.lastLen = 0, 0
+	r.loops.compacted()
 	r.out.Compactions++
 	r.emit(Event{Type: EventCompactionEnd, Time: a.cfg.Clock.Now(), Text: summary,
 		Result: fmt.Sprintf("%d messages summarised, %d kept", before-len(kept), len(kept))})
@@ -400,8 +401,8 @@ func (r *run) loop(ctx context.Context) Output {
 		}
 		for i, call := range msg.ToolCalls {
 			if r.loops.next(call) {
-				// The fourth time: not run, and the run ends.
-				if err := r.skipCalls(msg.ToolCalls[i:], "not run: the same call again, a fourth time in a row"); err != nil {
+				// Going round in circles: not run, and the run ends.
+				if err := r.skipCalls(msg.ToolCalls[i:], r.loops.notRun()); err != nil {
 					return r.finish(StopError, err)
 				}
 				return r.stopRepeating()

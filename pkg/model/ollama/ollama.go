@@ -4,6 +4,7 @@
 package ollama
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,7 +160,7 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(mod
 		resp  model.Response
 		done  bool
 	)
-	onResponse := func(r api.ChatResponse) error {
+	onResponse := func(r reply) error {
 		if t := r.Message.Thinking; t != "" && onDelta != nil {
 			onDelta(model.Delta{Thinking: t})
 		}
@@ -170,9 +171,12 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(mod
 			}
 		}
 		for _, tc := range r.Message.ToolCalls {
-			args, err := json.Marshal(tc.Function.Arguments)
-			if err != nil {
-				return fmt.Errorf("tool call arguments: %w", err)
+			// The arguments as the server sent them: the agent repairs a
+			// string holding the object, and reports anything else to the
+			// model (agent.CheckArgs).
+			args := json.RawMessage(bytes.TrimSpace(tc.Function.Arguments))
+			if len(args) == 0 || string(args) == "null" {
+				args = json.RawMessage("{}")
 			}
 			id := tc.ID
 			if id == "" {
@@ -190,7 +194,13 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(mod
 	var err error
 	if p.signed {
 		creq.Messages = toOllamaMessages(req.System, req.Messages)
-		err = p.client.Chat(ctx, creq, onResponse)
+		err = p.client.Chat(ctx, creq, func(r api.ChatResponse) error {
+			rr, err := fromAPI(r)
+			if err != nil {
+				return err
+			}
+			return onResponse(rr)
+		})
 	} else {
 		body, eerr := encodeChat(creq, tools, req.System, req.Messages)
 		if eerr != nil {

@@ -43,8 +43,9 @@ func needsSigning(u *url.URL) bool {
 }
 
 // chatStream posts body (a request from encodeChat) to /api/chat and calls
-// fn for each streamed response, as api.Client.Chat does.
-func chatStream(ctx context.Context, hc *http.Client, base *url.URL, body []byte, fn func(api.ChatResponse) error) error {
+// fn for each streamed response, as api.Client.Chat does, but for what it
+// does with a line it cannot read (decodeReply).
+func chatStream(ctx context.Context, hc *http.Client, base *url.URL, body []byte, fn func(reply) error) error {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base.JoinPath("/api/chat").String(), bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -103,7 +104,10 @@ func chatStream(ctx context.Context, hc *http.Client, base *url.URL, body []byte
 
 // chatLine handles one line as the official client's stream does: an
 // error object or a status of 400 and above is an error, else a response.
-func chatLine(resp *http.Response, line []byte, fn func(api.ChatResponse) error) error {
+// On a stream that is going well, a line that is not JSON is skipped
+// rather than taken for an error message (the official client's reading):
+// one bad line must not lose the reply.
+func chatLine(resp *http.Response, line []byte, fn func(reply) error) error {
 	var e struct {
 		Error     string `json:"error,omitempty"`
 		SigninURL string `json:"signin_url,omitempty"`
@@ -112,7 +116,8 @@ func chatLine(resp *http.Response, line []byte, fn func(api.ChatResponse) error)
 		if resp.StatusCode >= http.StatusBadRequest {
 			return api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: string(line)}
 		}
-		return errors.New(string(line))
+		// The error member of the wrong type is read as no error.
+		e.Error, e.SigninURL = "", ""
 	}
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
@@ -122,11 +127,106 @@ func chatLine(resp *http.Response, line []byte, fn func(api.ChatResponse) error)
 	case e.Error != "":
 		return errors.New(e.Error)
 	}
-	var r api.ChatResponse
-	if err := json.Unmarshal(line, &r); err != nil {
-		return fmt.Errorf("ollama: response line: %w", err)
+	r, ok := decodeReply(line)
+	if !ok {
+		return nil
 	}
 	return fn(r)
+}
+
+// reply is one streamed response: api.ChatResponse with its message's
+// tool calls holding their arguments as the JSON the server sent. Real
+// Ollama sends an object; a server imitating its API may send a JSON
+// string holding the object, which the official type cannot hold (its
+// decoder fails on the whole line). The provider passes the arguments on
+// as they are, and the agent repairs them as it does a call written as
+// text (agent.CheckArgs).
+type reply struct {
+	api.ChatResponse
+	Message replyMessage `json:"message"`
+}
+
+type replyMessage struct {
+	Role      string      `json:"role"`
+	Content   string      `json:"content"`
+	Thinking  string      `json:"thinking,omitempty"`
+	ToolCalls []replyCall `json:"tool_calls,omitempty"`
+}
+
+type replyCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Index     int             `json:"index"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// decodeReply reads a response line. A line that is JSON but does not fit
+// the types (a field of the wrong type, a tool call that is not an
+// object) is read field by field, and what cannot be read is left out:
+// the text, the other calls and the done line's counts are kept. It
+// reports false for a line that is not a JSON object.
+func decodeReply(line []byte) (reply, bool) {
+	var r reply
+	if json.Unmarshal(line, &r) == nil {
+		return r, true
+	}
+	r = reply{}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(line, &top) != nil || top == nil {
+		return reply{}, false
+	}
+	msg := top["message"]
+	delete(top, "message")
+	fieldwise(top, &r)
+	var m map[string]json.RawMessage
+	if json.Unmarshal(msg, &m) != nil {
+		return r, true
+	}
+	calls := m["tool_calls"]
+	delete(m, "tool_calls")
+	fieldwise(m, &r.Message)
+	var list []json.RawMessage
+	if json.Unmarshal(calls, &list) != nil {
+		return r, true
+	}
+	for _, raw := range list {
+		var c replyCall
+		if json.Unmarshal(raw, &c) == nil && c.Function.Name != "" {
+			r.Message.ToolCalls = append(r.Message.ToolCalls, c)
+		}
+	}
+	return r, true
+}
+
+// fieldwise decodes an object's members into v one at a time, leaving
+// out those that do not fit.
+func fieldwise(members map[string]json.RawMessage, v any) {
+	for k, raw := range members {
+		one, err := json.Marshal(map[string]json.RawMessage{k: raw})
+		if err == nil {
+			_ = json.Unmarshal(one, v)
+		}
+	}
+}
+
+// fromAPI is a response the official client decoded, as a reply.
+func fromAPI(r api.ChatResponse) (reply, error) {
+	out := reply{ChatResponse: r}
+	m := r.Message
+	out.ChatResponse.Message = api.Message{}
+	out.Message = replyMessage{Role: m.Role, Content: m.Content, Thinking: m.Thinking}
+	for _, tc := range m.ToolCalls {
+		args, err := json.Marshal(tc.Function.Arguments)
+		if err != nil {
+			return reply{}, fmt.Errorf("tool call arguments: %w", err)
+		}
+		var c replyCall
+		c.ID, c.Function.Index, c.Function.Name, c.Function.Arguments = tc.ID, tc.Function.Index, tc.Function.Name, args
+		out.Message.ToolCalls = append(out.Message.ToolCalls, c)
+	}
+	return out, nil
 }
 
 // The request body. The official api.ToolCallFunctionArguments keeps a

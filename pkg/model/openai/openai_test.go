@@ -756,6 +756,28 @@ func TestStreamVariants(t *testing.T) {
 			t.Errorf("%v, want transient with code 500", err)
 		}
 	})
+	// A line the types cannot hold does not lose the answer: one that is
+	// not JSON is skipped, a member of the wrong type or a tool call
+	// fragment that is not an object is left out, and the rest is kept.
+	t.Run("a line that is not JSON", func(t *testing.T) {
+		p := sse(t, delta(`{"role":"assistant","content":"Hel"}`), `data: {"choices":[{"index":0,"delta":{"content":"x"`, delta(`{"content":"lo."}`), finishStop, "data: [DONE]")
+		resp, err := p.Chat(t.Context(), hi("m"), nil)
+		if err != nil || resp.Message.Content != "Hello." {
+			t.Errorf("%q, %v; want %q", resp.Message.Content, err, "Hello.")
+		}
+	})
+	t.Run("members of the wrong type", func(t *testing.T) {
+		p := sse(t,
+			`data: {"id":7,"choices":[{"index":0,"delta":{"content":"Hel","reasoning":["x"]},"finish_reason":null}]}`,
+			`data: {"choices":[{"index":0,"delta":{"content":"lo","tool_calls":[42,{"index":0,"id":"c1","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"}}]}}]}`,
+			`data: {"choices":[{"index":"zero","delta":{"content":"."}}]}`,
+			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":"two"}}`,
+			"data: [DONE]")
+		resp, err := p.Chat(t.Context(), hi("m"), nil)
+		if err != nil || resp.Message.Content != "Hello." || len(resp.Message.ToolCalls) != 1 || string(resp.Message.ToolCalls[0].Args) != `{"path":"a"}` || resp.StopReason != "tool_calls" {
+			t.Errorf("%+v, %v", resp, err)
+		}
+	})
 	t.Run("usage on every chunk", func(t *testing.T) {
 		p := sse(t,
 			`data: {"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`,

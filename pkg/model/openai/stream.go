@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -37,17 +36,8 @@ import (
 // OpenRouter a chunk with an "error" member and finish_reason "error".
 
 type chunk struct {
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content          text            `json:"content"`
-			ReasoningContent text            `json:"reasoning_content"`
-			Reasoning        text            `json:"reasoning"`
-			ToolCalls        []toolCallDelta `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason text `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usage `json:"usage"`
+	Choices []choice `json:"choices"`
+	Usage   *usage   `json:"usage"`
 	// Error is OpenRouter's (and a few proxies') error inside a chunk.
 	Error json.RawMessage `json:"error"`
 	// Object, Message, Type and Code are vLLM's older flat error.
@@ -55,6 +45,19 @@ type chunk struct {
 	Message string          `json:"message"`
 	Type    string          `json:"type"`
 	Code    json.RawMessage `json:"code"`
+}
+
+type choice struct {
+	Index        int         `json:"index"`
+	Delta        choiceDelta `json:"delta"`
+	FinishReason text        `json:"finish_reason"`
+}
+
+type choiceDelta struct {
+	Content          text            `json:"content"`
+	ReasoningContent text            `json:"reasoning_content"`
+	Reasoning        text            `json:"reasoning"`
+	ToolCalls        []toolCallDelta `json:"tool_calls"`
 }
 
 type toolCallDelta struct {
@@ -127,9 +130,9 @@ func (a *assembly) add(raw []byte, onDelta func(model.Delta)) error {
 		// line it could not read (after a keep-alive comment).
 		return errors.New("the stream carried an error that could not be read")
 	}
-	var c chunk
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("malformed chunk %.200q: %w", raw, err)
+	c, ok := decodeChunk(raw)
+	if !ok {
+		return nil // not JSON: skipped, the rest of the answer is kept
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		e := parseErrorValue(c.Error)
@@ -172,6 +175,70 @@ func (a *assembly) add(raw []byte, onDelta func(model.Delta)) error {
 		}
 	}
 	return nil
+}
+
+// decodeChunk reads a data line. A line that is JSON but does not fit the
+// types (a member of the wrong type, a tool call fragment that is not an
+// object) is read member by member, and what cannot be read is left out:
+// one bad line must not lose the answer. It reports false for a line that
+// is not a JSON object, which is skipped.
+func decodeChunk(raw []byte) (chunk, bool) {
+	var c chunk
+	if json.Unmarshal(raw, &c) == nil {
+		return c, true
+	}
+	c = chunk{}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil || top == nil {
+		return chunk{}, false
+	}
+	choices := top["choices"]
+	delete(top, "choices")
+	fieldwise(top, &c)
+	var list []json.RawMessage
+	if json.Unmarshal(choices, &list) != nil {
+		return c, true
+	}
+	for _, rc := range list {
+		var ch choice
+		if json.Unmarshal(rc, &ch) != nil {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(rc, &m) != nil {
+				continue
+			}
+			ch = choice{}
+			d := m["delta"]
+			delete(m, "delta")
+			fieldwise(m, &ch)
+			var dm map[string]json.RawMessage
+			if json.Unmarshal(d, &dm) == nil {
+				calls := dm["tool_calls"]
+				delete(dm, "tool_calls")
+				fieldwise(dm, &ch.Delta)
+				var frags []json.RawMessage
+				_ = json.Unmarshal(calls, &frags)
+				for _, f := range frags {
+					var tc toolCallDelta
+					if json.Unmarshal(f, &tc) == nil {
+						ch.Delta.ToolCalls = append(ch.Delta.ToolCalls, tc)
+					}
+				}
+			}
+		}
+		c.Choices = append(c.Choices, ch)
+	}
+	return c, true
+}
+
+// fieldwise decodes an object's members into v one at a time, leaving
+// out those that do not fit.
+func fieldwise(members map[string]json.RawMessage, v any) {
+	for k, raw := range members {
+		one, err := json.Marshal(map[string]json.RawMessage{k: raw})
+		if err == nil {
+			_ = json.Unmarshal(one, v)
+		}
+	}
 }
 
 // addFragment adds a tool call fragment to its call: the one with its

@@ -30,6 +30,10 @@ import (
 type Call struct {
 	Name string
 	Args map[string]any
+	// RawArgs, when set, is written as the call's arguments as it is, in
+	// place of Args: a JSON string holding the object, say, as servers
+	// imitating Ollama's API may send (real Ollama sends an object).
+	RawArgs json.RawMessage
 }
 
 // Turn is one scripted answer to /api/chat.
@@ -395,8 +399,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if len(turn.Calls) > 0 {
 		var calls []map[string]any
 		for i, c := range turn.Calls {
-			args := c.Args
-			if args == nil {
+			var args any = c.Args
+			switch {
+			case c.RawArgs != nil:
+				args = c.RawArgs
+			case c.Args == nil:
 				args = map[string]any{}
 			}
 			calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i+1), "function": map[string]any{"index": i, "name": c.Name, "arguments": args}})
