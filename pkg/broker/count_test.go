@@ -1,0 +1,96 @@
+package broker_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/broker"
+	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/model/anthropic/anthropictest"
+	"github.com/mother-chat/mother/pkg/model/providers"
+)
+
+// TestProviderCountsTheTightPrompt: on an Anthropic tier, a call whose
+// byte bound would be refused or sent with less than the tier's output
+// limit asks /v1/messages/count_tokens, and is reserved and sent by the
+// count (plus 2% and 16 tokens); a call with room asks nothing; a count
+// that fails, is too slow or says more than the bytes leaves the byte
+// bound.
+func TestProviderCountsTheTightPrompt(t *testing.T) {
+	t.Parallel()
+	// 8,000 bytes that Claude counts as 2,000 tokens.
+	req := model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat("word ", 1600)}}}
+	bytes := broker.EstimateInput(req)
+	const count = 2000
+	counted := int64(count + count/50 + 16)
+	answer := anthropictest.Count{InputTokens: count}
+	failed := anthropictest.Count{Status: 500, ErrorType: "api_error", Error: "Internal server error"}
+	cases := []struct {
+		name   string
+		budget int64
+		count  anthropictest.Count
+		// sent is the max_tokens sent (0: refused unsent); counts the
+		// count requests made.
+		sent   int64
+		counts int
+	}{
+		{"room", 1_000_000, answer, 8192, 0},
+		{"bytes refuse, the count fits", bytes + 100, answer, bytes + 100 - counted, 1},
+		{"bytes clamp, the count leaves more", bytes + 1000, answer, bytes + 1000 - counted, 1},
+		{"the count fails, bytes refuse", bytes + 100, failed, 0, 1},
+		{"the count fails, bytes clamp", bytes + 1000, failed, 1000, 1},
+		{"the count is too slow", bytes + 1000, anthropictest.Count{InputTokens: count, Delay: 10 * time.Second}, 1000, 1},
+		{"the count says more than the bytes", bytes + 1000, anthropictest.Count{InputTokens: int(bytes) * 2}, 1000, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fake := anthropictest.NewFunc(func(anthropictest.Request) anthropictest.Turn {
+				return anthropictest.Turn{Text: "ok", InputTokens: count, OutputTokens: 10}
+			})
+			defer fake.Close()
+			fake.SetCounter(func(anthropictest.Request) anthropictest.Count { return tc.count })
+			cfg := &config.Config{}
+			cfg.Providers.Anthropic = config.Anthropic{APIKey: anthropictest.APIKey, BaseURL: fake.URL}
+			cfg.SetDefaults("")
+			cfg.Budgets.ChickTokens = config.Tokens(tc.budget)
+			cfg.Chicks.Tiers["claude"] = config.Tier{Provider: "anthropic", Model: "claude-sonnet-4-5", MaxOutputTokens: 8192}
+			b, err := broker.New(broker.Options{Config: cfg, Dir: t.TempDir(), Providers: func(name string) (model.Provider, error) {
+				return providers.New(cfg.Providers, name, nil)
+			}})
+			must(t, err)
+			defer b.Close()
+			start := time.Now()
+			_, err = b.Generate(t.Context(), broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "claude"}, req, nil)
+			took := time.Since(start)
+			reqs, counts := fake.Requests(), fake.CountRequests()
+			if len(counts) != tc.counts {
+				t.Errorf("%d count requests, want %d", len(counts), tc.counts)
+			}
+			if len(counts) > 0 && (counts[0].Model != "claude-sonnet-4-5" || counts[0].LastUserText() != req.Messages[0].Content) {
+				t.Errorf("count request %+v", counts[0])
+			}
+			if tc.sent == 0 {
+				if !errors.Is(err, model.ErrBudgetExhausted) || len(reqs) != 0 {
+					t.Fatalf("call: %v with %d requests sent, want a refusal unsent", err, len(reqs))
+				}
+				return
+			}
+			if err != nil || len(reqs) != 1 {
+				t.Fatalf("call: %v with %d requests sent, want one sent", err, len(reqs))
+			}
+			if got := int64(reqs[0].MaxTokens); got != tc.sent {
+				t.Errorf("max_tokens = %d, want %d", got, tc.sent)
+			}
+			if took > 8*time.Second {
+				t.Errorf("the call took %v: the count's wait is not bounded", took)
+			}
+			if u := b.ChickUsage("c-1"); u != (model.Usage{InputTokens: count, OutputTokens: 10}) {
+				t.Errorf("charged %+v, want what the call reported", u)
+			}
+		})
+	}
+}
