@@ -34,7 +34,7 @@
 // only the messages added since count by their bytes (prefix.go). When
 // that bound would refuse the call or lower its output limit, and the
 // provider counts prompts itself (model.TokenCounter: Anthropic's
-// /v1/messages/count_tokens), its count plus 2% and 16 tokens bounds the
+// /v1/messages/count_tokens, vLLM's /tokenize), its count plus 2% and 16 tokens bounds the
 // prompt instead, if it is less; a count that fails or takes more than 3
 // seconds leaves the bound as it was (count.go). A call with room is sent
 // without counting. The output limit is a tier's maxOutputTokens, lowered by the chick's own

@@ -9,7 +9,7 @@ import (
 )
 
 // A provider that counts a prompt's tokens itself (model.TokenCounter:
-// Anthropic's /v1/messages/count_tokens) can tell a call's prompt more
+// Anthropic's /v1/messages/count_tokens, vLLM's /tokenize) can tell a call's prompt more
 // tightly than its bytes. Counting costs a round trip, so the broker asks
 // only when the byte bound would refuse the call or send it with less
 // than its full output limit: the common call, with room, is sent at
@@ -24,7 +24,9 @@ const countTimeout = 3 * time.Second
 // calls its count an estimate from which the call's usage "may differ by
 // a small amount"; 2% and 16 tokens cover that. The count also holds
 // tokens Anthropic adds and does not bill, so it errs high more than low.
-// A call that costs more than it reserved is charged what it cost, as
+// vLLM's is its own tokenizer over the chat template; the margin covers
+// what a model's chat_template_kwargs (sent with the call, not with the
+// count) change in the template. A call that costs more than it reserved is charged what it cost, as
 // any other call.
 func countMargin(n int64) int64 { return n/50 + 16 }
 

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/anthropic/anthropictest"
+	"github.com/mother-chat/mother/pkg/model/openai/openaitest"
 	"github.com/mother-chat/mother/pkg/model/providers"
 )
 
@@ -90,6 +92,68 @@ func TestProviderCountsTheTightPrompt(t *testing.T) {
 			}
 			if u := b.ChickUsage("c-1"); u != (model.Usage{InputTokens: count, OutputTokens: 10}) {
 				t.Errorf("charged %+v, want what the call reported", u)
+			}
+		})
+	}
+}
+
+// TestVLLMCountsTheTightPrompt: on a tier of an OpenAI-compatible server,
+// vLLM's /tokenize counts a prompt the bytes leave short, and the call is
+// sent with the output its count leaves; a server without /tokenize (as
+// llama.cpp's answers a chat) is asked once and its calls keep the byte
+// bound.
+func TestVLLMCountsTheTightPrompt(t *testing.T) {
+	t.Parallel()
+	req := model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat("word ", 1600)}}}
+	bytes := broker.EstimateInput(req)
+	const count = 2000
+	counted := int64(count + count/50 + 16)
+	for _, tc := range []struct {
+		name string
+		t    openaitest.Tokenize
+		// sent are the output caps of two calls; asked the /tokenize
+		// requests they make.
+		sent  []int
+		asked int
+	}{
+		{"vllm", openaitest.Tokenize{Count: count}, []int{int(bytes + 1000 - counted), int(bytes + 1000 - counted)}, 2},
+		{"llama.cpp", openaitest.Tokenize{LlamaCpp: true}, []int{1000, 1000}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fake := openaitest.NewFunc(func(openaitest.Request) openaitest.Turn {
+				return openaitest.Turn{Text: "ok", Usage: openaitest.Usage{Prompt: count, Completion: 10}}
+			})
+			defer fake.Close()
+			fake.SetTokenize(func(openaitest.Request) openaitest.Tokenize { return tc.t })
+			cfg := &config.Config{}
+			cfg.Providers.OpenAI = map[string]config.OpenAI{"gpu": {BaseURL: fake.BaseURL()}}
+			cfg.SetDefaults("")
+			cfg.Chicks.Tiers["gpu"] = config.Tier{Provider: "openai:gpu", Model: "qwen", MaxOutputTokens: 8192}
+			// Each chick's own budget: room for one call's byte bound and
+			// 1,000 tokens of output.
+			cfg.Budgets.ChickTokens = config.Tokens(bytes + 1000)
+			b, err := broker.New(broker.Options{Config: cfg, Dir: t.TempDir(), Providers: func(name string) (model.Provider, error) {
+				return providers.New(cfg.Providers, name, nil)
+			}})
+			must(t, err)
+			defer b.Close()
+			for i := range 2 {
+				// Another prompt of the same size each time (a prompt the
+				// first call shared would be bounded by its report).
+				c := broker.Caller{ChickID: fmt.Sprintf("c-%d", i), Channel: "cli/a", Tier: "gpu"}
+				r := model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat(fmt.Sprintf("w%d.. ", i), 1600)}}}
+				_, err := b.Generate(t.Context(), c, r, nil)
+				must(t, err)
+			}
+			reqs := fake.Requests()
+			for i, r := range reqs {
+				if r.MaxTokens == nil || *r.MaxTokens != tc.sent[i] {
+					t.Errorf("call %d: body %.80s..., want max_tokens %d", i, r.Body, tc.sent[i])
+				}
+			}
+			if len(reqs) != 2 || len(fake.TokenizeRequests()) != tc.asked {
+				t.Errorf("%d calls and %d tokenize requests, want 2 and %d", len(reqs), len(fake.TokenizeRequests()), tc.asked)
 			}
 		})
 	}
