@@ -96,6 +96,9 @@ func (b *Broker) call(ctx context.Context, c Caller, prov string, p model.Provid
 	// if it has one (count.go).
 	if tc, ok := p.(model.TokenCounter); ok && b.tight(c, in, int64(req.MaxOutputTokens), price) {
 		in = b.counted(ctx, c, prov, tc, req, in)
+		if err := ctx.Err(); err != nil {
+			return model.Response{}, err // gone while counting: nothing reserved or sent
+		}
 	}
 	id, err := newCallID()
 	if err != nil {

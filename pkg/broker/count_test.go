@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -156,5 +157,36 @@ func TestVLLMCountsTheTightPrompt(t *testing.T) {
 				t.Errorf("%d calls and %d tokenize requests, want 2 and %d", len(reqs), len(fake.TokenizeRequests()), tc.asked)
 			}
 		})
+	}
+}
+
+// TestGoneWhileCounting: a caller that goes away while the provider
+// counts its prompt has nothing sent and is charged nothing.
+func TestGoneWhileCounting(t *testing.T) {
+	t.Parallel()
+	req := model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat("word ", 1600)}}}
+	fake := anthropictest.New()
+	defer fake.Close()
+	fake.SetCounter(func(anthropictest.Request) anthropictest.Count {
+		return anthropictest.Count{InputTokens: 2000, Delay: 10 * time.Second}
+	})
+	cfg := &config.Config{}
+	cfg.Providers.Anthropic = config.Anthropic{APIKey: anthropictest.APIKey, BaseURL: fake.URL}
+	cfg.SetDefaults("")
+	cfg.Budgets.ChickTokens = config.Tokens(broker.EstimateInput(req) + 100)
+	cfg.Chicks.Tiers["claude"] = config.Tier{Provider: "anthropic", Model: "claude-sonnet-4-5", MaxOutputTokens: 8192}
+	b, err := broker.New(broker.Options{Config: cfg, Dir: t.TempDir(), Providers: func(name string) (model.Provider, error) {
+		return providers.New(cfg.Providers, name, nil)
+	}})
+	must(t, err)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Generate(ctx, broker.Caller{ChickID: "c-1", Channel: "cli/a", Tier: "claude"}, req, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || len(fake.Requests()) != 0 || len(fake.CountRequests()) != 1 {
+		t.Fatalf("call: %v, %d sent, %d counts; want the deadline, nothing sent, one count", err, len(fake.Requests()), len(fake.CountRequests()))
+	}
+	if u := b.ChickUsage("c-1"); u.Total() != 0 {
+		t.Errorf("charged %+v for a call never sent", u)
 	}
 }
