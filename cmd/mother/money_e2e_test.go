@@ -125,8 +125,9 @@ func TestMotherDailyCapRefusesBeforeTheCall(t *testing.T) {
 // call fits (a prompt under 40 kB costs at most $0.12, and its output
 // limit is lowered to what is left), calls a tool and costs $0.165 (5,000
 // tokens in, 10,000 out); the second needs at least its prompt (the
-// first's 5,000 tokens and what was added: about $0.016) and 256 tokens
-// of answer, which no longer fit, so it is refused before it is sent. The
+// first's 5,000 tokens and what was added: about $0.016; the API's count
+// of it, 5,000 and the margin, about $0.015) and 256 tokens of answer,
+// which no longer fit, so it is refused before it is sent. The
 // event is paused until the cap resets, the channel told so in the run's
 // answer, and the pause is kept on disk. (The event runs at start because
 // an accepted marker says a run of it was cut off, as after a crash: a
@@ -144,6 +145,9 @@ func TestPeriodicEventPausedAtItsCap(t *testing.T) {
 		return anthropictest.Turn{Calls: []anthropictest.Call{{Name: "list_events", Args: map[string]any{}}}, InputTokens: 5000, OutputTokens: 10000}
 	})
 	defer fake.Close()
+	// The API counts a prompt as it charges it: the second call, short of
+	// room, asks for the count, which says 5,000 tokens too.
+	fake.SetCounter(func(anthropictest.Request) anthropictest.Count { return anthropictest.Count{InputTokens: 5000} })
 	data := t.TempDir()
 	writeJSON(t, filepath.Join(data, "config.json"), map[string]any{
 		"model":     map[string]any{"provider": "anthropic", "id": "claude-sonnet-4-5", "maxOutputTokens": 40000},

@@ -31,8 +31,13 @@
 // at the model's price. The prompt's bound is EstimateInput (a token per
 // byte), or less when a recent call of the same model shares a prefix with
 // this one: the shared part counts what the provider reported for it, and
-// only the messages added since count by their bytes (prefix.go). The
-// output limit is a tier's maxOutputTokens, lowered by the chick's own
+// only the messages added since count by their bytes (prefix.go). When
+// that bound would refuse the call or lower its output limit, and the
+// provider counts prompts itself (model.TokenCounter: Anthropic's
+// /v1/messages/count_tokens, vLLM's /tokenize), its count plus 2% and 16 tokens bounds the
+// prompt instead, if it is less; a count that fails or takes more than 3
+// seconds leaves the bound as it was (count.go). A call with room is sent
+// without counting. The output limit is a tier's maxOutputTokens, lowered by the chick's own
 // max_output_tokens when that is smaller (model.maxOutputTokens for
 // Mother's own calls), and lowered again to what every cap has left after
 // the prompt's bound (admitLocked). That limit is what the provider is
@@ -74,8 +79,9 @@
 // UTF-8 byte, and a byte-level BPE or byte-fallback tokenizer never makes
 // more tokens than bytes, plus allowances for what the provider adds (a
 // chat template's markers per message, a tool-use system prompt). It is an
-// estimate, not a bound, for images (counted by their size, ImageTokens) and for a
-// model's hidden template text beyond the allowances: only there can a
+// estimate, not a bound, for images (counted by their size, ImageTokens), for a
+// model's hidden template text beyond the allowances and for a provider's
+// count (an estimate by the provider's own word): only there can a
 // call cost more than it reserved, and the excess carries a cap past its
 // limit by at most the sum of the excesses of the calls in flight at that
 // moment, never by whole calls. The price of the byte count is pessimism:

@@ -92,6 +92,14 @@ func (b *Broker) call(ctx context.Context, c Caller, prov string, p model.Provid
 	key, who := prov+"/"+req.Model, c.key()
 	hs := b.prefixes.hashes(req)
 	in := b.prefixes.bound(key, req, hs)
+	// When that bound leaves the call short, the provider's own count,
+	// if it has one (count.go).
+	if tc, ok := p.(model.TokenCounter); ok && b.tight(c, in, int64(req.MaxOutputTokens), price) {
+		in = b.counted(ctx, c, prov, tc, req, in)
+		if err := ctx.Err(); err != nil {
+			return model.Response{}, err // gone while counting: nothing reserved or sent
+		}
+	}
 	id, err := newCallID()
 	if err != nil {
 		return model.Response{}, err

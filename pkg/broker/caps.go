@@ -200,6 +200,19 @@ const minOutput = 256
 // *model.BudgetError when a cap cannot take them, a transient busy error
 // when calls in flight hold what is left. Callers hold b.mu.
 func (b *Broker) admitLocked(c Caller, in, out int64, price config.Price, now time.Time) (amount, int64, error) {
+	out, err := b.fitLocked(c, in, out, price, now, true)
+	if err != nil {
+		return amount{}, 0, err
+	}
+	r := amount{in + out, price.MicroUSD(in, out)}
+	b.reserveLocked(c, r)
+	return r, out, nil
+}
+
+// fitLocked is admitLocked without the reservation: the output limit the
+// caps leave c's call, or why it may not be sent. flight says whether a
+// chick's calls in flight are counted too. Callers hold b.mu.
+func (b *Broker) fitLocked(c Caller, in, out int64, price config.Price, now time.Time, flight bool) (int64, error) {
 	least := min(out, minOutput)
 	need := amount{in + least, price.MicroUSD(in, least)}
 	ms := members(c)
@@ -207,13 +220,13 @@ func (b *Broker) admitLocked(c Caller, in, out int64, price config.Price, now ti
 		lim, used := b.limit(m.s), b.usedLocked(m.s)
 		for _, u := range m.units() {
 			if l := lim.get(u); l > 0 && used.get(u)+need.get(u) > l {
-				return amount{}, 0, b.exhausted(m.s, u, used.get(u), l, need.get(u), now)
+				return 0, b.exhausted(m.s, u, used.get(u), l, need.get(u), now)
 			}
 		}
 	}
-	if !c.mother() {
+	if flight && !c.mother() {
 		if n := b.inFlight[c.ChickID]; n >= b.maxCalls {
-			return amount{}, 0, &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: chick %s has %d model calls in flight, as many as chicks.maxModelCallsPerChick allows", c.ChickID, n)}
+			return 0, &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: chick %s has %d model calls in flight, as many as chicks.maxModelCallsPerChick allows", c.ChickID, n)}
 		}
 	}
 	for _, m := range ms {
@@ -225,15 +238,13 @@ func (b *Broker) admitLocked(c Caller, in, out int64, price config.Price, now ti
 			}
 			room := l - used.get(u) - held.get(u)
 			if need.get(u) > room {
-				return amount{}, 0, &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: %s has %s of its %s left and calls in flight hold %s of it; this call needs at least %s",
+				return 0, &model.TransientError{Err: model.Wrap(model.ErrBusy, "busy: %s has %s of its %s left and calls in flight hold %s of it; this call needs at least %s",
 					m.s.words(), u.show(l-used.get(u)), u.show(l), u.show(held.get(u)), u.show(need.get(u)))}
 			}
 			out = min(out, outputRoom(room, in, price, u))
 		}
 	}
-	r := amount{in + out, price.MicroUSD(in, out)}
-	b.reserveLocked(c, r)
-	return r, out, nil
+	return out, nil
 }
 
 // outputRoom is the most output tokens a call of in prompt tokens can

@@ -154,6 +154,14 @@ type ContextWindower interface {
 	ContextWindow(ctx context.Context, model string) (int, error)
 }
 
+// TokenCounter is implemented by providers whose API counts a request's
+// prompt tokens without making the call (Anthropic's
+// /v1/messages/count_tokens). The count is the provider's own estimate:
+// the call's reported usage may differ from it by a little.
+type TokenCounter interface {
+	CountTokens(ctx context.Context, req Request) (int, error)
+}
+
 // Pinger is implemented by providers that can tell, cheaply and without
 // a model call, whether their server answers (Ollama's /api/version, an
 // OpenAI-compatible server's /v1/models, Anthropic's Models API).

@@ -42,6 +42,7 @@ var (
 	_ model.Provider        = (*Provider)(nil)
 	_ model.ContextWindower = (*Provider)(nil)
 	_ model.ImageSupporter  = (*Provider)(nil)
+	_ model.TokenCounter    = (*Provider)(nil)
 )
 
 // New returns a provider using apiKey at baseURL (empty for the public
@@ -123,6 +124,32 @@ func (p *Provider) Chat(ctx context.Context, req model.Request, onDelta func(mod
 		return resp, fmt.Errorf("anthropic: %w", model.ErrContextOverflow)
 	}
 	return resp, nil
+}
+
+// CountTokens asks POST /v1/messages/count_tokens for the prompt tokens
+// of req: its model, system text, messages and tools, mapped as Chat maps
+// them. The API calls its answer an estimate; the call's usage may differ
+// by a little.
+func (p *Provider) CountTokens(ctx context.Context, req model.Request) (int, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return 0, err
+	}
+	cp := sdk.MessageCountTokensParams{Model: params.Model, Messages: params.Messages}
+	if len(params.System) > 0 {
+		cp.System = sdk.MessageCountTokensParamsSystemUnion{OfTextBlockArray: params.System}
+	}
+	for _, t := range params.Tools {
+		cp.Tools = append(cp.Tools, sdk.MessageCountTokensToolUnionParam{OfTool: t.OfTool})
+	}
+	res, err := p.client.Messages.CountTokens(ctx, cp)
+	if err != nil {
+		return 0, p.classify(ctx, req.Model, err)
+	}
+	if res.InputTokens <= 0 {
+		return 0, fmt.Errorf("anthropic: the token count of a prompt was %d", res.InputTokens)
+	}
+	return int(res.InputTokens), nil
 }
 
 // ContextWindow asks GET /v1/models/{id} for the model's input limit; the

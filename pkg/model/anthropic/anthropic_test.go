@@ -181,3 +181,46 @@ func TestToolWithoutASchemaIsAnInvalidRequest(t *testing.T) {
 		t.Errorf("%d requests reached the server", n)
 	}
 }
+
+// TestCountTokens: the prompt is counted by POST
+// /v1/messages/count_tokens with the model, system text, messages and
+// tools a call would send (and no output limit, which the API refuses
+// there); an error status is an error.
+func TestCountTokens(t *testing.T) {
+	fake := anthropictest.New()
+	defer fake.Close()
+	p := newProvider(t, fake)
+	req := model.Request{Model: "claude-test", System: "be brief", MaxOutputTokens: 100,
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "list the files"},
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "t1", Name: "bash", Args: json.RawMessage(`{"command":"ls"}`)}}},
+			{Role: model.RoleTool, ToolCallID: "t1", ToolName: "bash", Content: "a.txt b.txt"},
+		},
+		Tools: []model.ToolSpec{{Name: "bash", Description: "run a command", Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}},
+	}
+	n, err := p.CountTokens(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := fake.CountRequests()
+	if len(counts) != 1 || len(fake.Requests()) != 0 {
+		t.Fatalf("%d count requests and %d messages requests, want 1 and 0", len(counts), len(fake.Requests()))
+	}
+	got := counts[0]
+	if n != anthropictest.DefaultCount(got) || n < 346 {
+		t.Errorf("count %d, the fake counted %d", n, anthropictest.DefaultCount(got))
+	}
+	if got.Model != "claude-test" || got.SystemText() != "be brief" || len(got.Messages) != 3 || len(got.Tools) != 1 || got.LastUserText() != "" {
+		t.Errorf("count request %+v", got)
+	}
+	if got.Messages[2].Content[0].Type != "tool_result" || !strings.Contains(string(got.Tools[0]), `"input_schema"`) {
+		t.Errorf("count request messages %+v tools %s", got.Messages, got.Tools)
+	}
+
+	fake.SetCounter(func(anthropictest.Request) anthropictest.Count {
+		return anthropictest.Count{Status: 529, ErrorType: "overloaded_error", Error: "Overloaded"}
+	})
+	if _, err := p.CountTokens(t.Context(), req); !errors.Is(err, model.ErrOverloaded) {
+		t.Errorf("count of an overloaded API: %v, want overloaded", err)
+	}
+}

@@ -115,6 +115,9 @@ type Provider struct {
 	capField string
 
 	estimated atomic.Int64
+	// noTokenize is set once the server showed it has no chat /tokenize
+	// (tokenize.go).
+	noTokenize atomic.Bool
 
 	mu      sync.Mutex
 	windows map[string]int
@@ -132,6 +135,7 @@ type modelConfig struct {
 var (
 	_ model.Provider        = (*Provider)(nil)
 	_ model.ContextWindower = (*Provider)(nil)
+	_ model.TokenCounter    = (*Provider)(nil)
 )
 
 // reserved are the body fields the provider writes itself; a model's

@@ -77,18 +77,11 @@ type wireTool struct {
 func (p *Provider) body(req model.Request) ([]byte, error) {
 	w := wireRequest{Model: req.Model, Messages: toMessages(req.System, req.Messages), Stream: true}
 	w.StreamOptions.IncludeUsage = true
-	for _, t := range req.Tools {
-		params := json.RawMessage(strings.TrimSpace(string(t.Parameters)))
-		if len(params) == 0 {
-			params = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		if params[0] != '{' || !json.Valid(params) {
-			return nil, model.Wrap(model.ErrInvalidRequest, "openai: tool %q: its parameters are not a JSON object", t.Name)
-		}
-		var wt wireTool
-		wt.Type, wt.Function.Name, wt.Function.Description, wt.Function.Parameters = "function", t.Name, t.Description, params
-		w.Tools = append(w.Tools, wt)
+	tools, err := toTools(req.Tools)
+	if err != nil {
+		return nil, err
 	}
+	w.Tools = tools
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // "<" and "&" as they are, as the model wrote them
@@ -106,6 +99,25 @@ func (p *Provider) body(req model.Request) ([]byte, error) {
 		fields = append(slices.Clip(fields), limit...)
 	}
 	return addFields(body, fields), nil
+}
+
+// toTools maps the tools to function tools; parameters that are not a
+// JSON object are an error.
+func toTools(ts []model.ToolSpec) ([]wireTool, error) {
+	var out []wireTool
+	for _, t := range ts {
+		params := json.RawMessage(strings.TrimSpace(string(t.Parameters)))
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		if params[0] != '{' || !json.Valid(params) {
+			return nil, model.Wrap(model.ErrInvalidRequest, "openai: tool %q: its parameters are not a JSON object", t.Name)
+		}
+		var wt wireTool
+		wt.Type, wt.Function.Name, wt.Function.Description, wt.Function.Parameters = "function", t.Name, t.Description, params
+		out = append(out, wt)
+	}
+	return out, nil
 }
 
 // addFields adds fields (JSON object members) to the JSON object body,

@@ -1,12 +1,13 @@
 // Package anthropictest is a fake Anthropic API for tests: it speaks the
 // real wire protocol (POST /v1/messages answered with server-sent events,
-// GET /v1/models/{id}) on a loopback socket, so the real client library is
-// exercised.
+// POST /v1/messages/count_tokens, GET /v1/models/{id}) on a loopback
+// socket, so the real client library is exercised.
 package anthropictest
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -109,6 +110,48 @@ func (r Request) LastUserText() string {
 	return ""
 }
 
+// Count is the answer to one POST /v1/messages/count_tokens.
+type Count struct {
+	// InputTokens is the count answered.
+	InputTokens int
+	// Status, when non-zero, answers with this HTTP status and an error
+	// body of ErrorType (default "api_error") and Error.
+	Status    int
+	ErrorType string
+	Error     string
+	// Delay waits before answering (honouring the client going away).
+	Delay time.Duration
+}
+
+// DefaultCount is the fake's count when SetCounter set none: a token per
+// 4 bytes of the system text, the messages' text, tool inputs and
+// results and the tools' JSON, plus 8 per message, 346 when tools are
+// offered (Anthropic's tool-use system prompt) and 4 for the request.
+func DefaultCount(r Request) int {
+	n := 4 + len(r.SystemText())/4
+	var blocks func([]Block)
+	blocks = func(bs []Block) {
+		for _, b := range bs {
+			n += (len(b.Text) + len(b.Input) + len(b.Name)) / 4
+			if b.Source != nil {
+				n += 85
+			}
+			blocks(b.Content)
+		}
+	}
+	for _, m := range r.Messages {
+		n += 8
+		blocks(m.Content)
+	}
+	if len(r.Tools) > 0 {
+		n += 346
+	}
+	for _, t := range r.Tools {
+		n += len(t) / 4
+	}
+	return n
+}
+
 // Server is the fake.
 type Server struct {
 	*httptest.Server
@@ -122,6 +165,8 @@ type Server struct {
 	models   map[string]bool
 	maxInput int
 	seq      int
+	counter  func(Request) Count
+	counts   []Request
 }
 
 // New starts a fake that answers with turns in order; after the script
@@ -170,6 +215,21 @@ func (s *Server) SetAPIKey(key string) {
 	s.key = key
 }
 
+// SetCounter sets how POST /v1/messages/count_tokens answers (nil:
+// DefaultCount).
+func (s *Server) SetCounter(f func(Request) Count) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counter = f
+}
+
+// CountRequests returns the count_tokens requests received so far.
+func (s *Server) CountRequests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.counts...)
+}
+
 // Requests returns the messages requests received so far.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -192,6 +252,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		s.messages(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
+		s.countTokens(w, r)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/models/"):
 		s.model(w, strings.TrimPrefix(r.URL.Path, "/v1/models/"))
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
@@ -367,6 +429,69 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	send("message_stop", map[string]any{"type": "message_stop"})
 }
 
+// countTokens answers POST /v1/messages/count_tokens as the API does:
+// the request is a messages request without max_tokens or stream (model,
+// messages, system, tools), the answer {"input_tokens": N}.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
+	var raw map[string]json.RawMessage
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &raw)
+	}
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
+		return
+	}
+	for _, k := range []string{"max_tokens", "stream"} {
+		if _, ok := raw[k]; ok {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", k+": Extra inputs are not permitted")
+			return
+		}
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
+		return
+	}
+	req.Header = r.Header.Clone()
+	if req.Model == "" {
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "model: Field required")
+		return
+	}
+	if msg := validateMessages(req); msg != "" {
+		apiError(w, http.StatusBadRequest, "invalid_request_error", msg)
+		return
+	}
+	s.mu.Lock()
+	s.counts = append(s.counts, req)
+	known, f := s.known(req.Model), s.counter
+	s.mu.Unlock()
+	if !known {
+		apiError(w, http.StatusNotFound, "not_found_error", "model: "+req.Model)
+		return
+	}
+	c := Count{InputTokens: DefaultCount(req)}
+	if f != nil {
+		c = f(req)
+	}
+	if c.Delay > 0 {
+		select {
+		case <-time.After(c.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if c.Status != 0 {
+		typ := c.ErrorType
+		if typ == "" {
+			typ = "api_error"
+		}
+		apiError(w, c.Status, typ, c.Error)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"input_tokens": c.InputTokens})
+}
+
 // validate checks what the real API rejects and a client bug could
 // produce: roles that do not alternate, tool results that do not answer
 // the previous turn's tool calls.
@@ -374,6 +499,11 @@ func validate(r Request) string {
 	if r.Model == "" || r.MaxTokens <= 0 {
 		return "model and max_tokens are required"
 	}
+	return validateMessages(r)
+}
+
+// validateMessages checks the messages of a request as validate does.
+func validateMessages(r Request) string {
 	if len(r.Messages) == 0 {
 		return "messages: at least one message is required"
 	}

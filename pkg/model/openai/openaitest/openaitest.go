@@ -1,7 +1,8 @@
 // Package openaitest is a fake OpenAI-compatible server for tests: it
 // speaks the real wire protocol (POST /v1/chat/completions answered as
-// server-sent events, GET /v1/models, llama.cpp's GET /props) on a
-// loopback socket, so the real client library is exercised.
+// server-sent events, GET /v1/models, llama.cpp's GET /props, vLLM's and
+// llama.cpp's POST /tokenize) on a loopback socket, so the real client
+// library is exercised.
 //
 // Answers are scripted as Turns: text and thinking streamed in small
 // chunks, tool calls streamed in fragments the way vLLM and OpenAI send
@@ -202,6 +203,86 @@ type Server struct {
 	known    map[string]bool // nil: any model
 	key      string
 	propsCtx int
+	tokenize func(Request) Tokenize
+	tokens   []Request
+}
+
+// Tokenize is how POST /tokenize answers a chat (model, messages, tools,
+// add_generation_prompt).
+type Tokenize struct {
+	// Count is answered as vLLM does: {"count", "max_model_len",
+	// "tokens"}.
+	Count int
+	// LlamaCpp answers as llama.cpp does a body without "content":
+	// {"tokens": []}.
+	LlamaCpp bool
+	// Status, when non-zero, answers with this status and OpenAI's error
+	// body.
+	Status int
+	// Delay waits before answering (honouring the client going away).
+	Delay time.Duration
+}
+
+// SetTokenize makes POST /tokenize answer with f; nil (the default)
+// answers 404, as OpenAI and most servers do.
+func (s *Server) SetTokenize(f func(Request) Tokenize) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenize = f
+}
+
+// TokenizeRequests returns the /tokenize requests received so far.
+func (s *Server) TokenizeRequests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.tokens...)
+}
+
+// tokenizeChat answers POST /tokenize.
+func (s *Server) tokenizeChat(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var req Request
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req.Extra)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad request: "+fmt.Sprint(err), "BadRequestError", http.StatusBadRequest)
+		return
+	}
+	req.Body, req.Header = body, r.Header.Clone()
+	s.mu.Lock()
+	f := s.tokenize
+	if f != nil {
+		s.tokens = append(s.tokens, req)
+	}
+	s.mu.Unlock()
+	if f == nil {
+		writeError(w, http.StatusNotFound, "Not Found", "NotFoundError", http.StatusNotFound)
+		return
+	}
+	t := f(req)
+	if t.Delay > 0 {
+		select {
+		case <-time.After(t.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	switch {
+	case t.Status != 0:
+		writeError(w, t.Status, http.StatusText(t.Status), "InternalServerError", t.Status)
+	case t.LlamaCpp:
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": []int{}})
+	default:
+		if len(req.Messages) == 0 {
+			writeError(w, http.StatusBadRequest, "messages: Field required", "BadRequestError", http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"count": t.Count, "max_model_len": 32768, "tokens": make([]int, t.Count)})
+	}
 }
 
 // New starts a fake that answers with turns in order; after the script
@@ -280,6 +361,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.list(w)
 	case r.Method == http.MethodGet && r.URL.Path == "/props":
 		s.props(w)
+	case r.Method == http.MethodPost && r.URL.Path == "/tokenize":
+		s.tokenizeChat(w, r)
 	default:
 		writeError(w, http.StatusNotFound, "Not Found", "NotFoundError", http.StatusNotFound)
 	}
