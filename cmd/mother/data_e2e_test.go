@@ -2,11 +2,8 @@ package main
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,39 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 )
-
-// dataTree is every entry under dir: mode, size, modification time and,
-// for a file, a hash of its bytes.
-func dataTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		v := fmt.Sprintf("%v %d %d", info.Mode(), info.Size(), info.ModTime().UnixNano())
-		if info.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += fmt.Sprintf(" %x", sha256.Sum256(b))
-		}
-		out[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // dataTreeDiff lists what differs between two trees, sorted; with
 // dirTimes false the directories' times are left out.
@@ -121,7 +88,7 @@ func TestDataNewerFormatRefusedUntouched(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "state/format.json"), []byte(`{"format":2,"release":"0.3.0"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := dataTree(t, data)
+	before := testenv.Tree(t, data)
 	asked := len(fake.Requests())
 	want := "the data directory " + data + " is format 2, written by Mother 0.3.0; this is Mother 0.2.0, which reads format 1 and older: install Mother 0.3.0 again, or run `mother rollback --to 0.2.0 " + data + "` with it"
 	env := []string{"MOTHER_OLLAMA_URL=" + fake.URL + "/v1", "MOTHER_MODEL_ID=tiny"}
@@ -141,7 +108,7 @@ func TestDataNewerFormatRefusedUntouched(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q\nwant exit 3 and the one line %q", c.name, r.code, r.stderr, c.prefix+": "+want)
 		}
 	}
-	if diff := dataTreeDiff(before, dataTree(t, data), true); len(diff) != 0 {
+	if diff := dataTreeDiff(before, testenv.Tree(t, data), true); len(diff) != 0 {
 		t.Errorf("the refused directory changed: %v", diff)
 	}
 	if n := len(fake.Requests()) - asked; n != 0 {
@@ -155,7 +122,7 @@ func TestDataOldDirectoryMigratedThenRolledBack(t *testing.T) {
 	defer fake.Close()
 	env := []string{"MOTHER_OLLAMA_URL=" + fake.URL + "/v1", "MOTHER_MODEL_ID=tiny"}
 	data := dataOldDirectory(t, fake.URL)
-	old := dataTree(t, data)
+	old := testenv.Tree(t, data)
 
 	// --check-config says what starting would change, and changes nothing.
 	r := runMother(t, "", env, "--check-config", data)
@@ -163,7 +130,7 @@ func TestDataOldDirectoryMigratedThenRolledBack(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "configuration OK") || !strings.HasSuffix(r.stdout, wantPreview) {
 		t.Errorf("--check-config: exit %d, stdout %q\nwant it to end %q", r.code, r.stdout, wantPreview)
 	}
-	if diff := dataTreeDiff(old, dataTree(t, data), true); len(diff) != 0 {
+	if diff := dataTreeDiff(old, testenv.Tree(t, data), true); len(diff) != 0 {
 		t.Errorf("--check-config changed %v", diff)
 	}
 
@@ -196,13 +163,13 @@ func TestDataOldDirectoryMigratedThenRolledBack(t *testing.T) {
 	// Rolled back, every file 0.1.0 had is as the run left it, and what
 	// 0.1.0 never had (the format file, the snapshot) is gone; the
 	// rollback touches nothing else.
-	migrated := dataTree(t, data)
+	migrated := testenv.Tree(t, data)
 	r = runMother(t, "", nil, "rollback", data)
 	wantSaid := "rolled " + data + " back for Mother 0.1.0: format 1 to 0 (no file to restore); state/format.json removed. Data written since the upgrade to the restored files is not kept.\n"
 	if r.code != 0 || r.stdout != wantSaid || r.stderr != "" {
 		t.Errorf("rollback: exit %d, stdout %q, stderr %q\nwant %q", r.code, r.stdout, r.stderr, wantSaid)
 	}
-	after := dataTree(t, data)
+	after := testenv.Tree(t, data)
 	var gone []string
 	for _, d := range dataTreeDiff(migrated, after, false) {
 		if !strings.HasPrefix(d, "gone: ") {
@@ -272,7 +239,7 @@ func TestDataRollbackRefusedWhileMotherRuns(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("mother not ready within 60 s")
 	}
-	running := dataTree(t, data)
+	running := testenv.Tree(t, data)
 	r := runMother(t, "", nil, "rollback", data)
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "mother rollback: Mother is running on "+data) || !strings.HasSuffix(r.stderr, "stop her first (systemctl stop mother), then roll back\n") {
 		t.Errorf("rollback under a running Mother: exit %d, stderr %q", r.code, r.stderr)
@@ -280,7 +247,7 @@ func TestDataRollbackRefusedWhileMotherRuns(t *testing.T) {
 	if got := dataFormatFile(t, data); got != `{"format":1,"release":"0.2.0"}` {
 		t.Errorf("format file after the refused rollback = %q", got)
 	}
-	for _, d := range dataTreeDiff(running, dataTree(t, data), false) {
+	for _, d := range dataTreeDiff(running, testenv.Tree(t, data), false) {
 		if !strings.Contains(d, "workspace/channels/") && !strings.Contains(d, "state/inflight") {
 			t.Errorf("the refused rollback changed %s", d)
 		}

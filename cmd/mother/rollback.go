@@ -36,16 +36,9 @@ to a restored file is not kept.
 `, dataformat.Previous)
 		fs.PrintDefaults()
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return exitUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, ok := parseInterspersed(fs, args)
+	if !ok {
+		return exitUsage
 	}
 	if len(pos) != 1 {
 		fs.Usage()
@@ -70,4 +63,22 @@ func rollbackCompletion() *completion.Command {
 	fs := flag.NewFlagSet("mother rollback", flag.ContinueOnError)
 	defineRollbackFlags(fs)
 	return &completion.Command{Name: "rollback", Help: "put DATA back into the format an older release reads", Flags: completion.FromFlagSet(fs), Args: completion.ArgsDirs}
+}
+
+// parseInterspersed parses fs's flags wherever they stand among args
+// ("mother setup DATA --non-interactive" as well as flags first), and
+// returns the positional arguments in order. It reports false when a flag
+// does not parse (fs has said why).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, false
+		}
+		if fs.NArg() == 0 {
+			return pos, true
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

@@ -45,16 +45,9 @@ change a configuration: enter keeps each current value.
 `)
 		fs.PrintDefaults()
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return exitUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, ok := parseInterspersed(fs, args)
+	if !ok {
+		return exitUsage
 	}
 	if len(pos) != 1 {
 		fs.Usage()

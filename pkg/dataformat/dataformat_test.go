@@ -2,7 +2,6 @@ package dataformat
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,39 +14,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mother-chat/mother/internal/testenv"
 	"github.com/mother-chat/mother/pkg/atomicfile"
 )
-
-// tree is every entry under a directory: path → mode, size, mtime and
-// content hash. Two equal trees are the same bytes, modes and times.
-func tree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		v := fmt.Sprintf("%v %d %d", info.Mode(), info.Size(), info.ModTime().UnixNano())
-		if info.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += fmt.Sprintf(" %x", sha256.Sum256(b))
-		}
-		out[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // treeDiff lists what differs between two trees, sorted, leaving out the
 // paths ignore names (and what is under them). Directories' times count
@@ -205,7 +174,7 @@ func TestFreshDirectoryGetsTheFormatWithoutSnapshot(t *testing.T) {
 
 func TestOldDirectoryMigratesWithSnapshot(t *testing.T) {
 	dir := oldDir(t)
-	before := tree(t, dir)
+	before := testenv.Tree(t, dir)
 	d := prepare(t, dir, "0.2.0")
 	if d.Fresh || len(d.Migrated) != 1 || d.Migrated[0].From != 0 || d.From != (Info{}) {
 		t.Fatalf("Prepare = %+v, want one step from format 0", d)
@@ -221,17 +190,17 @@ func TestOldDirectoryMigratesWithSnapshot(t *testing.T) {
 		t.Errorf("snapshot manifest = %+v, want from 0.1.0 to 0.2.0 with no file but the absent format file", s.m)
 	}
 	// Step 0→1 changes no store: everything else is as it was.
-	if diff := treeDiff(before, tree(t, dir), "state"); len(diff) != 0 {
+	if diff := treeDiff(before, testenv.Tree(t, dir), "state"); len(diff) != 0 {
 		t.Errorf("migration 0→1 changed files of 0.1: %v", diff)
 	}
 	// A second start changes nothing.
 	d.Close()
-	mid := tree(t, dir)
+	mid := testenv.Tree(t, dir)
 	d2 := prepare(t, dir, "0.2.0")
 	if len(d2.Migrated) != 0 || d2.From != (Info{Format: 1, Release: "0.2.0"}) {
 		t.Errorf("second Prepare = %+v, want nothing to do", d2)
 	}
-	if diff := treeDiff(mid, tree(t, dir)); len(diff) != 0 {
+	if diff := treeDiff(mid, testenv.Tree(t, dir)); len(diff) != 0 {
 		t.Errorf("second start changed %v", diff)
 	}
 }
@@ -239,7 +208,7 @@ func TestOldDirectoryMigratesWithSnapshot(t *testing.T) {
 func TestNewerFormatRefusedUntouched(t *testing.T) {
 	dir := oldDir(t)
 	write(t, filepath.Join(dir, File), `{"format":2,"release":"0.3.0"}`)
-	before := tree(t, dir)
+	before := testenv.Tree(t, dir)
 	want := "the data directory " + dir + " is format 2, written by Mother 0.3.0; this is Mother 0.2.0, which reads format 1 and older: install Mother 0.3.0 again, or run `mother rollback --to 0.2.0 " + dir + "` with it"
 	for name, f := range map[string]func() error{
 		"Check":   func() error { _, err := Check(dir, "0.2.0"); return err },
@@ -254,7 +223,7 @@ func TestNewerFormatRefusedUntouched(t *testing.T) {
 			t.Errorf("%s: the refusal is more than one line", name)
 		}
 	}
-	if diff := treeDiff(before, tree(t, dir)); len(diff) != 0 {
+	if diff := treeDiff(before, testenv.Tree(t, dir)); len(diff) != 0 {
 		t.Errorf("refused directory changed: %v", diff)
 	}
 }
@@ -263,12 +232,12 @@ func TestBadFormatFileRefused(t *testing.T) {
 	for _, content := range []string{"", "{", `{"format":0}`, `{"format":"one"}`, `[]`} {
 		dir := oldDir(t)
 		write(t, filepath.Join(dir, File), content)
-		before := tree(t, dir)
+		before := testenv.Tree(t, dir)
 		_, err := Prepare(dir, "0.2.0")
 		if err == nil || !strings.Contains(err.Error(), "does not read as") {
 			t.Errorf("Prepare with format file %q = %v, want it refused", content, err)
 		}
-		if diff := treeDiff(before, tree(t, dir)); len(diff) != 0 {
+		if diff := treeDiff(before, testenv.Tree(t, dir)); len(diff) != 0 {
 			t.Errorf("format file %q: directory changed: %v", content, diff)
 		}
 	}
@@ -276,7 +245,7 @@ func TestBadFormatFileRefused(t *testing.T) {
 
 func TestRollbackToTheFirstRelease(t *testing.T) {
 	dir := oldDir(t)
-	before := tree(t, dir)
+	before := testenv.Tree(t, dir)
 	prepare(t, dir, "0.2.0").Close()
 	msg, err := Rollback(dir, "0.1.0", "0.2.0")
 	if err != nil {
@@ -286,7 +255,7 @@ func TestRollbackToTheFirstRelease(t *testing.T) {
 		t.Errorf("Rollback said %q", msg)
 	}
 	// As 0.1 left it, but for the lock file 0.1 never had.
-	if diff := treeDiff(before, tree(t, dir), "state/lock"); len(diff) != 0 {
+	if diff := treeDiff(before, testenv.Tree(t, dir), "state/lock"); len(diff) != 0 {
 		t.Errorf("after the rollback: %v", diff)
 	}
 	// Nothing more to do, and starting 0.2.0 again migrates again.
@@ -315,7 +284,7 @@ func TestRollbackOfANewDirectory(t *testing.T) {
 func TestRollbackRefusedWhileMotherRuns(t *testing.T) {
 	dir := oldDir(t)
 	d := prepare(t, dir, "0.2.0")
-	held := tree(t, dir)
+	held := testenv.Tree(t, dir)
 	_, err := Rollback(dir, "0.1.0", "0.2.0")
 	if !errors.Is(err, ErrCannot) || !strings.Contains(err.Error(), "Mother is running on "+dir) {
 		t.Errorf("Rollback under a running Mother = %v", err)
@@ -331,7 +300,7 @@ func TestRollbackRefusedWhileMotherRuns(t *testing.T) {
 		t.Errorf("Rollback with the socket answering = %v", err)
 	}
 	l.Close()
-	if diff := treeDiff(held, tree(t, dir), "mother.sock"); len(diff) != 0 {
+	if diff := treeDiff(held, testenv.Tree(t, dir), "mother.sock"); len(diff) != 0 {
 		t.Errorf("refused rollbacks changed %v", diff)
 	}
 	if _, err := Rollback(dir, "0.1.0", "0.2.0"); err != nil {
@@ -399,7 +368,7 @@ func asRelease020(f func()) {
 func TestTestStepSnapshotRefuseAndRollBack(t *testing.T) {
 	dir := oldDir(t)
 	prepare(t, dir, "0.2.0").Close()
-	at020 := tree(t, dir)
+	at020 := testenv.Tree(t, dir)
 	withRelease030(t)
 	d := prepare(t, dir, "0.3.0")
 	d.Close()
@@ -425,7 +394,7 @@ func TestTestStepSnapshotRefuseAndRollBack(t *testing.T) {
 			t.Fatalf("Rollback(0.2.0) = %q, %v", msg, err)
 		}
 	})
-	if diff := treeDiff(at020, tree(t, dir), "state/lock"); len(diff) != 0 {
+	if diff := treeDiff(at020, testenv.Tree(t, dir), "state/lock"); len(diff) != 0 {
 		t.Errorf("after rolling back to 0.2.0: %v", diff)
 	}
 	if in, _ := readInfo(t, dir); in != (Info{Format: 1, Release: "0.2.0"}) {
@@ -435,7 +404,7 @@ func TestTestStepSnapshotRefuseAndRollBack(t *testing.T) {
 
 func TestRollbackTwoStepsNewestFirst(t *testing.T) {
 	dir := oldDir(t)
-	before := tree(t, dir)
+	before := testenv.Tree(t, dir)
 	withRelease030(t)
 	d := prepare(t, dir, "0.3.0")
 	d.Close()
@@ -446,7 +415,7 @@ func TestRollbackTwoStepsNewestFirst(t *testing.T) {
 	if err != nil || !strings.Contains(msg, "format 2 to 1 (restored chicks/chicks.jsonl, chicks/instance), then format 1 to 0 (no file to restore); state/format.json removed") {
 		t.Fatalf("Rollback = %q, %v", msg, err)
 	}
-	if diff := treeDiff(before, tree(t, dir), "state/lock"); len(diff) != 0 {
+	if diff := treeDiff(before, testenv.Tree(t, dir), "state/lock"); len(diff) != 0 {
 		t.Errorf("after rolling back to 0.1.0: %v", diff)
 	}
 }
@@ -459,12 +428,12 @@ func TestRollbackRefusedWithoutTheSnapshot(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, UpgradeDir, "1-2")); err != nil {
 		t.Fatal(err)
 	}
-	before := tree(t, dir)
+	before := testenv.Tree(t, dir)
 	_, err := Rollback(dir, "0.1.0", "0.3.0")
 	if !errors.Is(err, ErrCannot) || !strings.Contains(err.Error(), "the snapshot of the migration from format 1 to 2") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Errorf("Rollback without the snapshot = %v", err)
 	}
-	if diff := treeDiff(before, tree(t, dir)); len(diff) != 0 {
+	if diff := treeDiff(before, testenv.Tree(t, dir)); len(diff) != 0 {
 		t.Errorf("refused rollback changed %v", diff)
 	}
 	// A snapshot that does not read is no better.
@@ -569,7 +538,7 @@ func TestCrashDuringRollback(t *testing.T) {
 	setup := func(t *testing.T) string {
 		dir := oldDir(t)
 		asRelease020(func() { prepare(t, dir, "0.2.0").Close() })
-		at020 = tree(t, dir)
+		at020 = testenv.Tree(t, dir)
 		prepare(t, dir, "0.3.0").Close()
 		return dir
 	}
@@ -584,7 +553,7 @@ func TestCrashDuringRollback(t *testing.T) {
 		} else if _, err := Rollback(dir, "0.2.0", "0.3.0"); err != nil {
 			t.Fatalf("rollback run again: %v", err)
 		}
-		if diff := treeDiff(at020, tree(t, dir), "state/lock", "state/upgrade/0-1"); len(diff) != 0 {
+		if diff := treeDiff(at020, testenv.Tree(t, dir), "state/lock", "state/upgrade/0-1"); len(diff) != 0 {
 			t.Errorf("after the crash and a rerun: %v", diff)
 		}
 	})
@@ -592,7 +561,7 @@ func TestCrashDuringRollback(t *testing.T) {
 
 func TestPreview(t *testing.T) {
 	dir := oldDir(t)
-	before := tree(t, dir)
+	before := testenv.Tree(t, dir)
 	got, err := Preview(dir, "0.2.0")
 	if err != nil {
 		t.Fatal(err)
@@ -601,7 +570,7 @@ func TestPreview(t *testing.T) {
 	if got != want {
 		t.Errorf("Preview = %q\nwant %q", got, want)
 	}
-	if diff := treeDiff(before, tree(t, dir)); len(diff) != 0 {
+	if diff := treeDiff(before, testenv.Tree(t, dir)); len(diff) != 0 {
 		t.Errorf("Preview changed %v", diff)
 	}
 	prepare(t, dir, "0.2.0").Close()
@@ -651,11 +620,11 @@ func TestSecondMotherOnTheDirectory(t *testing.T) {
 	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_SH); err != nil {
 		t.Fatal(err)
 	}
-	before := tree(t, old)
+	before := testenv.Tree(t, old)
 	if _, err := Prepare(old, "0.2.0"); err == nil || !strings.Contains(err.Error(), "another Mother is running on "+old) {
 		t.Errorf("Prepare beside a running Mother = %v", err)
 	}
-	if diff := treeDiff(before, tree(t, old)); len(diff) != 0 {
+	if diff := treeDiff(before, testenv.Tree(t, old)); len(diff) != 0 {
 		t.Errorf("refused migration changed %v", diff)
 	}
 }
