@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,25 +19,12 @@ const budgetsBytesPerToken = 4
 // the reports Mother's model read about them), and how many calls.
 func budgetsChickSpent(t *testing.T, data string) (tokens int64, calls int) {
 	t.Helper()
-	filepath.WalkDir(filepath.Join(data, "chicks"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "usage" || !strings.HasSuffix(path, ".jsonl") {
-			return nil
+	for _, e := range ledgerLines(data) {
+		if e.Kind == "" && e.Chick != "" && !e.Report {
+			tokens += e.In + e.Out
+			calls++
 		}
-		b, _ := os.ReadFile(path)
-		for _, line := range strings.Split(string(b), "\n") {
-			var e struct {
-				Kind    string `json:"kind"`
-				Chick   string `json:"chick"`
-				Report  bool   `json:"report"`
-				In, Out int64
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "" && e.Chick != "" && !e.Report {
-				tokens += e.In + e.Out
-				calls++
-			}
-		}
-		return nil
-	})
+	}
 	return tokens, calls
 }
 

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -199,23 +195,10 @@ func callsImages(t *testing.T, api *client.Client) {
 // call with output limit rout (-1: none).
 func callsReserved(data, id string, rout int64) int64 {
 	found := int64(-1)
-	filepath.WalkDir(filepath.Join(data, "chicks"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "usage" || !strings.HasSuffix(path, ".jsonl") {
-			return nil
+	for _, e := range ledgerLines(data) {
+		if e.Chick == id && e.Kind == "reserve" && e.ReserveOut == rout {
+			found = e.ReserveIn
 		}
-		b, _ := os.ReadFile(path)
-		for _, line := range strings.Split(string(b), "\n") {
-			var e struct {
-				Chick      string `json:"chick"`
-				Kind       string `json:"kind"`
-				ReserveIn  int64  `json:"rin"`
-				ReserveOut int64  `json:"rout"`
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Chick == id && e.Kind == "reserve" && e.ReserveOut == rout {
-				found = e.ReserveIn
-			}
-		}
-		return nil
-	})
+	}
 	return found
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,22 +65,11 @@ func hostileMemory(t *testing.T, api *client.Client) {
 func ledgerTokens(t *testing.T, data, id string) int64 {
 	t.Helper()
 	var total int64
-	filepath.WalkDir(filepath.Join(data, "chicks"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "usage" || !strings.HasSuffix(path, ".jsonl") {
-			return nil
+	for _, e := range ledgerLines(data) {
+		if e.Chick == id {
+			total += e.In + e.Out
 		}
-		b, _ := os.ReadFile(path)
-		for _, line := range strings.Split(string(b), "\n") {
-			var e struct {
-				Chick   string `json:"chick"`
-				In, Out int64
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Chick == id {
-				total += e.In + e.Out
-			}
-		}
-		return nil
-	})
+	}
 	return total
 }
 
@@ -92,23 +80,11 @@ func ledgerTokens(t *testing.T, data, id string) int64 {
 func reportTokens(t *testing.T, data, id string) int64 {
 	t.Helper()
 	var total int64
-	filepath.WalkDir(filepath.Join(data, "chicks"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "usage" || !strings.HasSuffix(path, ".jsonl") {
-			return nil
+	for _, e := range ledgerLines(data) {
+		if e.Report && (id == "" || e.Chick == id) {
+			total += e.In
 		}
-		b, _ := os.ReadFile(path)
-		for _, line := range strings.Split(string(b), "\n") {
-			var e struct {
-				Chick  string `json:"chick"`
-				Report bool   `json:"report"`
-				In     int64  `json:"in"`
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Report && (id == "" || e.Chick == id) {
-				total += e.In
-			}
-		}
-		return nil
-	})
+	}
 	return total
 }
 

@@ -32,6 +32,12 @@ type ledgerLine struct {
 	// Report marks the charge of what Mother's model read about an
 	// ended chick (issue 42), a settlement of the chick's.
 	Report bool `json:"report"`
+	// In and Out are a call's tokens; ReserveIn and ReserveOut what a
+	// reservation (kind "reserve") held.
+	In         int64 `json:"in"`
+	Out        int64 `json:"out"`
+	ReserveIn  int64 `json:"rin"`
+	ReserveOut int64 `json:"rout"`
 }
 
 // ledgerKind is what a ledger line counts as: its kind, or "report".
@@ -40,6 +46,23 @@ func (l ledgerLine) ledgerKind() string {
 		return "report"
 	}
 	return l.Kind
+}
+
+// ledgerLines reads the ledger as it is now, while Mother may be writing
+// it: a line that does not parse (one being written) is left out.
+func ledgerLines(data string) []ledgerLine {
+	files, _ := filepath.Glob(filepath.Join(data, "chicks", "usage", "*.jsonl"))
+	var out []ledgerLine
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n") {
+			var l ledgerLine
+			if json.Unmarshal([]byte(line), &l) == nil {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 func readLedger(t *testing.T, data string) []ledgerLine {
