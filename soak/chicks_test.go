@@ -61,7 +61,7 @@ func TestSoakChickCrash(t *testing.T) {
 	if err := api.ContainerKill(ctx10(t), c.ID, "KILL"); err != nil {
 		t.Fatal(err)
 	}
-	p.waitOut(t, "stopped: crashed: the chick exited with code 137 without a result", time.Minute)
+	p.waitOut(t, "crashed (the chick exited with code 137 without a result)", time.Minute)
 	told := time.Since(start)
 	answer := stillAnswers(t, p, "after the crash")
 	if code := p.finish(t, time.Minute); code != 0 {
@@ -71,7 +71,7 @@ func TestSoakChickCrash(t *testing.T) {
 		t.Errorf("%d containers left", n)
 	}
 	files, lines := checkStore(t, data)
-	figure(t, "container SIGKILLed mid-run: user told in %s (\"stopped: crashed: the chick exited with code 137\"); Mother answered the next message in %s; 0 containers left; %d JSONL files, %d lines, all parse",
+	figure(t, "container SIGKILLed mid-run: user told in %s (\"crashed (the chick exited with code 137 without a result)\"); Mother answered the next message in %s; 0 containers left; %d JSONL files, %d lines, all parse",
 		told.Round(time.Millisecond), answer.Round(time.Millisecond), files, lines)
 }
 
@@ -104,7 +104,7 @@ func TestSoakChickHang(t *testing.T) {
 		// "for 1.5s" (3 missed of 500 ms), or longer for a chick whose
 		// messages the watchdog measured further apart on a loaded
 		// machine.
-		const hung = "stopped: hung: no heartbeat for "
+		const hung = "stopped answering (no heartbeat for "
 		before := strings.Count(p.stdout.String(), hung)
 		deadline := time.Now().Add(time.Minute)
 		for strings.Count(p.stdout.String(), hung) == before {
