@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/mother-chat/mother/pkg/version"
@@ -132,8 +131,7 @@ func FormatOf(release, this string) (int, error) {
 		return 0, fmt.Errorf("%q is not a release number such as 0.1.0", release)
 	}
 	for _, s := range series {
-		w, _ := parseRelease(s.series + ".0")
-		if v[0] == w[0] && v[1] == w[1] {
+		if v.Series() == s.series {
 			return s.format, nil
 		}
 	}
@@ -164,37 +162,22 @@ func Compare(a, b string) int {
 	case !okb:
 		return 1
 	}
-	for i := range va {
-		if va[i] != vb[i] {
-			if va[i] < vb[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
+	return va.Compare(vb)
 }
 
-// parseRelease reads "1.2.3" (a leading "v" and a suffix after "-" or
-// "+" allowed).
-func parseRelease(s string) ([3]int, bool) {
-	var v [3]int
-	s = strings.TrimPrefix(s, "v")
-	if i := strings.IndexAny(s, "-+"); i >= 0 {
-		s = s[:i]
+// parseRelease reads a full release number, "1.2.3" (a leading "v" and a
+// suffix after "-" or "+" allowed), as version.Parse does; a series alone
+// ("0.2") or nothing is not one here.
+func parseRelease(s string) (version.V, bool) {
+	t := strings.TrimPrefix(s, "v")
+	if i := strings.IndexAny(t, "-+"); i >= 0 {
+		t = t[:i]
 	}
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 {
-		return v, false
+	if strings.Count(t, ".") != 2 || strings.Contains(t, "~") {
+		return version.V{}, false
 	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return v, false
-		}
-		v[i] = n
-	}
-	return v, true
+	v, err := version.Parse(s)
+	return v, err == nil
 }
 
 // absDir is dir made absolute for messages (as given if that fails).

@@ -137,6 +137,19 @@ func (v V) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.
 // Series is "major.minor".
 func (v V) Series() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
+// Compare orders two release numbers: -1, 0 or 1.
+func (v V) Compare(w V) int {
+	for _, d := range [3]int{v.Major - w.Major, v.Minor - w.Minor, v.Patch - w.Patch} {
+		switch {
+		case d < 0:
+			return -1
+		case d > 0:
+			return 1
+		}
+	}
+	return 0
+}
+
 // less orders release series.
 func (v V) less(w V) bool {
 	if v.Major != w.Major {
