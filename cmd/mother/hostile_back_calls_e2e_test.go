@@ -76,40 +76,20 @@ func callsImages(t *testing.T, api *client.Client) {
 			attackCall("big", "calls", callsBig))
 	}
 	var (
-		p    *chickProc
-		mu   sync.Mutex
-		base int64 // Mother's RSS before the first attack call
-		peak int64
+		p  *chickProc
+		mu sync.Mutex
+		// Mother's RSS before the first attack call, then its highest.
+		rss = newRSSPeak(20 * time.Millisecond)
 		// at is how many chicks reached the largest calls: they wait
 		// for each other, so that the three send at once.
 		at       int
 		together = make(chan struct{})
-		stop     = make(chan struct{})
-		sampled  = make(chan struct{})
-		sampling sync.Once
 	)
-	sample := func() {
-		base = vmRSS(p.cmd.Process.Pid)
-		go func() {
-			defer close(sampled)
-			for {
-				r := vmRSS(p.cmd.Process.Pid)
-				mu.Lock()
-				peak = max(peak, r)
-				mu.Unlock()
-				select {
-				case <-stop:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		}()
-	}
 	for _, w := range callsRows {
 		h.onTurn[w] = func(_ leaked, done int) {
 			switch done {
 			case 0:
-				sampling.Do(sample)
+				rss.start(p.cmd.Process.Pid)
 			case 1:
 				mu.Lock()
 				at++
@@ -135,8 +115,7 @@ func callsImages(t *testing.T, api *client.Client) {
 		io.WriteString(p.stdin, w+" model calls\n")
 	}
 	p.waitCount(t, "(chick c-", len(callsRows), 5*time.Minute)
-	close(stop)
-	<-sampled
+	base, peak := rss.end()
 	after := vmRSS(p.cmd.Process.Pid)
 	out := p.out()
 	mu.Lock()

@@ -180,27 +180,7 @@ func hostileFlood(t *testing.T, api *client.Client) {
 	var data string
 	// Mother's RSS before the first flood, then its highest until the
 	// end of the row.
-	var baseline, peak int64
-	var sampling sync.Once
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	sample := func() {
-		baseline = vmRSS(p.cmd.Process.Pid)
-		go func() {
-			defer close(sampled)
-			for {
-				r := vmRSS(p.cmd.Process.Pid)
-				mu.Lock()
-				peak = max(peak, r)
-				mu.Unlock()
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}()
-	}
+	rss := newRSSPeak(50 * time.Millisecond)
 	for _, row := range []string{"bigflood", "fastflood"} {
 		marker := "BEFORE-FLOOD-" + strings.ToUpper(strings.TrimSuffix(row, "flood"))
 		h.onTurn[row] = func(l leaked, done int) {
@@ -216,7 +196,7 @@ func hostileFlood(t *testing.T, api *client.Client) {
 				b, _ := os.ReadFile(path)
 				found = strings.Contains(string(b), marker)
 			}
-			sampling.Do(sample)
+			rss.start(p.cmd.Process.Pid)
 			n, _ := eventsFile(data, l.ID)
 			mu.Lock()
 			sizes[row], stored[row] = n, found
@@ -237,8 +217,7 @@ func hostileFlood(t *testing.T, api *client.Client) {
 	io.WriteString(p.stdin, "bigflood events\n")
 	io.WriteString(p.stdin, "fastflood events\n")
 	p.waitCount(t, "(chick c-", 2, 2*time.Minute)
-	close(stop)
-	<-sampled
+	baseline, peak := rss.end()
 	out := p.out()
 	mu.Lock()
 	defer mu.Unlock()
@@ -519,4 +498,49 @@ func hostileDisk(t *testing.T, api *client.Client) {
 	if code := p.wait(t, 2*time.Minute); code != 0 {
 		t.Errorf("exit %d\n%s", code, tail(p.errs(), 3000))
 	}
+}
+
+// rssPeak samples a process's RSS from its first start until end: the
+// RSS at the start, then the highest seen.
+type rssPeak struct {
+	every      time.Duration
+	once       sync.Once
+	stop, done chan struct{}
+	mu         sync.Mutex
+	base, peak int64
+}
+
+func newRSSPeak(every time.Duration) *rssPeak {
+	return &rssPeak{every: every, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// start takes the base and samples pid until end; only the first call
+// counts.
+func (s *rssPeak) start(pid int) {
+	s.once.Do(func() {
+		s.base = vmRSS(pid)
+		go func() {
+			defer close(s.done)
+			for {
+				r := vmRSS(pid)
+				s.mu.Lock()
+				s.peak = max(s.peak, r)
+				s.mu.Unlock()
+				select {
+				case <-s.stop:
+					return
+				case <-time.After(s.every):
+				}
+			}
+		}()
+	})
+}
+
+// end stops the sampling (once started) and says the base and the peak.
+func (s *rssPeak) end() (base, peak int64) {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.base, s.peak
 }
