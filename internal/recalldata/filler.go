@@ -78,6 +78,17 @@ var threads = [][]step{
 	{{who: "adult", texts: l("Mother, can you {ctask}?", "@mother please {ctask}")}, {who: "mother", after: "m", texts: l("Started chick {chick} to {ctask}.")}, {who: "chick", after: "h", texts: l("Chick {chick} finished: {cres}")}},
 	{{who: "person", texts: l("Parcel came for you, it's in the porch", "The {trade} left a card, we missed them", "Bin men didn't come today")}},
 	{{who: "child", texts: l("Can I have a lift to {place} at {time}?", "Mum can you get me from {place}?")}, {who: "adult", after: "m", texts: l("Yes", "Walk, it's not raining", "Ask Dad")}},
+	{{who: "adult", texts: l("Mother, did the backup run last night?", "Mother, is the NAS backup still working?")}, {who: "mother", after: "m", texts: l("Yes: it finished at 0{hour}:{min}, {n} files copied, no errors.", "The last run finished at 0{hour}:{min} with no errors.")}},
+	{{who: "person", texts: l("Can't wait for the holiday!", "Only {n} days till we go away", "Has anyone seen the suitcase?")}, {who: "other", after: "h", texts: l("Same!!", "Loft, behind the Christmas stuff", "Don't forget the sun cream")}},
+	{{who: "adult", texts: l("Meeting ran over, leaving now", "Working from home today", "On the train, back at {time}")}},
+	{{who: "person", texts: l("{child} needs £5 for school tomorrow", "{child}'s homework is on the portal, can someone check it?", "Has {child} done the reading log?")}, {who: "other", after: "h", texts: l("Done", "I'll look after dinner", "There's change in the jar")}},
+	{{who: "person", texts: l("Look at Biscuit asleep on the sofa 😍", "Biscuit has found the sunny spot again", "Biscuit stole a sock")}, {who: "other", after: "m", texts: l("😂", "❤️", "good boy")}},
+	{{who: "person", texts: l("Mother, convert 180C to Fahrenheit", "Mother, what's 15% of 64?", "Mother, how many grams in a cup of flour?")}, {who: "mother", after: "m", texts: l("180°C is 356°F.", "15% of 64 is 9.60.", "About 125 g of plain flour.")}},
+	{{who: "child", texts: l("I scored at {activity}!!", "We won at {activity}", "Coach says I'm in the team for Saturday")}, {who: "adult", after: "m", texts: l("Brilliant!! 🎉", "Well done!", "Proud of you")}},
+	{{who: "person", texts: l("It's pouring down", "Lovely day out there", "Frost on the car this morning")}},
+	{{who: "child", texts: l("What's for tea?", "I'm starving, what's for dinner")}, {who: "adult", after: "m", texts: l("{dish}", "{dish}, about {time}", "Whatever's in the fridge")}},
+	{{who: "person", texts: l("Dishwasher's clean, someone empty it please", "Who used all the hot water?", "Someone left the hob on!")}, {who: "other", after: "h", texts: l("Not me", "Sorry!", "Sam 👀")}},
+	{{who: "person", texts: l("Shall we go to {place} on Saturday?", "Anyone fancy a walk to {place} later?")}, {who: "other", after: "m", texts: l("Yes!", "Can't, sorry", "If it's not raining")}},
 }
 
 // chickJobs are the filler's chick errands: what was asked, what came back.
