@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,10 +126,20 @@ func (t recallTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result,
 	if err != nil {
 		return agent.Result{}, err
 	}
-	hits, err := t.m.recall.Search(ctx, adapter, channelID, a.Query, a.Limit)
+	// The message the run answers is in her context already, and it
+	// matches its own words best: it is left out.
+	trigger := ""
+	if rl, ok := ctx.Value(runLogKey{}).(runLog); ok {
+		trigger = rl.trigger
+	}
+	hits, err := t.m.recall.Search(ctx, adapter, channelID, a.Query, a.Limit+1)
 	if err != nil {
 		t.m.logger.Error("recall failed", "channel", chat.QualifiedID(adapter, channelID), "err", err)
 		return agent.Result{}, errors.New("the history cannot be searched right now")
+	}
+	hits = slices.DeleteFunc(hits, func(h recall.Hit) bool { return trigger != "" && h.ID == trigger && h.Kind != recall.KindMemory })
+	if len(hits) > a.Limit {
+		hits = hits[:a.Limit]
 	}
 	return agent.Result{Text: recall.FormatHits(chat.QualifiedID(adapter, channelID), a.Query, hits, time.Local)}, nil
 }

@@ -211,8 +211,8 @@ func (r *Indexer) catchUp(ctx context.Context) {
 
 // Search finds the documents of the channel (adapter, channelID) that
 // answer query best: by words (BM25), fused with meaning when embeddings
-// are on (reciprocal rank fusion). Once the start's catch-up is over, the
-// channel's newest lines are indexed first.
+// are on (reciprocal rank fusion). The channel's newest lines are
+// indexed first.
 func (r *Indexer) Search(ctx context.Context, adapter, channelID, query string, limit int) ([]Hit, error) {
 	if limit <= 0 {
 		limit = 5
@@ -244,12 +244,10 @@ func (r *Indexer) IsDM(ctx context.Context, adapter, channelID string) (bool, er
 	return r.ix.IsDM(ctx, chat.QualifiedID(adapter, channelID))
 }
 
-// fresh indexes the channel's newest lines, unless the start's catch-up
-// still runs (then the search sees what is indexed so far).
+// fresh indexes the channel's newest lines (while the start's catch-up
+// runs, after the channel it is on: a search never misses what is on
+// disk).
 func (r *Indexer) fresh(ctx context.Context, adapter, channelID string) error {
-	if r.Status().CatchingUp {
-		return nil
-	}
 	if _, err := r.sync(ctx, store.ChannelRef{Adapter: adapter, ID: channelID}); err != nil {
 		return fmt.Errorf("recall: %w", err)
 	}
