@@ -1,6 +1,6 @@
 // Package ollamatest is a fake Ollama server for tests: it speaks the real
 // wire protocol (POST /api/chat answered with NDJSON, POST /api/show, GET
-// /api/tags) on a loopback socket, so the real client library is
+// /api/tags, POST /api/embed) on a loopback socket, so the real client library is
 // exercised.
 //
 // A chat answer is either scripted (Turn's Text and Calls, which the fake
@@ -123,6 +123,8 @@ type Server struct {
 	modelCaps map[string][]string
 	// perToken, when set, is the bytes per token of SetRealUsage.
 	perToken int
+	// embed is /api/embed's state (embed.go).
+	embed embedState
 }
 
 // New starts a fake that answers with turns in order; after the script
@@ -246,11 +248,12 @@ func (s *Server) Push(turns ...Turn) {
 
 // ForgetRequests stops the fake keeping the requests it receives (a long
 // benchmark's would fill its heap, and its collections would be counted
-// against the process under test); Requests then returns none.
+// against the process under test); Requests and EmbedRequests then return
+// none.
 func (s *Server) ForgetRequests() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.forget, s.requests = true, nil
+	s.forget, s.requests, s.embed.requests = true, nil, nil
 }
 
 // Requests returns the chat requests received so far.
@@ -266,6 +269,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.chat(w, r)
 	case "/api/show":
 		s.show(w, r)
+	case "/api/embed":
+		s.embedHandler(w, r)
 	case "/api/tags":
 		s.tags(w)
 	case "/api/version":

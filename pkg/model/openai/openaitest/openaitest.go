@@ -1,8 +1,8 @@
 // Package openaitest is a fake OpenAI-compatible server for tests: it
 // speaks the real wire protocol (POST /v1/chat/completions answered as
-// server-sent events, GET /v1/models, llama.cpp's GET /props, vLLM's and
-// llama.cpp's POST /tokenize) on a loopback socket, so the real client
-// library is exercised.
+// server-sent events, POST /v1/embeddings, GET /v1/models, llama.cpp's
+// GET /props, vLLM's and llama.cpp's POST /tokenize) on a loopback
+// socket, so the real client library is exercised.
 //
 // Answers are scripted as Turns: text and thinking streamed in small
 // chunks, tool calls streamed in fragments the way vLLM and OpenAI send
@@ -205,6 +205,8 @@ type Server struct {
 	propsCtx int
 	tokenize func(Request) Tokenize
 	tokens   []Request
+	// embed is /v1/embeddings' state (embed.go).
+	embed embedState
 }
 
 // Tokenize is how POST /tokenize answers a chat (model, messages, tools,
@@ -363,6 +365,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.props(w)
 	case r.Method == http.MethodPost && r.URL.Path == "/tokenize":
 		s.tokenizeChat(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/embeddings":
+		s.embeddings(w, r)
 	default:
 		writeError(w, http.StatusNotFound, "Not Found", "NotFoundError", http.StatusNotFound)
 	}
