@@ -286,7 +286,7 @@ func Run(ctx context.Context, opts Options) error {
 	motherTools = append(motherTools, host.tools.InvokeTool())
 	// The search over the channels' history: its index catches up in
 	// the background (recall.go).
-	idx, stopRecall := startRecall(cfg, st, nil, base, opts.Clock)
+	idx, stopRecall := startRecall(cfg, st, recallEmbedder(cfg, ch.broker, logger), base, opts.Clock)
 	defer stopRecall()
 	var rec mother.Recaller
 	if idx != nil {

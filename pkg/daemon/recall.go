@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mother-chat/mother/pkg/broker"
 	"github.com/mother-chat/mother/pkg/clock"
 	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/recall"
@@ -15,6 +16,21 @@ import (
 // recallIndexFile is the search index under the data directory: derived
 // from the channels' files, deleted and rebuilt at will.
 const recallIndexFile = "recall.db"
+
+// recallEmbedder is the embedding model of recall.embedProvider through
+// the broker (metered as kind embed), or nil: full-text search alone.
+func recallEmbedder(cfg *config.Config, b *broker.Broker, logger *slog.Logger) recall.Embedder {
+	r := cfg.Recall
+	if !r.On() || r.EmbedProvider == "" {
+		return nil
+	}
+	e, err := b.Embedder(r.EmbedProvider, r.EmbedModel)
+	if err != nil {
+		logger.Warn("recall without embeddings: full-text search alone", "provider", r.EmbedProvider, "model", r.EmbedModel, "err", err)
+		return nil
+	}
+	return e
+}
 
 // startRecall opens the search index (state/recall.db) and starts its
 // catch-up in the background; the store tells it of each stored line.
