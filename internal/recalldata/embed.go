@@ -10,13 +10,24 @@ import (
 // Dims is the length of an Embed vector.
 const Dims = 256
 
+// slots is how many dimensions each concept or word is spread over.
+const slots = 4
+
 // Weights of a token in an Embed vector: a word the lexicon knows counts
 // as its concept; a word it does not know counts weakly as itself (names,
 // numbers, rare words), so exact matches still help a little, as they do
 // in a real model.
 const (
 	conceptWeight = 1.0
-	unknownWeight = 0.35
+	lightWeight   = 0.5
+	unknownWeight = 0.7
+	numberWeight  = 0.25
+	// textWeight is the weight of a component of its own that every
+	// distinct text gets (hashed from the whole text): what a real model
+	// encodes besides the concepts (phrasing, tone, word order). It keeps
+	// a text of one word from matching every text with that word as
+	// closely as a text that says the same thing at length.
+	textWeight = 0.8
 )
 
 // Embed is a deterministic stand-in for a text embedding model: a bag of
@@ -30,60 +41,86 @@ const (
 // model, and unrelated texts nearly orthogonal.
 //
 // The lexicon is general vocabulary: it knows no message, question or
-// answer of History. A text with no word that counts gets a fixed unit
-// vector of its own.
+// answer of History. A text with no word that counts (only stop words,
+// only emoji) is its own text component alone.
 func Embed(text string) []float32 {
 	v := make([]float64, Dims)
-	counted := false
+	seen := map[string]bool{}
 	for _, w := range Words(text) {
-		if stopWords[w] {
+		if stopWords[w] || seen[w] {
 			continue
 		}
+		seen[w] = true
 		if c, ok := Concept(w); ok {
-			addHashed(v, "c:"+c, conceptWeight)
+			weight := conceptWeight
+			if lightConcepts[c] {
+				weight = lightWeight
+			}
+			addHashed(v, "c:"+c, weight)
+		} else if isNumber(w) {
+			addHashed(v, "w:"+w, numberWeight)
 		} else {
 			addHashed(v, "w:"+Stem(w), unknownWeight)
 		}
-		counted = true
 	}
+	addHashed(v, "t:"+strings.Join(Words(text), " "), textWeight)
 	out := make([]float32, Dims)
-	if !counted {
-		out[0] = 1
-		return out
-	}
 	var sum float64
 	for _, x := range v {
 		sum += x * x
 	}
 	norm := math.Sqrt(sum)
-	if norm == 0 {
-		out[0] = 1
-		return out
-	}
 	for i, x := range v {
 		out[i] = float32(x / norm)
 	}
 	return out
 }
 
-// addHashed adds weight to two dimensions of v chosen by hashing key,
-// each with a sign from the hash, so that two keys colliding in one
-// dimension rarely collide in both.
+// addHashed adds weight to slots distinct dimensions of v chosen by
+// hashing key, each with a sign from the hash: a key spread over several
+// dimensions makes a collision with another key cost little.
 func addHashed(v []float64, key string, weight float64) {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
-	x := h.Sum64()
-	w := weight / math.Sqrt2
-	for i := 0; i < 2; i++ {
+	x := mix(h.Sum64())
+	w := weight / math.Sqrt(slots)
+	used := [slots]int{}
+	for i := 0; i < slots; i++ {
 		idx := int(x % Dims)
-		x /= Dims
+		x = mix(x + 0x9e3779b97f4a7c15)
+		for j := 0; j < i; j++ {
+			if used[j] == idx { // taken: the next free one
+				idx = (idx + 1) % Dims
+				j = -1
+			}
+		}
+		used[i] = idx
 		sign := 1.0
 		if x&1 == 1 {
 			sign = -1
 		}
-		x >>= 1
 		v[idx] += sign * w
 	}
+}
+
+// mix spreads every bit of x over all bits (FNV's low bits depend only
+// on its input's low bits).
+func mix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+func isNumber(w string) bool {
+	for _, r := range w {
+		if !unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Words splits text into lower-cased words: runs of letters and digits,
@@ -130,7 +167,17 @@ they them their it its this that these those there here what which who whom whos
 where why how all any both each few more most other some such no nor not only own same
 than too very can will just should would could shall may might must also ok okay yes yeah
 hi hey please thanks thank lol oh well still even get got let lets im ive youre were dont
-didnt doesnt isnt wasnt thats whats its one did again`)
+didnt doesnt isnt wasnt thats whats its one did again whos wheres hows whens whys theres heres
+cant wont ill youll shes hes weve theyre id someone anyone anything something everyone now
+much many need needs going make made say said way also like really just know think want
+go goes went gone getting gets come comes came coming fyi back next`)
+
+// lightConcepts are concepts so common in any chat that a real model
+// gives them little weight: they count half.
+var lightConcepts = set(`decide call book change fix run plan note remind buy pay visit today
+tomorrow morning evening afternoon early late weekend email problem new list check
+kids son daughter mum dad weekly monthly daily monday tuesday wednesday thursday friday
+saturday sunday yesterday money price number end work`)
 
 // synonyms is the lexicon's source: one group a line, the group's first
 // word naming its concept. They are general English synonym groups and
@@ -138,24 +185,28 @@ didnt doesnt isnt wasnt thats whats its one did again`)
 // calendar), written without looking at any question.
 const synonyms = `
 plumber plumbers plumbing
+blocked blockage clogged clog clogs unblock unblocked
+plughole
 leak leaks leaking leaked leaky drip drips dripping dripped seep seeping
 tap taps faucet faucets spigot
 pipe pipes pipework drain drains drainage
 sink sinks basin washbasin
 toilet toilets loo lavatory wc
 shower showers bath bathtub
-electrician electricians sparky
-wiring wires wire cable cables
+electrician electricians sparky electrics electrical wiring wires wire cable cables
 fuse fuses breaker breakers tripped
 socket sockets outlet outlets plug plugs
 light lights lamp lamps bulb bulbs
-boiler boilers furnace
-heating heater heaters radiator radiators
-thermostat thermostats temperature
-hot warm warmer heat
-cold chilly freezing colder
-broken broke break breaks faulty bust busted dead failed failing fails fail
-fix fixed fixes fixing repair repaired repairs repairing mend mended sort sorted
+flicker flickering flickers blink blinking blinks
+hall hallway landing corridor
+lounge living
+home homes house houses household
+heating heater heaters radiator radiators boiler boilers furnace
+engineer engineers technician technicians repairman
+thermostat thermostats temperature hot warm warmer heat
+cold chilly freezing colder cool cooler
+broken broke break breaks faulty bust busted dead failed failing fails fail crack cracked cracks chipped damage damaged died die dies
+fix fixed fixes fixing repair repaired repairs repairing mend mended sort sorted solve solved
 replace replaced replacing replacement swap swapped
 backup backups backed archive archives archived snapshot snapshots copy copies
 nas server servers homeserver
@@ -164,8 +215,8 @@ cloud offsite remote online
 daily nightly night nights
 weekly week weeks fortnightly
 monthly month months
-schedule scheduled schedules scheduling timetable rota
-run runs running ran
+schedule scheduled schedules scheduling timetable rota timer timers
+run runs running ran race races
 decide decided decision decisions agree agreed agreement settle settled chose choose chosen pick picked opted
 change changed changing changes switch switched switching move moved revise revised instead
 cancel cancelled canceled cancelling cancellation drop dropped scrap scrapped
@@ -173,23 +224,25 @@ book booked booking bookings reserve reserved reservation
 appointment appointments appt slot
 call called calling ring rang phoned rung
 email emailed emails mail mailed message messaged text texted
-car cars vehicle vehicles motor
+car cars vehicle vehicles motor golf
+registration reg plate numberplate
 mechanic mechanics garage garages workshop
-service serviced servicing mot inspection inspected checkup
+windscreen windshield windscreens
+service serviced servicing mot inspection inspected
 tyre tyres tire tires wheel wheels puncture
 brake brakes braking
 oil
 insurance insurer insured insure policy policies cover coverage
 renew renewal renewed renewing renews expire expires expiry expiring
-premium premiums quote quotes quoted
-price prices cost costs costing costed fee fees charge charged charges
-cheap cheaper cheapest inexpensive affordable bargain
+premium premiums
+price prices cost costs costing costed fee fees charge charged charges fare fares priced quote quotes quoted
+cheap cheaper cheapest inexpensive affordable bargain lowest
 expensive pricey dearer costly
 pay paid paying payment payments transfer transferred
 bill bills invoice invoices receipt receipts
-budget budgets budgeting spending spend spent allowance
-money cash pounds euros dollars quid
-bank banks account accounts
+budget budgets budgeting spending spend spent
+money cash pounds euros dollars quid allowance
+bank banks account accounts customer customers
 save saved saving savings
 vet vets veterinary veterinarian
 dog dogs puppy puppies pup
@@ -200,13 +253,17 @@ worm worming flea fleas tick ticks
 walk walks walked walking
 food feed fed feeding kibble
 dentist dentists dental teeth tooth
+eye eyes vision sight optician opticians optometrist
+ear ears hearing
+infection infected infections
 doctor doctors gp physician surgery clinic
-medicine medicines medication prescription prescriptions pills tablets
+medicine medicines medication prescription prescriptions pills tablets penicillin antibiotic antibiotics dose doses
 sick ill illness unwell poorly flu cold fever
 hospital hospitals
-holiday holidays vacation vacations trip trips getaway break
+holiday holidays vacation vacations trip trips getaway break travel travelling
 flight flights fly flying plane airline airport
-hotel hotels accommodation airbnb apartment cottage
+hotel hotels accommodation airbnb apartment cottage cottages villa villas rental rentals
+destination destinations place places location locations
 train trains rail railway
 ticket tickets
 passport passports visa
@@ -216,13 +273,15 @@ school schools
 teacher teachers tutor
 homework assignment assignments
 term terms semester
-exam exams test tests
-uniform uniforms
+exam exams test tests mock mocks
+check checks checked checking checkup
+uniform uniforms dress blazer blazers
 birthday birthdays bday
 party parties celebration celebrate celebrating
+festival festivals concert concerts gig gigs
 cake cakes
-gift gifts present presents
-invite invites invited invitation invitations guest guests
+gift gifts present presents voucher vouchers giftcard
+invite invites invited invitation invitations
 groceries grocery shopping shop shops supermarket store
 buy bought buying purchase purchased purchasing order ordered ordering
 milk
@@ -231,10 +290,12 @@ recipe recipes dish dishes
 dinner dinners supper meal meals tea
 lunch lunches
 breakfast
-cook cooked cooking bake baked baking
-vegetarian veggie vegan
+cook cooked cooking bake baked baking roast roasted roasting
+vegetarian veggie vegan meat
 allergy allergies allergic
 garden gardens yard backyard
+flower flowers flowerbed flowerbeds border borders
+weed weeds weeding tidy tidied
 lawn lawns grass
 mow mower mowing mowed
 hedge hedges bush bushes shrub shrubs
@@ -246,13 +307,13 @@ router routers modem hub
 internet broadband connection fibre fiber isp
 slow sluggish laggy
 fast faster quick quicker speedy
-password passwords passcode pin
-login logins signin username
+password passwords passcode pin code codes login logins signin username admin credentials
+guest guests visitor visitors
 laptop laptops computer computers pc notebook
-phone phones mobile mobiles smartphone iphone android
+phone phones mobile mobiles smartphone iphone android landline landlines
 printer printers printing print printed
 update updates updated upgrade upgraded upgrading
-install installed installing setup
+install installed installing installation setup
 cleaner cleaners cleaning clean cleaned housekeeper
 hoover hoovering vacuum vacuuming
 laundry washing washer
@@ -260,9 +321,10 @@ dishwasher
 fridge fridges freezer refrigerator
 oven ovens cooker hob stove
 bin bins rubbish trash garbage refuse waste
-recycling recycle recycled
+recycling recycle recycled tip dump
 collection collected collect pickup
-babysitter babysitters sitter childminder nanny childcare
+babysitter babysitters sitter childminder nanny childcare babysit babysitting babysat mind minding sit sitting
+theatre theater play plays musical
 kids kid children child
 son sons boy
 daughter daughters girl
@@ -289,12 +351,12 @@ remind reminder reminders reminded
 forget forgot forgotten
 photo photos picture pictures pics image images
 video videos
-music song songs playlist spotify
+music song songs playlist spotify piano guitar violin instrument
 movie movies film films cinema
-novel novels reading read
+novel novels reading read books
 football soccer
 swimming swim swimmer pool
-piano lessons lesson
+lesson lessons class classes
 gym fitness workout exercise
 key keys spare
 lock locks locked locksmith
@@ -302,7 +364,7 @@ door doors
 window windows glazing
 roof roofs gutter gutters
 paint painted painting painter decorator decorating
-carpet carpets rug rugs flooring floor floors
+flooring floor floors
 furniture sofa couch table chairs
 mattress bed beds
 kitchen kitchens
@@ -314,17 +376,61 @@ shed sheds
 neighbour neighbours neighbor neighbors
 council
 tax taxes
-energy electricity gas power supplier tariff
+electricity electric power
+gas
+energy supplier suppliers tariff tariffs provider providers provide provides provided
 solar panels
 water
 noise noisy loud
 smell smells smelly
 damp mould mold condensation
-contract contracts
+contract contracts deal deals
+end ends ending ended finish finishes finished
+compare compared comparison comparing
+document documents pdf paperwork form forms scan scans scanned
+bulky big large huge
+work office job jobs workplace
+rule rules allowed allow permission condition conditions compulsory mandatory required
+outage outages
+cut cuts cutting trim trimmed trimming prune pruning
+dark darken darkening blackout
+screen screens device devices tablet ipad
+haircut haircuts hairdresser hairdressers barber hair
+hose hoses hosepipe
+road roads street streets lane lanes pothole potholes
+christmas xmas festive
+restaurant restaurants eat ate eating dining cafe
+descale descaling limescale
+microchip chip
+number numbers id reference
+training practice practise rehearsal
+restore restored restoring recovery recover recovered
+storm storms hailstorm hail thunderstorm
+borrow borrowed borrowing lend lent lending loan loans loaned
+trimmer trimmers cutter cutters clippers shears
+alarm alarms detector detectors sensor sensors
+beep beeps beeping chirp chirps chirping
+sport sports athletics
+weight weigh weighed weighs weighing
+glass bottles bottle jars
+duvet duvets quilt quilts bedding
+insulation insulated insulate
+skin dermatology dermatologist rash eczema
+stopcock valve valves shutoff
+shortlist shortlisted consider considered option options
+weak poor bad
+friend friends mate mates buddy pal pals
+network networks carrier
+stain stains spill
+police
+carpet carpets rug rugs
+model models brand brands
+ink cartridge cartridges toner
+portugal portuguese algarve lisbon faro carvoeiro porto
+limit limits cap
 deposit deposits
 landlord landlords letting
 mortgage mortgages remortgage
-loan loans
 subscription subscriptions subscribe subscribed membership
 netflix streaming
 certificate certificates cert
