@@ -27,10 +27,14 @@ const embedBatch = 32
 const maxEmbedChars = 2000
 
 // fuseDepth is how many hits of each ranking the fusion looks at, and
-// rrfK the constant of reciprocal rank fusion (1/(k+rank)).
+// rrfK the constant of reciprocal rank fusion (1/(k+rank)). A small k
+// lets the first few places of either ranking decide, which is what a
+// search returning five hits needs: on the labelled history of
+// internal/recalldata, recall@5 was 0.85 with the usual k=60 (made for
+// fusing long lists), 0.91 with k=3.
 const (
 	fuseDepth = 50
-	rrfK      = 60
+	rrfK      = 3
 )
 
 type embedder struct {
