@@ -305,6 +305,9 @@ func Run(ctx context.Context, opts Options) error {
 	ch.nest.SetAdapters(m)
 	ch.nest.SetAccess(m)
 	ch.nest.SetContributions(m)
+	if rec != nil {
+		ch.nest.SetRecall(m)
+	}
 	mx.Watch(m, ch.hatchery, ch.broker)
 	mx.WatchProviders(models)
 	mx.WatchDisk(dk)

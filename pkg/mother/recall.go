@@ -11,6 +11,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/hatchery"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/recall"
 	"github.com/mother-chat/mother/pkg/store"
@@ -118,10 +119,6 @@ func (t recallTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result,
 	if strings.TrimSpace(a.Query) == "" {
 		return agent.Result{}, errors.New("query: missing; give the words to look for")
 	}
-	if a.Limit <= 0 {
-		a.Limit = recallDefaultLimit
-	}
-	a.Limit = min(a.Limit, recallMaxLimit)
 	adapter, channelID, err := t.m.recallTarget(ctx, "recall", a.Channel)
 	if err != nil {
 		return agent.Result{}, err
@@ -132,16 +129,11 @@ func (t recallTool) Run(ctx context.Context, raw json.RawMessage) (agent.Result,
 	if rl, ok := ctx.Value(runLogKey{}).(runLog); ok {
 		trigger = rl.trigger
 	}
-	hits, err := t.m.recall.Search(ctx, adapter, channelID, a.Query, a.Limit+1)
+	text, err := t.m.recallSearch(ctx, adapter, channelID, a.Query, a.Limit, trigger)
 	if err != nil {
-		t.m.logger.Error("recall failed", "channel", chat.QualifiedID(adapter, channelID), "err", err)
-		return agent.Result{}, errors.New("the history cannot be searched right now")
+		return agent.Result{}, err
 	}
-	hits = slices.DeleteFunc(hits, func(h recall.Hit) bool { return trigger != "" && h.ID == trigger && h.Kind != recall.KindMemory })
-	if len(hits) > a.Limit {
-		hits = hits[:a.Limit]
-	}
-	return agent.Result{Text: recall.FormatHits(chat.QualifiedID(adapter, channelID), a.Query, hits, time.Local)}, nil
+	return agent.Result{Text: text}, nil
 }
 
 type recallReadTool struct{ m *Mother }
@@ -181,13 +173,65 @@ func (t recallReadTool) Run(ctx context.Context, raw json.RawMessage) (agent.Res
 	if err != nil {
 		return agent.Result{}, err
 	}
-	docs, at, err := t.m.recall.Around(ctx, adapter, channelID, strings.TrimSpace(a.ID), around(a.Before), around(a.After))
+	text, err := t.m.recallRead(ctx, adapter, channelID, a.ID, around(a.Before), around(a.After))
+	if err != nil {
+		return agent.Result{}, err
+	}
+	return agent.Result{Text: text}, nil
+}
+
+// recallRefusal is an answer that refuses a recall call (a bad id), as
+// opposed to a failure.
+type recallRefusal struct{ error }
+
+// Refusal marks it for the nest.
+func (recallRefusal) Refusal() bool { return true }
+
+// recallSearch is the text of the best limit hits of query in the
+// channel, leaving out message exclude.
+func (m *Mother) recallSearch(ctx context.Context, adapter, channelID, query string, limit int, exclude string) (string, error) {
+	if limit <= 0 {
+		limit = recallDefaultLimit
+	}
+	limit = min(limit, recallMaxLimit)
+	hits, err := m.recall.Search(ctx, adapter, channelID, query, limit+1)
+	if err != nil {
+		m.logger.Error("recall failed", "channel", chat.QualifiedID(adapter, channelID), "err", err)
+		return "", errors.New("the history cannot be searched right now")
+	}
+	hits = slices.DeleteFunc(hits, func(h recall.Hit) bool { return exclude != "" && h.ID == exclude && h.Kind != recall.KindMemory })
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	return recall.FormatHits(chat.QualifiedID(adapter, channelID), query, hits, time.Local), nil
+}
+
+// recallRead is the text of the messages around id in the channel.
+func (m *Mother) recallRead(ctx context.Context, adapter, channelID, id string, before, after int) (string, error) {
+	docs, at, err := m.recall.Around(ctx, adapter, channelID, strings.TrimSpace(id), before, after)
 	if errors.Is(err, recall.ErrNotFound) {
-		return agent.Result{}, fmt.Errorf("id: %q: %w", a.ID, err)
+		return "", recallRefusal{fmt.Errorf("id: %q: %w", id, err)}
 	}
 	if err != nil {
-		t.m.logger.Error("recall_read failed", "channel", chat.QualifiedID(adapter, channelID), "err", err)
-		return agent.Result{}, errors.New("the history cannot be read right now")
+		m.logger.Error("recall_read failed", "channel", chat.QualifiedID(adapter, channelID), "err", err)
+		return "", errors.New("the history cannot be read right now")
 	}
-	return agent.Result{Text: recall.FormatAround(chat.QualifiedID(adapter, channelID), docs, at, time.Local)}, nil
+	return recall.FormatAround(chat.QualifiedID(adapter, channelID), docs, at, time.Local), nil
+}
+
+// ChickRecall searches the chick's own channel's history (the nest's
+// Recall); a chick never names a channel.
+func (m *Mother) ChickRecall(ctx context.Context, in hatchery.Info, query string, limit int) (string, error) {
+	if m.recall == nil {
+		return "", recallRefusal{errors.New("Mother keeps no index of the channel's history")}
+	}
+	return m.recallSearch(ctx, in.Adapter, in.ChannelID, query, limit, "")
+}
+
+// ChickRecallRead reads around a hit in the chick's own channel.
+func (m *Mother) ChickRecallRead(ctx context.Context, in hatchery.Info, id string, before, after int) (string, error) {
+	if m.recall == nil {
+		return "", recallRefusal{errors.New("Mother keeps no index of the channel's history")}
+	}
+	return m.recallRead(ctx, in.Adapter, in.ChannelID, id, max(0, min(before, recallMaxAround)), max(0, min(after, recallMaxAround)))
 }

@@ -199,6 +199,8 @@ type Server struct {
 	mu       sync.Mutex
 	access   AccessDesk
 	contrib  Contributions
+	// recall searches a chick's own channel's history (recall.go).
+	recall Recaller
 	events   Events
 	adapters Adapters
 	versions map[string]string // chick id -> the version it joined with
