@@ -311,7 +311,7 @@ func Run(ctx context.Context, opts Options) error {
 	mx.Watch(m, ch.hatchery, ch.broker)
 	mx.WatchProviders(models)
 	mx.WatchDisk(dk)
-	page := statusPage(cfg, opts, m, ch, watcher, host, dk)
+	page := statusPage(cfg, opts, m, ch, watcher, host, dk, idx)
 	stopMetrics, err := serveMetrics(cfg.Metrics, mx, page, base)
 	if err != nil {
 		return r.fail(err)
