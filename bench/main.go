@@ -4,7 +4,7 @@
 // relay throughput, and Mother's own relay ceiling (relaycap). It never
 // asserts timings; it reports them.
 //
-//	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks,relaycap] [-quick]
+//	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks,relaycap,recall] [-quick]
 package main
 
 import (
@@ -32,7 +32,7 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup,chicks,relaycap")
+	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup,chicks,relaycap,recall")
 	quick := flag.Bool("quick", false, "smaller sizes (for a smoke run)")
 	flag.Parse()
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
@@ -68,6 +68,9 @@ func main() {
 	}
 	if want("relaycap") {
 		relaycap(bin, tmp, *quick)
+	}
+	if want("recall") {
+		recallBench(bin, tmp, *quick)
 	}
 	summary.print()
 }

@@ -23,6 +23,11 @@ type results struct {
 	capPerSecond, capCPUPerEvent, capFsyncsPerEvent float64
 	capEvents                                       int
 	haveCap, haveCapFsyncs                          bool
+	// The history index (recall.go, issue 46).
+	haveRecall                                  bool
+	recallBuildPerSecond, recallBytesPerMillion float64
+	recallP50, recallP99                        time.Duration
+	recallRSSDelta, recallMessages              int // KiB; messages indexed
 }
 
 var summary = results{fsyncsPerMessage: -1}
@@ -88,6 +93,12 @@ func (r results) print() {
 		row("start-up, exec to READY=1 (empty data directory / the only Docker engine hanging)", r.startupEmpty.Round(time.Millisecond).String()+" / "+r.startupHung.Round(time.Millisecond).String(), "< 50 ms / < 50 ms")
 	} else {
 		row("start-up, exec to READY=1 (empty data directory / the only Docker engine hanging)", na, "< 50 ms / < 50 ms")
+	}
+	if r.haveRecall {
+		row(fmt.Sprintf("recall: full-text query p50 / p99 over %d messages in one channel (issue 46)", r.recallMessages),
+			r.recallP50.Round(10*time.Microsecond).String()+" / "+r.recallP99.Round(10*time.Microsecond).String(), "p99 < 20 ms")
+		row("recall: Mother's idle RSS with the index on, minus off", fmt.Sprintf("%+.1f MB", mb(r.recallRSSDelta)), "≤ +10 MB")
+		row("recall: index build rate / bytes per million messages", fmt.Sprintf("%.0f messages/s / %.0f MB", r.recallBuildPerSecond, r.recallBytesPerMillion/1e6), "(no goal)")
 	}
 	fmt.Println()
 }

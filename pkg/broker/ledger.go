@@ -72,7 +72,7 @@ const (
 // caller is who made the call of a settlement or reservation line.
 func (e Entry) caller() Caller {
 	c := Caller{Kind: CallerChick, ChickID: e.Chick, Channel: e.Channel, Tier: e.Tier, User: e.User, Event: e.Event}
-	if e.Kind == KindMother || e.Kind == KindMotherReserve {
+	if e.Kind == KindMother || e.Kind == KindMotherReserve || e.Kind == KindEmbed || e.Kind == KindEmbedReserve {
 		c.Kind = CallerMother
 	}
 	return c
@@ -93,8 +93,11 @@ func reservation(t time.Time, id string, c Caller, prov, modelID string, r model
 func (e Entry) settlement(t time.Time, u model.Usage, cost int64) Entry {
 	s := Entry{Time: t, Call: e.Call, Chick: e.Chick, Channel: e.Channel, Tier: e.Tier, User: e.User, Event: e.Event, Provider: e.Provider, Model: e.Model,
 		Input: u.InputTokens, Output: u.OutputTokens, Cost: cost}
-	if e.Kind == KindMotherReserve {
+	switch e.Kind {
+	case KindMotherReserve:
 		s.Kind = KindMother
+	case KindEmbedReserve:
+		s.Kind = KindEmbed
 	}
 	return s
 }
@@ -113,7 +116,7 @@ func (b *Broker) scan(day string, today bool) error {
 			return nil
 		}
 		switch e.Kind {
-		case KindReserve, KindMotherReserve:
+		case KindReserve, KindMotherReserve, KindEmbedReserve:
 			if e.Call != "" && b.pending != nil {
 				b.pending[e.Call] = e
 			}
@@ -123,7 +126,7 @@ func (b *Broker) scan(day string, today bool) error {
 				b.warned[warnKey(scope{e.Scope, e.Name}, e.Unit, e.Level)] = true
 			}
 			return nil
-		case "", KindMother:
+		case "", KindMother, KindEmbed:
 		default:
 			return nil // a kind of line this Mother does not know
 		}

@@ -337,6 +337,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	tools = append(tools, r.hostTools(join)...)
+	tools = append(tools, r.recallTools()...)
 	tools = append(tools, &memoryTool{r: r})
 	if r.opts.GateProxy != "" {
 		tools = append(tools, &accessTool{r: r})

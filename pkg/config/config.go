@@ -54,6 +54,8 @@ type Config struct {
 	Log Log `json:"log"`
 	// Metrics is the Prometheus listener.
 	Metrics Metrics `json:"metrics"`
+	// Recall is the search over the channels' history (recall.go).
+	Recall Recall `json:"recall"`
 
 	// renamed are the old field names config.json used (Renamed).
 	renamed []RenamedField

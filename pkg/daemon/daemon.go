@@ -284,9 +284,17 @@ func Run(ctx context.Context, opts Options) error {
 	motherTools = append(motherTools, mother.MemoryTool(st.Workspace()))
 	motherTools = append(motherTools, events.Tools(watcher)...)
 	motherTools = append(motherTools, host.tools.InvokeTool())
+	// The search over the channels' history: its index catches up in
+	// the background (recall.go).
+	idx, stopRecall := startRecall(cfg, st, recallEmbedder(cfg, ch.broker, logger), base, opts.Clock)
+	defer stopRecall()
+	var rec mother.Recaller
+	if idx != nil {
+		rec = idx
+	}
 	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
 		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy, Disk: dk,
-		Reports: reportMeter{ch.broker}})
+		Reports: reportMeter{ch.broker}, Recall: rec})
 	if err != nil {
 		return r.fail(err)
 	}
@@ -297,10 +305,13 @@ func Run(ctx context.Context, opts Options) error {
 	ch.nest.SetAdapters(m)
 	ch.nest.SetAccess(m)
 	ch.nest.SetContributions(m)
+	if rec != nil {
+		ch.nest.SetRecall(m)
+	}
 	mx.Watch(m, ch.hatchery, ch.broker)
 	mx.WatchProviders(models)
 	mx.WatchDisk(dk)
-	page := statusPage(cfg, opts, m, ch, watcher, host, dk)
+	page := statusPage(cfg, opts, m, ch, watcher, host, dk, idx)
 	stopMetrics, err := serveMetrics(cfg.Metrics, mx, page, base)
 	if err != nil {
 		return r.fail(err)

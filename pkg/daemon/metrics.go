@@ -16,6 +16,7 @@ import (
 	"github.com/mother-chat/mother/pkg/events"
 	"github.com/mother-chat/mother/pkg/metrics"
 	"github.com/mother-chat/mother/pkg/mother"
+	"github.com/mother-chat/mother/pkg/recall"
 	"github.com/mother-chat/mother/pkg/statuspage"
 )
 
@@ -85,10 +86,18 @@ func requireToken(token string, next http.Handler) http.Handler {
 // statusPage builds the status page over Mother's parts; it hears the
 // chicks' events and follows config reloads (the secrets it must never
 // show).
-func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide, dk *disk.Monitor) *statuspage.Page {
+func statusPage(cfg *config.Config, opts Options, m *mother.Mother, ch *chicks, w *events.Watcher, host *hostSide, dk *disk.Monitor, idx *recall.Indexer) *statuspage.Page {
 	page := statuspage.New(statuspage.Options{Version: opts.Version, ChickImage: cfg.Chicks.Image, StartedAt: opts.Clock.Now(), Secrets: cfg.SecretValues(), Clock: opts.Clock})
 	ch.hatchery.Subscribe(page)
-	page.Watch(statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models, Spend: ch.broker, Disk: dk})
+	src := statuspage.Sources{Adapters: m, Chicks: ch.hatchery, Budgets: ch.broker, Events: w, ToolServers: host.tools, Providers: ch.models, Spend: ch.broker, Disk: dk}
+	if idx != nil {
+		src.Recall = func() statuspage.Recall {
+			st := idx.Status()
+			return statuspage.Recall{CatchingUp: st.CatchingUp, Channels: st.Channels, Done: st.Done, Added: st.Added, Docs: st.Docs,
+				Embedded: st.Embedded, EmbedModel: st.EmbedModel, Error: st.Err}
+		}
+	}
+	page.Watch(src)
 	host.onReload(func(cur *config.Config) { page.SetSecrets(cur.SecretValues()) })
 	return page
 }

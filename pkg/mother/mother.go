@@ -63,6 +63,9 @@ type Options struct {
 	// Reports, if set, charges the report Mother's model reads about an
 	// ended chick to that chick (pace.go).
 	Reports ReportMeter
+	// Recall, if set, gives Mother the recall and recall_read tools over
+	// the channels' history (recall.go).
+	Recall Recaller
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -137,6 +140,9 @@ type Mother struct {
 	disk     *disk.Monitor
 	unstored map[string]bool
 	diskTold map[string]bool
+
+	// recall searches the channels' history (nil: no recall tools).
+	recall Recaller
 }
 
 // New builds Mother's core.
@@ -178,6 +184,7 @@ func New(opts Options) (*Mother, error) {
 		reports:          opts.Reports,
 		unstored:         map[string]bool{},
 		diskTold:         map[string]bool{},
+		recall:           opts.Recall,
 	}
 	m.settled = sync.NewCond(&m.mu)
 	m.trimmer = memtrim.New(opts.Clock, trimDelay, m.logger)
@@ -192,6 +199,9 @@ func New(opts Options) (*Mother, error) {
 	tools = append(tools, m.fileTools()...)
 	if opts.Chicks != nil {
 		tools = append(tools, m.chickTools()...)
+	}
+	if opts.Recall != nil {
+		tools = append(tools, m.recallTools()...)
 	}
 	ag, err := agent.New(agent.Config{
 		Provider:         opts.Provider,

@@ -96,6 +96,8 @@ type Sources struct {
 	ToolServers ToolServers
 	// Spend draws the chart of the last days' spend.
 	Spend Spend
+	// Recall tells how far the history index is (nil: recall off).
+	Recall func() Recall
 }
 
 // Options build a Page.
@@ -329,8 +331,25 @@ type Snapshot struct {
 	Providers    []Provider    `json:"providers"`
 	ModelServers []ModelServer `json:"modelServers"`
 	// Disk is the data directory's disk (nil: not watched).
-	Disk    *Disk `json:"disk,omitempty"`
+	Disk *Disk `json:"disk,omitempty"`
+	// Recall is the history index (nil: recall off).
+	Recall  *Recall `json:"recall,omitempty"`
 	refresh time.Duration
+}
+
+// Recall is how far the history index (state/recall.db) is: while
+// CatchingUp, Done of Channels channels are caught up; Docs documents
+// are indexed, Embedded of them given an embedding of EmbedModel since
+// start; Error is the last indexing failure.
+type Recall struct {
+	CatchingUp bool   `json:"catchingUp"`
+	Channels   int    `json:"channels"`
+	Done       int    `json:"done"`
+	Added      int    `json:"added"`
+	Docs       int    `json:"docs"`
+	Embedded   int    `json:"embedded"`
+	EmbedModel string `json:"embedModel,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Disk is the data directory's disk: State is "ok", "full" or
@@ -535,6 +554,11 @@ func (p *Page) Snapshot() Snapshot {
 			d.Error = s(err.Error())
 		}
 		out.Disk = d
+	}
+	if src.Recall != nil {
+		r := src.Recall()
+		r.EmbedModel, r.Error = s(r.EmbedModel), s(r.Error)
+		out.Recall = &r
 	}
 	if src.Providers != nil {
 		for _, st := range src.Providers.ModelServers() {

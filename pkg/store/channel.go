@@ -43,6 +43,8 @@ type Channel struct {
 	dropLater bool
 	// touched tells the store this channel's context was loaded.
 	touched func(*Channel)
+	// appended tells the store a line was written to log.jsonl.
+	appended func(*Channel)
 }
 
 // FlushAfter bounds how long a record written without waiting for its

@@ -73,6 +73,9 @@ func (c *Channel) appendMessage(m chat.ChannelMessage, deferred bool) (LoggedMes
 		// The log is the record; a daily-log failure is reported, not fatal.
 		c.logger.Warn("daily log append failed", "err", err)
 	}
+	if c.appended != nil {
+		c.appended(c)
+	}
 	return LoggedMessage{Msg: m, End: pos.End, pos: pos}, nil
 }
 

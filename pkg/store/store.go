@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/fsync"
@@ -38,8 +39,23 @@ type Store struct {
 	channels map[string]*Channel
 	closed   bool
 
+	// onAppend is told of every line written to a channel's log.jsonl
+	// (OnAppend).
+	onAppend atomic.Pointer[func(adapter, channelID string)]
+
 	lruMu  sync.Mutex
 	cached []*Channel // channels whose parsed context is kept, oldest first
+}
+
+// OnAppend sets f to be told, after each line written to a channel's
+// log.jsonl, which channel it was (a derived index follows the log this
+// way). f must not block: it runs on the path of every message.
+func (s *Store) OnAppend(f func(adapter, channelID string)) { s.onAppend.Store(&f) }
+
+func (s *Store) appended(c *Channel) {
+	if f := s.onAppend.Load(); f != nil {
+		(*f)(c.Adapter, c.ID)
+	}
 }
 
 // maxCachedContexts is how many channels keep their parsed context in
@@ -158,6 +174,7 @@ func (s *Store) Channel(adapter, channelID string) (*Channel, error) {
 		return nil, err
 	}
 	c.touched = s.touched
+	c.appended = s.appended
 	s.channels[key] = c
 	return c, nil
 }

@@ -3303,6 +3303,131 @@ func (x *UpdateMemoryResponse) GetMessage() string {
 	return ""
 }
 
+type RecallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Query is the words to look for (search); empty with read_id.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Limit is how many hits (0: Mother's default; she caps it).
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// ReadId, instead of a query, reads around the hit of that id.
+	ReadId string `protobuf:"bytes,3,opt,name=read_id,json=readId,proto3" json:"read_id,omitempty"`
+	// Before and After are how many messages around read_id (capped).
+	Before        int32 `protobuf:"varint,4,opt,name=before,proto3" json:"before,omitempty"`
+	After         int32 `protobuf:"varint,5,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecallRequest) Reset() {
+	*x = RecallRequest{}
+	mi := &file_mother_v1_chick_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecallRequest) ProtoMessage() {}
+
+func (x *RecallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecallRequest.ProtoReflect.Descriptor instead.
+func (*RecallRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RecallRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *RecallRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *RecallRequest) GetReadId() string {
+	if x != nil {
+		return x.ReadId
+	}
+	return ""
+}
+
+func (x *RecallRequest) GetBefore() int32 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+func (x *RecallRequest) GetAfter() int32 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+type RecallResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Result is the hits or the messages read, as text for the model.
+	Result        string `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecallResponse) Reset() {
+	*x = RecallResponse{}
+	mi := &file_mother_v1_chick_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecallResponse) ProtoMessage() {}
+
+func (x *RecallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_chick_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
+func (*RecallResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_chick_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RecallResponse) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
 var File_mother_v1_chick_proto protoreflect.FileDescriptor
 
 const file_mother_v1_chick_proto_rawDesc = "" +
@@ -3504,7 +3629,15 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\acontent\x18\x02 \x01(\tR\acontent\"J\n" +
 	"\x14UpdateMemoryResponse\x12\x18\n" +
 	"\aupdated\x18\x01 \x01(\bR\aupdated\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*N\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x82\x01\n" +
+	"\rRecallRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x17\n" +
+	"\aread_id\x18\x03 \x01(\tR\x06readId\x12\x16\n" +
+	"\x06before\x18\x04 \x01(\x05R\x06before\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\x05R\x05after\"(\n" +
+	"\x0eRecallResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\tR\x06result*N\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_USER\x10\x01\x12\x12\n" +
@@ -3528,7 +3661,7 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"MemoryMode\x12\x1b\n" +
 	"\x17MEMORY_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12MEMORY_MODE_APPEND\x10\x01\x12\x17\n" +
-	"\x13MEMORY_MODE_REPLACE\x10\x022\xbb\x05\n" +
+	"\x13MEMORY_MODE_REPLACE\x10\x022\xfa\x05\n" +
 	"\fChickService\x127\n" +
 	"\x04Join\x12\x16.mother.v1.JoinRequest\x1a\x17.mother.v1.JoinResponse\x12K\n" +
 	"\n" +
@@ -3540,7 +3673,8 @@ const file_mother_v1_chick_proto_rawDesc = "" +
 	"\x0eInvokeHostTool\x12 .mother.v1.InvokeHostToolRequest\x1a!.mother.v1.InvokeHostToolResponse\x12R\n" +
 	"\rRequestAccess\x12\x1f.mother.v1.RequestAccessRequest\x1a .mother.v1.RequestAccessResponse\x12O\n" +
 	"\fProposeSkill\x12\x1e.mother.v1.ProposeSkillRequest\x1a\x1f.mother.v1.ProposeSkillResponse\x12O\n" +
-	"\fUpdateMemory\x12\x1e.mother.v1.UpdateMemoryRequest\x1a\x1f.mother.v1.UpdateMemoryResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
+	"\fUpdateMemory\x12\x1e.mother.v1.UpdateMemoryRequest\x1a\x1f.mother.v1.UpdateMemoryResponse\x12=\n" +
+	"\x06Recall\x12\x18.mother.v1.RecallRequest\x1a\x19.mother.v1.RecallResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
 
 var (
 	file_mother_v1_chick_proto_rawDescOnce sync.Once
@@ -3555,7 +3689,7 @@ func file_mother_v1_chick_proto_rawDescGZIP() []byte {
 }
 
 var file_mother_v1_chick_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_mother_v1_chick_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_mother_v1_chick_proto_goTypes = []any{
 	(Role)(0),                      // 0: mother.v1.Role
 	(WorkspaceEntryKind)(0),        // 1: mother.v1.WorkspaceEntryKind
@@ -3607,25 +3741,27 @@ var file_mother_v1_chick_proto_goTypes = []any{
 	(*ProposeSkillResponse)(nil),   // 47: mother.v1.ProposeSkillResponse
 	(*UpdateMemoryRequest)(nil),    // 48: mother.v1.UpdateMemoryRequest
 	(*UpdateMemoryResponse)(nil),   // 49: mother.v1.UpdateMemoryResponse
-	(*ToolSpec)(nil),               // 50: mother.v1.ToolSpec
-	(*durationpb.Duration)(nil),    // 51: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 52: google.protobuf.Timestamp
-	(*Usage)(nil),                  // 53: mother.v1.Usage
-	(StopReason)(0),                // 54: mother.v1.StopReason
+	(*RecallRequest)(nil),          // 50: mother.v1.RecallRequest
+	(*RecallResponse)(nil),         // 51: mother.v1.RecallResponse
+	(*ToolSpec)(nil),               // 52: mother.v1.ToolSpec
+	(*durationpb.Duration)(nil),    // 53: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 54: google.protobuf.Timestamp
+	(*Usage)(nil),                  // 55: mother.v1.Usage
+	(StopReason)(0),                // 56: mother.v1.StopReason
 }
 var file_mother_v1_chick_proto_depIdxs = []int32{
 	7,  // 0: mother.v1.JoinResponse.limits:type_name -> mother.v1.ChickLimits
-	50, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
-	51, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
-	51, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
+	52, // 1: mother.v1.JoinResponse.host_tools:type_name -> mother.v1.ToolSpec
+	53, // 2: mother.v1.ChickLimits.wall_timeout:type_name -> google.protobuf.Duration
+	53, // 3: mother.v1.ChickLimits.heartbeat_interval:type_name -> google.protobuf.Duration
 	9,  // 4: mother.v1.SessionRequest.hello:type_name -> mother.v1.SessionHello
 	14, // 5: mother.v1.SessionRequest.event:type_name -> mother.v1.AgentEvent
 	10, // 6: mother.v1.SessionRequest.heartbeat:type_name -> mother.v1.Heartbeat
 	26, // 7: mother.v1.SessionRequest.result:type_name -> mother.v1.ChickResult
-	52, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	54, // 8: mother.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	12, // 9: mother.v1.SessionResponse.ack:type_name -> mother.v1.Ack
 	13, // 10: mother.v1.SessionResponse.cancel:type_name -> mother.v1.Cancel
-	52, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	54, // 11: mother.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
 	15, // 12: mother.v1.AgentEvent.message_start:type_name -> mother.v1.MessageStart
 	17, // 13: mother.v1.AgentEvent.message_delta:type_name -> mother.v1.MessageDelta
 	18, // 14: mother.v1.AgentEvent.message_end:type_name -> mother.v1.MessageEnd
@@ -3636,27 +3772,27 @@ var file_mother_v1_chick_proto_depIdxs = []int32{
 	24, // 19: mother.v1.AgentEvent.run_end:type_name -> mother.v1.RunEnd
 	25, // 20: mother.v1.AgentEvent.retry:type_name -> mother.v1.Retry
 	16, // 21: mother.v1.AgentEvent.message_thinking:type_name -> mother.v1.MessageThinking
-	53, // 22: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
+	55, // 22: mother.v1.MessageEnd.usage:type_name -> mother.v1.Usage
 	19, // 23: mother.v1.ToolStart.call:type_name -> mother.v1.ToolCall
 	19, // 24: mother.v1.ToolEnd.call:type_name -> mother.v1.ToolCall
-	51, // 25: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
-	54, // 26: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
-	53, // 27: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
-	51, // 28: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
-	54, // 29: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
+	53, // 25: mother.v1.ToolEnd.duration:type_name -> google.protobuf.Duration
+	56, // 26: mother.v1.RunEnd.stop_reason:type_name -> mother.v1.StopReason
+	55, // 27: mother.v1.RunEnd.usage:type_name -> mother.v1.Usage
+	53, // 28: mother.v1.Retry.wait:type_name -> google.protobuf.Duration
+	56, // 29: mother.v1.ChickResult.stop_reason:type_name -> mother.v1.StopReason
 	0,  // 30: mother.v1.ModelMessage.role:type_name -> mother.v1.Role
 	27, // 31: mother.v1.ModelMessage.images:type_name -> mother.v1.ModelImage
 	28, // 32: mother.v1.ModelMessage.tool_calls:type_name -> mother.v1.ModelToolCall
 	29, // 33: mother.v1.GenerateRequest.messages:type_name -> mother.v1.ModelMessage
-	50, // 34: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
+	52, // 34: mother.v1.GenerateRequest.tools:type_name -> mother.v1.ToolSpec
 	33, // 35: mother.v1.GenerateResponse.done:type_name -> mother.v1.GenerateDone
 	32, // 36: mother.v1.GenerateResponse.thinking:type_name -> mother.v1.GenerateThinking
 	29, // 37: mother.v1.GenerateDone.message:type_name -> mother.v1.ModelMessage
-	53, // 38: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
+	55, // 38: mother.v1.GenerateDone.usage:type_name -> mother.v1.Usage
 	36, // 39: mother.v1.FetchFilesResponse.entry:type_name -> mother.v1.WorkspaceEntry
 	37, // 40: mother.v1.FetchFilesResponse.done:type_name -> mother.v1.FetchFilesDone
 	1,  // 41: mother.v1.WorkspaceEntry.kind:type_name -> mother.v1.WorkspaceEntryKind
-	52, // 42: mother.v1.WorkspaceEntry.mod_time:type_name -> google.protobuf.Timestamp
+	54, // 42: mother.v1.WorkspaceEntry.mod_time:type_name -> google.protobuf.Timestamp
 	39, // 43: mother.v1.UploadFileRequest.header:type_name -> mother.v1.UploadFileHeader
 	2,  // 44: mother.v1.RequestAccessResponse.scope:type_name -> mother.v1.AccessScope
 	3,  // 45: mother.v1.SkillEntry.kind:type_name -> mother.v1.SkillEntryKind
@@ -3671,17 +3807,19 @@ var file_mother_v1_chick_proto_depIdxs = []int32{
 	43, // 54: mother.v1.ChickService.RequestAccess:input_type -> mother.v1.RequestAccessRequest
 	46, // 55: mother.v1.ChickService.ProposeSkill:input_type -> mother.v1.ProposeSkillRequest
 	48, // 56: mother.v1.ChickService.UpdateMemory:input_type -> mother.v1.UpdateMemoryRequest
-	6,  // 57: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
-	35, // 58: mother.v1.ChickService.FetchFiles:output_type -> mother.v1.FetchFilesResponse
-	11, // 59: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
-	31, // 60: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
-	40, // 61: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
-	42, // 62: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
-	44, // 63: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
-	47, // 64: mother.v1.ChickService.ProposeSkill:output_type -> mother.v1.ProposeSkillResponse
-	49, // 65: mother.v1.ChickService.UpdateMemory:output_type -> mother.v1.UpdateMemoryResponse
-	57, // [57:66] is the sub-list for method output_type
-	48, // [48:57] is the sub-list for method input_type
+	50, // 57: mother.v1.ChickService.Recall:input_type -> mother.v1.RecallRequest
+	6,  // 58: mother.v1.ChickService.Join:output_type -> mother.v1.JoinResponse
+	35, // 59: mother.v1.ChickService.FetchFiles:output_type -> mother.v1.FetchFilesResponse
+	11, // 60: mother.v1.ChickService.Session:output_type -> mother.v1.SessionResponse
+	31, // 61: mother.v1.ChickService.Generate:output_type -> mother.v1.GenerateResponse
+	40, // 62: mother.v1.ChickService.UploadFile:output_type -> mother.v1.UploadFileResponse
+	42, // 63: mother.v1.ChickService.InvokeHostTool:output_type -> mother.v1.InvokeHostToolResponse
+	44, // 64: mother.v1.ChickService.RequestAccess:output_type -> mother.v1.RequestAccessResponse
+	47, // 65: mother.v1.ChickService.ProposeSkill:output_type -> mother.v1.ProposeSkillResponse
+	49, // 66: mother.v1.ChickService.UpdateMemory:output_type -> mother.v1.UpdateMemoryResponse
+	51, // 67: mother.v1.ChickService.Recall:output_type -> mother.v1.RecallResponse
+	58, // [58:68] is the sub-list for method output_type
+	48, // [48:58] is the sub-list for method input_type
 	48, // [48:48] is the sub-list for extension type_name
 	48, // [48:48] is the sub-list for extension extendee
 	0,  // [0:48] is the sub-list for field type_name
@@ -3735,7 +3873,7 @@ func file_mother_v1_chick_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_chick_proto_rawDesc), len(file_mother_v1_chick_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

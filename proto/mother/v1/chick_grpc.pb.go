@@ -35,6 +35,7 @@ const (
 	ChickService_RequestAccess_FullMethodName  = "/mother.v1.ChickService/RequestAccess"
 	ChickService_ProposeSkill_FullMethodName   = "/mother.v1.ChickService/ProposeSkill"
 	ChickService_UpdateMemory_FullMethodName   = "/mother.v1.ChickService/UpdateMemory"
+	ChickService_Recall_FullMethodName         = "/mother.v1.ChickService/Recall"
 )
 
 // ChickServiceClient is the client API for ChickService service.
@@ -85,6 +86,12 @@ type ChickServiceClient interface {
 	// (MEMORY.md), within the same budget as her own update_memory; over
 	// budget is an answer (updated false) with the reason.
 	UpdateMemory(ctx context.Context, in *UpdateMemoryRequest, opts ...grpc.CallOption) (*UpdateMemoryResponse, error)
+	// Recall searches the history of the chick's own channel (its
+	// messages, Mother's answers, chick results, MEMORY.md), read-only:
+	// with query, the best hits; with read_id, the messages around that
+	// hit. No other channel is ever searched. Mother without a history
+	// index answers Unavailable.
+	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
 }
 
 type chickServiceClient struct {
@@ -209,6 +216,16 @@ func (c *chickServiceClient) UpdateMemory(ctx context.Context, in *UpdateMemoryR
 	return out, nil
 }
 
+func (c *chickServiceClient) Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecallResponse)
+	err := c.cc.Invoke(ctx, ChickService_Recall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChickServiceServer is the server API for ChickService service.
 // All implementations must embed UnimplementedChickServiceServer
 // for forward compatibility.
@@ -257,6 +274,12 @@ type ChickServiceServer interface {
 	// (MEMORY.md), within the same budget as her own update_memory; over
 	// budget is an answer (updated false) with the reason.
 	UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error)
+	// Recall searches the history of the chick's own channel (its
+	// messages, Mother's answers, chick results, MEMORY.md), read-only:
+	// with query, the best hits; with read_id, the messages around that
+	// hit. No other channel is ever searched. Mother without a history
+	// index answers Unavailable.
+	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
 	mustEmbedUnimplementedChickServiceServer()
 }
 
@@ -293,6 +316,9 @@ func (UnimplementedChickServiceServer) ProposeSkill(context.Context, *ProposeSki
 }
 func (UnimplementedChickServiceServer) UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateMemory not implemented")
+}
+func (UnimplementedChickServiceServer) Recall(context.Context, *RecallRequest) (*RecallResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Recall not implemented")
 }
 func (UnimplementedChickServiceServer) mustEmbedUnimplementedChickServiceServer() {}
 func (UnimplementedChickServiceServer) testEmbeddedByValue()                      {}
@@ -441,6 +467,24 @@ func _ChickService_UpdateMemory_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChickService_Recall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChickServiceServer).Recall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChickService_Recall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChickServiceServer).Recall(ctx, req.(*RecallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ChickService_ServiceDesc is the grpc.ServiceDesc for ChickService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -467,6 +511,10 @@ var ChickService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateMemory",
 			Handler:    _ChickService_UpdateMemory_Handler,
+		},
+		{
+			MethodName: "Recall",
+			Handler:    _ChickService_Recall_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
