@@ -105,7 +105,7 @@ func recallBench(bin, tmp string, quick bool) {
 		defer d.stop()
 		time.Sleep(5 * time.Second) // caught up (the channel is checked, not read) and trimmed
 		d.ask("what did we say about the " + vocab[500])
-		d.stdout.ReadString('\n') // the tool line, then the answer
+		d.stdout.ReadString('\n')   // the tool line, then the answer
 		time.Sleep(4 * time.Second) // idle again: Mother trims after 2 s
 		return memOf(d.cmd.Process.Pid)
 	}

@@ -2,6 +2,7 @@ package recall
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -153,32 +154,29 @@ func (em *embedder) search(ctx context.Context, channel, query string, limit int
 
 // ftsRowids ranks the channel's documents matching query by BM25.
 func (ix *Index) ftsRowids(ctx context.Context, channel, query string, limit int) ([]int64, error) {
-	match := MatchExpr(query)
-	if match == "" {
-		return nil, nil
-	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT d.rowid FROM fts JOIN docs d ON d.rowid = fts.rowid
-		WHERE fts MATCH ? AND d.channel = ? ORDER BY bm25(fts) LIMIT ?`, match, channel, limit)
+	best, err := ix.rankWords(ctx, channel, query, limit)
 	if err != nil {
-		return nil, fmt.Errorf("recall search: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
+	out := make([]int64, len(best))
+	for i, r := range best {
+		out[i] = r.rowid
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // nearest ranks the channel's documents with a vector of model by cosine
 // similarity to q (an exact scan: a channel's few thousand vectors take
 // milliseconds).
 func (ix *Index) nearest(ctx context.Context, channel, model string, q []float32, limit int) ([]int64, error) {
-	rows, err := ix.db.QueryContext(ctx, `SELECT v.rowid, v.v FROM vecs v JOIN docs d ON d.rowid = v.rowid WHERE d.channel = ? AND v.model = ?`, channel, model)
+	lo, hi, err := channelRange(ctx, ix.db, channel)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recall search: %w", err)
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT rowid, v FROM vecs WHERE rowid BETWEEN ? AND ? AND model = ?`, lo, hi, model)
 	if err != nil {
 		return nil, fmt.Errorf("recall search: %w", err)
 	}

@@ -30,7 +30,7 @@ import (
 
 // schemaVersion changes whenever the tables change: an index of another
 // version is deleted and rebuilt from the files.
-const schemaVersion = "1"
+const schemaVersion = "2"
 
 // Kinds of documents.
 const (
@@ -146,8 +146,9 @@ func create(ctx context.Context, db *sql.DB) error {
 		// last the id on that line; for MEMORY.md, pos is its size and
 		// last its modification time (ns).
 		`CREATE TABLE sources (channel TEXT NOT NULL, source TEXT NOT NULL, pos INTEGER NOT NULL, last TEXT NOT NULL, PRIMARY KEY (channel, source))`,
-		// channels: dm is 1 once a direct message was seen in it.
-		`CREATE TABLE channels (channel TEXT PRIMARY KEY, dm INTEGER NOT NULL DEFAULT 0)`,
+		// channels: dm is 1 once a direct message was seen in it; num
+		// gives the channel its range of document rowids (rank.go).
+		`CREATE TABLE channels (channel TEXT PRIMARY KEY, num INTEGER NOT NULL UNIQUE, dm INTEGER NOT NULL DEFAULT 0)`,
 		`CREATE TABLE docs (rowid INTEGER PRIMARY KEY, channel TEXT NOT NULL, source TEXT NOT NULL, id TEXT NOT NULL, ts INTEGER NOT NULL, who TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL)`,
 		`CREATE INDEX docs_channel_id ON docs (channel, id)`,
 		`CREATE INDEX docs_channel_source ON docs (channel, source)`,
@@ -206,35 +207,28 @@ func (ix *Index) Count(ctx context.Context, channel string) (int, error) {
 // query best, by BM25 over the words of query (any of them; the rarer a
 // word, the more it counts).
 func (ix *Index) Search(ctx context.Context, channel, query string, limit int) ([]Hit, error) {
-	match := MatchExpr(query)
-	if match == "" {
-		return nil, nil
-	}
 	if limit <= 0 {
 		limit = 5
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT d.id, d.ts, d.who, d.kind, d.text, bm25(fts) AS r
-		FROM fts JOIN docs d ON d.rowid = fts.rowid
-		WHERE fts MATCH ? AND d.channel = ?
-		ORDER BY r LIMIT ?`, match, channel, limit)
+	best, err := ix.rankWords(ctx, channel, query, limit)
+	if err != nil || len(best) == 0 {
+		return nil, err
+	}
+	ids := make([]int64, len(best))
+	for i, r := range best {
+		ids[i] = r.rowid
+	}
+	docs, err := ix.docs(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("recall search: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []Hit
-	for rows.Next() {
-		var h Hit
-		var ts int64
-		var rank float64
-		if err := rows.Scan(&h.ID, &ts, &h.Who, &h.Kind, &h.Text, &rank); err != nil {
-			return nil, fmt.Errorf("recall search: %w", err)
+	out := make([]Hit, 0, len(best))
+	for _, r := range best {
+		if d, ok := docs[r.rowid]; ok {
+			out = append(out, Hit{Doc: d, Channel: channel, Score: -r.bm25}) // bm25() is lower for better matches
 		}
-		h.Time = time.Unix(0, ts)
-		h.Channel = channel
-		h.Score = -rank // bm25() is lower for better matches
-		out = append(out, h)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ErrNotFound: no document of the channel has that id.
@@ -312,7 +306,11 @@ func init() {
 // MatchExpr turns a question in words into an FTS5 expression: its words
 // (letters and digits), less the stop words, each quoted, joined by OR.
 // "" when nothing is left to look for.
-func MatchExpr(query string) string {
+func MatchExpr(query string) string { return strings.Join(matchTerms(query), " OR ") }
+
+// matchTerms is the words of query as FTS5 terms (quoted), less the stop
+// words; the stop words after all when nothing else is left.
+func matchTerms(query string) []string {
 	var terms []string
 	seen := map[string]bool{}
 	for _, w := range strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
@@ -339,5 +337,5 @@ func MatchExpr(query string) string {
 			}
 		}
 	}
-	return strings.Join(terms, " OR ")
+	return terms
 }

@@ -189,26 +189,37 @@ func (ix *Index) addBatch(ctx context.Context, channel, source string, docs []Do
 			return fmt.Errorf("recall index %s: %w", channel, err)
 		}
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO docs (channel, source, id, ts, who, kind, text) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	dmv := 0
+	if dm {
+		dmv = 1
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO channels (channel, num, dm) VALUES (?, (SELECT coalesce(max(num), 0) + 1 FROM channels), ?)
+		ON CONFLICT (channel) DO UPDATE SET dm = max(dm, excluded.dm)`, channel, dmv); err != nil {
+		return fmt.Errorf("recall index %s: %w", channel, err)
+	}
+	lo, hi, err := channelRange(ctx, tx, channel)
+	if err != nil {
+		return fmt.Errorf("recall index %s: %w", channel, err)
+	}
+	var next int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid) + 1, ?) FROM docs WHERE rowid BETWEEN ? AND ?`, lo, lo, hi).Scan(&next); err != nil {
+		return fmt.Errorf("recall index %s: %w", channel, err)
+	}
+	if next+int64(len(docs)) > hi {
+		return fmt.Errorf("recall index %s: the channel's range of rowids is full", channel)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO docs (rowid, channel, source, id, ts, who, kind, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("recall index %s: %w", channel, err)
 	}
 	defer ins.Close()
-	for _, d := range docs {
-		if _, err := ins.ExecContext(ctx, channel, source, d.ID, d.Time.UnixNano(), d.Who, d.Kind, d.Text); err != nil {
+	for i, d := range docs {
+		if _, err := ins.ExecContext(ctx, next+int64(i), channel, source, d.ID, d.Time.UnixNano(), d.Who, d.Kind, d.Text); err != nil {
 			return fmt.Errorf("recall index %s: %w", channel, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sources (channel, source, pos, last) VALUES (?, ?, ?, ?)
 		ON CONFLICT (channel, source) DO UPDATE SET pos = excluded.pos, last = excluded.last`, channel, source, pos, last); err != nil {
-		return fmt.Errorf("recall index %s: %w", channel, err)
-	}
-	dmv := 0
-	if dm {
-		dmv = 1
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO channels (channel, dm) VALUES (?, ?)
-		ON CONFLICT (channel) DO UPDATE SET dm = max(dm, excluded.dm)`, channel, dmv); err != nil {
 		return fmt.Errorf("recall index %s: %w", channel, err)
 	}
 	return tx.Commit()
