@@ -30,13 +30,13 @@ import (
 // place (atomicfile.Overwrite: one write into the page cache, where a temp
 // file and a rename cost a busy ext4 disk a data flush and two journalled
 // directory changes each time) and not fsynced on every change: a killed
-// process loses nothing (the page cache survives it), and the marker and
-// its directory are fsynced store.FlushAfter after a change. A power loss
-// within that second may leave the previous marker, none, or one that
-// does not parse (moved aside at start): the messages themselves are in
-// log.jsonl (fsynced before their answers are shown), and the next sync
-// brings them into the context; at worst a restart notice is missed or a
-// run is resumed whose answer was already posted.
+// process loses nothing (the page cache survives it), and the marker is
+// fsynced store.FlushAfter after a change (its directory too while its
+// name is new). A power loss within that second may leave the previous
+// marker, or one that does not parse (moved aside at start): a message's
+// job is in its own log.jsonl line as well (answering.go), found past the
+// marker's LogEnd; at worst a restart notice is missed or a run is
+// resumed whose answer was already posted.
 
 type inflightFile struct {
 	Adapter string        `json:"adapter"`
@@ -198,13 +198,13 @@ func (m *Mother) armMarkerFlush(cs *channelState, path string) {
 }
 
 // syncInflightNow makes the channel's in-flight marker durable now, as
-// written last: Deliver calls it for a message to answer, whose job the
-// marker names, before the message's line goes into log.jsonl, so the
-// line is never durable without its job. Left to the deferred fsync, a
-// power cut in that second kept the message (acknowledged, or in the log
-// so the adapter does not deliver it again) and lost its job, and the
-// restart answered it never (the power-cut soak, issue 35). One fsync of
-// the file; the directory's too while the marker's name is new.
+// written last: answerChickEnd calls it for a chick's result, whose job
+// the marker names, before the report's line goes into log.jsonl, and
+// markerOnDisk before a channel's first answering line (a message's job
+// is otherwise carried by its own line: answering.go). Left to the
+// deferred fsync, a power cut in that second kept the line and lost its
+// job (the power-cut soak, issue 35). One fsync of the file; the
+// directory's too while the marker's name is new.
 func (m *Mother) syncInflightNow(cs *channelState) error {
 	cs.persistMu.Lock()
 	defer cs.persistMu.Unlock()
