@@ -174,9 +174,12 @@ func (m *Mother) armMarkerFlush(cs *channelState, path string) {
 		if cs.markerRewrite {
 			err = atomicfile.Overwrite(path, cs.markerData, 0o600)
 		}
-		if err == nil && cs.markerNamed {
+		switch {
+		case err != nil:
+		case cs.markerNamed && !cs.markerRewrite:
+			// Its name is durable: the file's content is what is new.
 			err = syncMarkerFile(path)
-		} else if err == nil {
+		default:
 			err = syncMarker(path)
 		}
 		if err != nil {
