@@ -135,9 +135,9 @@ staticcheck: ## staticcheck (pinned, installed into bin/tools on first use)
 	@bash .ci/staticcheck $(STATICCHECK_VERSION)
 
 .PHONY: bench
-bench: ## print performance figures (footprint, overhead, store scale, start-up, chick spawn vs docker run, relay, ...)
+bench: ## print performance figures (footprint, overhead, store scale, start-up, chick spawn vs docker run, relay, ...); BENCHFLAGS='-baseline 14dc8ff -runs 2' compares
 	@bash .ci/ensure-docker
-	$(GO) run ./bench
+	$(GO) run ./bench $(BENCHFLAGS)
 
 .PHONY: cross
 cross: ## Mother and momctl for linux/arm64 (the Pi), the chick for linux/amd64, in dist/

@@ -4,7 +4,7 @@
 // relay throughput, and Mother's own relay ceiling (relaycap). It never
 // asserts timings; it reports them.
 //
-//	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks,relaycap,recall] [-quick]
+//	go run ./bench [-only footprint,platforms,overhead,store,startup,chicks,relaycap] [-quick]
 package main
 
 import (
@@ -32,47 +32,119 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "", "comma-separated subset: footprint,platforms,overhead,store,startup,chicks,relaycap,recall")
+	only := flag.String("only", "", "comma-separated subset: size,footprint,platforms,overhead,store,startup,chicks,relaycap,recall")
 	quick := flag.Bool("quick", false, "smaller sizes (for a smoke run)")
+	baseline := flag.String("baseline", "", "a git revision (e.g. 14dc8ff) built and measured too, alternated with this tree, for the summary's ratios")
+	runs := flag.Int("runs", 1, "how many times each binary is measured (alternated with the baseline's)")
 	flag.Parse()
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 
 	tmp, err := os.MkdirTemp("", "mother-bench-")
 	check(err)
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "mother")
-	// Built as `make release` builds it: static and stripped.
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./cmd/mother")
+	bin := buildMother(".", filepath.Join(tmp, "mother"))
+	var baseBin, baseSrc string
+	if *baseline != "" {
+		baseSrc = filepath.Join(tmp, "baseline-src")
+		check(os.MkdirAll(baseSrc, 0o700))
+		// The baseline's source as committed, beside this tree (git
+		// archive: nothing in this checkout changes).
+		arch := exec.Command("sh", "-c", `git archive --format=tar "$0" | tar -x -C "$1"`, *baseline, baseSrc)
+		arch.Stderr = os.Stderr
+		check(arch.Run())
+		baseBin = buildMother(baseSrc, filepath.Join(tmp, "mother-baseline"))
+	}
+
+	fmt.Printf("# Mother benchmarks (%s)\n\n", time.Now().Format("2006-01-02"))
+	nth := 0
+	recallDone := false
+	measure := func(label, bin, src string) results {
+		summary = results{fsyncsPerMessage: -1}
+		// Each measurement on data directories of its own.
+		nth++
+		tmp := filepath.Join(tmp, fmt.Sprintf("m%d", nth))
+		check(os.MkdirAll(tmp, 0o700))
+		defer os.RemoveAll(tmp)
+		if label != "" {
+			fmt.Printf("# %s\n\n", label)
+		}
+		if want("size") {
+			summary.arm64 = arm64Size(src, tmp)
+		}
+		if want("footprint") {
+			footprint(bin, tmp, *quick)
+		}
+		if want("platforms") {
+			platforms(bin, tmp, *quick)
+		}
+		if want("overhead") {
+			overhead(bin, tmp, *quick)
+		}
+		if want("store") {
+			storeScale(tmp, *quick)
+		}
+		if want("startup") {
+			startup(bin, tmp, *quick)
+		}
+		if want("chicks") {
+			chicks(bin, tmp, *quick)
+		}
+		if want("relaycap") {
+			relaycap(bin, tmp, *quick)
+		}
+		// Recall is this tree's alone (a baseline may have none), and
+		// measured once: its million messages take minutes.
+		if want("recall") && src == "." && !recallDone {
+			recallBench(bin, tmp, *quick)
+			recallDone = true
+		}
+		return summary
+	}
+	if baseBin == "" && *runs <= 1 {
+		measure("", bin, ".").print()
+		return
+	}
+	var cur, base []results
+	for i := range max(*runs, 1) {
+		cur = append(cur, measure(fmt.Sprintf("Run %d: this tree", i+1), bin, "."))
+		cur[len(cur)-1].print()
+		if baseBin != "" {
+			base = append(base, measure(fmt.Sprintf("Run %d: %s", i+1, *baseline), baseBin, baseSrc))
+			base[len(base)-1].print()
+		}
+	}
+	rev := *baseline
+	if rev == "" {
+		rev = "(no baseline)"
+	}
+	printCompare(rev, cur, base)
+}
+
+// buildMother builds src's cmd/mother to out as `make release` builds
+// it: static and stripped.
+func buildMother(src, out string) string {
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/mother")
+	build.Dir = src
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	check(build.Run())
+	return out
+}
 
-	fmt.Printf("# Mother benchmarks (%s)\n\n", time.Now().Format("2006-01-02"))
-	if want("footprint") {
-		footprint(bin, tmp, *quick)
-	}
-	if want("platforms") {
-		platforms(bin, tmp, *quick)
-	}
-	if want("overhead") {
-		overhead(bin, tmp, *quick)
-	}
-	if want("store") {
-		storeScale(tmp, *quick)
-	}
-	if want("startup") {
-		startup(bin, tmp, *quick)
-	}
-	if want("chicks") {
-		chicks(bin, tmp, *quick)
-	}
-	if want("relaycap") {
-		relaycap(bin, tmp, *quick)
-	}
-	if want("recall") {
-		recallBench(bin, tmp, *quick)
-	}
-	summary.print()
+// arm64Size builds src's cmd/mother for the Pi (GOARCH=arm64, static,
+// stripped) and returns its size in bytes.
+func arm64Size(src, tmp string) int64 {
+	out := filepath.Join(tmp, "mother-arm64")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/mother")
+	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH=arm64", "GOOS=linux")
+	build.Stderr = os.Stderr
+	check(build.Run())
+	st, err := os.Stat(out)
+	check(err)
+	os.Remove(out)
+	fmt.Printf("## Size\n\nstripped arm64 mother: %d bytes (%.1f MB)\n\n", st.Size(), float64(st.Size())/(1<<20))
+	return st.Size()
 }
 
 func check(err error) {
@@ -328,7 +400,7 @@ func footprint(bin, tmp string, quick bool) {
 	}
 	after := memOf(d.cmd.Process.Pid)
 	smapsBreakdown(d.cmd.Process.Pid, "after all")
-	summary.rss100, summary.peakTerminal, summary.peakStartup = after100.rss, after.peak, idle.peak
+	summary.idle, summary.rss100, summary.peakTerminal, summary.peakStartup = idle.rss, after100.rss, after.peak, idle.peak
 	time.Sleep(4 * time.Second) // Mother returns freed memory after 2 s idle
 	idleAgain := memOf(d.cmd.Process.Pid)
 	fmt.Printf("## Footprint (terminal adapter)\n\n")
@@ -387,7 +459,7 @@ func overhead(bin, tmp string, quick bool) {
 		fmt.Printf("fsyncs: not reported (this binary has no mother_store_fsyncs_total)\n\n")
 		return
 	}
-	summary.fsyncsPerMessage = fs / float64(n)
+	summary.fsyncsPerMessage, summary.fsyncKinds = fs/float64(n), kinds
 	fmt.Printf("fsyncs: %.0f for %d answered messages, %.2f per message (%s); at 10 ms per fsync (an SD card) that is %.0f ms of fsync per message\n\n", fs, n, fs/float64(n), kinds, 10*fs/float64(n))
 }
 

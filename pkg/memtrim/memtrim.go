@@ -25,6 +25,36 @@ type Trimmer struct {
 	mu     sync.Mutex
 	timer  clock.Timer
 	before []func()
+	// codeDelay, when set, releases the binary's code pages after that
+	// much quiet, ahead of the full trim (ReleaseCodeAfter); codeTimer is
+	// its armed timer.
+	codeDelay time.Duration
+	codeTimer clock.Timer
+	// touched is when Touch was last called (UnixNano; 0: never).
+	touched atomic.Int64
+}
+
+// Touch records work that is not counted by Begin and End (a chick's
+// event relayed): the code release waits for its delay of quiet after
+// the last touch too. It costs one clock read and one atomic store.
+func (t *Trimmer) Touch() { t.touched.Store(t.clock.Now().UnixNano()) }
+
+// release is releaseCode (tests count its calls).
+var release = releaseCode
+
+// ReleaseCodeAfter has the binary's code pages (see releaseCode) released
+// once d of quiet has passed, sooner than the rest of the trim: what a
+// burst of work mapped of the binary (most of the RSS after one, with the
+// kernel's 64 KB fault-around) goes back to the page cache before the
+// heap is collected and handed back. The next work maps again what it
+// runs, as after every trim. Call it before the first Begin or Schedule;
+// d at or past the trim's own delay does nothing.
+func (t *Trimmer) ReleaseCodeAfter(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d > 0 && d < t.delay {
+		t.codeDelay = d
+	}
 }
 
 // BeforeTrim adds fn to what runs at each trim, before the freed memory is
@@ -60,6 +90,31 @@ func (t *Trimmer) Schedule() {
 		t.timer.Stop()
 	}
 	t.timer = t.clock.AfterFunc(t.delay, t.trimIfIdle)
+	if t.codeDelay > 0 {
+		if t.codeTimer != nil {
+			t.codeTimer.Stop()
+		}
+		t.codeTimer = t.clock.AfterFunc(t.codeDelay, t.releaseCodeIfIdle)
+	}
+}
+
+// releaseCodeIfIdle unmaps the binary's code pages when nothing is in
+// flight.
+func (t *Trimmer) releaseCodeIfIdle() {
+	if t.active.Load() != 0 {
+		return
+	}
+	if last := t.touched.Load(); last != 0 {
+		if wait := t.codeDelay - t.clock.Now().Sub(time.Unix(0, last)); wait > 0 {
+			t.mu.Lock()
+			t.codeTimer = t.clock.AfterFunc(wait, t.releaseCodeIfIdle)
+			t.mu.Unlock()
+			return
+		}
+	}
+	if err := release(); err != nil {
+		t.logger.Debug("code pages not released", "err", err)
+	}
 }
 
 // trimIfIdle returns freed heap to the OS and unmaps the code pages of the
@@ -79,7 +134,7 @@ func (t *Trimmer) trimIfIdle() {
 		// handed back.
 		runtime.GC()
 		debug.FreeOSMemory()
-		if err := releaseCode(); err != nil {
+		if err := release(); err != nil {
 			t.logger.Debug("code pages not released", "err", err)
 		}
 	}

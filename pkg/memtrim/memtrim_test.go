@@ -77,3 +77,60 @@ func TestTrimFreesWhatPoolsKeep(t *testing.T) {
 	}
 	runtime.KeepAlive(&pool)
 }
+
+// TestFloorCodeReleasedBeforeTheHeapTrim: with ReleaseCodeAfter, the
+// code pages go after their shorter quiet (not while work is in flight),
+// and the full trim still comes at its own delay.
+func TestFloorCodeReleasedBeforeTheHeapTrim(t *testing.T) {
+	released := 0
+	release = func() error { released++; return nil }
+	t.Cleanup(func() { release = releaseCode })
+	c := clock.NewFake(time.Unix(1000, 0))
+	tr := New(c, 2*time.Second, slog.New(slog.DiscardHandler))
+	tr.ReleaseCodeAfter(500 * time.Millisecond)
+	trimmed := 0
+	tr.BeforeTrim(func() { trimmed++ })
+	tr.Begin()
+	tr.End()
+	tr.Begin() // busy again before the short delay: nothing is released
+	c.Advance(500 * time.Millisecond)
+	if released != 0 {
+		t.Fatalf("code released %d times with work in flight", released)
+	}
+	tr.End()
+	c.Advance(400 * time.Millisecond)
+	if released != 0 {
+		t.Fatalf("code released %d times before its delay of quiet", released)
+	}
+	c.Advance(100 * time.Millisecond)
+	if released != 1 || trimmed != 0 {
+		t.Fatalf("after 500 ms of quiet: code released %d times, trims %d; want 1 and 0", released, trimmed)
+	}
+	c.Advance(1500 * time.Millisecond)
+	if released != 2 || trimmed != 1 {
+		t.Errorf("after 2 s of quiet: code released %d times, trims %d; want 2 (the trim releases it too) and 1", released, trimmed)
+	}
+}
+
+// TestFloorTouchDefersTheCodeRelease: work not counted by Begin/End (a
+// chick's relayed events) keeps the code mapped until its own quiet.
+func TestFloorTouchDefersTheCodeRelease(t *testing.T) {
+	released := 0
+	release = func() error { released++; return nil }
+	t.Cleanup(func() { release = releaseCode })
+	c := clock.NewFake(time.Unix(1000, 0))
+	tr := New(c, 2*time.Second, slog.New(slog.DiscardHandler))
+	tr.ReleaseCodeAfter(500 * time.Millisecond)
+	tr.Begin()
+	tr.End()
+	c.Advance(400 * time.Millisecond)
+	tr.Touch()
+	c.Advance(100 * time.Millisecond)
+	if released != 0 {
+		t.Fatalf("code released %d times 100 ms after a touch", released)
+	}
+	c.Advance(400 * time.Millisecond)
+	if released != 1 {
+		t.Errorf("code released %d times 500 ms after the last touch, want 1", released)
+	}
+}

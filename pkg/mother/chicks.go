@@ -159,6 +159,7 @@ func (v *chickView) replyFor(m *Mother, ctx context.Context) chat.Reply {
 
 func (o chickObserver) ChickEvent(in hatchery.Info, ev agent.Event) {
 	m := o.m
+	m.trimmer.Touch() // a relay is work: her code stays mapped through it
 	v := m.view(in)
 	if v == nil {
 		return

@@ -164,6 +164,12 @@ type channelState struct {
 	// markerLen is the length of the marker last written (guarded by
 	// persistMu): past a page it is replaced through a rename, a new name.
 	markerLen int
+	// markerKept: a marker of the channel's has been made durable, file
+	// and name, by this process (guarded by persistMu). Some version of
+	// it survives a power cut from then on (a rename over it that is not
+	// durable brings back the one it replaced): a restart reads it, and
+	// the log's answering lines after its logEnd (answering.go).
+	markerKept bool
 }
 
 func (cs *channelState) qid() string { return chat.QualifiedID(cs.adapter.Name(), cs.id) }
@@ -246,14 +252,14 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		}
 	}
 	if job != nil {
-		// The marker names the job, and is made durable before the line
-		// is written: once the line may be on disk (its own fsync, or any
-		// other append's), a power cut must not leave it there without
-		// its job. Left to the marker's deferred fsync, a cut kept the
-		// line and lost the job, and the restart answered the message
-		// never: the adapter does not deliver again what the log holds
-		// (the power-cut soak, issue 35).
-		if err := m.syncInflightNow(cs); err != nil {
+		// Once the line may be on disk (its own fsync, or any other
+		// append's), a power cut must not leave it there without its
+		// job: the adapter does not deliver again what the log holds
+		// (the power-cut soak, issue 35). The line itself carries the
+		// job (MetaAnswering), and the channel's marker, which a restart
+		// reads, is on disk before it (see answering.go): no fsync of the
+		// marker per message.
+		if err := m.markerOnDisk(cs); err != nil {
 			lg.Warn("cannot fsync in-flight marker; a power cut now could leave this message unanswered", "err", err)
 		}
 	}
@@ -267,7 +273,11 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 	// before the fsync is done, and this returns (the adapter's
 	// acknowledgement) only after it. Every other message is on disk
 	// before anything else happens, as before.
-	lm, err := ch.WriteMessage(msg)
+	line := msg
+	if job != nil {
+		line = answeringLine(msg)
+	}
+	lm, err := ch.WriteMessage(line)
 	if err == nil && job == nil {
 		err = ch.CommitLog(lm)
 	}

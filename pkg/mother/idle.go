@@ -6,6 +6,12 @@ import "time"
 // back to the operating system (see package memtrim).
 const trimDelay = 2 * time.Second
 
+// codeReleaseDelay is how long she must stay idle before the pages of her
+// binary that a burst of work mapped go back to the page cache (issue
+// 45: most of her RSS after a burst), ahead of the heap's trim. A message
+// after that quiet maps again what it runs, as one after trimDelay did.
+const codeReleaseDelay = 500 * time.Millisecond
+
 // workAdd counts one queued job (Shutdown waits for it).
 func (m *Mother) workAdd() {
 	m.work.Add(1)

@@ -30,13 +30,13 @@ import (
 // place (atomicfile.Overwrite: one write into the page cache, where a temp
 // file and a rename cost a busy ext4 disk a data flush and two journalled
 // directory changes each time) and not fsynced on every change: a killed
-// process loses nothing (the page cache survives it), and the marker and
-// its directory are fsynced store.FlushAfter after a change. A power loss
-// within that second may leave the previous marker, none, or one that
-// does not parse (moved aside at start): the messages themselves are in
-// log.jsonl (fsynced before their answers are shown), and the next sync
-// brings them into the context; at worst a restart notice is missed or a
-// run is resumed whose answer was already posted.
+// process loses nothing (the page cache survives it), and the marker is
+// fsynced store.FlushAfter after a change (its directory too while its
+// name is new). A power loss within that second may leave the previous
+// marker, or one that does not parse (moved aside at start): a message's
+// job is in its own log.jsonl line as well (answering.go), found past the
+// marker's LogEnd; at worst a restart notice is missed or a run is
+// resumed whose answer was already posted.
 
 type inflightFile struct {
 	Adapter string        `json:"adapter"`
@@ -44,6 +44,11 @@ type inflightFile struct {
 	Running *inflightJob  `json:"running,omitempty"`
 	Queued  []inflightJob `json:"queued,omitempty"`
 	Updated time.Time     `json:"updated"`
+	// LogEnd is the size of the channel's log.jsonl when this marker's
+	// state was taken: every line marked MetaAnswering that ends at or
+	// before it has its job here (or is done with); those after it are
+	// jobs too (answering.go). Nil in markers from before it existed.
+	LogEnd *int64 `json:"logEnd,omitempty"`
 }
 
 type inflightJob struct {
@@ -88,9 +93,13 @@ func (m *Mother) inflightPath(adapter, channel string) string {
 // channel is idle). Concurrent callers write in state order: a snapshot
 // older than the last one written is dropped.
 func (m *Mother) persist(cs *channelState) {
+	// Read before the state: a line marked MetaAnswering that was
+	// written before this read had its job reserved before it, so the
+	// state below holds the job, or the job is done.
+	logEnd := m.logEnd(cs)
 	m.mu.Lock()
 	seq := cs.seq
-	f := inflightFile{Adapter: cs.adapter.Name(), Channel: cs.id, Updated: m.now()}
+	f := inflightFile{Adapter: cs.adapter.Name(), Channel: cs.id, Updated: m.now(), LogEnd: logEnd}
 	if run := cs.current; run != nil {
 		ij := toInflight(run)
 		f.Running = &ij
@@ -165,7 +174,12 @@ func (m *Mother) armMarkerFlush(cs *channelState, path string) {
 		if cs.markerRewrite {
 			err = atomicfile.Overwrite(path, cs.markerData, 0o600)
 		}
-		if err == nil {
+		switch {
+		case err != nil:
+		case cs.markerNamed && !cs.markerRewrite:
+			// Its name is durable: the file's content is what is new.
+			err = syncMarkerFile(path)
+		default:
 			err = syncMarker(path)
 		}
 		if err != nil {
@@ -178,7 +192,7 @@ func (m *Mother) armMarkerFlush(cs *channelState, path string) {
 			} // stopped: not again; the next start recovers from what the log holds
 			return
 		}
-		cs.markerNamed = true // syncMarker fsyncs the file, then its directory
+		cs.markerNamed, cs.markerKept = true, true // syncMarker fsyncs the file, then its directory
 		if cs.markerRewrite {
 			m.logger.Info("in-flight marker written and fsynced again after a failure", "channel", cs.qid())
 			cs.markerRewrite, cs.marker = false, true
@@ -187,13 +201,13 @@ func (m *Mother) armMarkerFlush(cs *channelState, path string) {
 }
 
 // syncInflightNow makes the channel's in-flight marker durable now, as
-// written last: Deliver calls it for a message to answer, whose job the
-// marker names, before the message's line goes into log.jsonl, so the
-// line is never durable without its job. Left to the deferred fsync, a
-// power cut in that second kept the message (acknowledged, or in the log
-// so the adapter does not deliver it again) and lost its job, and the
-// restart answered it never (the power-cut soak, issue 35). One fsync of
-// the file; the directory's too while the marker's name is new.
+// written last: answerChickEnd calls it for a chick's result, whose job
+// the marker names, before the report's line goes into log.jsonl, and
+// markerOnDisk before a channel's first answering line (a message's job
+// is otherwise carried by its own line: answering.go). Left to the
+// deferred fsync, a power cut in that second kept the line and lost its
+// job (the power-cut soak, issue 35). One fsync of the file; the
+// directory's too while the marker's name is new.
 func (m *Mother) syncInflightNow(cs *channelState) error {
 	cs.persistMu.Lock()
 	defer cs.persistMu.Unlock()
@@ -214,22 +228,19 @@ func (m *Mother) syncInflightNow(cs *channelState) error {
 			cs.markerRewrite = true
 			return err
 		}
-		cs.markerNamed, cs.markerRewrite = true, false
+		cs.markerNamed, cs.markerKept, cs.markerRewrite = true, true, false
 		return nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
+	if err := syncMarkerFile(path); err != nil {
+		cs.markerRewrite = true
 		return err
 	}
-	serr := fsync.File(f, fsync.KindInflight)
-	if serr != nil {
-		cs.markerRewrite = true
-	}
-	return errors.Join(serr, f.Close())
+	return nil
 }
 
-// syncMarker fsyncs the marker at path, if it is there, and its directory.
-func syncMarker(path string) error {
+// syncMarkerFile fsyncs the marker at path, if it is there; not its
+// directory.
+func syncMarkerFile(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -237,8 +248,15 @@ func syncMarker(path string) error {
 	if err != nil {
 		return err
 	}
-	serr := fsync.File(f, fsync.KindInflight)
-	if err := errors.Join(serr, f.Close()); err != nil {
+	return errors.Join(fsync.File(f, fsync.KindInflight), f.Close())
+}
+
+// syncMarker fsyncs the marker at path, if it is there, and its directory.
+func syncMarker(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := syncMarkerFile(path); err != nil {
 		return err
 	}
 	return fsync.Dir(filepath.Dir(path))
@@ -370,11 +388,23 @@ func (m *Mother) recoverOne(path string) (restartNotice, bool) {
 		}
 		jobs = append(jobs, j)
 	}
+	known := map[string]bool{}
 	if f.Running != nil {
 		add(*f.Running, true)
+		if f.Running.Trigger != nil {
+			known[f.Running.Trigger.ID] = true
+		}
 	}
 	for _, q := range f.Queued {
 		add(q, false)
+		if q.Trigger != nil {
+			known[q.Trigger.ID] = true
+		}
+	}
+	if f.LogEnd != nil {
+		for _, q := range m.recoverUnmarked(lg, f.Adapter, f.Channel, *f.LogEnd, known) {
+			add(q, false)
+		}
 	}
 	lines := append(append(append([]string{}, resumed...), evs...), lost...)
 	if len(lines) == 0 && len(jobs) == 0 {

@@ -188,6 +188,7 @@ func New(opts Options) (*Mother, error) {
 	}
 	m.settled = sync.NewCond(&m.mu)
 	m.trimmer = memtrim.New(opts.Clock, trimDelay, m.logger)
+	m.trimmer.ReleaseCodeAfter(codeReleaseDelay)
 	if m.store != nil {
 		m.trimmer.BeforeTrim(m.store.DropContextCaches)
 	}
