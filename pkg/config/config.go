@@ -54,6 +54,8 @@ type Config struct {
 	Log Log `json:"log"`
 	// Metrics is the Prometheus listener.
 	Metrics Metrics `json:"metrics"`
+	// Roles says who may do what (roles.go).
+	Roles Roles `json:"roles"`
 
 	// renamed are the old field names config.json used (Renamed).
 	renamed []RenamedField
