@@ -269,18 +269,27 @@ func isAdminRole(roles []string) bool {
 // chicks on the hard tier." Owner and admin are named only when no other
 // role may.
 func (m *Mother) refusalSentence(perm string) string {
-	var holders []string
+	var builtin, named []string
 	for _, r := range m.cfg.Roles.RoleNames() {
-		if r == config.RoleOwner || r == config.RoleAdmin {
+		if r == config.RoleOwner || r == config.RoleAdmin || !config.Grants(m.cfg.Roles.RolePerms(r), perm) {
 			continue
 		}
-		if config.Grants(m.cfg.Roles.RolePerms(r), perm) {
-			holders = append(holders, r)
+		switch r {
+		case config.RoleMember:
+			builtin = append(builtin, "members")
+		case config.RoleGuest:
+			builtin = append(builtin, "guests")
+		default:
+			named = append(named, r)
 		}
+	}
+	holders := builtin
+	if len(named) > 0 {
+		holders = append(holders, "members of "+strings.Join(named, ", "))
 	}
 	who := "an admin"
 	if len(holders) > 0 {
-		who = "members of " + orList(holders)
+		who = orList(holders)
 	}
 	return fmt.Sprintf("Only %s can %s.", who, permAction(perm))
 }
