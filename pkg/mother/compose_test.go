@@ -47,7 +47,10 @@ func TestComposeRun(t *testing.T) {
 	}{
 		{"message from a user", with(func(s *runState) { s.Job = Job{Trigger: msg} }),
 			runRequest{Roles: []string{"member"}, Prompt: wantPrompt, Info: infoWith("U1", false), Trigger: &msg}},
-		{"message from an admin", with(func(s *runState) { s.Job = Job{Kind: KindMessage, Trigger: admin}; s.Roles = []string{"member", "admin"} }),
+		{"message from an admin", with(func(s *runState) {
+			s.Job = Job{Kind: KindMessage, Trigger: admin}
+			s.Roles = []string{"member", "admin"}
+		}),
 			runRequest{Roles: []string{"member", "admin"}, Prompt: wantPrompt, Info: infoWith("U9", true), Trigger: &admin}},
 		{"an empty sender is never an admin", with(func(s *runState) { s.Job = Job{Trigger: noSender}; s.Roles = []string{"admin"} }),
 			runRequest{Roles: []string{"admin"}, Prompt: wantPrompt, Info: infoWith("", false), Trigger: &noSender}},
