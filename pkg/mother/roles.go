@@ -11,6 +11,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/config"
+	"github.com/mother-chat/mother/pkg/hatchery"
 )
 
 // Roles (config.Roles): who may do what. A person's roles come from their
@@ -355,4 +356,13 @@ func (m *Mother) isApprover(ctx context.Context, adapter, channel, user string) 
 func (m *Mother) terminal(adapter string) bool {
 	ac, ok := m.cfg.Adapters[adapter]
 	return !ok || ac.Type == "cli"
+}
+
+// MayChickHostTool implements nest.HostToolGate: a chick may call host
+// tool tool ("server.tool") only if the person it was started for may
+// (tool:<server>.<tool>) in its channel. A chick an event started has
+// the channel's default role. What the chick sends names the tool only;
+// who it acts for is its record's.
+func (m *Mother) MayChickHostTool(ctx context.Context, in hatchery.Info, tool string) (string, bool) {
+	return m.permit(ctx, in.Adapter, in.ChannelID, in.StartedBy, config.PermToolPrefix+tool)
 }

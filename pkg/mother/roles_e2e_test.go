@@ -396,3 +396,27 @@ func TestRolesDiscordAccessApproval(t *testing.T) {
 		t.Fatal("peach's approval was not taken")
 	}
 }
+
+// TestRolesDiscordChickHostTools: a chick's host tool request is checked
+// against the roles of the person it was started for (the nest asks
+// MayChickHostTool); peach's ops comes from her guild role.
+func TestRolesDiscordChickHostTools(t *testing.T) {
+	t.Parallel()
+	r := newRolesRig(t)
+	chick := func(by string) hatchery.Info {
+		return hatchery.Info{Record: hatchery.Record{ID: "c-1", Adapter: "discord", ChannelID: rolesGeneral, StartedBy: by}}
+	}
+	if s, ok := r.m.MayChickHostTool(t.Context(), chick(rolesPeach.ID), "notes.add"); !ok {
+		t.Errorf("peach's chick refused notes.add: %q", s)
+	}
+	for _, c := range []struct{ by, tool, want string }{
+		{rolesPeach.ID, "mail.send", "Only members can use the host tool mail.send."},
+		{rolesToad.ID, "notes.add", "Only members or members of ops can use the host tool notes.add."},
+		{rolesImpostor.ID, "notes.add", "Only members or members of ops can use the host tool notes.add."},
+		{"", "notes.add", "Only members or members of ops can use the host tool notes.add."},
+	} {
+		if s, ok := r.m.MayChickHostTool(t.Context(), chick(c.by), c.tool); ok || s != c.want {
+			t.Errorf("chick of %q calling %s: %q, %v; want %q", c.by, c.tool, s, ok, c.want)
+		}
+	}
+}

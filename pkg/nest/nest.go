@@ -196,8 +196,10 @@ type Server struct {
 	calls     *callGate
 	release   string
 
-	mu       sync.Mutex
-	access   AccessDesk
+	mu     sync.Mutex
+	access AccessDesk
+	// toolGate checks roles before a chick's host tool call (nil: none).
+	toolGate HostToolGate
 	contrib  Contributions
 	events   Events
 	adapters Adapters
