@@ -297,6 +297,7 @@ func Run(ctx context.Context, opts Options) error {
 	ch.nest.SetAdapters(m)
 	ch.nest.SetAccess(m)
 	ch.nest.SetHostToolGate(m)
+	ch.nest.SetRoles(m)
 	ch.nest.SetContributions(m)
 	mx.Watch(m, ch.hatchery, ch.broker)
 	mx.WatchProviders(models)

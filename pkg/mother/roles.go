@@ -38,16 +38,7 @@ type refsEntry struct {
 }
 
 // Refusal is one permission a person was refused.
-type Refusal struct {
-	Time    time.Time
-	Adapter string
-	Channel string
-	User    string
-	// Perm is the permission ("chicks:hard", "tool:git.push").
-	Perm string
-	// Sentence is what the person and the model were told.
-	Sentence string
-}
+type Refusal = chat.Refusal
 
 // RecentRefusals returns the latest refusals, newest last.
 func (m *Mother) RecentRefusals() []Refusal {
@@ -56,19 +47,10 @@ func (m *Mother) RecentRefusals() []Refusal {
 	return slices.Clone(m.roles.refused)
 }
 
-// RoleAssignment is one role given on an adapter (or one channel of it),
-// as the config says, for momctl and the status page.
-type RoleAssignment struct {
-	Adapter string
-	// Channel is empty for the whole adapter.
-	Channel string
-	Role    string
-	// Who are user ids and platform references ("role:<id>"); "everyone"
-	// for the default role.
-	Who []string
-	// May are the role's permissions.
-	May []string
-}
+// RoleAssignment is one role given on an adapter or channel.
+type RoleAssignment = chat.RoleAssignment
+
+var _ chat.Roles = (*Mother)(nil)
 
 // RoleAssignments lists who has which role, adapter by adapter: the
 // default role, the adapter's admins, and every members entry.
