@@ -96,6 +96,8 @@ type Sources struct {
 	ToolServers ToolServers
 	// Spend draws the chart of the last days' spend.
 	Spend Spend
+	// Roles says who has which role and what was refused (Mother).
+	Roles chat.Roles
 }
 
 // Options build a Page.
@@ -329,8 +331,12 @@ type Snapshot struct {
 	Providers    []Provider    `json:"providers"`
 	ModelServers []ModelServer `json:"modelServers"`
 	// Disk is the data directory's disk (nil: not watched).
-	Disk    *Disk `json:"disk,omitempty"`
-	refresh time.Duration
+	Disk *Disk `json:"disk,omitempty"`
+	// Roles are who has which role; Refusals the latest refusals,
+	// newest first (at most RecentRefusals).
+	Roles    []Role    `json:"roles"`
+	Refusals []Refusal `json:"refusals"`
+	refresh  time.Duration
 }
 
 // Disk is the data directory's disk: State is "ok", "full" or
@@ -459,6 +465,7 @@ func (p *Page) Snapshot() Snapshot {
 		Adapters:      []Adapter{}, Chicks: []Chick{}, RecentChicks: []RecentChick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{}, Providers: []Provider{}, ModelServers: []ModelServer{},
 		refresh: p.opts.Refresh,
 	}
+	out.Roles, out.Refusals = roles(src.Roles, s)
 	if src.Adapters != nil {
 		for _, r := range src.Adapters.AdapterReports() {
 			out.Adapters = append(out.Adapters, Adapter{Name: s(r.Name), Type: s(r.Type), State: string(r.Status.State), Since: optTime(r.Status.Since),
