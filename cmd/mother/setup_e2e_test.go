@@ -253,6 +253,8 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.expect("1) mario (" + mario.ID + ")")
 	s.answer("Admins", "mario")
 	s.expect("✓ admins: mario (" + mario.ID + ")")
+	s.answer("Everyone else is (member or guest)", "guest")
+	s.expect("✓ everyone else: guest")
 	s.answer("Slack bot token (xoxb-...): ", "xoxb-wrong-token")
 	s.expect("bot token refused by Slack")
 	s.answer("Slack bot token (xoxb-...): ", slacktest.BotToken)
@@ -264,6 +266,8 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.expect("Princess Peach (peach) (UADMIN1)")
 	s.answer("Admins", "1")
 	s.expect("✓ admins: Princess Peach (peach) (UADMIN1)")
+	s.answer("Everyone else is (member or guest)", "")
+	s.expect("✓ everyone else: member")
 
 	s.answer("Ollama URL", model.URL)
 	s.expect("gemma:2b  ! no tool support")
@@ -335,6 +339,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 		{[]string{"adapters", "discord", "botToken"}, setupDiscordToken},
 		{[]string{"adapters", "discord", "apiURL"}, dc.URL},
 		{[]string{"adapters", "discord", "admins"}, []any{mario.ID}},
+		{[]string{"roles", "adapters", "discord", "default"}, "guest"},
 		{[]string{"adapters", "slack", "botToken"}, slacktest.BotToken},
 		{[]string{"adapters", "slack", "appToken"}, slacktest.AppToken},
 		{[]string{"adapters", "slack", "admins"}, []any{"UADMIN1"}},
