@@ -288,6 +288,10 @@ type RunInfo struct {
 	// EventMaySchedule: an admin allowed that event's runs to schedule
 	// events of their own.
 	EventMaySchedule bool
+	// ActingFor is the user id whose roles the run has: the sender of a
+	// message, the person a chick was started for, the person who
+	// scheduled an event (empty: the channel's default role).
+	ActingFor string
 }
 
 // QualifiedChannel is "<adapter>/<channelId>".

@@ -35,7 +35,7 @@ func TestComposeRun(t *testing.T) {
 	with := func(f func(*runState)) runState { s := base; f(&s); return s }
 	infoWith := func(user string, isAdmin bool) chat.RunInfo {
 		i := info
-		i.UserID, i.IsAdmin, i.Kind = user, isAdmin, "message"
+		i.UserID, i.IsAdmin, i.Kind, i.ActingFor = user, isAdmin, "message", user
 		return i
 	}
 	eventInfo := info

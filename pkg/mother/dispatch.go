@@ -62,6 +62,9 @@ type Job struct {
 	EventPeriodic    bool
 	EventFailures    int
 	EventMaySchedule bool
+	// EventBy is who scheduled the event (events.Event.By): its run acts
+	// with their roles.
+	EventBy string
 	// Chick is the ended chick a KindChick job answers; its Trigger is
 	// the chick's report, logged already.
 	Chick *ChickEnd

@@ -80,7 +80,7 @@ func (g gatedTool) Run(ctx context.Context, args json.RawMessage) (agent.Result,
 		return g.Tool.Run(ctx, args)
 	}
 	for _, perm := range toolPerms(g.m.cfg, g.Spec().Name, args) {
-		if sentence, ok := g.m.permit(ctx, ri.Adapter, ri.ChannelID, ri.UserID, perm); !ok {
+		if sentence, ok := g.m.permit(ctx, ri.Adapter, ri.ChannelID, ri.ActingFor, perm); !ok {
 			g.m.tellRefusal(ctx, ri, sentence)
 			return agent.Result{Text: "Refused: " + sentence + " Tell the person exactly that, in one sentence; do not try again, nor another way around it.", IsError: true}, nil
 		}
@@ -120,8 +120,8 @@ func (m *Mother) tellRefusal(ctx context.Context, ri chat.RunInfo, sentence stri
 }
 
 // actingFor is the user id a job's run acts for: the sender of a message,
-// the person a chick was started for; empty for a scheduled event (which
-// then has the channel's default role).
+// the person a chick was started for, the person who scheduled an event
+// (empty for an event file written by hand: the channel's default role).
 func (j *Job) actingFor() string {
 	switch j.kind() {
 	case KindMessage:
@@ -130,6 +130,8 @@ func (j *Job) actingFor() string {
 		if j.Chick != nil {
 			return j.Chick.StartedBy
 		}
+	case KindEvent:
+		return j.EventBy
 	}
 	return ""
 }
@@ -169,8 +171,11 @@ func (m *Mother) permissionsSection(ri chat.RunInfo, roles []string) prompt.Sect
 		check(config.PermToolPrefix + ht.Name)
 	}
 	who := "the person asking"
-	if ri.UserID == "" {
-		who = "this scheduled run"
+	if ri.Kind == string(KindEvent) {
+		who = "the person who scheduled this event"
+		if ri.ActingFor == "" {
+			who = "this scheduled run"
+		}
 	}
 	body := "Roles of " + who + ": " + strings.Join(roles, ", ") + ".\n"
 	if len(may) > 0 {

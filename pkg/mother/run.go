@@ -258,7 +258,7 @@ func composeRun(st runState) runRequest {
 			HostTools:  st.HostTools,
 			Limits:     st.Limits,
 		},
-		Info:  chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir, Kind: string(st.Job.kind())},
+		Info:  chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir, Kind: string(st.Job.kind()), ActingFor: st.Job.actingFor()},
 		Roles: st.Roles,
 	}
 	if st.Job.kind() == KindEvent {
