@@ -289,7 +289,8 @@ func TestRolesDiscordEvents(t *testing.T) {
 		_, err := os.Stat(filepath.Join(r.st.EventsDir(), name+".json"))
 		return err == nil
 	}
-	oneShot := `call schedule_event {"name":"%s","type":"one-shot","text":"remind","at":"2099-01-01T09:00:00+00:00"}`
+	// "by" in the arguments is the model's word: ignored.
+	oneShot := `call schedule_event {"name":"%s","type":"one-shot","text":"remind","at":"2099-01-01T09:00:00+00:00","by":"` + rolesMario.ID + `"}`
 	periodic := `call schedule_event {"name":"%s","type":"periodic","text":"remind","schedule":"0 9 * * 1","timezone":"UTC"}`
 	f := func(format, name string) string { return strings.Replace(format, "%s", name, 1) }
 
@@ -301,7 +302,15 @@ func TestRolesDiscordEvents(t *testing.T) {
 		t.Error("a refused event was written")
 	}
 	if !eventFile("luigi-once") || !eventFile("peach-weekly") {
-		t.Error("an allowed event was not written")
+		t.Fatal("an allowed event was not written")
+	}
+	// Its runs act for whoever scheduled it, by id.
+	for name, by := range map[string]string{"luigi-once": rolesLuigi.ID, "peach-weekly": rolesPeach.ID} {
+		b, _ := os.ReadFile(filepath.Join(r.st.EventsDir(), name+".json"))
+		var ev events.Event
+		if err := json.Unmarshal(b, &ev); err != nil || ev.By != by {
+			t.Errorf("%s.json: by %q (%v), want %q:\n%s", name, ev.By, err, by, b)
+		}
 	}
 }
 
@@ -418,5 +427,42 @@ func TestRolesDiscordChickHostTools(t *testing.T) {
 		if s, ok := r.m.MayChickHostTool(t.Context(), chick(c.by), c.tool); ok || s != c.want {
 			t.Errorf("chick of %q calling %s: %q, %v; want %q", c.by, c.tool, s, ok, c.want)
 		}
+	}
+}
+
+// TestRolesDiscordEventRunActsForItsScheduler: an event's run has the
+// roles of the person who scheduled it (by id, from the event), and the
+// channel's default role when nobody did.
+func TestRolesDiscordEventRunActsForItsScheduler(t *testing.T) {
+	t.Parallel()
+	r := newRolesRig(t)
+	fire := func(file, by string) string {
+		t.Helper()
+		done := make(chan events.Result, 1)
+		err := r.m.Submit(t.Context(), events.Firing{File: file, Type: events.Immediate, Adapter: "discord", ChannelID: rolesGeneral,
+			Text: `call spawn_chick {"goal":"nightly build","tier":"hard"}`, By: by}, func(res events.Result) { done <- res })
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("event %s did not finish", file)
+		}
+		var out []string
+		for _, m := range r.fake.Messages(rolesGeneral) {
+			if m.Author.ID == r.fake.Bot().ID {
+				out = append(out, m.Content)
+			}
+		}
+		return joined(out)
+	}
+	fire("peach.json", rolesPeach.ID)
+	if got := r.hatch.tiers(); len(got) != 1 || got[0] != "hard" {
+		t.Fatalf("an event peach scheduled spawned %v, want [hard]", got)
+	}
+	got := fire("nobody.json", "")
+	if len(r.hatch.tiers()) != 1 || !strings.Contains(got, "Only members or members of ops can start chicks on the hard tier.") {
+		t.Errorf("an event nobody scheduled (default role guest): spawned %v; channel:\n%s", r.hatch.tiers(), got)
 	}
 }
