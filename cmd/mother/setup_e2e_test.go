@@ -449,8 +449,8 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 
 	// A rerun that changes nothing leaves the file as it is.
 	s = startSetup(t, nil, data)
-	for _, a := range []string{"Chat platforms", "Discord bot token", "Admins", "Slack bot token", "Slack app-level token", "Admins",
-		"Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Chick image", "Keep host local?", "Add another Docker host",
+	for _, a := range []string{"Chat platforms", "Discord bot token", "Admins", "Everyone else", "Slack bot token", "Slack app-level token", "Admins",
+		"Everyone else", "Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Chick image", "Keep host local?", "Add another Docker host",
 		"Tokens one chick", "per channel per day", "per user per day", "Keep serving the status page there?"} {
 		s.answer(a, "")
 	}
