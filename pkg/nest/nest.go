@@ -201,7 +201,7 @@ type Server struct {
 	// toolGate checks roles before a chick's host tool call (nil: none).
 	toolGate HostToolGate
 	// roles shows who has which role (nil: none known).
-	roles chat.Roles
+	roles    chat.Roles
 	contrib  Contributions
 	events   Events
 	adapters Adapters
