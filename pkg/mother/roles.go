@@ -35,6 +35,8 @@ type roleBook struct {
 type refsEntry struct {
 	refs []string
 	at   time.Time
+	// failed: the lookup failed or was too slow (refs is nil).
+	failed bool
 }
 
 // Refusal is one permission a person was refused.
@@ -159,7 +161,9 @@ func isRef(w string) bool {
 // memberRefs asks the platform what it knows of user (chat.MemberLookup),
 // through a cache of roles.cacheTTL, waiting at most
 // roles.lookupTimeout. A failed or slow lookup gives no references (the
-// person keeps only what their id gives: fail closed) and is logged.
+// person keeps only what their id gives: fail closed), is logged, and is
+// remembered for failedLookupTTL so a run's later tool calls do not wait
+// again; a slow answer that comes after all fills the cache.
 func (m *Mother) memberRefs(ctx context.Context, adapter, channel, user string) []string {
 	a, ok := m.Adapter(adapter)
 	if !ok {
@@ -172,47 +176,75 @@ func (m *Mother) memberRefs(ctx context.Context, adapter, channel, user string) 
 	key := adapter + "\x00" + channel + "\x00" + user
 	now := m.now()
 	m.roles.mu.Lock()
-	if e, ok := m.roles.cache[key]; ok && now.Sub(e.at) < m.cfg.Roles.CacheTTL.Duration {
-		m.roles.mu.Unlock()
-		return e.refs
+	if e, ok := m.roles.cache[key]; ok {
+		ttl := m.cfg.Roles.CacheTTL.Duration
+		if e.failed {
+			ttl = min(ttl, failedLookupTTL)
+		}
+		if now.Sub(e.at) < ttl {
+			m.roles.mu.Unlock()
+			return e.refs
+		}
 	}
 	m.roles.mu.Unlock()
 	timeout := m.cfg.Roles.LookupTimeout.Duration
 	if timeout <= 0 {
 		timeout = config.DefaultRolesLookupTimeout
 	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
+	// The lookup has its own deadline, a few times the wait: a late
+	// answer still fills the cache for the next message.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*timeout)
 	type answer struct {
 		refs []string
 		err  error
 	}
 	got := make(chan answer, 1)
+	lg := m.logger.With("channel", chat.QualifiedID(adapter, channel), "user", user)
 	go func() {
+		defer cancel()
 		refs, err := ml.MemberRefs(lctx, channel, user)
+		if err == nil {
+			m.cacheRefs(key, refs, false)
+		}
 		got <- answer{refs, err}
 	}()
-	lg := m.logger.With("channel", chat.QualifiedID(adapter, channel), "user", user)
+	wait, stop := context.WithTimeout(ctx, timeout)
+	defer stop()
 	select {
 	case ans := <-got:
 		if ans.err != nil {
 			lg.Warn("platform role lookup failed; the person has only the roles their id and the default give", "err", ans.err)
+			m.cacheRefs(key, nil, true)
 			return nil
 		}
-		m.roles.mu.Lock()
-		if m.roles.cache == nil {
-			m.roles.cache = map[string]refsEntry{}
-		}
-		if len(m.roles.cache) > 10000 {
-			clear(m.roles.cache)
-		}
-		m.roles.cache[key] = refsEntry{refs: ans.refs, at: now}
-		m.roles.mu.Unlock()
 		return ans.refs
-	case <-lctx.Done():
+	case <-wait.Done():
 		lg.Warn("platform role lookup too slow; the person has only the roles their id and the default give", "timeout", timeout)
+		m.cacheRefs(key, nil, true)
 		return nil
 	}
+}
+
+// failedLookupTTL is how long a failed or slow platform lookup is
+// remembered (no references) before it is tried again.
+const failedLookupTTL = 10 * time.Second
+
+// cacheRefs keeps what a lookup found (failed: it found nothing in
+// time). A failure does not replace a fresher answer.
+func (m *Mother) cacheRefs(key string, refs []string, failed bool) {
+	now := m.now()
+	m.roles.mu.Lock()
+	defer m.roles.mu.Unlock()
+	if m.roles.cache == nil {
+		m.roles.cache = map[string]refsEntry{}
+	}
+	if len(m.roles.cache) > 10000 {
+		clear(m.roles.cache)
+	}
+	if old, ok := m.roles.cache[key]; failed && ok && !old.failed && now.Sub(old.at) < time.Second {
+		return
+	}
+	m.roles.cache[key] = refsEntry{refs: refs, at: now, failed: failed}
 }
 
 // grants reports whether any of roles grants perm.

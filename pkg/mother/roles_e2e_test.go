@@ -97,7 +97,7 @@ func rolesConfig(fake *discordtest.Server) config.Adapter {
 	return config.Adapter{Type: "discord", Admins: []string{rolesMario.ID}, Settings: &discord.Settings{BotToken: "test-token", APIURL: fake.URL, GuildID: fake.GuildID()}}
 }
 
-func newRolesRig(t *testing.T) *rolesRig {
+func newRolesRig(t *testing.T, edit ...func(*config.Config)) *rolesRig {
 	t.Helper()
 	r := &rolesRig{data: t.TempDir(), hatch: &recHatchery{}}
 	r.fake = discordtest.New(discordtest.Options{
@@ -124,6 +124,9 @@ func newRolesRig(t *testing.T) *rolesRig {
 	}
 	cfg.SetDefaults(r.data)
 	cfg.Model.ID = "tiny"
+	for _, e := range edit {
+		e(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		for _, fe := range err.(config.Errors) {
 			if strings.HasPrefix(fe.Field, "roles") {
@@ -464,5 +467,20 @@ func TestRolesDiscordEventRunActsForItsScheduler(t *testing.T) {
 	got := fire("nobody.json", "")
 	if len(r.hatch.tiers()) != 1 || !strings.Contains(got, "Only members or members of ops can start chicks on the hard tier.") {
 		t.Errorf("an event nobody scheduled (default role guest): spawned %v; channel:\n%s", r.hatch.tiers(), got)
+	}
+}
+
+// TestRolesDiscordSlowLookupFailsClosed: a platform that does not answer
+// in roles.lookupTimeout leaves the person with what their id and the
+// default role give (fail closed), and does not hold the message up
+// longer than that: Discord answers peach's member lookup with a 30 s
+// rate limit, and her ops role is not waited for.
+func TestRolesDiscordSlowLookupFailsClosed(t *testing.T) {
+	t.Parallel()
+	r := newRolesRig(t, func(c *config.Config) { c.Roles.LookupTimeout = config.Dur(300 * time.Millisecond) })
+	r.fake.RateLimit("GET", "/guilds/"+r.fake.GuildID()+"/members/"+rolesPeach.ID, 30, 1)
+	refused(t, r.ask(t, rolesGeneral, rolesPeach, `call spawn_chick {"goal":"g","tier":"hard"}`), "Only members or members of ops can start chicks on the hard tier.")
+	if n := len(r.hatch.tiers()); n != 0 {
+		t.Fatalf("%d chicks spawned while the platform was slow", n)
 	}
 }
