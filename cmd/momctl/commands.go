@@ -47,6 +47,7 @@ func init() {
 		{words: []string{"tools", "ls"}, help: "host tool servers, their state and tools", run: (*cli).tools},
 		{words: []string{"usage"}, help: "model calls and their cost, summed by day, channel, tier, user, event or model", run: (*cli).usage},
 		{words: []string{"tools", "list"}, alias: true, run: (*cli).tools},
+		{words: []string{"roles"}, help: "who has which role, and what was refused recently", run: (*cli).roles},
 		{words: []string{"completion"}, help: "a shell completion script for momctl (bash, zsh, fish)", run: (*cli).completion},
 	}
 }

@@ -43,7 +43,7 @@ func TestCompletions(t *testing.T) {
 		[]string{prog, "completion", ""},
 	)
 	want := []string{
-		"chicks events status health tools usage completion",
+		"chicks events status health tools usage roles completion",
 		"ls kill logs watch tail",
 		"--all --count --interval --json",
 		"--deltas --json --no-follow",

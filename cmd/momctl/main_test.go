@@ -204,6 +204,14 @@ type fakeAdapters []chat.AdapterReport
 
 func (f fakeAdapters) AdapterReports() []chat.AdapterReport { return f }
 
+type fakeRoles struct {
+	roles    []chat.RoleAssignment
+	refusals []chat.Refusal
+}
+
+func (f fakeRoles) RoleAssignments() []chat.RoleAssignment { return f.roles }
+func (f fakeRoles) RecentRefusals() []chat.Refusal         { return f.refusals }
+
 type fakeServers []hosttools.ServerStatus
 
 func (f fakeServers) Status() []hosttools.ServerStatus { return f }
@@ -215,6 +223,7 @@ type world struct {
 	events   fakeEvents
 	adapters fakeAdapters
 	servers  fakeServers
+	roles    fakeRoles
 }
 
 func chick(id, channel, tier string, state hatchery.State, age time.Duration, in, out int64) hatchery.Info {
@@ -273,6 +282,15 @@ func busy() world {
 			{Name: "discord", Type: "discord", Status: chat.AdapterStatus{State: chat.ConnConnected, Since: now.Add(-2 * time.Hour), Reconnects: 1, LastError: "gateway closed"}},
 			{Name: "slack-acme", Type: "slack", Status: chat.AdapterStatus{State: chat.ConnReconnecting, Since: now.Add(-20 * time.Second), Reconnects: 3, LastError: "websocket: close 1006"}},
 		},
+		roles: fakeRoles{
+			roles: []chat.RoleAssignment{
+				{Adapter: "discord", Role: "guest", Who: []string{"everyone"}, May: []string{"talk"}},
+				{Adapter: "discord", Role: "admin", Who: []string{"100000000000000001"}, May: []string{"*"}},
+				{Adapter: "discord", Role: "ops", Who: []string{"role:500000000000000001"}, May: []string{"talk", "chicks:hard", "access.approve"}},
+				{Adapter: "discord", Channel: "42", Role: "muted", Who: []string{"everyone"}, May: []string{}},
+			},
+			refusals: []chat.Refusal{{Time: now.Add(-3 * time.Minute), Adapter: "discord", Channel: "42", User: "100000000000000004", Perm: "chicks:hard", Sentence: "Only members of ops can start chicks on the hard tier."}},
+		},
 		servers: fakeServers{
 			{Name: "files", Transport: "stdio", State: hosttools.StateRunning, Since: now.Add(-2 * time.Hour), Tools: []hosttools.Tool{
 				{Qualified: "files.read", Description: "Read a file.\nMore detail here.", Schema: []byte(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}`)},
@@ -300,6 +318,7 @@ func serve(t *testing.T, dir string, w world) string {
 		ChickImage: "mother-chick:1.4.0", ToolServers: w.servers})
 	n.SetEvents(w.events)
 	n.SetAdapters(w.adapters)
+	n.SetRoles(w.roles)
 	done := make(chan error, 1)
 	go func() { done <- n.ServeAdmin(lis) }()
 	t.Cleanup(func() {
@@ -352,6 +371,9 @@ func TestCommands(t *testing.T) {
 		{name: "tools-ls", args: []string{"tools", "ls"}, world: busy},
 		{name: "tools-ls-json", args: []string{"tools", "ls", "--json"}, world: busy},
 		{name: "tools-ls-empty", args: []string{"tools", "ls"}, world: empty},
+		{name: "roles", args: []string{"roles"}, world: busy},
+		{name: "roles-json", args: []string{"roles", "--json"}, world: busy},
+		{name: "roles-empty", args: []string{"roles"}, world: empty},
 		{name: "usage", args: []string{"usage"}, world: busy},
 		{name: "usage-by-tier", args: []string{"usage", "--days", "14", "--by", "tier"}, world: busy},
 		{name: "usage-json", args: []string{"usage", "--by", "tier", "--json"}, world: busy},

@@ -253,6 +253,8 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.expect("1) mario (" + mario.ID + ")")
 	s.answer("Admins", "mario")
 	s.expect("✓ admins: mario (" + mario.ID + ")")
+	s.answer("Everyone else is (member or guest)", "guest")
+	s.expect("✓ everyone else: guest")
 	s.answer("Slack bot token (xoxb-...): ", "xoxb-wrong-token")
 	s.expect("bot token refused by Slack")
 	s.answer("Slack bot token (xoxb-...): ", slacktest.BotToken)
@@ -264,6 +266,8 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.expect("Princess Peach (peach) (UADMIN1)")
 	s.answer("Admins", "1")
 	s.expect("✓ admins: Princess Peach (peach) (UADMIN1)")
+	s.answer("Everyone else is (member or guest)", "")
+	s.expect("✓ everyone else: member")
 
 	s.answer("Ollama URL", model.URL)
 	s.expect("gemma:2b  ! no tool support")
@@ -335,6 +339,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 		{[]string{"adapters", "discord", "botToken"}, setupDiscordToken},
 		{[]string{"adapters", "discord", "apiURL"}, dc.URL},
 		{[]string{"adapters", "discord", "admins"}, []any{mario.ID}},
+		{[]string{"roles", "adapters", "discord", "default"}, "guest"},
 		{[]string{"adapters", "slack", "botToken"}, slacktest.BotToken},
 		{[]string{"adapters", "slack", "appToken"}, slacktest.AppToken},
 		{[]string{"adapters", "slack", "admins"}, []any{"UADMIN1"}},
@@ -405,10 +410,12 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.expect("✓ bot mother")
 	s.expect("[admin]")
 	s.answer("Admins (numbers, names or ids, comma-separated; 'none' for none) ["+mario.ID+"]", "")
+	s.answer("Everyone else is (member or guest) [guest]", "")
 	s.answer("Slack bot token (xoxb-...) [enter keeps ****]", "")
 	s.answer("Slack app-level token (xapp-...) [enter keeps ****]", "")
 	s.expect("✓ Socket Mode connection opened")
 	s.answer("Admins (numbers, names or ids, comma-separated; 'none' for none) [UADMIN1]", "")
+	s.answer("Everyone else is (member or guest) [member]", "")
 	s.answer("Ollama URL ["+model.URL+"]", "")
 	s.answer("Mother's model (number or name) [qwen3:30b-a3b]", "")
 	s.answer("Chicks' model (tier local) (number or name) [qwen3:14b]", "")
@@ -442,8 +449,8 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 
 	// A rerun that changes nothing leaves the file as it is.
 	s = startSetup(t, nil, data)
-	for _, a := range []string{"Chat platforms", "Discord bot token", "Admins", "Slack bot token", "Slack app-level token", "Admins",
-		"Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Chick image", "Keep host local?", "Add another Docker host",
+	for _, a := range []string{"Chat platforms", "Discord bot token", "Admins", "Everyone else", "Slack bot token", "Slack app-level token", "Admins",
+		"Everyone else", "Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Chick image", "Keep host local?", "Add another Docker host",
 		"Tokens one chick", "per channel per day", "per user per day", "Keep serving the status page there?"} {
 		s.answer(a, "")
 	}

@@ -251,6 +251,17 @@ type ClickReplier interface {
 	ReplyToClick(ctx context.Context, click ChannelMessage, markdown string) error
 }
 
+// MemberLookup is implemented by adapters that can say what the platform
+// knows of a person, for roles (config.Roles): references such as
+// "role:<id>" (Discord guild roles), "group:<id>" (Slack user groups) or
+// "chatAdmins" (a Telegram chat's administrators, a WhatsApp group's
+// admins). It asks the platform by user id only; Mother caches the answer
+// and bounds the wait.
+type MemberLookup interface {
+	// MemberRefs returns userID's references in channelID.
+	MemberRefs(ctx context.Context, channelID, userID string) ([]string, error)
+}
+
 // QualifiedID joins an adapter name and a channel id: "slack-acme/C123".
 func QualifiedID(adapter, channelID string) string {
 	return adapter + "/" + channelID
@@ -277,6 +288,10 @@ type RunInfo struct {
 	// EventMaySchedule: an admin allowed that event's runs to schedule
 	// events of their own.
 	EventMaySchedule bool
+	// ActingFor is the user id whose roles the run has: the sender of a
+	// message, the person a chick was started for, the person who
+	// scheduled an event (empty: the channel's default role).
+	ActingFor string
 }
 
 // QualifiedChannel is "<adapter>/<channelId>".

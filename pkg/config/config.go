@@ -56,6 +56,8 @@ type Config struct {
 	Metrics Metrics `json:"metrics"`
 	// Recall is the search over the channels' history (recall.go).
 	Recall Recall `json:"recall"`
+	// Roles says who may do what (roles.go).
+	Roles Roles `json:"roles"`
 
 	// renamed are the old field names config.json used (Renamed).
 	renamed []RenamedField

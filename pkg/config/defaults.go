@@ -234,6 +234,7 @@ func (c *Config) SetDefaults(dataDir string) {
 	}
 	c.setAdapterDefaults()
 	c.Recall.setDefaults()
+	c.setRolesDefaults()
 	if c.Model.Provider == "" {
 		c.Model.Provider = DefaultModelProvider
 	}

@@ -35,6 +35,7 @@ func (c *Config) Validate() error {
 	c.validateLog(&p)
 	c.validateMetrics(&p)
 	c.validateRecall(&p)
+	c.validateRoles(&p)
 	if len(p.es) == 0 {
 		return nil
 	}

@@ -304,6 +304,8 @@ func Run(ctx context.Context, opts Options) error {
 	})
 	ch.nest.SetAdapters(m)
 	ch.nest.SetAccess(m)
+	ch.nest.SetHostToolGate(m)
+	ch.nest.SetRoles(m)
 	ch.nest.SetContributions(m)
 	if rec != nil {
 		ch.nest.SetRecall(m)

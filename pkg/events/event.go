@@ -45,6 +45,12 @@ type Event struct {
 	// can allow it (schedule_event's may_schedule), so that an event
 	// cannot multiply itself.
 	MaySchedule bool `json:"maySchedule,omitempty"`
+	// By is the user id (of the channel's adapter) of the person whose
+	// message scheduled the event, set by schedule_event from the run,
+	// never from the model's arguments: the event's runs act with that
+	// person's roles. Empty (a file written by hand): the channel's
+	// default role.
+	By string `json:"by,omitempty"`
 }
 
 // MaxTextLen caps an event's text, in characters.

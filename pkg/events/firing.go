@@ -57,6 +57,8 @@ type Firing struct {
 	// MaySchedule: an admin allowed this event's runs to schedule events
 	// (Event.MaySchedule).
 	MaySchedule bool
+	// By is who scheduled it (Event.By).
+	By string
 	// Resumed marks an occurrence accepted before a restart whose run was
 	// not known to have finished: its accepted marker was still there.
 	// The run may have finished all the same (a power cut can bring back

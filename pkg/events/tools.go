@@ -111,7 +111,7 @@ func (t *scheduleTool) Run(ctx context.Context, raw json.RawMessage) (agent.Resu
 	if err != nil {
 		return agent.Result{}, err
 	}
-	ev := Event{Type: a.Type, ChannelID: ch, Text: a.Text, At: a.At, Schedule: a.Schedule, Timezone: a.Timezone, MaySchedule: a.MaySchedule}
+	ev := Event{Type: a.Type, ChannelID: ch, Text: a.Text, At: a.At, Schedule: a.Schedule, Timezone: a.Timezone, MaySchedule: a.MaySchedule, By: info.ActingFor}
 	spec, err := Validate(ev, t.w.Resolve)
 	if err != nil {
 		return agent.Result{}, err

@@ -560,7 +560,7 @@ func (w *Watcher) fire(e *entry, due time.Time, late bool, note string, resumed 
 	f := &firing{Firing: Firing{
 		File: e.name, Type: s.Type, Schedule: s.ScheduleLabel(),
 		Adapter: s.Adapter, ChannelID: s.Channel, Text: s.Text,
-		Due: due, Late: late, Note: note, MaySchedule: s.MaySchedule, Resumed: resumed,
+		Due: due, Late: late, Note: note, MaySchedule: s.MaySchedule, By: s.By, Resumed: resumed,
 	}, version: e.version}
 	if e.health != nil {
 		f.Failures = e.health.Failures

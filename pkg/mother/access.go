@@ -10,6 +10,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/egress"
 	"github.com/mother-chat/mother/pkg/hatchery"
 )
@@ -294,14 +295,12 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// mayApprove: an admin of the adapter, or the operator at the terminal
-// (a "cli" adapter or one without configuration, as mayDM has it).
-func (m *Mother) mayApprove(adapterName, userID string) bool {
-	ac, ok := m.cfg.Adapters[adapterName]
-	if !ok || ac.Type == "cli" {
-		return true
-	}
-	return m.isAdmin(adapterName, userID)
+// mayApprove: a person whose roles grant access.approve in the channel
+// (by default the adapter's admins), or the operator at the terminal (a
+// "cli" adapter or one without configuration, as mayDM has it). A refusal
+// returns its sentence.
+func (m *Mother) mayApprove(ctx context.Context, adapterName, channelID, userID string) (string, bool) {
+	return m.permit(ctx, adapterName, channelID, userID, config.PermAccessApprove)
 }
 
 // pendingIn returns the requests pending in channel qid whose chick id
@@ -377,17 +376,17 @@ func (m *Mother) handleAccessAnswer(ctx context.Context, a chat.Adapter, msg cha
 		if dest != "" {
 			// The admin named a destination the chick did not ask for (or
 			// not in that form): show what it did ask for.
-			if others, _ := m.pendingIn(qid, idPrefix, ""); len(others) > 0 && m.mayApprove(a.Name(), msg.Sender.ID) {
+			if others, _ := m.pendingIn(qid, idPrefix, ""); len(others) > 0 && m.isApprover(ctx, a.Name(), msg.ChannelID, msg.Sender.ID) {
 				text += " Pending:" + accessCommands(verb, others)
 			}
 		}
 		tell(text)
 		return true
 	}
-	if !m.mayApprove(a.Name(), msg.Sender.ID) {
+	if sentence, ok := m.mayApprove(ctx, a.Name(), msg.ChannelID, msg.Sender.ID); !ok {
 		lg.Info("access answer from a non-admin ignored", "chick", idPrefix, "answer", verb, "click", msg.Choice)
 		if !late {
-			tell("Only an admin can answer access requests; yours was ignored.")
+			tell(strings.TrimSuffix(sentence, ".") + "; yours was ignored.")
 		}
 		return true
 	}

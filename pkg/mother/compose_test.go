@@ -21,7 +21,7 @@ func TestComposeRun(t *testing.T) {
 		Channels: []chat.ChannelInfo{{ID: "C1", Name: "general"}},
 		Now:      now, Location: time.UTC,
 		HostTools: []prompt.HostTool{{Name: "notes.add"}},
-		Admins:    []string{"U9"},
+		Roles:     []string{"member"},
 	}
 	wantPrompt := prompt.Input{
 		Flavour: prompt.Mother, Workspace: base.Workspace, ChannelDir: base.ChannelDir,
@@ -35,7 +35,7 @@ func TestComposeRun(t *testing.T) {
 	with := func(f func(*runState)) runState { s := base; f(&s); return s }
 	infoWith := func(user string, isAdmin bool) chat.RunInfo {
 		i := info
-		i.UserID, i.IsAdmin, i.Kind = user, isAdmin, "message"
+		i.UserID, i.IsAdmin, i.Kind, i.ActingFor = user, isAdmin, "message", user
 		return i
 	}
 	eventInfo := info
@@ -46,15 +46,18 @@ func TestComposeRun(t *testing.T) {
 		want runRequest
 	}{
 		{"message from a user", with(func(s *runState) { s.Job = Job{Trigger: msg} }),
-			runRequest{Prompt: wantPrompt, Info: infoWith("U1", false), Trigger: &msg}},
-		{"message from an admin", with(func(s *runState) { s.Job = Job{Kind: KindMessage, Trigger: admin} }),
-			runRequest{Prompt: wantPrompt, Info: infoWith("U9", true), Trigger: &admin}},
-		{"an empty sender is never an admin", with(func(s *runState) { s.Job = Job{Trigger: noSender}; s.Admins = []string{""} }),
-			runRequest{Prompt: wantPrompt, Info: infoWith("", false), Trigger: &noSender}},
+			runRequest{Roles: []string{"member"}, Prompt: wantPrompt, Info: infoWith("U1", false), Trigger: &msg}},
+		{"message from an admin", with(func(s *runState) {
+			s.Job = Job{Kind: KindMessage, Trigger: admin}
+			s.Roles = []string{"member", "admin"}
+		}),
+			runRequest{Roles: []string{"member", "admin"}, Prompt: wantPrompt, Info: infoWith("U9", true), Trigger: &admin}},
+		{"an empty sender is never an admin", with(func(s *runState) { s.Job = Job{Trigger: noSender}; s.Roles = []string{"admin"} }),
+			runRequest{Roles: []string{"admin"}, Prompt: wantPrompt, Info: infoWith("", false), Trigger: &noSender}},
 		{"event: no trigger, no user, the event's file and leave", with(func(s *runState) {
 			s.Job = Job{Kind: KindEvent, Trigger: msg, EventFile: "check.json", EventMaySchedule: true}
 		}),
-			runRequest{Prompt: wantPrompt, Info: eventInfo}},
+			runRequest{Roles: []string{"member"}, Prompt: wantPrompt, Info: eventInfo}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"github.com/mother-chat/mother/pkg/chat"
@@ -61,6 +60,9 @@ type Job struct {
 	EventPeriodic    bool
 	EventFailures    int
 	EventMaySchedule bool
+	// EventBy is who scheduled the event (events.Event.By): its run acts
+	// with their roles.
+	EventBy string
 	// Chick is the ended chick a KindChick job answers; its Trigger is
 	// the chick's report, logged already.
 	Chick *ChickEnd
@@ -210,27 +212,11 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		m.choose(ctx, a, msg, late)
 		return nil
 	}
-	addressed := Addressed(a.SelfID(), msg)
 	ch, err := m.store.Channel(adapterName, msg.ChannelID)
 	if err != nil {
-		return m.notStored(ctx, a, msg, lg, fmt.Errorf("open channel store: %w", err), addressed && !msg.Sender.IsBot, false)
+		return m.notStored(ctx, a, msg, lg, fmt.Errorf("open channel store: %w", err), Addressed(a.SelfID(), msg) && !msg.Sender.IsBot, false)
 	}
-	if msg.ID == "" {
-		msg.ID = m.newID()
-	}
-	if msg.Timestamp.IsZero() {
-		msg.Timestamp = m.now()
-	}
-	// Decide first whether the message is one to answer (not Mother's own,
-	// not a bot's, not a refused DM, not a stop, and addressed to her):
-	// its job goes into the in-flight marker before the message goes into
-	// the log, so a crash between the two leaves a job the next start
-	// finds (logging the message then if it is missing), never a logged
-	// message nobody answers.
-	stopAll, isStop := ParseStop(msg.Text)
-	refused := msg.IsDM && !m.mayDM(adapterName, msg.Sender.ID)
-	access := !refused && !msg.Sender.IsBot && msg.Sender.ID != a.SelfID() && m.isAccessAnswer(a, msg, late, addressed)
-	answer := addressed && !isStop && !access && !refused && !msg.Sender.IsBot && msg.Sender.ID != a.SelfID()
+	d := m.classify(ctx, a, &msg, late)
 	cs.order.Lock()
 	locked := true
 	unlock := func() {
@@ -240,29 +226,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		}
 	}
 	defer unlock()
-	var job *Job
-	var qerr error
-	if answer {
-		// relogged is taken here, when the job of the delivery that
-		// brings the message again is made: the run of the delivery it
-		// failed under may still be loading, and must not take it.
-		job = &Job{Kind: KindMessage, Trigger: msg, Late: late, relogged: m.takeUnstored(adapterName, msg.ChannelID, msg.ID)}
-		if qerr = m.reserve(cs, ch, job); qerr != nil {
-			job = nil
-		}
-	}
-	if job != nil {
-		// Once the line may be on disk (its own fsync, or any other
-		// append's), a power cut must not leave it there without its
-		// job: the adapter does not deliver again what the log holds
-		// (the power-cut soak, issue 35). The line itself carries the
-		// job (MetaAnswering), and the channel's marker, which a restart
-		// reads, is on disk before it (see answering.go): no fsync of the
-		// marker per message.
-		if err := m.markerOnDisk(cs); err != nil {
-			lg.Warn("cannot fsync in-flight marker; a power cut now could leave this message unanswered", "err", err)
-		}
-	}
+	job, qerr := m.reserveFor(cs, ch, msg, late, d, lg)
 	if m.crashed("reserved") {
 		return nil
 	}
@@ -289,38 +253,14 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		unlock()
 		// Not written at all: a message that came back after a cut
 		// keeps that mark for its next delivery.
-		return m.notStored(ctx, a, msg, lg, err, answer, relogged)
+		return m.notStored(ctx, a, msg, lg, err, d.answer, relogged)
 	}
 	if m.crashed("logged") {
 		return nil
 	}
 	lg.Debug("message logged", "mention", msg.IsMention, "dm", msg.IsDM, "late", late)
-	if msg.Sender.ID == a.SelfID() {
+	if m.handledUnanswered(ctx, a, ch, msg, late, d, unlock, lg) {
 		return nil
-	}
-	m.metrics.MessageIn(adapterName)
-	if msg.Sender.IsBot {
-		return nil
-	}
-	if refused {
-		unlock()
-		m.refuseDM(ctx, a, ch, msg, lg)
-		return nil
-	}
-	if access {
-		m.handleAccessAnswer(ctx, a, msg, late, addressed, unlock)
-		return nil
-	}
-	if isStop {
-		switch {
-		case late:
-			lg.Info("ignoring a stop that arrived while Mother was down")
-			return nil
-		case addressed || m.busy(chat.QualifiedID(adapterName, msg.ChannelID)):
-			unlock()
-			m.stop(ctx, a, msg.ChannelID, msg.Sender.ID, stopAll)
-			return nil
-		}
 	}
 	var logged *pendingSync
 	if job != nil {
@@ -344,20 +284,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		}
 	}
 	if qerr != nil {
-		n := m.queueSize()
-		notice := fmt.Sprintf("I am busy in this channel and %d messages are already waiting, so I will not answer this one separately. It is logged and I will see it with the next message.", n)
-		switch {
-		case errors.Is(qerr, errKept):
-			notice = "I am shutting down; I will answer this once I am back."
-		case errors.Is(qerr, errClosing):
-			notice = "I am shutting down and will not answer this now. It is logged; ask again once I am back."
-		}
-		lg.Warn("message not queued", "err", qerr)
-		if _, perr := a.Post(ctx, msg.ChannelID, notice); perr != nil {
-			lg.Error("cannot post notice", "err", perr)
-		} else {
-			m.metrics.MessageOut(adapterName)
-		}
+		m.tellNotQueued(ctx, a, msg, qerr, lg)
 	}
 	return nil
 }
@@ -384,38 +311,6 @@ func Addressed(selfID string, msg chat.ChannelMessage) bool {
 	}
 	starter, _ := msg.Metadata[chat.MetaThreadStarter].(string)
 	return selfID != "" && starter == selfID
-}
-
-// DMRefusal is the one line a refused DM gets.
-const DMRefusal = "Sorry, I only answer direct messages from people my operator has allowed. You can talk to me in a channel we share, or ask an admin for access."
-
-// mayDM applies the adapter's access control: admins always; otherwise
-// the dm policy ("everyone", "none" or a list of ids). The terminal (an
-// adapter of type "cli", or one without configuration, as in --cli mode)
-// is the operator at the machine and is not restricted.
-func (m *Mother) mayDM(adapterName, userID string) bool {
-	ac, ok := m.cfg.Adapters[adapterName]
-	if !ok || ac.Type == "cli" {
-		return true
-	}
-	return m.isAdmin(adapterName, userID) || ac.DM.Allows(userID)
-}
-
-func (m *Mother) refuseDM(ctx context.Context, a chat.Adapter, ch *store.Channel, msg chat.ChannelMessage, lg *slog.Logger) {
-	lg.Info("direct message refused by access control", "user", msg.Sender.ID)
-	id, err := a.Post(ctx, msg.ChannelID, DMRefusal)
-	if err != nil {
-		lg.Error("cannot post refusal", "err", err)
-		return
-	}
-	m.metrics.MessageOut(a.Name())
-	if id == "" {
-		id = m.newID()
-	}
-	reply := chat.ChannelMessage{ID: id, ChannelID: msg.ChannelID, Timestamp: m.now(), Sender: ownSender(a), Text: DMRefusal, ReplyTo: msg.ID}
-	if _, err := ch.AppendMessage(reply); err != nil {
-		lg.Error("cannot log refusal", "err", err)
-	}
 }
 
 func (m *Mother) busy(qid string) bool {

@@ -23,6 +23,7 @@ func (m *Mother) Submit(_ context.Context, f events.Firing, done func(events.Res
 		EventPeriodic:    f.Type == events.Periodic,
 		EventFailures:    f.Failures,
 		EventMaySchedule: f.MaySchedule,
+		EventBy:          f.By,
 		Title:            "event " + f.File,
 		Late:             f.Late,
 		Cancelled:        f.Cancelled,

@@ -70,7 +70,9 @@ type Options struct {
 
 // Mother is the running core. Create with New, add adapters, Start.
 type Mother struct {
-	cfg      *config.Config
+	cfg *config.Config
+	// roles caches platform role lookups and keeps refusals (roles.go).
+	roles    roleBook
 	store    *store.Store
 	provider model.Provider
 	logger   *slog.Logger
@@ -204,6 +206,7 @@ func New(opts Options) (*Mother, error) {
 	if opts.Recall != nil {
 		tools = append(tools, m.recallTools()...)
 	}
+	tools = m.gateTools(tools)
 	ag, err := agent.New(agent.Config{
 		Provider:         opts.Provider,
 		Model:            opts.Config.Model.ID,

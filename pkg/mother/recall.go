@@ -34,26 +34,6 @@ const (
 	recallMaxAround     = 25
 )
 
-// errRecallScope is the refusal of a channel a run may not search.
-var errRecallScope = errors.New("refused: you may search only this channel's history; only an admin of the adapter may name another channel, and never another direct message")
-
-// mayRecallChannel decides whether the run described by from may search
-// the history of channel (adapter, channelID), a direct message or not
-// (isDM). The run's own channel always; another channel only when the
-// person the run acts for is an admin of the run's adapter and of the
-// channel's adapter, and never a direct message that is not this one.
-// It is the one place this is decided (the roles of issue 48 hook their
-// permission recall.otherChannels in here).
-func (m *Mother) mayRecallChannel(from chat.RunInfo, adapter, channelID string, isDM bool) bool {
-	if adapter == from.Adapter && channelID == from.ChannelID {
-		return true
-	}
-	if isDM {
-		return false
-	}
-	return from.IsAdmin && m.isAdmin(adapter, from.UserID)
-}
-
 // recallTools are Mother's recall and recall_read.
 func (m *Mother) recallTools() []agent.Tool {
 	return []agent.Tool{recallTool{m}, recallReadTool{m}}
@@ -85,9 +65,13 @@ func (m *Mother) recallTarget(ctx context.Context, tool, channel string) (adapte
 	if err != nil {
 		return "", "", fmt.Errorf("%s: %w", tool, err)
 	}
-	if !m.mayRecallChannel(info, adapter, channelID, isDM) {
-		m.logger.Info("recall of another channel refused", "channel", info.QualifiedChannel(), "asked", chat.QualifiedID(adapter, channelID), "user", info.UserID)
-		return "", "", errRecallScope
+	// Which channel a run may name is mayRecallChannel's decision (roles:
+	// recall.otherChannels, for the person the run acts for); to is
+	// qualified, so only the run's own channel (handled above) is "the
+	// same".
+	if sentence, ok := m.mayRecallChannel(ctx, info.Adapter, info.ChannelID, chat.QualifiedID(adapter, channelID), info.ActingFor, isDM); !ok {
+		m.logger.Info("recall of another channel refused", "channel", info.QualifiedChannel(), "asked", chat.QualifiedID(adapter, channelID), "user", info.ActingFor)
+		return "", "", errors.New(sentence)
 	}
 	return adapter, channelID, nil
 }

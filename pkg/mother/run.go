@@ -12,6 +12,7 @@ import (
 	"github.com/mother-chat/mother/pkg/agent"
 	"github.com/mother-chat/mother/pkg/chat"
 	"github.com/mother-chat/mother/pkg/clock"
+	"github.com/mother-chat/mother/pkg/config"
 	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/prompt"
 	"github.com/mother-chat/mother/pkg/session"
@@ -50,12 +51,13 @@ func (m *Mother) run(ctx context.Context, cs *channelState, job Job) Outcome {
 		Now:        m.now(),
 		Location:   time.Local,
 		HostTools:  m.promptHostTools(),
-		Admins:     m.cfg.Adapters[a.Name()].Admins,
+		Roles:      m.rolesOf(ctx, a.Name(), channelID, job.actingFor()),
 		Limits:     prompt.LimitsFrom(m.cfg),
 		Job:        job,
 	})
+	req.Prompt.Extra = append(req.Prompt.Extra, m.permissionsSection(req.Info, req.Roles))
 	system := prompt.Build(req.Prompt)
-	ctx = withRunLog(chat.WithRunInfo(ctx, req.Info), ch, sess, job.Trigger.ID)
+	ctx = withRefusals(withRunLog(chat.WithRunInfo(ctx, req.Info), ch, sess, job.Trigger.ID))
 	reply := a.NewReply(ctx, channelID, req.Trigger, chat.ReplyOptions{Title: job.Title, Quiet: m.quiet(a.Name(), channelID)})
 	lg.Info("run started", "late", job.Late)
 	began := m.now()
@@ -223,8 +225,8 @@ type runState struct {
 	Now                   time.Time
 	Location              *time.Location
 	HostTools             []prompt.HostTool
-	// Admins are the adapter's admin user ids.
-	Admins []string
+	// Roles are the roles of the person the run acts for (rolesOf).
+	Roles []string
 	// Limits are the configured numbers the prompt states.
 	Limits prompt.Limits
 	Job    Job
@@ -233,6 +235,8 @@ type runState struct {
 // runRequest is what a run asks: the system prompt's input, the run info
 // the tools see, and the message the reply answers (nil for an event).
 type runRequest struct {
+	// Roles are the roles the run acts with.
+	Roles   []string
 	Prompt  prompt.Input
 	Info    chat.RunInfo
 	Trigger *chat.ChannelMessage
@@ -254,21 +258,22 @@ func composeRun(st runState) runRequest {
 			HostTools:  st.HostTools,
 			Limits:     st.Limits,
 		},
-		Info: chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir, Kind: string(st.Job.kind())},
+		Info:  chat.RunInfo{Adapter: st.Adapter, ChannelID: st.ChannelID, ChannelDir: st.ChannelDir, Kind: string(st.Job.kind()), ActingFor: st.Job.actingFor()},
+		Roles: st.Roles,
 	}
 	if st.Job.kind() == KindEvent {
 		req.Info.Event, req.Info.EventMaySchedule = st.Job.EventFile, st.Job.EventMaySchedule
 	}
 	if st.Job.kind() == KindMessage {
 		req.Info.UserID = st.Job.Trigger.Sender.ID
-		req.Info.IsAdmin = st.Job.Trigger.Sender.ID != "" && slices.Contains(st.Admins, st.Job.Trigger.Sender.ID)
+		req.Info.IsAdmin = st.Job.Trigger.Sender.ID != "" && isAdminRole(st.Roles)
 		t := st.Job.Trigger
 		req.Trigger = &t
 	}
 	if st.Job.kind() == KindChick && st.Job.Chick != nil {
 		// A chick's result: the run acts for whoever asked for the chick.
 		req.Info.UserID = st.Job.Chick.StartedBy
-		req.Info.IsAdmin = req.Info.UserID != "" && slices.Contains(st.Admins, req.Info.UserID)
+		req.Info.IsAdmin = req.Info.UserID != "" && isAdminRole(st.Roles)
 	}
 	return req
 }
@@ -516,16 +521,18 @@ func (m *Mother) post(ctx context.Context, a chat.Adapter, channelID, text strin
 	m.metrics.MessageOut(a.Name())
 }
 
+// isAdmin reports whether userID is an admin of the adapter by id: one of
+// its admins, or named owner or admin in roles.adapters.<name>.members
+// (no platform lookup: it serves DMs and stops, which must not wait).
 func (m *Mother) isAdmin(adapterName, userID string) bool {
 	if userID == "" {
 		return false
 	}
-	for _, id := range m.cfg.Adapters[adapterName].Admins {
-		if id == userID {
-			return true
-		}
+	if slices.Contains(m.cfg.Adapters[adapterName].Admins, userID) {
+		return true
 	}
-	return false
+	members := m.cfg.Roles.Adapters[adapterName].Members
+	return slices.Contains(members[config.RoleOwner], userID) || slices.Contains(members[config.RoleAdmin], userID)
 }
 
 func (m *Mother) quiet(adapterName, channelID string) bool {

@@ -246,6 +246,16 @@ func (c *chickService) InvokeHostTool(ctx context.Context, req *pb.InvokeHostToo
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
+	if g := c.s.hostToolGate(); g != nil {
+		in, err := c.s.chicks.Get(id)
+		if err != nil {
+			return nil, status.Error(codes.NotFound, err.Error())
+		}
+		if sentence, ok := g.MayChickHostTool(ctx, in, req.GetTool()); !ok {
+			c.s.logger.Warn("chick refused a host tool by roles", "chick", id, "tool", req.GetTool())
+			return nil, status.Error(codes.PermissionDenied, sentence)
+		}
+	}
 	text, isErr, err := c.s.hostTools.InvokeForChick(ctx, a.Channel, req.GetTool(), req.GetArgsJson())
 	switch {
 	case errors.Is(err, hosttools.ErrNotAllowed):

@@ -60,6 +60,27 @@ type AccessDesk interface {
 	RequestAccess(ctx context.Context, chick hatchery.Info, destination, reason string) (egress.Grant, error)
 }
 
+// HostToolGate decides, by roles, whether the person a chick was started
+// for may have it call a host tool (Mother's MayChickHostTool). A refusal
+// is its sentence.
+type HostToolGate interface {
+	MayChickHostTool(ctx context.Context, in hatchery.Info, tool string) (string, bool)
+}
+
+// SetHostToolGate sets the roles check of InvokeHostTool (Mother, once
+// she is built; nil: chicks.hostTools alone decides).
+func (s *Server) SetHostToolGate(g HostToolGate) {
+	s.mu.Lock()
+	s.toolGate = g
+	s.mu.Unlock()
+}
+
+func (s *Server) hostToolGate() HostToolGate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.toolGate
+}
+
 // SetAccess sets who answers RequestAccess (Mother, once she is built).
 func (s *Server) SetAccess(a AccessDesk) {
 	s.mu.Lock()

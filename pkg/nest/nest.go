@@ -196,8 +196,12 @@ type Server struct {
 	calls     *callGate
 	release   string
 
-	mu      sync.Mutex
-	access  AccessDesk
+	mu     sync.Mutex
+	access AccessDesk
+	// toolGate checks roles before a chick's host tool call (nil: none).
+	toolGate HostToolGate
+	// roles shows who has which role (nil: none known).
+	roles   chat.Roles
 	contrib Contributions
 	// recall searches a chick's own channel's history (recall.go).
 	recall   Recaller
@@ -242,6 +246,19 @@ func New(opts Options) *Server {
 		srv.egress = r
 	}
 	return srv
+}
+
+// SetRoles lets momctl see who has which role and what was refused.
+func (s *Server) SetRoles(r chat.Roles) {
+	s.mu.Lock()
+	s.roles = r
+	s.mu.Unlock()
+}
+
+func (s *Server) roleSource() chat.Roles {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.roles
 }
 
 // SetAdapters lets momctl see the adapters' connections.

@@ -436,7 +436,10 @@ func (r *run) discord(name string) error {
 			}
 		}
 	}
-	return r.admins(name, "Discord", members, listErr, r.f.DiscordAdmins, isDigits)
+	if err := r.admins(name, "Discord", members, listErr, r.f.DiscordAdmins, isDigits); err != nil {
+		return err
+	}
+	return r.defaultRole(name, "Discord", "a Discord role as role:<id>")
 }
 
 func (r *run) slack(name string) error {
@@ -474,9 +477,13 @@ func (r *run) slack(name string) error {
 			members = append(members, member{ID: m.ID, Name: m.Name, Bot: m.Bot})
 		}
 	}
-	return r.admins(name, "Slack", members, listErr, r.f.SlackAdmins, func(s string) bool {
+	err = r.admins(name, "Slack", members, listErr, r.f.SlackAdmins, func(s string) bool {
 		return len(s) > 1 && (s[0] == 'U' || s[0] == 'W') && strings.ToUpper(s) == s
 	})
+	if err != nil {
+		return err
+	}
+	return r.defaultRole(name, "Slack", "a Slack user group as group:<id>")
 }
 
 func (r *run) telegram(name string) error {
@@ -504,7 +511,10 @@ func (r *run) telegram(name string) error {
 	for _, m := range ms {
 		members = append(members, member{ID: m.ID, Name: m.Name})
 	}
-	return r.admins(name, "Telegram", members, listErr, r.f.TelegramAdmins, isDigits)
+	if err := r.admins(name, "Telegram", members, listErr, r.f.TelegramAdmins, isDigits); err != nil {
+		return err
+	}
+	return r.defaultRole(name, "Telegram", "a group's administrators as chatAdmins")
 }
 
 func isDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }

@@ -98,6 +98,8 @@ type Sources struct {
 	Spend Spend
 	// Recall tells how far the history index is (nil: recall off).
 	Recall func() Recall
+	// Roles says who has which role and what was refused (Mother).
+	Roles chat.Roles
 }
 
 // Options build a Page.
@@ -333,8 +335,12 @@ type Snapshot struct {
 	// Disk is the data directory's disk (nil: not watched).
 	Disk *Disk `json:"disk,omitempty"`
 	// Recall is the history index (nil: recall off).
-	Recall  *Recall `json:"recall,omitempty"`
-	refresh time.Duration
+	Recall *Recall `json:"recall,omitempty"`
+	// Roles are who has which role; Refusals the latest refusals,
+	// newest first (at most RecentRefusals).
+	Roles    []Role    `json:"roles"`
+	Refusals []Refusal `json:"refusals"`
+	refresh  time.Duration
 }
 
 // Recall is how far the history index (state/recall.db) is: while
@@ -478,6 +484,7 @@ func (p *Page) Snapshot() Snapshot {
 		Adapters:      []Adapter{}, Chicks: []Chick{}, RecentChicks: []RecentChick{}, Hosts: []Host{}, Budgets: []Budget{}, NextEvents: []Event{}, ToolServers: []ToolServer{}, Providers: []Provider{}, ModelServers: []ModelServer{},
 		refresh: p.opts.Refresh,
 	}
+	out.Roles, out.Refusals = roles(src.Roles, s)
 	if src.Adapters != nil {
 		for _, r := range src.Adapters.AdapterReports() {
 			out.Adapters = append(out.Adapters, Adapter{Name: s(r.Name), Type: s(r.Type), State: string(r.Status.State), Since: optTime(r.Status.Since),

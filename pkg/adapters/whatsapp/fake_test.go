@@ -67,6 +67,8 @@ type fakeClient struct {
 	presences []string
 	media     map[string][]byte // direct path -> plaintext
 	groups    map[string]string
+	// admins are each group's admins (GetGroupInfo's participants).
+	admins    map[string][]types.JID
 	n         int
 	fail      []error
 	failed    int
@@ -281,7 +283,11 @@ func (f *fakeClient) GetGroupInfo(_ context.Context, jid types.JID) (*types.Grou
 	if !ok {
 		return nil, errors.New("not in the group")
 	}
-	return &types.GroupInfo{JID: jid, GroupName: types.GroupName{Name: name}}, nil
+	gi := &types.GroupInfo{JID: jid, GroupName: types.GroupName{Name: name}}
+	for i, id := range f.admins[jid.String()] {
+		gi.Participants = append(gi.Participants, types.GroupParticipant{JID: id, PhoneNumber: id, IsAdmin: true, IsSuperAdmin: i == 0})
+	}
+	return gi, nil
 }
 
 // addMedia stores a file as if someone had uploaded it, and returns the

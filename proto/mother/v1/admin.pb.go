@@ -1951,6 +1951,261 @@ func (x *GetUsageResponse) GetTotal() *UsageRow {
 	return nil
 }
 
+type ListRolesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolesRequest) Reset() {
+	*x = ListRolesRequest{}
+	mi := &file_mother_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolesRequest) ProtoMessage() {}
+
+func (x *ListRolesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolesRequest.ProtoReflect.Descriptor instead.
+func (*ListRolesRequest) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+// RoleAssignment is one role given on an adapter (or one channel of it).
+type RoleAssignment struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Adapter string                 `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	// channel is empty for the whole adapter.
+	Channel string `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	Role    string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	// who are user ids and platform references ("role:<id>",
+	// "group:<id>", "chatAdmins"); "everyone" for the default role.
+	Who []string `protobuf:"bytes,4,rep,name=who,proto3" json:"who,omitempty"`
+	// may are the role's permissions.
+	May           []string `protobuf:"bytes,5,rep,name=may,proto3" json:"may,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleAssignment) Reset() {
+	*x = RoleAssignment{}
+	mi := &file_mother_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleAssignment) ProtoMessage() {}
+
+func (x *RoleAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleAssignment.ProtoReflect.Descriptor instead.
+func (*RoleAssignment) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RoleAssignment) GetAdapter() string {
+	if x != nil {
+		return x.Adapter
+	}
+	return ""
+}
+
+func (x *RoleAssignment) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RoleAssignment) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RoleAssignment) GetWho() []string {
+	if x != nil {
+		return x.Who
+	}
+	return nil
+}
+
+func (x *RoleAssignment) GetMay() []string {
+	if x != nil {
+		return x.May
+	}
+	return nil
+}
+
+// RoleRefusal is one permission a person was refused.
+type RoleRefusal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	Adapter       string                 `protobuf:"bytes,2,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	Channel       string                 `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	User          string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	Perm          string                 `protobuf:"bytes,5,opt,name=perm,proto3" json:"perm,omitempty"`
+	Sentence      string                 `protobuf:"bytes,6,opt,name=sentence,proto3" json:"sentence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleRefusal) Reset() {
+	*x = RoleRefusal{}
+	mi := &file_mother_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleRefusal) ProtoMessage() {}
+
+func (x *RoleRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleRefusal.ProtoReflect.Descriptor instead.
+func (*RoleRefusal) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RoleRefusal) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *RoleRefusal) GetAdapter() string {
+	if x != nil {
+		return x.Adapter
+	}
+	return ""
+}
+
+func (x *RoleRefusal) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RoleRefusal) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *RoleRefusal) GetPerm() string {
+	if x != nil {
+		return x.Perm
+	}
+	return ""
+}
+
+func (x *RoleRefusal) GetSentence() string {
+	if x != nil {
+		return x.Sentence
+	}
+	return ""
+}
+
+type ListRolesResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Assignments []*RoleAssignment      `protobuf:"bytes,1,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	// refusals are the latest, oldest first.
+	Refusals      []*RoleRefusal `protobuf:"bytes,2,rep,name=refusals,proto3" json:"refusals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolesResponse) Reset() {
+	*x = ListRolesResponse{}
+	mi := &file_mother_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolesResponse) ProtoMessage() {}
+
+func (x *ListRolesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mother_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolesResponse.ProtoReflect.Descriptor instead.
+func (*ListRolesResponse) Descriptor() ([]byte, []int) {
+	return file_mother_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListRolesResponse) GetAssignments() []*RoleAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+func (x *ListRolesResponse) GetRefusals() []*RoleRefusal {
+	if x != nil {
+		return x.Refusals
+	}
+	return nil
+}
+
 var File_mother_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mother_v1_admin_proto_rawDesc = "" +
@@ -2081,7 +2336,24 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12'\n" +
 	"\x04rows\x18\x04 \x03(\v2\x13.mother.v1.UsageRowR\x04rows\x12)\n" +
-	"\x05total\x18\x05 \x01(\v2\x13.mother.v1.UsageRowR\x05total*\xd4\x01\n" +
+	"\x05total\x18\x05 \x01(\v2\x13.mother.v1.UsageRowR\x05total\"\x12\n" +
+	"\x10ListRolesRequest\"|\n" +
+	"\x0eRoleAssignment\x12\x18\n" +
+	"\aadapter\x18\x01 \x01(\tR\aadapter\x12\x18\n" +
+	"\achannel\x18\x02 \x01(\tR\achannel\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x10\n" +
+	"\x03who\x18\x04 \x03(\tR\x03who\x12\x10\n" +
+	"\x03may\x18\x05 \x03(\tR\x03may\"\xb5\x01\n" +
+	"\vRoleRefusal\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\aadapter\x18\x02 \x01(\tR\aadapter\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x12\n" +
+	"\x04perm\x18\x05 \x01(\tR\x04perm\x12\x1a\n" +
+	"\bsentence\x18\x06 \x01(\tR\bsentence\"\x84\x01\n" +
+	"\x11ListRolesResponse\x12;\n" +
+	"\vassignments\x18\x01 \x03(\v2\x19.mother.v1.RoleAssignmentR\vassignments\x122\n" +
+	"\brefusals\x18\x02 \x03(\v2\x16.mother.v1.RoleRefusalR\brefusals*\xd4\x01\n" +
 	"\n" +
 	"ChickState\x12\x1b\n" +
 	"\x17CHICK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -2112,7 +2384,7 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"\rToolTransport\x12\x1e\n" +
 	"\x1aTOOL_TRANSPORT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TOOL_TRANSPORT_STDIO\x10\x01\x12\x17\n" +
-	"\x13TOOL_TRANSPORT_HTTP\x10\x022\xdb\x04\n" +
+	"\x13TOOL_TRANSPORT_HTTP\x10\x022\xa3\x05\n" +
 	"\fAdminService\x12I\n" +
 	"\n" +
 	"ListChicks\x12\x1c.mother.v1.ListChicksRequest\x1a\x1d.mother.v1.ListChicksResponse\x12F\n" +
@@ -2123,7 +2395,8 @@ const file_mother_v1_admin_proto_rawDesc = "" +
 	"ListEvents\x12\x1c.mother.v1.ListEventsRequest\x1a\x1d.mother.v1.ListEventsResponse\x12F\n" +
 	"\tListTools\x12\x1b.mother.v1.ListToolsRequest\x1a\x1c.mother.v1.ListToolsResponse\x12N\n" +
 	"\vChickEvents\x12\x1d.mother.v1.ChickEventsRequest\x1a\x1e.mother.v1.ChickEventsResponse0\x01\x12C\n" +
-	"\bGetUsage\x12\x1a.mother.v1.GetUsageRequest\x1a\x1b.mother.v1.GetUsageResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
+	"\bGetUsage\x12\x1a.mother.v1.GetUsageRequest\x1a\x1b.mother.v1.GetUsageResponse\x12F\n" +
+	"\tListRoles\x12\x1b.mother.v1.ListRolesRequest\x1a\x1c.mother.v1.ListRolesResponseB8Z6github.com/mother-chat/mother/proto/mother/v1;motherv1b\x06proto3"
 
 var (
 	file_mother_v1_admin_proto_rawDescOnce sync.Once
@@ -2138,7 +2411,7 @@ func file_mother_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mother_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_mother_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_mother_v1_admin_proto_goTypes = []any{
 	(ChickState)(0),               // 0: mother.v1.ChickState
 	(AdapterState)(0),             // 1: mother.v1.AdapterState
@@ -2169,64 +2442,73 @@ var file_mother_v1_admin_proto_goTypes = []any{
 	(*GetUsageRequest)(nil),       // 26: mother.v1.GetUsageRequest
 	(*UsageRow)(nil),              // 27: mother.v1.UsageRow
 	(*GetUsageResponse)(nil),      // 28: mother.v1.GetUsageResponse
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
-	(*ToolSpec)(nil),              // 31: mother.v1.ToolSpec
-	(*AgentEvent)(nil),            // 32: mother.v1.AgentEvent
+	(*ListRolesRequest)(nil),      // 29: mother.v1.ListRolesRequest
+	(*RoleAssignment)(nil),        // 30: mother.v1.RoleAssignment
+	(*RoleRefusal)(nil),           // 31: mother.v1.RoleRefusal
+	(*ListRolesResponse)(nil),     // 32: mother.v1.ListRolesResponse
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
+	(*ToolSpec)(nil),              // 35: mother.v1.ToolSpec
+	(*AgentEvent)(nil),            // 36: mother.v1.AgentEvent
 }
 var file_mother_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: mother.v1.ChickInfo.state:type_name -> mother.v1.ChickState
-	29, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
+	33, // 1: mother.v1.ChickInfo.created_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: mother.v1.ListChicksResponse.chicks:type_name -> mother.v1.ChickInfo
-	30, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
+	34, // 3: mother.v1.KillChickRequest.grace:type_name -> google.protobuf.Duration
 	0,  // 4: mother.v1.KillChickResponse.state:type_name -> mother.v1.ChickState
 	1,  // 5: mother.v1.AdapterStatus.state:type_name -> mother.v1.AdapterState
-	29, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
-	29, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
-	29, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	33, // 6: mother.v1.AdapterStatus.since:type_name -> google.protobuf.Timestamp
+	33, // 7: mother.v1.HostStatus.since:type_name -> google.protobuf.Timestamp
+	33, // 8: mother.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	13, // 9: mother.v1.GetStatusResponse.adapters:type_name -> mother.v1.AdapterStatus
 	5,  // 10: mother.v1.GetStatusResponse.chicks:type_name -> mother.v1.ChickInfo
 	14, // 11: mother.v1.GetStatusResponse.budgets:type_name -> mother.v1.BudgetStatus
 	18, // 12: mother.v1.GetStatusResponse.next_events:type_name -> mother.v1.EventInfo
 	15, // 13: mother.v1.GetStatusResponse.hosts:type_name -> mother.v1.HostStatus
 	17, // 14: mother.v1.GetStatusResponse.providers:type_name -> mother.v1.ProviderStatus
-	29, // 15: mother.v1.ProviderStatus.since:type_name -> google.protobuf.Timestamp
-	29, // 16: mother.v1.ProviderStatus.until:type_name -> google.protobuf.Timestamp
-	29, // 17: mother.v1.ProviderStatus.last_ok:type_name -> google.protobuf.Timestamp
+	33, // 15: mother.v1.ProviderStatus.since:type_name -> google.protobuf.Timestamp
+	33, // 16: mother.v1.ProviderStatus.until:type_name -> google.protobuf.Timestamp
+	33, // 17: mother.v1.ProviderStatus.last_ok:type_name -> google.protobuf.Timestamp
 	2,  // 18: mother.v1.EventInfo.type:type_name -> mother.v1.EventType
-	29, // 19: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
+	33, // 19: mother.v1.EventInfo.next_run:type_name -> google.protobuf.Timestamp
 	18, // 20: mother.v1.ListEventsResponse.events:type_name -> mother.v1.EventInfo
 	3,  // 21: mother.v1.ToolServerInfo.state:type_name -> mother.v1.ToolServerState
-	31, // 22: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
+	35, // 22: mother.v1.ToolServerInfo.tools:type_name -> mother.v1.ToolSpec
 	4,  // 23: mother.v1.ToolServerInfo.transport:type_name -> mother.v1.ToolTransport
-	29, // 24: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
-	29, // 25: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
+	33, // 24: mother.v1.ToolServerInfo.since:type_name -> google.protobuf.Timestamp
+	33, // 25: mother.v1.ToolServerInfo.next_attempt:type_name -> google.protobuf.Timestamp
 	22, // 26: mother.v1.ListToolsResponse.servers:type_name -> mother.v1.ToolServerInfo
-	32, // 27: mother.v1.ChickEventsResponse.event:type_name -> mother.v1.AgentEvent
+	36, // 27: mother.v1.ChickEventsResponse.event:type_name -> mother.v1.AgentEvent
 	5,  // 28: mother.v1.ChickEventsResponse.ended:type_name -> mother.v1.ChickInfo
 	27, // 29: mother.v1.GetUsageResponse.rows:type_name -> mother.v1.UsageRow
 	27, // 30: mother.v1.GetUsageResponse.total:type_name -> mother.v1.UsageRow
-	6,  // 31: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
-	8,  // 32: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
-	10, // 33: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
-	12, // 34: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
-	19, // 35: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
-	21, // 36: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
-	24, // 37: mother.v1.AdminService.ChickEvents:input_type -> mother.v1.ChickEventsRequest
-	26, // 38: mother.v1.AdminService.GetUsage:input_type -> mother.v1.GetUsageRequest
-	7,  // 39: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
-	9,  // 40: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
-	11, // 41: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
-	16, // 42: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
-	20, // 43: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
-	23, // 44: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
-	25, // 45: mother.v1.AdminService.ChickEvents:output_type -> mother.v1.ChickEventsResponse
-	28, // 46: mother.v1.AdminService.GetUsage:output_type -> mother.v1.GetUsageResponse
-	39, // [39:47] is the sub-list for method output_type
-	31, // [31:39] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	33, // 31: mother.v1.RoleRefusal.time:type_name -> google.protobuf.Timestamp
+	30, // 32: mother.v1.ListRolesResponse.assignments:type_name -> mother.v1.RoleAssignment
+	31, // 33: mother.v1.ListRolesResponse.refusals:type_name -> mother.v1.RoleRefusal
+	6,  // 34: mother.v1.AdminService.ListChicks:input_type -> mother.v1.ListChicksRequest
+	8,  // 35: mother.v1.AdminService.KillChick:input_type -> mother.v1.KillChickRequest
+	10, // 36: mother.v1.AdminService.ChickLogs:input_type -> mother.v1.ChickLogsRequest
+	12, // 37: mother.v1.AdminService.GetStatus:input_type -> mother.v1.GetStatusRequest
+	19, // 38: mother.v1.AdminService.ListEvents:input_type -> mother.v1.ListEventsRequest
+	21, // 39: mother.v1.AdminService.ListTools:input_type -> mother.v1.ListToolsRequest
+	24, // 40: mother.v1.AdminService.ChickEvents:input_type -> mother.v1.ChickEventsRequest
+	26, // 41: mother.v1.AdminService.GetUsage:input_type -> mother.v1.GetUsageRequest
+	29, // 42: mother.v1.AdminService.ListRoles:input_type -> mother.v1.ListRolesRequest
+	7,  // 43: mother.v1.AdminService.ListChicks:output_type -> mother.v1.ListChicksResponse
+	9,  // 44: mother.v1.AdminService.KillChick:output_type -> mother.v1.KillChickResponse
+	11, // 45: mother.v1.AdminService.ChickLogs:output_type -> mother.v1.ChickLogsResponse
+	16, // 46: mother.v1.AdminService.GetStatus:output_type -> mother.v1.GetStatusResponse
+	20, // 47: mother.v1.AdminService.ListEvents:output_type -> mother.v1.ListEventsResponse
+	23, // 48: mother.v1.AdminService.ListTools:output_type -> mother.v1.ListToolsResponse
+	25, // 49: mother.v1.AdminService.ChickEvents:output_type -> mother.v1.ChickEventsResponse
+	28, // 50: mother.v1.AdminService.GetUsage:output_type -> mother.v1.GetUsageResponse
+	32, // 51: mother.v1.AdminService.ListRoles:output_type -> mother.v1.ListRolesResponse
+	43, // [43:52] is the sub-list for method output_type
+	34, // [34:43] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_mother_v1_admin_proto_init() }
@@ -2246,7 +2528,7 @@ func file_mother_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mother_v1_admin_proto_rawDesc), len(file_mother_v1_admin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	AdminService_ListTools_FullMethodName   = "/mother.v1.AdminService/ListTools"
 	AdminService_ChickEvents_FullMethodName = "/mother.v1.AdminService/ChickEvents"
 	AdminService_GetUsage_FullMethodName    = "/mother.v1.AdminService/GetUsage"
+	AdminService_ListRoles_FullMethodName   = "/mother.v1.AdminService/ListRoles"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -51,6 +52,9 @@ type AdminServiceClient interface {
 	// GetUsage sums the usage ledger's settled calls of the last days,
 	// Mother's own and the chicks', with their cost.
 	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
+	// ListRoles says who has which role (the config's roles table) and
+	// what was refused recently.
+	ListRoles(ctx context.Context, in *ListRolesRequest, opts ...grpc.CallOption) (*ListRolesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -159,6 +163,16 @@ func (c *adminServiceClient) GetUsage(ctx context.Context, in *GetUsageRequest, 
 	return out, nil
 }
 
+func (c *adminServiceClient) ListRoles(ctx context.Context, in *ListRolesRequest, opts ...grpc.CallOption) (*ListRolesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRolesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListRoles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -181,6 +195,9 @@ type AdminServiceServer interface {
 	// GetUsage sums the usage ledger's settled calls of the last days,
 	// Mother's own and the chicks', with their cost.
 	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
+	// ListRoles says who has which role (the config's roles table) and
+	// what was refused recently.
+	ListRoles(context.Context, *ListRolesRequest) (*ListRolesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -214,6 +231,9 @@ func (UnimplementedAdminServiceServer) ChickEvents(*ChickEventsRequest, grpc.Ser
 }
 func (UnimplementedAdminServiceServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
+}
+func (UnimplementedAdminServiceServer) ListRoles(context.Context, *ListRolesRequest) (*ListRolesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRoles not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -366,6 +386,24 @@ func _AdminService_GetUsage_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListRoles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRolesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListRoles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListRoles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListRoles(ctx, req.(*ListRolesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -396,6 +434,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetUsage",
 			Handler:    _AdminService_GetUsage_Handler,
+		},
+		{
+			MethodName: "ListRoles",
+			Handler:    _AdminService_ListRoles_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -213,6 +213,10 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Token is the bot token the fake accepts (default "test-token").
 	Token string
+	// MemberRoles gives members guild role ids (user id to role ids): in
+	// GET /guilds/{id}/members/{user}, the member list, GUILD_CREATE and
+	// the member object of MESSAGE_CREATE, as Discord sends them.
+	MemberRoles map[string][]string
 }
 
 // Server is the fake.
@@ -224,6 +228,7 @@ type Server struct {
 	changed   chan struct{}
 	channels  map[string]*Channel
 	members   []User
+	roles     map[string][]string
 	messages  map[string][]*Message
 	requests  []Request
 	limits    []limit
@@ -266,6 +271,7 @@ func New(opts Options) *Server {
 		changed:      make(chan struct{}),
 		channels:     map[string]*Channel{},
 		members:      append([]User(nil), opts.Members...),
+		roles:        map[string][]string{},
 		messages:     map[string][]*Message{},
 		conns:        map[*gwConn]bool{},
 		sessionID:    "fake-session",
@@ -278,8 +284,37 @@ func New(opts Options) *Server {
 		}
 		s.channels[c.ID] = &c
 	}
+	for u, rs := range opts.MemberRoles {
+		s.roles[u] = append([]string(nil), rs...)
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// SetMemberRoles replaces a member's guild role ids.
+func (s *Server) SetMemberRoles(userID string, roles ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roles[userID] = append([]string{}, roles...)
+}
+
+// memberLocked is the guild member object of u, with its roles.
+func (s *Server) memberLocked(u User) map[string]any {
+	roles := s.roles[u.ID]
+	if roles == nil {
+		roles = []string{}
+	}
+	return map[string]any{"user": u, "roles": roles, "joined_at": "2024-01-01T00:00:00Z", "deaf": false, "mute": false}
+}
+
+// isMemberLocked reports whether id is the bot or a member.
+func (s *Server) isMemberLocked(id string) (User, bool) {
+	for _, u := range append([]User{s.opts.Bot}, s.members...) {
+		if u.ID == id {
+			return u, true
+		}
+	}
+	return User{}, false
 }
 
 // Bot is the bot user.
@@ -577,6 +612,13 @@ func (s *Server) messageJSON(m *Message) json.RawMessage {
 	}
 	if m.GuildID != "" {
 		v["guild_id"] = m.GuildID
+		if u, ok := s.isMemberLocked(m.Author.ID); ok {
+			// Discord sends the author's partial member (no user) with a
+			// guild message.
+			mem := s.memberLocked(u)
+			delete(mem, "user")
+			v["member"] = mem
+		}
 	}
 	if m.ReplyTo != "" {
 		v["message_reference"] = map[string]any{"message_id": m.ReplyTo, "channel_id": m.ChannelID}

@@ -151,7 +151,7 @@ func (s *Server) ready(c *gwConn) {
 	}
 	var members []map[string]any
 	for _, u := range append([]User{s.opts.Bot}, s.members...) {
-		members = append(members, map[string]any{"user": u, "roles": []string{}, "joined_at": "2024-01-01T00:00:00Z"})
+		members = append(members, s.memberLocked(u))
 	}
 	s.seq++
 	c.send(map[string]any{"op": 0, "t": "GUILD_CREATE", "s": s.seq, "d": map[string]any{

@@ -76,6 +76,17 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request, path string) int {
 			return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Unknown Guild", "code": 10004})
 		}
 		return s.listMembers(w)
+	case len(parts) == 4 && parts[0] == "guilds" && parts[2] == "members" && r.Method == http.MethodGet:
+		if parts[1] != s.opts.Guild.ID {
+			return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Unknown Guild", "code": 10004})
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		u, ok := s.isMemberLocked(parts[3])
+		if !ok {
+			return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Unknown Member", "code": 10007})
+		}
+		return writeJSON(w, http.StatusOK, s.memberLocked(u))
 	case path == "/users/@me/channels" && r.Method == http.MethodPost:
 		return s.openDM(w, r)
 	case len(parts) == 2 && parts[0] == "channels" && r.Method == http.MethodGet:
@@ -165,7 +176,7 @@ func (s *Server) listMembers(w http.ResponseWriter) int {
 	defer s.mu.Unlock()
 	out := []map[string]any{}
 	for _, u := range append([]User{s.opts.Bot}, s.members...) {
-		out = append(out, map[string]any{"user": u, "roles": []string{}, "joined_at": "2024-01-01T00:00:00Z", "deaf": false, "mute": false})
+		out = append(out, s.memberLocked(u))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

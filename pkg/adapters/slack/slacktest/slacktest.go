@@ -193,6 +193,14 @@ type Options struct {
 	Channels []Channel
 	// PingInterval is how often the socket sends PING frames (default 5 s).
 	PingInterval time.Duration
+	// UserGroups are served by usergroups.list and usergroups.users.list.
+	UserGroups []UserGroup
+}
+
+// UserGroup is a Slack user group ("@ops") and its members' ids.
+type UserGroup struct {
+	ID, Handle string
+	Users      []string
 }
 
 // Server is the fake.

@@ -99,6 +99,24 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) int 
 				"profile": map[string]any{"real_name": u.RealName, "display_name": u.RealName}})
 		}
 		return reply(w, map[string]any{"members": ms, "response_metadata": map[string]any{"next_cursor": ""}})
+	case "usergroups.list":
+		// include_users adds each group's members, as Slack does.
+		var gs []map[string]any
+		for _, g := range s.opts.UserGroups {
+			v := map[string]any{"id": g.ID, "team_id": "T1", "handle": g.Handle, "name": g.Handle, "user_count": len(g.Users)}
+			if f("include_users") == "true" || f("include_users") == "1" {
+				v["users"] = g.Users
+			}
+			gs = append(gs, v)
+		}
+		return reply(w, map[string]any{"usergroups": gs})
+	case "usergroups.users.list":
+		for _, g := range s.opts.UserGroups {
+			if g.ID == f("usergroup") {
+				return reply(w, map[string]any{"users": g.Users})
+			}
+		}
+		return fail(w, "no_such_subteam")
 	case "users.info":
 		s.mu.Lock()
 		defer s.mu.Unlock()

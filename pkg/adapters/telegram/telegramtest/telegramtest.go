@@ -136,6 +136,9 @@ type Server struct {
 	webhook   string
 	secret    string
 	hookBusy  bool
+	// admins are each chat's administrators (getChatAdministrators); the
+	// first is the creator.
+	admins map[int64][]int64
 }
 
 // New starts a fake on a loopback port; Close it when done.
@@ -168,6 +171,17 @@ func (s *Server) AddChat(c Chat) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.chats[c.ID] = c
+}
+
+// SetAdmins makes users (known by AddUser) the chat's administrators,
+// the first its creator, as getChatAdministrators lists them.
+func (s *Server) SetAdmins(chatID int64, userIDs ...int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admins == nil {
+		s.admins = map[int64][]int64{}
+	}
+	s.admins[chatID] = append([]int64(nil), userIDs...)
 }
 
 // AddUser makes a user known.
@@ -695,6 +709,23 @@ func (s *Server) call(method string, p params, files map[string]Upload) (int, ma
 			go s.pushWebhook()
 		}
 		return 200, ok(true)
+	case "getChatAdministrators":
+		c, known := s.chats[p.int64("chat_id")]
+		if !known {
+			return 400, fail(400, "Bad Request: chat not found")
+		}
+		if c.Type == "private" {
+			return 400, fail(400, "Bad Request: there are no administrators in the private chat")
+		}
+		out := []map[string]any{}
+		for i, id := range s.admins[c.ID] {
+			status := "administrator"
+			if i == 0 {
+				status = "creator"
+			}
+			out = append(out, map[string]any{"status": status, "user": s.users[id], "is_anonymous": false, "can_be_edited": false})
+		}
+		return 200, ok(out)
 	case "sendChatAction":
 		s.actions[p.int64("chat_id")]++
 		return 200, ok(true)
