@@ -89,10 +89,10 @@ func TestRecallScopeSlack(t *testing.T) {
 	}{
 		{"own DM finds its history", sDMLuigi, sLuigi.ID, `{"query":"zebra locker"}`, "zebra-purple", ""},
 		{"group does not find a DM's history", sGeneral, sMario.ID, `{"query":"zebra locker code"}`, "Nothing in the history of slack/" + sGeneral, "zebra-purple"},
-		{"admin naming a DM is refused", sGeneral, sMario.ID, `{"query":"zebra","channel":"slack/` + sDMLuigi + `"}`, "refused: you may search only this channel's history", "zebra-purple"},
-		{"admin's DM naming another DM is refused", sDMMario, sMario.ID, `{"query":"zebra","channel":"slack/` + sDMLuigi + `"}`, "refused", "zebra-purple"},
-		{"non-admin naming another channel is refused", sGeneral, sLuigi.ID, `{"query":"zebra project","channel":"slack/` + random + `"}`, "refused: you may search only this channel's history", "May"},
-		{"non-admin in a DM naming another channel is refused", sDMLuigi, sLuigi.ID, `{"query":"zebra project","channel":"` + random + `"}`, "refused", "May"},
+		{"admin naming a DM is refused", sGeneral, sMario.ID, `{"query":"zebra","channel":"slack/` + sDMLuigi + `"}`, "I never search another person's direct messages.", "zebra-purple"},
+		{"admin's DM naming another DM is refused", sDMMario, sMario.ID, `{"query":"zebra","channel":"slack/` + sDMLuigi + `"}`, "I never search another person's direct messages.", "zebra-purple"},
+		{"non-admin naming another channel is refused", sGeneral, sLuigi.ID, `{"query":"zebra project","channel":"slack/` + random + `"}`, "can search other channels.", "May"},
+		{"non-admin in a DM naming another channel is refused", sDMLuigi, sLuigi.ID, `{"query":"zebra project","channel":"` + random + `"}`, "can search other channels.", "May"},
 		{"admin naming a group finds it", sGeneral, sMario.ID, `{"query":"zebra project start","channel":"slack/` + random + `"}`, "the zebra project starts in May", "zebra-purple"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
