@@ -54,6 +54,9 @@ type Config struct {
 	Log Log `json:"log"`
 	// Metrics is the Prometheus listener.
 	Metrics Metrics `json:"metrics"`
+	// Speech is the speech server voice messages are heard through
+	// (speech.go).
+	Speech Speech `json:"speech"`
 
 	// renamed are the old field names config.json used (Renamed).
 	renamed []RenamedField

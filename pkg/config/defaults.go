@@ -233,6 +233,7 @@ func (c *Config) SetDefaults(dataDir string) {
 		c.Adapters = map[string]Adapter{}
 	}
 	c.setAdapterDefaults()
+	c.setSpeechDefaults()
 	if c.Model.Provider == "" {
 		c.Model.Provider = DefaultModelProvider
 	}

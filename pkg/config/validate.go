@@ -34,6 +34,7 @@ func (c *Config) Validate() error {
 	c.validateMCPServers(&p)
 	c.validateLog(&p)
 	c.validateMetrics(&p)
+	c.validateSpeech(&p)
 	if len(p.es) == 0 {
 		return nil
 	}

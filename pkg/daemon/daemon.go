@@ -286,7 +286,7 @@ func Run(ctx context.Context, opts Options) error {
 	motherTools = append(motherTools, host.tools.InvokeTool())
 	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
 		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy, Disk: dk,
-		Reports: reportMeter{ch.broker}})
+		Reports: reportMeter{ch.broker}, Ears: ears{ch.broker}})
 	if err != nil {
 		return r.fail(err)
 	}

@@ -204,6 +204,7 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		m.choose(ctx, a, msg, late)
 		return nil
 	}
+	m.hear(ctx, adapterName, &msg, lg)
 	addressed := Addressed(a.SelfID(), msg)
 	ch, err := m.store.Channel(adapterName, msg.ChannelID)
 	if err != nil {

@@ -63,6 +63,9 @@ type Options struct {
 	// Reports, if set, charges the report Mother's model reads about an
 	// ended chick to that chick (pace.go).
 	Reports ReportMeter
+	// Ears, if set, hear voice messages (voice.go); without them each is
+	// named to the model as one Mother could not transcribe.
+	Ears Ears
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -118,6 +121,7 @@ type Mother struct {
 	// egress keeps the approvals of access requests (nil: none taken);
 	// access holds the pending ones by chick and destination.
 	egress   *egress.Policy
+	ears     Ears
 	accessMu sync.Mutex
 	access   map[string]*accessRequest
 	// spend says the broker's spend notices in order (spend.go).
@@ -173,6 +177,7 @@ func New(opts Options) (*Mother, error) {
 		chickHostToolsFn: opts.ChickHostTools,
 		ready:            make(chan struct{}),
 		egress:           opts.Egress,
+		ears:             opts.Ears,
 		access:           map[string]*accessRequest{},
 		disk:             opts.Disk,
 		reports:          opts.Reports,

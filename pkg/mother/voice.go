@@ -1,0 +1,133 @@
+package mother
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/model"
+	"github.com/mother-chat/mother/pkg/speech"
+)
+
+// Ears hear voice messages: the broker's metered transcription
+// (speech.transcribe with its fallbacks), charged to the channel's and
+// the person's caps as Mother's own calls are.
+type Ears interface {
+	// Transcribe returns the text of req for a message in channel
+	// (qualified) from user (the adapter's user id); an error matching
+	// model.ErrBudgetExhausted when a cap refuses it.
+	Transcribe(ctx context.Context, channel, adapter, user string, req model.TranscribeRequest) (string, error)
+}
+
+// errNoEars: no speech server is configured (Options.Ears nil or config
+// without speech.transcribe).
+var errNoEars = errors.New("no speech server is configured")
+
+// hear turns each voice attachment of msg (a voice message or an audio
+// file a person sent) into words the model reads as the user's: the
+// transcript, marked "[voice 0:42] …", goes into the message's text
+// before it is logged, so history and search find it; the audio stays
+// under attachments/. A voice message Mother cannot hear (no speech
+// server, the server down, a cap reached, longer than
+// speech.maxDuration) is named instead, with why, so the model can tell
+// the person.
+func (m *Mother) hear(ctx context.Context, adapter string, msg *chat.ChannelMessage, lg *slog.Logger) {
+	if msg.Sender.IsBot || len(msg.Attachments) == 0 {
+		return
+	}
+	var dir string
+	for _, att := range msg.Attachments {
+		if !att.Voice {
+			continue
+		}
+		if dir == "" {
+			ch, err := m.store.Channel(adapter, msg.ChannelID)
+			if err != nil {
+				lg.Warn("cannot open the channel to hear a voice message", "err", err)
+				return
+			}
+			dir = ch.Dir()
+		}
+		words := m.hearOne(ctx, adapter, dir, msg, att, lg)
+		if strings.TrimSpace(msg.Text) == "" {
+			msg.Text = words
+		} else {
+			msg.Text += "\n" + words
+		}
+	}
+}
+
+// hearOne is what the model reads of one voice attachment.
+func (m *Mother) hearOne(ctx context.Context, adapter, dir string, msg *chat.ChannelMessage, att chat.ChannelAttachment, lg *slog.Logger) string {
+	audio, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(att.LocalPath)))
+	if err != nil {
+		lg.Warn("cannot read a voice message", "path", att.LocalPath, "err", err)
+		return speech.CannotHear(seconds(att.Seconds), "its file could not be read")
+	}
+	d := seconds(att.Seconds)
+	if od, err := speech.OggDuration(audio); err == nil && (d == 0 || od > d) {
+		// The stream's own length: what the server bills, whatever the
+		// platform said.
+		d = od
+	}
+	if d == 0 {
+		// Neither the platform nor the file says: bound it by its size
+		// (a voice note's codecs carry at least 8 kbit/s, 1 KB a second).
+		d = time.Duration(len(audio)/1000+1) * time.Second
+	}
+	limit := m.cfg.Speech.MaxDuration.Duration
+	if limit > 0 && d > limit {
+		lg.Info("voice message over speech.maxDuration not transcribed", "seconds", d.Seconds())
+		return speech.CannotHear(d, fmt.Sprintf("it is longer than the %s limit (speech.maxDuration)", speech.Format(limit)))
+	}
+	if m.ears == nil || !m.cfg.Speech.Hears() {
+		return speech.CannotHear(d, errNoEars.Error())
+	}
+	qid := chat.QualifiedID(adapter, msg.ChannelID)
+	req := model.TranscribeRequest{
+		Filename: strings.TrimSuffix(att.Filename, filepath.Ext(att.Filename)) + speech.Ext(att.Filename, att.MimeType),
+		Audio:    audio,
+		Language: m.cfg.Speech.Channel(qid).Language,
+		Duration: d,
+	}
+	text, err := m.ears.Transcribe(ctx, qid, adapter, msg.Sender.ID, req)
+	if err != nil {
+		lg.Warn("voice message not transcribed", "err", err)
+		return speech.CannotHear(d, cannotHearWhy(err))
+	}
+	if text == "" {
+		return speech.Heard(d, "(no words heard)")
+	}
+	return speech.Heard(d, text)
+}
+
+// cannotHearWhy says why a transcription failed, for the model and so for
+// the person: plain words, no error chain.
+func cannotHearWhy(err error) string {
+	var s model.Sentencer
+	switch {
+	case errors.Is(err, errNoEars) || strings.Contains(err.Error(), errNoEars.Error()):
+		return errNoEars.Error()
+	case errors.Is(err, model.ErrBudgetExhausted) && errors.As(err, &s):
+		return strings.TrimSuffix(s.Sentence(), ".")
+	case errors.Is(err, model.ErrBusy):
+		return "calls in flight hold what is left of the budget"
+	case errors.Is(err, model.ErrUnreachable):
+		return "the speech server cannot be reached (it may be down)"
+	case errors.Is(err, model.ErrOverloaded):
+		return "the speech server is overloaded"
+	case errors.Is(err, model.ErrModelNotFound):
+		return "the speech server does not have the configured model"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the speech server took too long"
+	}
+	return "the speech server failed (the details are in Mother's log)"
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
