@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,6 +188,11 @@ type postCfg struct {
 	file     *file
 	photo    bool
 	fileSize int64
+	// voice and audio send the file as a voice message or an audio file
+	// of duration seconds (mime for audio).
+	voice, audio bool
+	duration     int
+	mime         string
 }
 
 // Offline posts without the bot hearing it live: the update is held until
@@ -207,6 +213,24 @@ func WithDocument(name string, data []byte) PostOption {
 // WithPhoto attaches a photo.
 func WithPhoto(data []byte) PostOption {
 	return func(c *postCfg) { c.file = &file{name: "photo.jpg", data: data}; c.photo = true }
+}
+
+// WithVoice attaches a voice message (OGG/Opus, as Telegram's clients
+// record them) that lasts seconds, as Telegram says in voice.duration.
+func WithVoice(data []byte, seconds int) PostOption {
+	return func(c *postCfg) {
+		c.file = &file{name: "voice.oga", data: data}
+		c.voice, c.duration = true, seconds
+	}
+}
+
+// WithAudio attaches an audio file (a music or recording file sent as
+// audio) of type mime that lasts seconds.
+func WithAudio(name string, data []byte, mime string, seconds int) PostOption {
+	return func(c *postCfg) {
+		c.file = &file{name: name, data: data}
+		c.audio, c.duration, c.mime = true, seconds, mime
+	}
 }
 
 // ClaimedSize makes the attachment claim a size (to test limits).
@@ -245,12 +269,19 @@ func (s *Server) Post(chatID, userID int64, text string, opts ...PostOption) int
 		if cfg.fileSize > 0 {
 			size = cfg.fileSize
 		}
-		if cfg.photo {
+		switch {
+		case cfg.voice:
+			f.path = "voice/" + f.id + ".oga"
+			msg["voice"] = map[string]any{"file_id": f.id, "file_unique_id": f.unique, "duration": cfg.duration, "mime_type": "audio/ogg", "file_size": size}
+		case cfg.audio:
+			f.path = "music/" + f.id + path.Ext(f.name)
+			msg["audio"] = map[string]any{"file_id": f.id, "file_unique_id": f.unique, "duration": cfg.duration, "file_name": f.name, "mime_type": cfg.mime, "file_size": size}
+		case cfg.photo:
 			msg["photo"] = []map[string]any{
 				{"file_id": f.id + "-small", "file_unique_id": f.unique + "s", "width": 90, "height": 90, "file_size": 10},
 				{"file_id": f.id, "file_unique_id": f.unique, "width": 800, "height": 600, "file_size": size},
 			}
-		} else {
+		default:
 			msg["document"] = map[string]any{"file_id": f.id, "file_unique_id": f.unique, "file_name": f.name, "mime_type": "text/csv", "file_size": size}
 		}
 	}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mother-chat/mother/pkg/adapters/telegram/telegramtest"
+	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
+	"github.com/mother-chat/mother/pkg/speech/speechtest"
+)
+
+const voiceWords = "Please remind me to water the plants tomorrow morning."
+
+// voiceModel answers a voice message by what it heard, or says it could
+// not hear it, so the answer shows what reached the model.
+func voiceModel() *ollamatest.Server {
+	return ollamatest.NewFunc(func(r ollamatest.Request) ollamatest.Turn {
+		user := r.LastUser()
+		if i := strings.Index(user, "could not transcribe: "); i >= 0 {
+			why := user[i+len("could not transcribe: "):]
+			why, _, _ = strings.Cut(why, "]")
+			return ollamatest.Turn{Text: "Sorry, I could not hear your voice message (" + why + "). Could you type it?"}
+		}
+		if i := strings.Index(user, "[voice "); i >= 0 {
+			return ollamatest.Turn{Text: "Heard you: " + strings.TrimSpace(user[i:])}
+		}
+		return ollamatest.Turn{Text: "ok"}
+	})
+}
+
+// voiceConfig is Telegram with a speech server: whisper-1 at $0.60 a
+// minute (a cent a second), Mother's own calls capped at $0.05 a channel a
+// day, voice messages up to 20 s, English hinted in the DM.
+func voiceConfig(fake *telegramtest.Server, model *ollamatest.Server, sp *speechtest.Server) map[string]any {
+	cfg := telegramConfig(fake, model)
+	cfg["providers"].(map[string]any)["openai"] = map[string]any{"whisper": map[string]any{"baseURL": sp.BaseURL(), "apiKey": "sk-speech"}}
+	cfg["speech"] = map[string]any{
+		"transcribe":  map[string]any{"provider": "openai:whisper", "model": "whisper-1", "usdPerMinute": 0.6},
+		"maxDuration": "20s",
+		"channels":    map[string]any{"telegram/555": map[string]any{"language": "en"}},
+	}
+	cfg["budgets"] = map[string]any{"mother": map[string]any{"channelDailyUSD": 0.05}}
+	return cfg
+}
+
+// tgBotSays is the first message of Mother's in chat that answers
+// trigger and contains want.
+func tgBotSays(fake *telegramtest.Server, chat int64, trigger int, want string) string {
+	for _, m := range fake.BotMessages(chat, 0) {
+		if m.ReplyTo == trigger && strings.Contains(m.Shown(), want) {
+			return m.Shown()
+		}
+	}
+	return ""
+}
+
+// TestVoiceTelegram: a Telegram voice note (espeak-ng, OGG/Opus by
+// opusenc, served through getFile and the file URL) is transcribed by the
+// speech server, reaches the model as "[voice 0:0N] …", is stored in
+// log.jsonl with its audio under attachments/, and is metered; then a
+// note over speech.maxDuration, one over the channel's cap and one while
+// the speech server is down are each named to the model, which tells the
+// person.
+func TestVoiceTelegram(t *testing.T) {
+	t.Parallel()
+	note := speechtest.VoiceNote(t, voiceWords)
+	sp := speechtest.New()
+	defer sp.Close()
+	sp.Hears(note, voiceWords)
+	model := voiceModel()
+	defer model.Close()
+	fake := newTelegramFake(t)
+	data := t.TempDir()
+	startDaemon(t, data, voiceConfig(fake, model, sp))
+	waitFor(t, "mother to connect", tgPolling(fake, 1))
+
+	t.Run("heard, stored and metered", func(t *testing.T) {
+		trig := fake.Post(tgMario.ID, tgMario.ID, "", telegramtest.WithVoice(note, 4))
+		var answer string
+		waitFor(t, "the answer", func() bool { answer = tgBotSays(fake, tgMario.ID, trig, "Heard you"); return answer != "" })
+		if !strings.Contains(answer, "[voice 0:0") || !strings.Contains(answer, voiceWords) {
+			t.Errorf("answer = %q, want the model to have read \"[voice 0:0N] %s\"", answer, voiceWords)
+		}
+		trs := sp.Transcriptions()
+		if len(trs) != 1 {
+			t.Fatalf("transcriptions = %d, want 1 (problems: %q)", len(trs), sp.Problems())
+		}
+		tr := trs[0]
+		if !strings.HasSuffix(tr.Filename, ".ogg") || tr.Model != "whisper-1" || tr.Language != "en" || tr.ResponseFormat != "json" || tr.Temperature != "0" ||
+			tr.Auth != "Bearer sk-speech" || !bytes.Equal(tr.Audio, note) {
+			t.Errorf("transcription request = %+v (audio %d bytes), want voice-….ogg, whisper-1, en, json, 0, the key and the note's %d bytes",
+				struct{ Filename, Model, Language, ResponseFormat, Temperature, Auth string }{tr.Filename, tr.Model, tr.Language, tr.ResponseFormat, tr.Temperature, tr.Auth}, len(tr.Audio), len(note))
+		}
+		logged := readChannelLog(t, data, "telegram", "555")
+		if len(logged) == 0 || !strings.HasPrefix(logged[0].Text, "[voice 0:0") || !strings.Contains(logged[0].Text, voiceWords) {
+			t.Fatalf("log.jsonl = %+v, want the voice message with its transcript first", logged)
+		}
+		atts := logged[0].Attachments
+		if len(atts) != 1 || !atts[0].Voice || atts[0].Seconds != 4 {
+			t.Fatalf("attachments = %+v, want the voice note", atts)
+		}
+		saved, err := os.ReadFile(filepath.Join(data, "workspace/channels/telegram/555", atts[0].LocalPath))
+		if err != nil || !bytes.Equal(saved, note) {
+			t.Errorf("%s: %d bytes, %v; want the note's %d bytes", atts[0].LocalPath, len(saved), err, len(note))
+		}
+		var reserved, settled bool
+		for _, l := range readLedger(t, data) {
+			switch {
+			case l.Kind == "transcribe-reserve" && l.Channel == "telegram/555" && l.RCost >= 40000:
+				reserved = true
+			case l.Kind == "transcribe" && l.Channel == "telegram/555" && l.Model == "whisper-1" && l.Cost >= 40000 && l.Cost <= 50000:
+				settled = true
+			}
+		}
+		if !reserved || !settled {
+			t.Errorf("ledger = %+v, want a transcribe reservation and its settlement at about $0.04 (4 s at a cent a second)", readLedger(t, data))
+		}
+	})
+
+	t.Run("over speech.maxDuration", func(t *testing.T) {
+		trig := fake.Post(tgMario.ID, tgMario.ID, "", telegramtest.WithVoice(note, 42))
+		var answer string
+		waitFor(t, "the answer", func() bool { answer = tgBotSays(fake, tgMario.ID, trig, "could not hear"); return answer != "" })
+		if !strings.Contains(answer, "longer than the 0:20 limit") {
+			t.Errorf("answer = %q, want the limit named", answer)
+		}
+		if n := len(sp.Transcriptions()); n != 1 {
+			t.Errorf("transcriptions = %d, want still 1: a note over the limit is not sent", n)
+		}
+		logged := readChannelLog(t, data, "telegram", "555")
+		if !strings.Contains(logged[len(logged)-2].Text, "[a voice message of 0:42 that I could not transcribe: it is longer than the 0:20 limit (speech.maxDuration)]") {
+			t.Errorf("logged = %q, want the voice message named with why", logged[len(logged)-2].Text)
+		}
+	})
+
+	t.Run("over the channel's cap", func(t *testing.T) {
+		trig := fake.Post(tgMario.ID, tgMario.ID, "", telegramtest.WithVoice(note, 4))
+		var answer string
+		waitFor(t, "the answer", func() bool { answer = tgBotSays(fake, tgMario.ID, trig, "could not hear"); return answer != "" })
+		if !strings.Contains(answer, "spent $0.04 of $0.05 today (budgets.mother.channelDailyUSD)") {
+			t.Errorf("answer = %q, want the cap's sentence", answer)
+		}
+		if n := len(sp.Transcriptions()); n != 1 {
+			t.Errorf("transcriptions = %d, want still 1: a refused call is not sent", n)
+		}
+	})
+
+	t.Run("speech server down", func(t *testing.T) {
+		sp.Close()
+		trig := fake.Post(tgGroup.ID, tgMario.ID, "@mother_bot", telegramtest.WithVoice(note, 4))
+		var answer string
+		waitFor(t, "the answer", func() bool { answer = tgBotSays(fake, tgGroup.ID, trig, "could not hear"); return answer != "" })
+		if !strings.Contains(answer, "the speech server cannot be reached") {
+			t.Errorf("answer = %q, want the server named as down", answer)
+		}
+		var charged bool
+		for _, l := range readLedger(t, data) {
+			charged = charged || (l.Kind == "transcribe" && l.Channel == "telegram/"+tgGroupID && l.Cost != 0)
+		}
+		if charged {
+			t.Errorf("a transcription that failed on the server's side was charged")
+		}
+	})
+}
+
+// TestVoiceTelegramNoSpeechServer: without speech.transcribe, the voice
+// note is kept and named to the model, which says so.
+func TestVoiceTelegramNoSpeechServer(t *testing.T) {
+	t.Parallel()
+	note := speechtest.VoiceNote(t, voiceWords)
+	model := voiceModel()
+	defer model.Close()
+	fake := newTelegramFake(t)
+	data := t.TempDir()
+	startDaemon(t, data, telegramConfig(fake, model))
+	waitFor(t, "mother to connect", tgPolling(fake, 1))
+	trig := fake.Post(tgMario.ID, tgMario.ID, "", telegramtest.WithVoice(note, 4))
+	var answer string
+	waitFor(t, "the answer", func() bool { answer = tgBotSays(fake, tgMario.ID, trig, "could not hear"); return answer != "" })
+	if !strings.Contains(answer, "(no speech server is configured)") {
+		t.Errorf("answer = %q, want the reason", answer)
+	}
+	logged := readChannelLog(t, data, "telegram", "555")
+	if len(logged) == 0 || !strings.HasPrefix(logged[0].Text, "[a voice message of 0:0") || !strings.Contains(logged[0].Text, "that I could not transcribe: no speech server is configured]") {
+		t.Errorf("log.jsonl = %+v, want the voice message named", logged)
+	}
+	if len(logged) == 0 || len(logged[0].Attachments) != 1 {
+		t.Errorf("the voice note was not kept under attachments/")
+	}
+}
