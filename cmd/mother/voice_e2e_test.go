@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mother-chat/mother/pkg/adapters/discord/discordtest"
+	"github.com/mother-chat/mother/pkg/adapters/slack/slacktest"
 	"github.com/mother-chat/mother/pkg/adapters/telegram/telegramtest"
 	"github.com/mother-chat/mother/pkg/model/ollama/ollamatest"
 	"github.com/mother-chat/mother/pkg/speech/speechtest"
@@ -24,8 +27,9 @@ func voiceModel() *ollamatest.Server {
 			why, _, _ = strings.Cut(why, "]")
 			return ollamatest.Turn{Text: "Sorry, I could not hear your voice message (" + why + "). Could you type it?"}
 		}
-		if i := strings.Index(user, "[voice "); i >= 0 {
-			return ollamatest.Turn{Text: "Heard you: " + strings.TrimSpace(user[i:])}
+		if i := strings.Index(user, "[voice"); i >= 0 {
+			heard, _, _ := strings.Cut(user[i:], "\n")
+			return ollamatest.Turn{Text: "Heard you: " + heard}
 		}
 		return ollamatest.Turn{Text: "ok"}
 	})
@@ -190,4 +194,100 @@ func TestVoiceTelegramNoSpeechServer(t *testing.T) {
 	if len(logged) == 0 || len(logged[0].Attachments) != 1 {
 		t.Errorf("the voice note was not kept under attachments/")
 	}
+}
+
+// withSpeech adds a speech server to cfg: whisper-1 at $0.60 a minute.
+func withSpeech(cfg map[string]any, sp *speechtest.Server) map[string]any {
+	cfg["providers"].(map[string]any)["openai"] = map[string]any{"whisper": map[string]any{"baseURL": sp.BaseURL()}}
+	cfg["speech"] = map[string]any{"transcribe": map[string]any{"provider": "openai:whisper", "model": "whisper-1", "usdPerMinute": 0.6}}
+	return cfg
+}
+
+// heardIn checks that the logged message with id carries the transcript
+// and its audio, and that the speech server got the audio as a file
+// named with ext.
+func heardIn(t *testing.T, data, adapter, channel, id string, sp *speechtest.Server, audio []byte, ext, marker string) {
+	t.Helper()
+	var found bool
+	for _, m := range readChannelLog(t, data, adapter, channel) {
+		if m.ID != id {
+			continue
+		}
+		found = true
+		if !strings.Contains(m.Text, marker) || !strings.Contains(m.Text, voiceWords) {
+			t.Errorf("logged text = %q, want the transcript marked %s", m.Text, marker)
+		}
+		if len(m.Attachments) != 1 || !m.Attachments[0].Voice {
+			t.Errorf("attachments = %+v, want the audio, marked voice", m.Attachments)
+		} else if b, err := os.ReadFile(filepath.Join(data, "workspace/channels", adapter, channel, m.Attachments[0].LocalPath)); err != nil || !bytes.Equal(b, audio) {
+			t.Errorf("saved audio: %d bytes, %v; want the %d bytes sent", len(b), err, len(audio))
+		}
+	}
+	if !found {
+		t.Fatalf("message %s not in log.jsonl", id)
+	}
+	var sent bool
+	for _, tr := range sp.Transcriptions() {
+		sent = sent || (bytes.Equal(tr.Audio, audio) && strings.HasSuffix(tr.Filename, ext))
+	}
+	if !sent {
+		t.Errorf("the speech server did not get the audio as a %s file (problems: %q)", ext, sp.Problems())
+	}
+}
+
+// TestVoiceDiscord: a Discord voice message (IS_VOICE_MESSAGE, an OGG/Opus
+// attachment with duration_secs on the CDN) and an MP3 audio file are
+// heard.
+func TestVoiceDiscord(t *testing.T) {
+	t.Parallel()
+	note := speechtest.Encoded(t, voiceWords, "voice-message.ogg")
+	mp3 := speechtest.Encoded(t, voiceWords, "memo.mp3")
+	sp := speechtest.New()
+	defer sp.Close()
+	sp.Hears(note, voiceWords)
+	sp.Hears(mp3, voiceWords)
+	model := voiceModel()
+	defer model.Close()
+	fake := newDiscordFake(t, 0)
+	data := t.TempDir()
+	startDaemon(t, data, withSpeech(discordConfig(fake, model), sp))
+	fake.Wait(t, 15*time.Second, "mother on the gateway", func() bool { return fake.ConnectedLocked() == 1 })
+	for _, c := range []struct {
+		name  string
+		audio []byte
+		opt   discordtest.SayOption
+		ext   string
+		// marker: a voice message's length is known (duration_secs, the
+		// OGG stream); an MP3's is not shown (Mother has no decoder).
+		marker string
+	}{
+		{"voice message", note, discordtest.WithVoiceMessage(note, 4.2), ".ogg", "[voice 0:0"},
+		{"audio file", mp3, discordtest.WithAttachment("memo.mp3", "audio/mpeg", mp3), ".mp3", "[voice] "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			trig := fake.Say(dDMMario, dMario, "", c.opt)
+			fake.Wait(t, 15*time.Second, "the answer", func() bool { return botReplyTo(fake, dDMMario, trig.ID, "Heard you: "+c.marker) != nil })
+			heardIn(t, data, "discord", dDMMario, trig.ID, sp, c.audio, c.ext, c.marker)
+		})
+	}
+}
+
+// TestVoiceSlack: a Slack audio clip (media_display_type audio, duration_ms,
+// AAC in MP4) downloaded from url_private_download with the bot token is
+// heard.
+func TestVoiceSlack(t *testing.T) {
+	t.Parallel()
+	clip := speechtest.Encoded(t, voiceWords, "audio_message.m4a")
+	sp := speechtest.New()
+	defer sp.Close()
+	sp.Hears(clip, voiceWords)
+	model := voiceModel()
+	defer model.Close()
+	fake := newSlackFake(t)
+	data := t.TempDir()
+	startDaemon(t, data, withSpeech(slackConfig(fake, model), sp))
+	fake.Wait(t, 15*time.Second, "mother on the socket", func() bool { return fake.OpensLocked() == 1 })
+	trig := fake.Post(sDMMario, sMario.ID, "", slacktest.WithAudioClip("audio_message.m4a", "audio/mp4", clip, 4200))
+	fake.Wait(t, 15*time.Second, "the answer", func() bool { return slackAnswer(fake, sDMMario, trig.TS, "Heard you: [voice 0:05]") != nil })
+	heardIn(t, data, "slack", sDMMario, trig.TS, sp, clip, ".m4a", "[voice 0:05]")
 }

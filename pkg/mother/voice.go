@@ -70,24 +70,28 @@ func (m *Mother) hearOne(ctx context.Context, adapter, dir string, msg *chat.Cha
 		lg.Warn("cannot read a voice message", "path", att.LocalPath, "err", err)
 		return speech.CannotHear(seconds(att.Seconds), "its file could not be read")
 	}
-	d := seconds(att.Seconds)
-	if od, err := speech.OggDuration(audio); err == nil && (d == 0 || od > d) {
+	// shown is the length the model reads (0: unknown); d what the call
+	// is reserved and charged for.
+	shown := seconds(att.Seconds)
+	if od, err := speech.OggDuration(audio); err == nil && od > shown {
 		// The stream's own length: what the server bills, whatever the
 		// platform said.
-		d = od
+		shown = od
 	}
+	d := shown
 	if d == 0 {
 		// Neither the platform nor the file says: bound it by its size
-		// (a voice note's codecs carry at least 8 kbit/s, 1 KB a second).
+		// (the codecs of voice notes carry at least 8 kbit/s, 1 KB a
+		// second), and show no length.
 		d = time.Duration(len(audio)/1000+1) * time.Second
 	}
 	limit := m.cfg.Speech.MaxDuration.Duration
 	if limit > 0 && d > limit {
 		lg.Info("voice message over speech.maxDuration not transcribed", "seconds", d.Seconds())
-		return speech.CannotHear(d, fmt.Sprintf("it is longer than the %s limit (speech.maxDuration)", speech.Format(limit)))
+		return speech.CannotHear(shown, fmt.Sprintf("it is longer than the %s limit (speech.maxDuration)", speech.Format(limit)))
 	}
 	if m.ears == nil || !m.cfg.Speech.Hears() {
-		return speech.CannotHear(d, errNoEars.Error())
+		return speech.CannotHear(shown, errNoEars.Error())
 	}
 	qid := chat.QualifiedID(adapter, msg.ChannelID)
 	req := model.TranscribeRequest{
@@ -99,12 +103,12 @@ func (m *Mother) hearOne(ctx context.Context, adapter, dir string, msg *chat.Cha
 	text, err := m.ears.Transcribe(ctx, qid, adapter, msg.Sender.ID, req)
 	if err != nil {
 		lg.Warn("voice message not transcribed", "err", err)
-		return speech.CannotHear(d, cannotHearWhy(err))
+		return speech.CannotHear(shown, cannotHearWhy(err))
 	}
 	if text == "" {
-		return speech.Heard(d, "(no words heard)")
+		text = "(no words heard)"
 	}
-	return speech.Heard(d, text)
+	return speech.Heard(shown, text)
 }
 
 // cannotHearWhy says why a transcription failed, for the model and so for

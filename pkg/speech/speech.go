@@ -121,7 +121,11 @@ func CannotHear(d time.Duration, why string) string {
 	return "[a voice message" + of + " that I could not transcribe: " + why + "]"
 }
 
-// Heard is a transcript as the model reads it: "[voice 0:42] text".
+// Heard is a transcript as the model reads it: "[voice 0:42] text"
+// ("[voice] text" when the length is unknown, d 0).
 func Heard(d time.Duration, text string) string {
+	if d <= 0 {
+		return "[voice] " + text
+	}
 	return "[voice " + Format(d) + "] " + text
 }
