@@ -291,3 +291,42 @@ func TestVoiceSlack(t *testing.T) {
 	fake.Wait(t, 15*time.Second, "the answer", func() bool { return slackAnswer(fake, sDMMario, trig.TS, "Heard you: [voice 0:05]") != nil })
 	heardIn(t, data, "slack", sDMMario, trig.TS, sp, clip, ".m4a", "[voice 0:05]")
 }
+
+// TestVoiceSetupOffersASpeechServer: mother setup adds a speech server
+// as it adds a tier, checked live (half a second of silence transcribed
+// with the key and model given); a refused key writes nothing, and the
+// configuration written passes --check-config.
+func TestVoiceSetupOffersASpeechServer(t *testing.T) {
+	t.Parallel()
+	ol := ollamatest.New()
+	defer ol.Close()
+	ol.SetModels("qwen3:30b-a3b", "qwen3:14b")
+	sp := speechtest.New()
+	defer sp.Close()
+	sp.SetKey("sk-speech-GOODKEY-1")
+	base := []string{"setup", "--non-interactive", "--platforms", "none", "--ollama-url", ol.URL, "--speech-url", sp.BaseURL(), "--speech-endpoint", "whisper", "--speech-model", "Systran/faster-whisper-small"}
+	data := t.TempDir()
+	r := runMother(t, "", nil, append(base, "--speech-key", "sk-wrong", data)...)
+	if r.code == 0 || !strings.Contains(r.stdout, "refused") {
+		t.Errorf("a refused key: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, "config.json")); err == nil {
+		t.Error("config.json written despite the refused key")
+	}
+	r = runMother(t, "", []string{"SPEECH_KEY=sk-speech-GOODKEY-1"}, append(base, "--speech-key-env", "SPEECH_KEY", data)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "✓ whisper at "+sp.BaseURL()+" transcribes with Systran/faster-whisper-small") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	trs := sp.Transcriptions()
+	if len(trs) != 1 || trs[0].Filename != "silence.wav" || trs[0].Model != "Systran/faster-whisper-small" {
+		t.Errorf("the check sent %+v (problems %q), want silence.wav to the model", trs, sp.Problems())
+	}
+	cfg := readJSON(t, filepath.Join(data, "config.json"))
+	if get(cfg, "providers", "openai", "whisper", "baseURL") != sp.BaseURL() || get(cfg, "providers", "openai", "whisper", "apiKeyEnv") != "SPEECH_KEY" ||
+		get(cfg, "speech", "transcribe", "provider") != "openai:whisper" || get(cfg, "speech", "transcribe", "model") != "Systran/faster-whisper-small" {
+		t.Errorf("config: %v", cfg)
+	}
+	if r := runMother(t, "", []string{"SPEECH_KEY=x"}, "--check-config", data); r.code != 0 {
+		t.Fatalf("mother --check-config = %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

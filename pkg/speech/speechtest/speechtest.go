@@ -48,6 +48,14 @@ type Server struct {
 	speech   []SpeechCall
 	problems []string
 	audioOut []byte
+	key      string
+}
+
+// SetKey makes the server want this bearer key (empty: none).
+func (s *Server) SetKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key = key
 }
 
 // New starts a fake speech server; its API base is URL + "/v1".
@@ -127,10 +135,14 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}})
 }
 
-func (s *Server) failing(w http.ResponseWriter) bool {
+func (s *Server) failing(w http.ResponseWriter, r *http.Request) bool {
 	s.mu.Lock()
-	status := s.status
+	status, key := s.status, s.key
 	s.mu.Unlock()
+	if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
+		writeError(w, http.StatusUnauthorized, "Incorrect API key provided")
+		return true
+	}
 	if status == 0 {
 		return false
 	}
@@ -139,7 +151,7 @@ func (s *Server) failing(w http.ResponseWriter) bool {
 }
 
 func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
-	if s.failing(w) {
+	if s.failing(w, r) {
 		return
 	}
 	if !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
@@ -231,7 +243,7 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) speak(w http.ResponseWriter, r *http.Request) {
-	if s.failing(w) {
+	if s.failing(w, r) {
 		return
 	}
 	var v struct {
