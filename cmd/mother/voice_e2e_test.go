@@ -330,3 +330,58 @@ func TestVoiceSetupOffersASpeechServer(t *testing.T) {
 		t.Fatalf("mother --check-config = %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestVoiceTelegramAnswersAloud: in a channel with voiceOut, the answer
+// to a voice message is also sent with sendVoice, as the OGG/Opus audio
+// the speech server made from the answer's words (response_format
+// opus), metered as kind speech; a typed message gets text only.
+func TestVoiceTelegramAnswersAloud(t *testing.T) {
+	t.Parallel()
+	note := speechtest.VoiceNote(t, voiceWords)
+	aloud := speechtest.VoiceNote(t, "Heard you.")
+	sp := speechtest.New()
+	defer sp.Close()
+	sp.Hears(note, voiceWords)
+	sp.Speaks(aloud)
+	model := voiceModel()
+	defer model.Close()
+	fake := newTelegramFake(t)
+	data := t.TempDir()
+	cfg := withSpeech(telegramConfig(fake, model), sp)
+	sc := cfg["speech"].(map[string]any)
+	sc["speak"] = map[string]any{"provider": "openai:whisper", "model": "tts-1", "voice": "alloy", "usdPerMillionChars": 15}
+	sc["channels"] = map[string]any{"telegram/555": map[string]any{"voiceOut": true}}
+	startDaemon(t, data, cfg)
+	waitFor(t, "mother to connect", tgPolling(fake, 1))
+
+	typed := fake.Post(tgMario.ID, tgMario.ID, "hello in writing")
+	waitFor(t, "the typed answer", func() bool { return tgBotSays(fake, tgMario.ID, typed, "ok") != "" })
+	trig := fake.Post(tgMario.ID, tgMario.ID, "", telegramtest.WithVoice(note, 4))
+	var voice *telegramtest.Upload
+	waitFor(t, "the voice answer", func() bool {
+		for _, u := range fake.Uploads() {
+			if u.Method == "sendVoice" && u.Chat == tgMario.ID {
+				voice = &u
+				return true
+			}
+		}
+		return false
+	})
+	if tgBotSays(fake, tgMario.ID, trig, "Heard you") == "" {
+		t.Errorf("no text answer beside the voice answer")
+	}
+	if !bytes.Equal(voice.Data, aloud) || voice.ReplyTo != trig || voice.Duration < 1 {
+		t.Errorf("sendVoice: %d bytes, reply to %d, duration %d; want the server's %d bytes answering %d with its length", len(voice.Data), voice.ReplyTo, voice.Duration, len(aloud), trig)
+	}
+	calls := sp.SpeechCalls()
+	if len(calls) != 1 || calls[0].Format != "opus" || calls[0].Voice != "alloy" || calls[0].Model != "tts-1" || !strings.HasPrefix(calls[0].Input, "Heard you: [voice 0:0") {
+		t.Errorf("speech calls = %+v, want one: the answer's words, opus, alloy, tts-1 (the typed message gets none)", calls)
+	}
+	var metered bool
+	for _, l := range readLedger(t, data) {
+		metered = metered || (l.Kind == "speech" && l.Channel == "telegram/555" && l.Model == "tts-1" && l.Cost > 0)
+	}
+	if !metered {
+		t.Errorf("ledger = %+v, want a speech settlement", readLedger(t, data))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -291,4 +292,8 @@ type ears struct{ b *broker.Broker }
 
 func (e ears) Transcribe(ctx context.Context, channel, adapter, user string, req model.TranscribeRequest) (string, error) {
 	return e.b.Transcribe(ctx, broker.Caller{Kind: broker.CallerMother, Channel: channel, User: hatchery.Requester(adapter, user)}, req)
+}
+
+func (e ears) Speak(ctx context.Context, channel, adapter, user, text string) (io.ReadCloser, error) {
+	return e.b.Speak(ctx, broker.Caller{Kind: broker.CallerMother, Channel: channel, User: hatchery.Requester(adapter, user)}, text, "opus")
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -23,6 +25,9 @@ type Ears interface {
 	// (qualified) from user (the adapter's user id); an error matching
 	// model.ErrBudgetExhausted when a cap refuses it.
 	Transcribe(ctx context.Context, channel, adapter, user string, req model.TranscribeRequest) (string, error)
+	// Speak says text through speech.speak as OGG/Opus, metered the
+	// same way.
+	Speak(ctx context.Context, channel, adapter, user, text string) (io.ReadCloser, error)
 }
 
 // errNoEars: no speech server is configured (Options.Ears nil or config
@@ -135,3 +140,66 @@ func cannotHearWhy(err error) string {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// speak also sends the answer final to a voice message as a voice message,
+// where the channel has speech.channels.<id>.voiceOut and the adapter can
+// (chat.VoiceSender). The text answer is posted already: a voice answer
+// that fails is logged, and the person has the text.
+func (m *Mother) speak(ctx context.Context, a chat.Adapter, job Job, final string, lg *slog.Logger) {
+	if job.kind() != KindMessage || m.ears == nil || !m.cfg.Speech.Speaks() {
+		return
+	}
+	qid := chat.QualifiedID(a.Name(), job.Trigger.ChannelID)
+	if !m.cfg.Speech.Channel(qid).VoiceOut || !hasVoice(job.Trigger) {
+		return
+	}
+	vs, ok := a.(chat.VoiceSender)
+	if !ok {
+		lg.Warn("speech.channels voiceOut is set, but this adapter cannot send voice messages")
+		return
+	}
+	text := plainSpeech(final)
+	if text == "" {
+		return
+	}
+	audio, err := m.ears.Speak(ctx, qid, a.Name(), job.Trigger.Sender.ID, text)
+	if err != nil {
+		lg.Warn("voice answer not made", "err", err)
+		return
+	}
+	defer audio.Close()
+	if _, err := vs.SendVoice(ctx, job.Trigger.ChannelID, job.Trigger.ID, audio); err != nil {
+		lg.Warn("voice answer not sent", "err", err)
+		return
+	}
+	lg.Info("voice answer sent", "chars", len(text))
+}
+
+func hasVoice(msg chat.ChannelMessage) bool {
+	for _, att := range msg.Attachments {
+		if att.Voice {
+			return true
+		}
+	}
+	return false
+}
+
+// plainSpeech is markdown as it is read aloud: no emphasis marks, code
+// fences, heading marks or link targets.
+func plainSpeech(md string) string {
+	var out []string
+	for _, line := range strings.Split(md, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "```") {
+			continue
+		}
+		t = strings.TrimLeft(t, "#>-* ")
+		out = append(out, t)
+	}
+	s := strings.Join(out, "\n")
+	s = linkRe.ReplaceAllString(s, "$1")
+	s = strings.NewReplacer("**", "", "__", "", "`", "", "~~", "").Replace(s)
+	return strings.TrimSpace(s)
+}
+
+var linkRe = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)

@@ -88,10 +88,14 @@ func (m Message) Shown() string {
 type Upload struct {
 	Chat    int64
 	Topic   int
-	Method  string // sendDocument or sendPhoto
+	Method  string // sendDocument, sendPhoto or sendVoice
 	Name    string
 	Data    []byte
 	Caption string
+	// Duration and ReplyTo are a voice message's duration and the
+	// message it answers (reply_parameters).
+	Duration int
+	ReplyTo  int
 }
 
 // Request is one API call the fake answered.
@@ -786,10 +790,13 @@ func (s *Server) call(method string, p params, files map[string]Upload) (int, ma
 		}
 		m.Deleted = true
 		return 200, ok(true)
-	case "sendDocument", "sendPhoto":
+	case "sendDocument", "sendPhoto", "sendVoice":
 		field := "document"
-		if method == "sendPhoto" {
+		switch method {
+		case "sendPhoto":
 			field = "photo"
+		case "sendVoice":
+			field = "voice"
 		}
 		f, found := files[field]
 		if !found {
@@ -799,7 +806,16 @@ func (s *Server) call(method string, p params, files map[string]Upload) (int, ma
 		if _, found := s.chats[chatID]; !found {
 			return 400, fail(400, "Bad Request: chat not found")
 		}
-		f.Chat, f.Topic, f.Method, f.Caption = chatID, p.int("message_thread_id"), method, p["caption"]
+		f.Chat, f.Topic, f.Method, f.Caption, f.Duration = chatID, p.int("message_thread_id"), method, p["caption"], p.int("duration")
+		if method == "sendVoice" && !bytes.HasPrefix(f.Data, []byte("OggS")) {
+			return 400, fail(400, "Bad Request: wrong file type: a voice message must be OGG/Opus")
+		}
+		var rp struct {
+			MessageID int `json:"message_id"`
+		}
+		if json.Unmarshal([]byte(p["reply_parameters"]), &rp) == nil {
+			f.ReplyTo = rp.MessageID
+		}
 		s.uploads = append(s.uploads, f)
 		s.nextMsg[chatID]++
 		m := &Message{ID: s.nextMsg[chatID], Chat: chatID, Topic: f.Topic, From: Bot, Text: p["caption"], Date: time.Now()}
