@@ -42,3 +42,29 @@ func TestVoiceNoteIn(t *testing.T) {
 		t.Errorf("saved voice note = %d bytes, %v; want the note's %d", len(got), err, len(note))
 	}
 }
+
+// TestVoiceAnswerOut: a voice answer goes as a voice note (PTT, OGG/Opus,
+// with its seconds), uploaded through the library's encrypted media flow.
+func TestVoiceAnswerOut(t *testing.T) {
+	t.Parallel()
+	note := speechtest.VoiceNote(t, "Your plants are watered.")
+	a, f, _ := newTestAdapter(t, nil)
+	start(t, a)
+	if _, err := a.SendVoice(t.Context(), ChannelID(mario), "", bytes.NewReader(note)); err != nil {
+		t.Fatal(err)
+	}
+	sent := f.chat(mario)
+	if len(sent) != 1 || sent[0].Msg.GetAudioMessage() == nil {
+		t.Fatalf("sent %+v, want one audio message", sent)
+	}
+	au := sent[0].Msg.GetAudioMessage()
+	if !au.GetPTT() || au.GetMimetype() != "audio/ogg; codecs=opus" || au.GetSeconds() < 1 || au.GetFileLength() != uint64(len(note)) || len(au.GetMediaKey()) != 32 {
+		t.Errorf("voice note sent as %v", au)
+	}
+	f.mu.Lock()
+	uploaded := f.media[au.GetDirectPath()]
+	f.mu.Unlock()
+	if !bytes.Equal(uploaded, note) {
+		t.Errorf("uploaded %d bytes, want the note's %d", len(uploaded), len(note))
+	}
+}
