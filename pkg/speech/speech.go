@@ -129,3 +129,58 @@ func Heard(d time.Duration, text string) string {
 	}
 	return "[voice " + Format(d) + "] " + text
 }
+
+// OpusWaveform is a rough loudness curve of the OGG/Opus stream in data
+// in n buckets of 0 to 255, for Discord's voice-message waveform: the
+// size of each Opus packet (a VBR encoder spends more bytes on louder,
+// busier sound), the largest in each bucket, scaled to the largest of
+// all. It decodes nothing. Silence-only or unreadable streams give n
+// zeros.
+func OpusWaveform(data []byte, n int) []byte {
+	var sizes []int
+	cur, packets := 0, 0
+	for off := 0; off+27 <= len(data); {
+		h := data[off:]
+		if string(h[:4]) != "OggS" {
+			break
+		}
+		nseg := int(h[26])
+		if 27+nseg > len(h) {
+			break
+		}
+		for _, l := range h[27 : 27+nseg] {
+			cur += int(l)
+			if l < 255 {
+				if packets >= 2 { // OpusHead and OpusTags are not sound
+					sizes = append(sizes, cur)
+				}
+				packets++
+				cur = 0
+			}
+		}
+		size := 27 + nseg
+		for _, l := range h[27 : 27+nseg] {
+			size += int(l)
+		}
+		off += size
+	}
+	out := make([]byte, n)
+	if len(sizes) == 0 || n == 0 {
+		return out
+	}
+	peaks := make([]int, n)
+	top := 0
+	for i, s := range sizes {
+		b := i * n / len(sizes)
+		peaks[b] = max(peaks[b], s)
+		top = max(top, s)
+	}
+	for i, p := range peaks {
+		if p == 0 && i > 0 { // fewer packets than buckets: hold the last
+			p = peaks[i-1]
+			peaks[i] = p
+		}
+		out[i] = byte(p * 255 / top)
+	}
+	return out
+}
