@@ -42,7 +42,6 @@ type Server struct {
 
 	mu       sync.Mutex
 	texts    map[[32]byte]string
-	fallback string
 	status   int
 	trans    []Transcription
 	speech   []SpeechCall
