@@ -82,6 +82,10 @@ func TestVoiceTelegram(t *testing.T) {
 	waitFor(t, "mother to connect", tgPolling(fake, 1))
 
 	t.Run("heard, stored and metered", func(t *testing.T) {
+		// A DM Mother refuses (Luigi is no admin; dm "none") is not heard:
+		// it comes first, so the one transcription below is Mario's.
+		fake.AddChat(telegramtest.Chat{ID: tgLuigi.ID, Type: "private"})
+		fake.Post(tgLuigi.ID, tgLuigi.ID, "", telegramtest.WithVoice(note, 4))
 		trig := fake.Post(tgMario.ID, tgMario.ID, "", telegramtest.WithVoice(note, 4))
 		var answer string
 		waitFor(t, "the answer", func() bool { answer = tgBotSays(fake, tgMario.ID, trig, "Heard you"); return answer != "" })
@@ -90,7 +94,7 @@ func TestVoiceTelegram(t *testing.T) {
 		}
 		trs := sp.Transcriptions()
 		if len(trs) != 1 {
-			t.Fatalf("transcriptions = %d, want 1 (problems: %q)", len(trs), sp.Problems())
+			t.Fatalf("transcriptions = %d, want 1: Mario's, not the refused DM's (problems: %q)", len(trs), sp.Problems())
 		}
 		tr := trs[0]
 		if !strings.HasSuffix(tr.Filename, ".ogg") || tr.Model != "whisper-1" || tr.Language != "en" || tr.ResponseFormat != "json" || tr.Temperature != "0" ||

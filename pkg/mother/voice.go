@@ -41,10 +41,13 @@ var errNoEars = errors.New("no speech server is configured")
 // under attachments/. A voice message Mother cannot hear (no speech
 // server, the server down, a cap reached, longer than
 // speech.maxDuration) is named instead, with why, so the model can tell
-// the person.
+// the person. Bots' messages and refused DMs are not heard.
 func (m *Mother) hear(ctx context.Context, adapter string, msg *chat.ChannelMessage, lg *slog.Logger) {
 	if msg.Sender.IsBot || len(msg.Attachments) == 0 {
 		return
+	}
+	if msg.IsDM && !m.mayDM(adapter, msg.Sender.ID) {
+		return // a refused DM: nobody pays to hear a stranger
 	}
 	var dir string
 	for _, att := range msg.Attachments {
