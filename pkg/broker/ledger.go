@@ -55,6 +55,9 @@ type Entry struct {
 	Name  string `json:"name,omitempty"`
 	Unit  string `json:"unit,omitempty"`
 	Level int    `json:"level,omitempty"`
+	// AudioSeconds, on a transcription's reservation, is the audio's
+	// length (speech.go).
+	AudioSeconds float64 `json:"audioSeconds,omitempty"`
 }
 
 // Kinds of ledger lines.
@@ -72,7 +75,7 @@ const (
 // caller is who made the call of a settlement or reservation line.
 func (e Entry) caller() Caller {
 	c := Caller{Kind: CallerChick, ChickID: e.Chick, Channel: e.Channel, Tier: e.Tier, User: e.User, Event: e.Event}
-	if e.Kind == KindMother || e.Kind == KindMotherReserve || e.Kind == KindEmbed || e.Kind == KindEmbedReserve {
+	if speech, _ := speechKind(e.Kind); speech || e.Kind == KindMother || e.Kind == KindMotherReserve || e.Kind == KindEmbed || e.Kind == KindEmbedReserve {
 		c.Kind = CallerMother
 	}
 	return c
@@ -92,13 +95,8 @@ func reservation(t time.Time, id string, c Caller, prov, modelID string, r model
 // costing cost.
 func (e Entry) settlement(t time.Time, u model.Usage, cost int64) Entry {
 	s := Entry{Time: t, Call: e.Call, Chick: e.Chick, Channel: e.Channel, Tier: e.Tier, User: e.User, Event: e.Event, Provider: e.Provider, Model: e.Model,
-		Input: u.InputTokens, Output: u.OutputTokens, Cost: cost}
-	switch e.Kind {
-	case KindMotherReserve:
-		s.Kind = KindMother
-	case KindEmbedReserve:
-		s.Kind = KindEmbed
-	}
+		Input: u.InputTokens, Output: u.OutputTokens, Cost: cost, AudioSeconds: e.AudioSeconds}
+	s.Kind = settleKind(e.Kind)
 	return s
 }
 
@@ -116,7 +114,7 @@ func (b *Broker) scan(day string, today bool) error {
 			return nil
 		}
 		switch e.Kind {
-		case KindReserve, KindMotherReserve, KindEmbedReserve:
+		case KindReserve, KindMotherReserve, KindEmbedReserve, KindTranscribeReserve, KindSpeechReserve:
 			if e.Call != "" && b.pending != nil {
 				b.pending[e.Call] = e
 			}
@@ -126,7 +124,7 @@ func (b *Broker) scan(day string, today bool) error {
 				b.warned[warnKey(scope{e.Scope, e.Name}, e.Unit, e.Level)] = true
 			}
 			return nil
-		case "", KindMother, KindEmbed:
+		case "", KindMother, KindEmbed, KindTranscribe, KindSpeech:
 		default:
 			return nil // a kind of line this Mother does not know
 		}

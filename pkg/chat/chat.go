@@ -69,6 +69,11 @@ type ChannelAttachment struct {
 	LocalPath string `json:"localPath"`
 	MimeType  string `json:"mimeType,omitempty"`
 	Size      int64  `json:"size,omitempty"`
+	// Voice marks a voice message or an audio file, which Mother hears
+	// (transcribes); Seconds is how long it lasts as the platform says
+	// (0: unknown, read from the file when it is OGG).
+	Voice   bool    `json:"voice,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // ChannelType tells a channel from a direct message.

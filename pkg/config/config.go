@@ -58,6 +58,9 @@ type Config struct {
 	Recall Recall `json:"recall"`
 	// Roles says who may do what (roles.go).
 	Roles Roles `json:"roles"`
+	// Speech is the speech server voice messages are heard through
+	// (speech.go).
+	Speech Speech `json:"speech"`
 
 	// renamed are the old field names config.json used (Renamed).
 	renamed []RenamedField

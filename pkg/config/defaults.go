@@ -235,6 +235,7 @@ func (c *Config) SetDefaults(dataDir string) {
 	c.setAdapterDefaults()
 	c.Recall.setDefaults()
 	c.setRolesDefaults()
+	c.setSpeechDefaults()
 	if c.Model.Provider == "" {
 		c.Model.Provider = DefaultModelProvider
 	}

@@ -36,6 +36,7 @@ func (c *Config) Validate() error {
 	c.validateMetrics(&p)
 	c.validateRecall(&p)
 	c.validateRoles(&p)
+	c.validateSpeech(&p)
 	if len(p.es) == 0 {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/mother-chat/mother/pkg/hatchery/docker"
 	"github.com/mother-chat/mother/pkg/hatchery/kubernetes"
 	"github.com/mother-chat/mother/pkg/metrics"
+	"github.com/mother-chat/mother/pkg/model"
 	"github.com/mother-chat/mother/pkg/model/providers"
 	"github.com/mother-chat/mother/pkg/nest"
 	"github.com/mother-chat/mother/pkg/store"
@@ -282,4 +284,16 @@ func motherCaller(ctx context.Context) broker.Caller {
 	}
 	c.Event = info.Event
 	return c
+}
+
+// ears hear voice messages through the broker (mother.Ears): a
+// transcription is Mother's call, charged to the channel and the person.
+type ears struct{ b *broker.Broker }
+
+func (e ears) Transcribe(ctx context.Context, channel, adapter, user string, req model.TranscribeRequest) (string, error) {
+	return e.b.Transcribe(ctx, broker.Caller{Kind: broker.CallerMother, Channel: channel, User: hatchery.Requester(adapter, user)}, req)
+}
+
+func (e ears) Speak(ctx context.Context, channel, adapter, user, text string) (io.ReadCloser, error) {
+	return e.b.Speak(ctx, broker.Caller{Kind: broker.CallerMother, Channel: channel, User: hatchery.Requester(adapter, user)}, text, "opus")
 }

@@ -294,7 +294,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	m, err := mother.New(mother.Options{Config: cfg, Store: st, Provider: provider, Logger: base, Tools: motherTools, Chicks: ch.hatchery,
 		HostTools: host.tools.PromptTools, ChickHostTools: host.chicks.PromptTools, Metrics: mx, Egress: ch.policy, Disk: dk,
-		Reports: reportMeter{ch.broker}, Recall: rec})
+		Reports: reportMeter{ch.broker}, Recall: rec, Ears: ears{ch.broker}})
 	if err != nil {
 		return r.fail(err)
 	}

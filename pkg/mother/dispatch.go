@@ -217,6 +217,12 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		return m.notStored(ctx, a, msg, lg, fmt.Errorf("open channel store: %w", err), Addressed(a.SelfID(), msg) && !msg.Sender.IsBot, false)
 	}
 	d := m.classify(ctx, a, &msg, late)
+	if d.noTalk == "" {
+		// Heard after the message is classified: a transcript never makes
+		// a stop or an access answer, and nobody pays to hear a person who
+		// may not talk here.
+		m.hear(ctx, adapterName, &msg, lg)
+	}
 	cs.order.Lock()
 	locked := true
 	unlock := func() {

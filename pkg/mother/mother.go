@@ -66,6 +66,9 @@ type Options struct {
 	// Recall, if set, gives Mother the recall and recall_read tools over
 	// the channels' history (recall.go).
 	Recall Recaller
+	// Ears, if set, hear voice messages (voice.go); without them each is
+	// named to the model as one Mother could not transcribe.
+	Ears Ears
 }
 
 // Mother is the running core. Create with New, add adapters, Start.
@@ -123,6 +126,7 @@ type Mother struct {
 	// egress keeps the approvals of access requests (nil: none taken);
 	// access holds the pending ones by chick and destination.
 	egress   *egress.Policy
+	ears     Ears
 	accessMu sync.Mutex
 	access   map[string]*accessRequest
 	// spend says the broker's spend notices in order (spend.go).
@@ -181,6 +185,7 @@ func New(opts Options) (*Mother, error) {
 		chickHostToolsFn: opts.ChickHostTools,
 		ready:            make(chan struct{}),
 		egress:           opts.Egress,
+		ears:             opts.Ears,
 		access:           map[string]*accessRequest{},
 		disk:             opts.Disk,
 		reports:          opts.Reports,

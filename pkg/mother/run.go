@@ -401,6 +401,9 @@ func (m *Mother) record(ctx context.Context, a chat.Adapter, ch *store.Channel, 
 	if err := sess.MarkSeen(id); err != nil {
 		lg.Error("cannot mark reply as seen in context", "err", err)
 	}
+	if !interrupted {
+		m.speak(fctx, a, job, final, lg)
+	}
 }
 
 // triggerRecord is the index in recs of the last record of log message

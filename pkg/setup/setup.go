@@ -48,6 +48,10 @@ type Flags struct {
 	TierProvider, TierURL, TierEndpoint, TierKey, TierKeyEnv string
 	TierModel, TierName, TierDescription                     string
 
+	// SpeechURL adds a speech server (OpenAI's audio API) that hears
+	// voice messages; the other Speech fields describe it.
+	SpeechURL, SpeechEndpoint, SpeechKey, SpeechKeyEnv, SpeechModel string
+
 	// DockerHosts are hosts to add, "[name=]address".
 	DockerHosts []string
 	// DockerTLSDir holds ca.pem, cert.pem and key.pem for tcp:// hosts
@@ -137,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		fmt.Fprintln(r.out, "No configuration yet: a new one will be written.")
 	}
-	for _, step := range []func() error{r.platforms, r.model, r.tier, r.hosts, r.budgets, r.statusPage} {
+	for _, step := range []func() error{r.platforms, r.model, r.tier, r.speech, r.hosts, r.budgets, r.statusPage} {
 		if err := step(); err != nil {
 			return err
 		}

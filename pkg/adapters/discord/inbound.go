@@ -214,7 +214,11 @@ func (a *Adapter) download(ctx context.Context, channelID string, m *discordgo.M
 		if att == nil {
 			continue
 		}
-		atts = append(atts, feed.Attachment{Name: att.Filename, Size: int64(att.Size), MimeType: att.ContentType, Fetch: a.fetcher(att.URL)})
+		// A voice message (flagged, its attachment timed) or an audio
+		// file: Mother hears both.
+		voice := m.Flags&discordgo.MessageFlagsIsVoiceMessage != 0 || strings.HasPrefix(att.ContentType, "audio/")
+		atts = append(atts, feed.Attachment{Name: att.Filename, Size: int64(att.Size), MimeType: att.ContentType, Fetch: a.fetcher(att.URL),
+			Voice: voice, Seconds: att.DurationSecs})
 	}
 	return a.intake.Save(ctx, channelID, m.ID, atts, text)
 }

@@ -242,6 +242,11 @@ func (a *Adapter) download(ctx context.Context, channelID string, m slack.Msg, t
 			url = f.URLPrivate
 		}
 		att := feed.Attachment{Name: name, Size: int64(f.Size), MimeType: f.Mimetype}
+		// An audio clip recorded in Slack (media_display_type "audio",
+		// with its duration_ms) or an audio file: Mother hears both.
+		if f.MediaDisplayType == "audio" || strings.HasPrefix(f.Mimetype, "audio/") {
+			att.Voice, att.Seconds = true, float64(f.DurationMs)/1000
+		}
 		if url == "" {
 			att.Unavailable = "no download URL (scope files:read?)"
 		} else {

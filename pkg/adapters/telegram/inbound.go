@@ -16,6 +16,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/speech"
 )
 
 // handleUpdate handles one update and returns the channel it concerned
@@ -244,7 +245,8 @@ func isNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
 }
 
-// download fetches a message's photo or document into the channel's
+// download fetches a message's photo, document, voice message or audio
+// file (Mother hears the last two, see chat.ChannelAttachment.Voice) into the channel's
 // attachments/ directory; see feed.Intake for the notes left in the text.
 func (a *Adapter) download(ctx context.Context, channelID string, m *models.Message, text string) ([]chat.ChannelAttachment, string) {
 	var atts []feed.Attachment
@@ -264,6 +266,22 @@ func (a *Adapter) download(ctx context.Context, channelID string, m *models.Mess
 			name = "file-" + safeName(d.FileUniqueID)
 		}
 		atts = append(atts, feed.Attachment{Name: name, Size: d.FileSize, MimeType: d.MimeType, Fetch: a.fetcher(d.FileID)})
+	}
+	if v := m.Voice; v != nil {
+		mime := v.MimeType
+		if mime == "" {
+			mime = "audio/ogg"
+		}
+		atts = append(atts, feed.Attachment{Name: "voice-" + safeName(v.FileUniqueID) + ".ogg", Size: v.FileSize, MimeType: mime,
+			Voice: true, Seconds: float64(v.Duration), Fetch: a.fetcher(v.FileID)})
+	}
+	if au := m.Audio; au != nil {
+		name := au.FileName
+		if name == "" {
+			name = "audio-" + safeName(au.FileUniqueID) + speech.Ext("", au.MimeType)
+		}
+		atts = append(atts, feed.Attachment{Name: name, Size: au.FileSize, MimeType: au.MimeType,
+			Voice: true, Seconds: float64(au.Duration), Fetch: a.fetcher(au.FileID)})
 	}
 	if len(atts) == 0 {
 		return []chat.ChannelAttachment{}, text

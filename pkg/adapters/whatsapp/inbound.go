@@ -16,6 +16,7 @@ import (
 
 	"github.com/mother-chat/mother/pkg/adapters/internal/feed"
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/speech"
 )
 
 // handleMessage turns one message event into a delivery. Nothing here may
@@ -249,8 +250,9 @@ func (a *Adapter) groupName(ctx context.Context, jid types.JID) string {
 	return name
 }
 
-// download saves a message's image or document into the channel's
-// attachments/ (the library downloads and decrypts it); other media are
+// download saves a message's image, document, voice note or audio file
+// into the channel's attachments/ (the library downloads and decrypts
+// it); other media are
 // named in the text so the model knows they were sent.
 func (a *Adapter) download(ctx context.Context, channelID, id string, m *waE2E.Message, text string) ([]chat.ChannelAttachment, string) {
 	var atts []feed.Attachment
@@ -276,11 +278,20 @@ func (a *Adapter) download(ctx context.Context, channelID, id string, m *waE2E.M
 		}
 		atts = append(atts, feed.Attachment{Name: name, Size: int64(doc.GetFileLength()), MimeType: doc.GetMimetype(), Fetch: fetch(doc)})
 	}
+	if au := m.GetAudioMessage(); au != nil {
+		// A voice note (PTT: OGG/Opus) or an audio file, with its
+		// seconds: Mother hears both (the library downloads and
+		// decrypts them as it does images).
+		kind := "audio-"
+		if au.GetPTT() {
+			kind = "voice-"
+		}
+		atts = append(atts, feed.Attachment{Name: kind + safeName(id) + speech.Ext("", au.GetMimetype()), Size: int64(au.GetFileLength()), MimeType: au.GetMimetype(),
+			Voice: true, Seconds: float64(au.GetSeconds()), Fetch: fetch(au)})
+	}
 	switch {
 	case m.GetVideoMessage() != nil:
-		text = strings.TrimSpace(text + "\n[a video was sent; Mother takes images and documents only]")
-	case m.GetAudioMessage() != nil:
-		text = strings.TrimSpace(text + "\n[a voice message was sent; Mother takes images and documents only]")
+		text = strings.TrimSpace(text + "\n[a video was sent; Mother takes images, documents and voice messages only]")
 	case m.GetStickerMessage() != nil:
 		text = strings.TrimSpace(text + "\n[a sticker]")
 	}

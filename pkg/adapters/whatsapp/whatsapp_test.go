@@ -350,7 +350,7 @@ func TestMediaIn(t *testing.T) {
 	if m, _ := in.wait(t, "bad hash"); len(m.Attachments) != 0 || !strings.Contains(m.Text, "[attachment forged.txt not downloaded: download: hash of media plaintext") {
 		t.Errorf("a download failing its hash check delivered as %q", m.Text)
 	}
-	if m, _ := in.wait(t, "a clip"); !strings.Contains(m.Text, "[a video was sent; Mother takes images and documents only]") {
+	if m, _ := in.wait(t, "a clip"); !strings.Contains(m.Text, "[a video was sent; Mother takes images, documents and voice messages only]") {
 		t.Errorf("video delivered as %q", m.Text)
 	}
 }

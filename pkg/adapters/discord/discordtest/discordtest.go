@@ -62,7 +62,11 @@ type Attachment struct {
 	ContentType string `json:"content_type,omitempty"`
 	Size        int    `json:"size"`
 	URL         string `json:"url"`
-	data        []byte
+	// DurationSecs and Waveform are a voice message's (its message has
+	// the IS_VOICE_MESSAGE flag, 1<<13).
+	DurationSecs float64 `json:"duration_secs,omitempty"`
+	Waveform     string  `json:"waveform,omitempty"`
+	data         []byte
 }
 
 // Message is a message as the fake stores it.
@@ -74,7 +78,9 @@ type Message struct {
 	Content     string
 	Timestamp   time.Time
 	Attachments []Attachment
-	Mentions    []User
+	// Flags are the message's flags (1<<13: a voice message).
+	Flags    int
+	Mentions []User
 	// ReplyTo is the message_reference's message id.
 	ReplyTo string
 	// Components is the raw components array last set.
@@ -495,6 +501,17 @@ func WithAttachment(name, contentType string, data []byte) SayOption {
 	}
 }
 
+// WithVoiceMessage makes the message a voice message, as Discord's
+// clients send them: the IS_VOICE_MESSAGE flag and one OGG/Opus
+// attachment, voice-message.ogg, with its duration and waveform.
+func WithVoiceMessage(data []byte, seconds float64) SayOption {
+	return func(m *Message, _ *sayCfg) {
+		m.Flags |= 1 << 13
+		m.Attachments = append(m.Attachments, Attachment{Filename: "voice-message.ogg", ContentType: "audio/ogg", Size: len(data), data: data,
+			DurationSecs: seconds, Waveform: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="})
+	}
+}
+
 // Offline stores the message without dispatching it (it was posted while
 // Mother was not connected).
 func Offline() SayOption { return func(_ *Message, c *sayCfg) { c.offline = true } }
@@ -608,7 +625,7 @@ func (s *Server) messageJSON(m *Message) json.RawMessage {
 	v := map[string]any{
 		"id": m.ID, "channel_id": m.ChannelID, "content": m.Content, "author": m.Author,
 		"timestamp": m.Timestamp.Format(time.RFC3339Nano), "attachments": atts, "mentions": mentions,
-		"embeds": []any{}, "type": 0, "tts": false, "mention_everyone": false, "pinned": false, "mention_roles": []string{},
+		"embeds": []any{}, "type": 0, "flags": m.Flags, "tts": false, "mention_everyone": false, "pinned": false, "mention_roles": []string{},
 	}
 	if m.GuildID != "" {
 		v["guild_id"] = m.GuildID

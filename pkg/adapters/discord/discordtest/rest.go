@@ -1,6 +1,7 @@
 package discordtest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"mime"
@@ -270,6 +271,37 @@ type messageBody struct {
 		MessageID string `json:"message_id"`
 	} `json:"message_reference"`
 	AllowedMentions json.RawMessage `json:"allowed_mentions"`
+	// Flags and Attachments: a voice message's flag (1<<13) and its
+	// attachment's duration and waveform.
+	Flags       int `json:"flags"`
+	Attachments []struct {
+		ID           json.RawMessage `json:"id"`
+		Filename     string          `json:"filename"`
+		DurationSecs float64         `json:"duration_secs"`
+		Waveform     string          `json:"waveform"`
+	} `json:"attachments"`
+}
+
+// checkVoice refuses a voice message Discord would refuse: text, not one
+// OGG file, no duration or no waveform.
+func checkVoice(body messageBody, files []File) string {
+	if body.Content != nil && *body.Content != "" {
+		return "voice messages cannot have content"
+	}
+	if len(files) != 1 || len(body.Attachments) != 1 {
+		return "a voice message has exactly one attachment"
+	}
+	if !strings.HasSuffix(files[0].Name, ".ogg") || !strings.HasPrefix(string(files[0].Data), "OggS") {
+		return "a voice message's attachment must be an OGG file"
+	}
+	at := body.Attachments[0]
+	if at.DurationSecs <= 0 {
+		return "attachments.0.duration_secs: required"
+	}
+	if wf, err := base64.StdEncoding.DecodeString(at.Waveform); err != nil || len(wf) == 0 || len(wf) > 256 {
+		return "attachments.0.waveform: base64 of at most 256 samples"
+	}
+	return ""
 }
 
 func readBody(r *http.Request) (messageBody, []File, error) {
@@ -319,6 +351,12 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, channelID
 	if body.Content != nil {
 		content = *body.Content
 	}
+	voice := body.Flags&(1<<13) != 0
+	if voice {
+		if msg := checkVoice(body, files); msg != "" {
+			return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body: " + msg, "code": 50035})
+		}
+	}
 	if content == "" && len(files) == 0 {
 		return writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Cannot send an empty message", "code": 50006})
 	}
@@ -336,6 +374,10 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, channelID
 	}
 	for _, f := range files {
 		m.Attachments = append(m.Attachments, Attachment{ID: s.newIDLocked(), Filename: f.Name, ContentType: f.ContentType, Size: len(f.Data), data: f.Data})
+	}
+	if voice {
+		m.Flags = body.Flags
+		m.Attachments[0].DurationSecs, m.Attachments[0].Waveform = body.Attachments[0].DurationSecs, body.Attachments[0].Waveform
 	}
 	s.messages[channelID] = append(s.messages[channelID], m)
 	s.notify()

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
+	"github.com/mother-chat/mother/pkg/speech"
 )
 
 // Attachment is one file a platform message carries, as the adapter sees
@@ -21,6 +23,10 @@ type Attachment struct {
 	// Unavailable, when set, is why the file cannot be fetched at all
 	// ("no download URL (scope files:read?)"); Fetch is not called.
 	Unavailable string
+	// Voice marks a voice message or an audio file Mother hears; Seconds
+	// is its length as the platform says (0: unknown).
+	Voice   bool
+	Seconds float64
 	// Fetch downloads the file; the caller closes the reader. A mime type
 	// it returns fills in a missing MimeType.
 	Fetch func(ctx context.Context) (r io.ReadCloser, mimeType string, err error)
@@ -68,23 +74,33 @@ func (in Intake) Save(ctx context.Context, channelID, prefix string, atts []Atta
 	for _, att := range atts {
 		if att.Size > in.max() {
 			lg.Warn("attachment over the size limit not downloaded", "name", att.Name, "size", att.Size)
-			text += fmt.Sprintf("\n[attachment %s not downloaded: %s is over the %s limit]", att.Name, FormatSize(att.Size), FormatSize(in.max()))
+			text += note(att, fmt.Sprintf("%s is over the %s limit", FormatSize(att.Size), FormatSize(in.max())))
 			continue
 		}
 		if att.Unavailable != "" {
 			lg.Warn("attachment not downloaded", "name", att.Name, "reason", att.Unavailable)
-			text += fmt.Sprintf("\n[attachment %s not downloaded: %s]", att.Name, att.Unavailable)
+			text += note(att, att.Unavailable)
 			continue
 		}
 		saved, err := in.fetch(ctx, dir, prefix, att)
 		if err != nil {
 			lg.Warn("attachment not downloaded", "name", att.Name, "err", err)
-			text += fmt.Sprintf("\n[attachment %s not downloaded: %v]", att.Name, err)
+			text += note(att, err.Error())
 			continue
 		}
+		saved.Voice, saved.Seconds = att.Voice, att.Seconds
 		out = append(out, saved)
 	}
 	return out, text
+}
+
+// note is what the text says of an attachment that was not downloaded,
+// and why; a voice message is named as one Mother could not hear.
+func note(att Attachment, why string) string {
+	if att.Voice {
+		return "\n" + speech.CannotHear(time.Duration(att.Seconds*float64(time.Second)), why)
+	}
+	return fmt.Sprintf("\n[attachment %s not downloaded: %s]", att.Name, why)
 }
 
 func (in Intake) fetch(ctx context.Context, dir, prefix string, att Attachment) (chat.ChannelAttachment, error) {

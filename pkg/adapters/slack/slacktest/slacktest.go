@@ -57,6 +57,10 @@ type File struct {
 	Title    string
 	Mimetype string
 	Data     []byte
+	// Subtype is "slack_audio" for an audio clip recorded in Slack, with
+	// its DurationMs.
+	Subtype    string
+	DurationMs int
 	// Channel and ThreadTS say where completeUploadExternal shared it.
 	Channel, ThreadTS string
 }
@@ -443,6 +447,14 @@ func WithFile(name, mimetype string, data []byte) PostOption {
 	}
 }
 
+// WithAudioClip shares an audio clip as Slack's clients record them
+// (subtype slack_audio, with duration_ms).
+func WithAudioClip(name, mimetype string, data []byte, durationMs int) PostOption {
+	return func(_ *Message, c *postCfg) {
+		c.files = append(c.files, &File{Name: name, Mimetype: mimetype, Data: data, Subtype: "slack_audio", DurationMs: durationMs})
+	}
+}
+
 // Post stores a message from user and sends its events: message (with the
 // channel type), and app_mention when it mentions the bot.
 func (s *Server) Post(channel, user, text string, opts ...PostOption) Message {
@@ -513,8 +525,12 @@ func (s *Server) messageJSONLocked(m *Message) map[string]any {
 	if len(m.Files) > 0 {
 		var fs []map[string]any
 		for _, f := range m.Files {
-			fs = append(fs, map[string]any{"id": f.ID, "name": f.Name, "title": f.Name, "mimetype": f.Mimetype, "size": len(f.Data),
-				"url_private_download": s.URL + "/files/" + f.ID + "/" + f.Name, "url_private": s.URL + "/files/" + f.ID + "/" + f.Name})
+			fj := map[string]any{"id": f.ID, "name": f.Name, "title": f.Name, "mimetype": f.Mimetype, "size": len(f.Data),
+				"url_private_download": s.URL + "/files/" + f.ID + "/" + f.Name, "url_private": s.URL + "/files/" + f.ID + "/" + f.Name}
+			if f.Subtype != "" {
+				fj["subtype"], fj["duration_ms"], fj["media_display_type"] = f.Subtype, f.DurationMs, "audio"
+			}
+			fs = append(fs, fj)
 		}
 		v["files"] = fs
 		v["subtype"] = "file_share"

@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,10 +88,14 @@ func (m Message) Shown() string {
 type Upload struct {
 	Chat    int64
 	Topic   int
-	Method  string // sendDocument or sendPhoto
+	Method  string // sendDocument, sendPhoto or sendVoice
 	Name    string
 	Data    []byte
 	Caption string
+	// Duration and ReplyTo are a voice message's duration and the
+	// message it answers (reply_parameters).
+	Duration int
+	ReplyTo  int
 }
 
 // Request is one API call the fake answered.
@@ -201,6 +206,11 @@ type postCfg struct {
 	file     *file
 	photo    bool
 	fileSize int64
+	// voice and audio send the file as a voice message or an audio file
+	// of duration seconds (mime for audio).
+	voice, audio bool
+	duration     int
+	mime         string
 }
 
 // Offline posts without the bot hearing it live: the update is held until
@@ -221,6 +231,24 @@ func WithDocument(name string, data []byte) PostOption {
 // WithPhoto attaches a photo.
 func WithPhoto(data []byte) PostOption {
 	return func(c *postCfg) { c.file = &file{name: "photo.jpg", data: data}; c.photo = true }
+}
+
+// WithVoice attaches a voice message (OGG/Opus, as Telegram's clients
+// record them) that lasts seconds, as Telegram says in voice.duration.
+func WithVoice(data []byte, seconds int) PostOption {
+	return func(c *postCfg) {
+		c.file = &file{name: "voice.oga", data: data}
+		c.voice, c.duration = true, seconds
+	}
+}
+
+// WithAudio attaches an audio file (a music or recording file sent as
+// audio) of type mime that lasts seconds.
+func WithAudio(name string, data []byte, mime string, seconds int) PostOption {
+	return func(c *postCfg) {
+		c.file = &file{name: name, data: data}
+		c.audio, c.duration, c.mime = true, seconds, mime
+	}
 }
 
 // ClaimedSize makes the attachment claim a size (to test limits).
@@ -259,12 +287,19 @@ func (s *Server) Post(chatID, userID int64, text string, opts ...PostOption) int
 		if cfg.fileSize > 0 {
 			size = cfg.fileSize
 		}
-		if cfg.photo {
+		switch {
+		case cfg.voice:
+			f.path = "voice/" + f.id + ".oga"
+			msg["voice"] = map[string]any{"file_id": f.id, "file_unique_id": f.unique, "duration": cfg.duration, "mime_type": "audio/ogg", "file_size": size}
+		case cfg.audio:
+			f.path = "music/" + f.id + path.Ext(f.name)
+			msg["audio"] = map[string]any{"file_id": f.id, "file_unique_id": f.unique, "duration": cfg.duration, "file_name": f.name, "mime_type": cfg.mime, "file_size": size}
+		case cfg.photo:
 			msg["photo"] = []map[string]any{
 				{"file_id": f.id + "-small", "file_unique_id": f.unique + "s", "width": 90, "height": 90, "file_size": 10},
 				{"file_id": f.id, "file_unique_id": f.unique, "width": 800, "height": 600, "file_size": size},
 			}
-		} else {
+		default:
 			msg["document"] = map[string]any{"file_id": f.id, "file_unique_id": f.unique, "file_name": f.name, "mime_type": "text/csv", "file_size": size}
 		}
 	}
@@ -786,10 +821,13 @@ func (s *Server) call(method string, p params, files map[string]Upload) (int, ma
 		}
 		m.Deleted = true
 		return 200, ok(true)
-	case "sendDocument", "sendPhoto":
+	case "sendDocument", "sendPhoto", "sendVoice":
 		field := "document"
-		if method == "sendPhoto" {
+		switch method {
+		case "sendPhoto":
 			field = "photo"
+		case "sendVoice":
+			field = "voice"
 		}
 		f, found := files[field]
 		if !found {
@@ -799,7 +837,16 @@ func (s *Server) call(method string, p params, files map[string]Upload) (int, ma
 		if _, found := s.chats[chatID]; !found {
 			return 400, fail(400, "Bad Request: chat not found")
 		}
-		f.Chat, f.Topic, f.Method, f.Caption = chatID, p.int("message_thread_id"), method, p["caption"]
+		f.Chat, f.Topic, f.Method, f.Caption, f.Duration = chatID, p.int("message_thread_id"), method, p["caption"], p.int("duration")
+		if method == "sendVoice" && !bytes.HasPrefix(f.Data, []byte("OggS")) {
+			return 400, fail(400, "Bad Request: wrong file type: a voice message must be OGG/Opus")
+		}
+		var rp struct {
+			MessageID int `json:"message_id"`
+		}
+		if json.Unmarshal([]byte(p["reply_parameters"]), &rp) == nil {
+			f.ReplyTo = rp.MessageID
+		}
 		s.uploads = append(s.uploads, f)
 		s.nextMsg[chatID]++
 		m := &Message{ID: s.nextMsg[chatID], Chat: chatID, Topic: f.Topic, From: Bot, Text: p["caption"], Date: time.Now()}
