@@ -183,10 +183,11 @@ func TestDataOldDirectoryMigratedThenRolledBack(t *testing.T) {
 	}
 	// Against the 0.1.0 directory: what the run wrote (the conversation,
 	// its ledger and marker, the chick records compacted at start, the
-	// regenerated REFERENCE.md), and the lock file.
+	// regenerated REFERENCE.md, the history index derived from the
+	// conversation), and the lock file.
 	for _, d := range dataTreeDiff(old, after, false) {
 		ran := false
-		for _, p := range []string{"workspace/channels/cli/local/", "workspace/REFERENCE.md", "chicks/chicks.jsonl", "chicks/usage/", "state/inflight/"} {
+		for _, p := range []string{"workspace/channels/cli/local/", "workspace/REFERENCE.md", "chicks/chicks.jsonl", "chicks/usage/", "state/inflight/", "state/recall.db"} {
 			ran = ran || strings.Contains(d, " "+p)
 		}
 		if d != "new: state/lock" && !ran {
