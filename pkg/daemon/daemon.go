@@ -309,6 +309,7 @@ func Run(ctx context.Context, opts Options) error {
 	ch.nest.SetContributions(m)
 	if rec != nil {
 		ch.nest.SetRecall(m)
+		idx.SetBusy(m.Busy) // indexing is work: trimmed after, as a job is
 	}
 	mx.Watch(m, ch.hatchery, ch.broker)
 	mx.WatchProviders(models)

@@ -26,3 +26,12 @@ func (m *Mother) workDone() {
 	m.trimmer.End()
 	m.work.Done()
 }
+
+// Busy counts work done for Mother outside a job (the history index's
+// indexing, pkg/recall): begin it, and call the func it returns when done.
+// Her memory and the code pages it touched are handed back after the
+// same quiet as a job's.
+func (m *Mother) Busy() (end func()) {
+	m.trimmer.Begin()
+	return m.trimmer.End
+}

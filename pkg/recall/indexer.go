@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mother-chat/mother/pkg/chat"
@@ -47,6 +48,9 @@ type Indexer struct {
 	clock  clock.Clock
 	embed  *embedder
 
+	// busy, when set, is told of each piece of indexing work (SetBusy).
+	busy atomic.Pointer[func() func()]
+
 	mu      sync.Mutex
 	pending map[string]store.ChannelRef
 	status  Status
@@ -82,13 +86,32 @@ func NewIndexer(ix *Index, files Files, opts IndexerOptions) *Indexer {
 	return r
 }
 
+// SetBusy has begin called before each piece of indexing work (a
+// channel's sync, a batch of embeddings) and the func it returns called
+// after: Mother counts it as work, so the memory and code pages it
+// touched are handed back once she is quiet (pkg/memtrim).
+func (r *Indexer) SetBusy(begin func() (end func())) { r.busy.Store(&begin) }
+
+// working is begin's end, or a no-op without SetBusy.
+func (r *Indexer) working() func() {
+	if b := r.busy.Load(); b != nil {
+		return (*b)()
+	}
+	return func() {}
+}
+
 // Index is the index the indexer fills.
 func (r *Indexer) Index() *Index { return r.ix }
 
 // notifyDelay is how long after a Notify the channel is indexed: the
 // lines of one answer (the question, tool notices, the answer) go in one
 // transaction.
-const notifyDelay = time.Second
+//
+// Five seconds: a conversation's burst of lines goes in one transaction,
+// after Mother has handed back what the burst mapped, and the memory the
+// indexing touches is handed back after it in turn (SetBusy). Nothing
+// waits for it: a search indexes its channel's newest lines first.
+const notifyDelay = 5 * time.Second
 
 // Notify tells the indexer that a line was stored in the channel. It
 // never blocks.
@@ -143,7 +166,9 @@ func (r *Indexer) Run(ctx context.Context) {
 // time, until none is left, ctx ends or new lines wait to be indexed.
 func (r *Indexer) embedSome(ctx context.Context) {
 	for ctx.Err() == nil && len(r.wake) == 0 {
+		end := r.working()
 		n, err := r.embed.batch(ctx)
+		end()
 		r.mu.Lock()
 		r.status.Embedded += n
 		if err != nil {
@@ -160,6 +185,7 @@ func (r *Indexer) embedSome(ctx context.Context) {
 }
 
 func (r *Indexer) sync(ctx context.Context, ref store.ChannelRef) (int, error) {
+	defer r.working()()
 	dir, err := r.files.ChannelDir(ref.Adapter, ref.ID)
 	if err != nil {
 		return 0, err

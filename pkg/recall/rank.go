@@ -29,8 +29,8 @@ import (
 //     scored.
 const (
 	channelBits = 40
-	commonDocs  = 10000
-	rankWindow  = 3000
+	commonDocs  = 5000
+	rankWindow  = 2000
 )
 
 type ranked struct {
