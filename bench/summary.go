@@ -173,6 +173,11 @@ func printCompare(rev string, cur, base []results) {
 		var sumC, sumB float64
 		nC, nB := 0, 0
 		for _, rs := range curRows {
+			// A section measured in one run only (recall) has rows the
+			// other runs lack.
+			if i >= len(rs) || rs[i].name != rr.name {
+				continue
+			}
 			gotC = append(gotC, rs[i].got)
 			if !math.IsNaN(rs[i].v) {
 				sumC += rs[i].v
