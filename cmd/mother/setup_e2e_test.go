@@ -292,6 +292,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.answer("Tier name [router]", "coder")
 	s.answer("When should Mother pick it", "coding goals that need a bigger model")
 	s.expect("✓ tier coder: openai:router/qwen/qwen3-coder")
+	s.answer("Add a speech server", "")
 
 	s.answer("Chick image [mother-chick:dev]", image)
 	s.answer("Docker engine for chicks", "")
@@ -420,6 +421,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	s.answer("Mother's model (number or name) [qwen3:30b-a3b]", "")
 	s.answer("Chicks' model (tier local) (number or name) [qwen3:14b]", "")
 	s.answer("Add a chick tier on another model server", "")
+	s.answer("Add a speech server", "")
 	s.answer("Chick image ["+image+"]", "")
 	s.expect("Host local: unix:///var/run/docker.sock")
 	s.answer("Keep host local?", "")
@@ -450,7 +452,7 @@ func TestSetupInteractiveThenDaemonThenRerun(t *testing.T) {
 	// A rerun that changes nothing leaves the file as it is.
 	s = startSetup(t, nil, data)
 	for _, a := range []string{"Chat platforms", "Discord bot token", "Admins", "Everyone else", "Slack bot token", "Slack app-level token", "Admins",
-		"Everyone else", "Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Chick image", "Keep host local?", "Add another Docker host",
+		"Everyone else", "Ollama URL", "Mother's model", "Chicks' model", "Add a chick tier", "Add a speech server", "Chick image", "Keep host local?", "Add another Docker host",
 		"Tokens one chick", "per channel per day", "per user per day", "Keep serving the status page there?"} {
 		s.answer(a, "")
 	}
