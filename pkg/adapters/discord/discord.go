@@ -498,12 +498,19 @@ func (a *Adapter) learnUserLocked(u *discordgo.User, nick string) chat.UserInfo 
 
 // channel returns what is known about a channel, asking Discord when the
 // adapter has not seen it yet.
+//
+// It returns a copy: the gateway's events update the map's entries under
+// a.mu while the caller reads this one.
 func (a *Adapter) channel(ctx context.Context, id string) (*channelInfo, error) {
 	a.mu.Lock()
 	ci, ok := a.chans[id]
+	var cp channelInfo
+	if ok {
+		cp = *ci
+	}
 	a.mu.Unlock()
 	if ok {
-		return ci, nil
+		return &cp, nil
 	}
 	c, err := a.s.Channel(id, discordgo.WithContext(ctx))
 	if err != nil {
@@ -511,7 +518,8 @@ func (a *Adapter) channel(ctx context.Context, id string) (*channelInfo, error) 
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.learnChannelLocked(c), nil
+	cp = *a.learnChannelLocked(c)
+	return &cp, nil
 }
 
 // Users implements chat.Adapter: guild members and everyone seen talking.

@@ -89,6 +89,9 @@ func (a *Adapter) handle(ctx context.Context, m *discordgo.Message, d delivery) 
 	}
 	if isDM && ci.Name == "" {
 		ci.Name = "dm-" + m.Author.Username
+		if e := a.chans[ci.ID]; e != nil && e.Name == "" {
+			e.Name = ci.Name // ci is a copy (a.channel)
+		}
 	}
 	a.mu.Unlock()
 	msg := chat.ChannelMessage{
