@@ -236,6 +236,12 @@ func pcRun(t *testing.T, api *client.Client, model *ollamatest.Server, c pcCut) 
 	cfg["adapters"] = map[string]any{"telegram": map[string]any{
 		"type": "telegram", "botToken": telegramtest.BotToken, "apiURL": tg.APIURL(), "admins": []string{"555"}, "dm": "none",
 	}}
+	// The history index is off here: it is derived from the logs, kept
+	// by SQLite (its own WAL checkpoints, none of Mother's promises), and
+	// rebuilt when a cut leaves it inconsistent (pkg/recall's damaged-index
+	// test). With it on, a cut at one of SQLite's syncs left Mother
+	// unkillable in the simulator's frozen filesystem (the run hung).
+	cfg["recall"] = map[string]any{"enabled": false}
 	writeConfig(t, backing, cfg)
 	var instMu sync.Mutex
 	instances := map[string]bool{}
