@@ -100,8 +100,10 @@ func TestSoakSpawnKillCycles(t *testing.T) {
 		// A message of her own, then quiet: 2 s after her last run Mother
 		// collects and returns freed memory, so the heap read after is
 		// what she holds, not garbage waiting for the collector.
+		// The history index follows 5 s after the last lines, and is
+		// trimmed after in turn (pkg/recall): quiet means after that too.
 		stillAnswers(t, p, word)
-		time.Sleep(3 * time.Second)
+		time.Sleep(8 * time.Second)
 		rss, _ = p.rss(t) // first: reading /metrics runs code she otherwise does not
 		g = p.goroutines(t)
 		heap = p.heapInuse(t)
