@@ -217,11 +217,11 @@ func (m *Mother) Deliver(ctx context.Context, adapterName string, msg chat.Chann
 		return m.notStored(ctx, a, msg, lg, fmt.Errorf("open channel store: %w", err), Addressed(a.SelfID(), msg) && !msg.Sender.IsBot, false)
 	}
 	d := m.classify(ctx, a, &msg, late)
-	if d.noTalk == "" {
+	if d.noTalk == "" && !d.refusedDM {
 		// Heard after the message is classified: a transcript never makes
-		// a stop or an access answer, and nobody pays to hear a person who
-		// may not talk here.
-		m.hear(ctx, adapterName, &msg, lg)
+		// a stop or an access answer, and nobody pays to hear a stranger's
+		// DM or a person who may not talk here.
+		m.hear(ctx, adapterName, ch.Dir(), &msg, lg)
 	}
 	cs.order.Lock()
 	locked := true

@@ -41,26 +41,15 @@ var errNoEars = errors.New("no speech server is configured")
 // under attachments/. A voice message Mother cannot hear (no speech
 // server, the server down, a cap reached, longer than
 // speech.maxDuration) is named instead, with why, so the model can tell
-// the person. Bots' messages and refused DMs are not heard.
-func (m *Mother) hear(ctx context.Context, adapter string, msg *chat.ChannelMessage, lg *slog.Logger) {
-	if msg.Sender.IsBot || len(msg.Attachments) == 0 {
+// the person. Bots' messages are not heard; Deliver does not ask for
+// refused DMs or people who may not talk. dir is the channel's directory.
+func (m *Mother) hear(ctx context.Context, adapter, dir string, msg *chat.ChannelMessage, lg *slog.Logger) {
+	if msg.Sender.IsBot {
 		return
 	}
-	if msg.IsDM && !m.mayDM(adapter, msg.Sender.ID) {
-		return // a refused DM: nobody pays to hear a stranger
-	}
-	var dir string
 	for _, att := range msg.Attachments {
 		if !att.Voice {
 			continue
-		}
-		if dir == "" {
-			ch, err := m.store.Channel(adapter, msg.ChannelID)
-			if err != nil {
-				lg.Warn("cannot open the channel to hear a voice message", "err", err)
-				return
-			}
-			dir = ch.Dir()
 		}
 		words := m.hearOne(ctx, adapter, dir, msg, att, lg)
 		if strings.TrimSpace(msg.Text) == "" {
